@@ -101,6 +101,9 @@ func (p *parser) hostDirective(args []string, opts []opt) error {
 	if err := p.checkName("host", "host", args[0]); err != nil {
 		return err
 	}
+	if args[0] == "gw" {
+		return p.errf("host", "host name gw is reserved for the site gateway")
+	}
 	s := p.site
 	for _, h := range s.Hosts {
 		if h.Name == args[0] {

@@ -38,7 +38,7 @@ func (p *parser) finishSite() error {
 					return &Error{File: p.file, Line: h.Line, Field: n.Name, Msg: fmt.Sprintf("address %s is already %s's", a, owner)}
 				}
 				taken[a] = h
-				h.iface(n).Addr = a
+				h.IfaceOn(n).Addr = a
 			}
 		}
 		next := n.Prefix.Addr()
@@ -46,7 +46,7 @@ func (p *parser) finishSite() error {
 			next = next.Next()
 		}
 		for _, h := range s.Hosts {
-			ifc := h.iface(n)
+			ifc := h.IfaceOn(n)
 			if ifc == nil || ifc.Addr.IsValid() {
 				continue
 			}
@@ -79,7 +79,8 @@ func (p *parser) finishSite() error {
 	return nil
 }
 
-func (h *Host) iface(n *Net) *Iface {
+// IfaceOn returns the host's interface on net n, or nil.
+func (h *Host) IfaceOn(n *Net) *Iface {
 	for _, ifc := range h.Ifaces {
 		if ifc.Net == n {
 			return ifc

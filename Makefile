@@ -1,0 +1,53 @@
+# gridlink: `make demo` and `make test` do everything on a fresh machine
+# (Debian, root): they install what they need first.
+SHELL    := /bin/bash
+GO       ?= go
+BIN      := bin
+FUZZTIME ?= 60s
+# Debian packages the lab and the tests use; `make deps` installs those missing.
+DEBS     := iproute2 nftables iputils-ping iperf3 socat
+
+.PHONY: all build deps test unit lab-test demo bench fuzz down clean
+all: build
+
+deps:
+	@missing=""; for p in $(DEBS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  export DEBIAN_FRONTEND=noninteractive; \
+	  apt-get update -qq && apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+build:
+	$(GO) build -o $(BIN)/gridlink ./cmd/gridlink
+	$(GO) build -o $(BIN)/gridlab ./cmd/gridlab
+
+# Everything: vet, unit tests, fuzz seed corpora and lab integration tests,
+# with the race detector. Lab tests need root and fail (not skip) under CI=true.
+test: deps build
+	$(GO) vet ./...
+	$(BIN)/gridlab down >/dev/null
+	$(GO) test -race -count=1 -timeout 14m ./...
+
+# The main job on built-in defaults: bring up grid6 and print its
+# connectivity matrix, then tear it down.
+demo: deps build
+	$(BIN)/gridlab matrix grid6
+
+# Speed and memory figures for BENCHMARKS.md (needs root).
+bench: deps build
+	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./lab/wan/
+
+# Longer fuzzing of every fuzz target, FUZZTIME each.
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+down:
+	-$(BIN)/gridlab down
+
+clean: down
+	rm -rf $(BIN)

@@ -1,0 +1,87 @@
+// Package archtest enforces the module's layering: packages depend in one
+// direction only, and the product never depends on the lab.
+package archtest
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/gridlink/gridlink"
+
+// layers, lowest first. A package may import packages of lower layers only
+// (and its own subpackages). Paths are relative to the module; a path
+// covers its subpackages.
+var layers = [][]string{
+	{"identity"},
+	{"pki"},
+	{"wire"},
+	{"direct"},
+	{"hub"},
+	{"vconn"},
+	{"link"},
+	{"xfer", "socks", "forward", "vip"},
+	{""}, // the top-level API package gridlink
+	{"cli", "dashboard"},
+	{"lab"}, // the emulated grid: may drive the product, never the reverse
+	{"cmd", "internal"},
+}
+
+func layerOf(rel string) (int, string, bool) {
+	best, bestLen, name := -1, -1, ""
+	for i, l := range layers {
+		for _, p := range l {
+			if (rel == p || strings.HasPrefix(rel, p+"/") || p == "") && len(p) > bestLen {
+				if p == "" && rel != "" {
+					continue
+				}
+				best, bestLen, name = i, len(p), p
+			}
+		}
+	}
+	return best, name, best >= 0
+}
+
+func TestLayering(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(strings.TrimPrefix(fields[0], module), "/")
+		from, fromName, ok := layerOf(pkg)
+		if !ok {
+			t.Errorf("package %s has no layer: add it to the layers in internal/archtest", fields[0])
+			continue
+		}
+		for _, imp := range fields[1:] {
+			if !strings.HasPrefix(imp, module) {
+				continue
+			}
+			rel := strings.TrimPrefix(strings.TrimPrefix(imp, module), "/")
+			to, toName, ok := layerOf(rel)
+			if !ok {
+				continue // reported on its own line
+			}
+			if toName == "lab" && fromName != "lab" && pkg != "cmd/gridlab" && !strings.HasPrefix(pkg, "internal/") {
+				t.Errorf("%s imports the lab package %s: only the lab and cmd/gridlab may", fields[0], imp)
+			}
+			if to > from || (to == from && toName != fromName) {
+				t.Errorf("%s (layer %q) imports %s (layer %q): dependencies must point down %v", fields[0], fromName, imp, toName, layers)
+			}
+		}
+	}
+}
+
+func TestLayerOf(t *testing.T) {
+	for rel, want := range map[string]string{"": "", "lab/matrix": "lab", "cmd/gridlab": "cmd", "hub": "hub", "vconn/splice": "vconn"} {
+		if _, got, ok := layerOf(rel); !ok || got != want {
+			t.Errorf("layerOf(%q) = %q, %v; want %q", rel, got, ok, want)
+		}
+	}
+	if _, _, ok := layerOf("mystery"); ok {
+		t.Errorf("unknown package got a layer")
+	}
+}
