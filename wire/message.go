@@ -1,0 +1,251 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+
+	"github.com/gridlink/gridlink/identity"
+)
+
+// Control message kinds (Message.Kind).
+const (
+	// KHello is the first message each side sends on a new hub link.
+	KHello = "hello"
+	// KGossip spreads one hub's state through the overlay.
+	KGossip = "gossip"
+	// KRouted carries a message to a hub or node elsewhere in the overlay.
+	KRouted = "routed"
+	// KLookup asks a hub which of its nodes match a name or ID.
+	KLookup = "lookup"
+	// KFound answers KLookup.
+	KFound = "found"
+	// KReverse asks a node to connect back to the sender (reverse setup).
+	KReverse = "reverse"
+	// KReverseFail tells the asker that a reverse setup failed, and why.
+	KReverseFail = "reverse-fail"
+)
+
+// Limits on decoded messages.
+const (
+	maxAddrs   = 32
+	maxName    = 64
+	maxNeigh   = 1024
+	maxMatches = 64
+	maxTTL     = 32
+)
+
+// Message is one control message: Kind says which field is set.
+type Message struct {
+	Kind    string   `json:"kind"`
+	Hello   *Hello   `json:"hello,omitempty"`
+	Gossip  *Gossip  `json:"gossip,omitempty"`
+	Routed  *Routed  `json:"routed,omitempty"`
+	Lookup  *Lookup  `json:"lookup,omitempty"`
+	Found   *Found   `json:"found,omitempty"`
+	Reverse *Reverse `json:"reverse,omitempty"`
+	Fail    *Fail    `json:"fail,omitempty"`
+}
+
+// Hello introduces one end of a hub link. A hub answers a node's hello with
+// its own, with Observed set to the address it saw the node connect from.
+type Hello struct {
+	Role     string           `json:"role"` // "hub" or "node"
+	Machine  identity.Machine `json:"machine"`
+	Observed netip.AddrPort   `json:"observed,omitzero"`
+	Version  int              `json:"version"`
+}
+
+// Gossip is a hub's state as it spreads: newer states have higher State.
+type Gossip struct {
+	Hub       identity.ID      `json:"hub"`
+	Name      string           `json:"name"`
+	State     uint64           `json:"state"`
+	Addrs     []netip.AddrPort `json:"addrs,omitempty"` // where it listens for hub links
+	Neighbors []Neighbor       `json:"neighbors,omitempty"`
+	Nodes     int              `json:"nodes"` // how many nodes are attached
+}
+
+// Neighbor is a hub link as its owner sees it.
+type Neighbor struct {
+	Hub    identity.ID `json:"hub"`
+	RTTus  int64       `json:"rtt_us"`
+	Dialed bool        `json:"dialed"` // the owner dialled this link
+}
+
+// Routed is a message for a hub (ToNode zero) or a node elsewhere.
+type Routed struct {
+	FromHub  identity.ID `json:"from_hub"`
+	FromNode identity.ID `json:"from_node,omitzero"`
+	ToHub    identity.ID `json:"to_hub"`
+	ToNode   identity.ID `json:"to_node,omitzero"`
+	TTL      int         `json:"ttl"`
+	Msg      *Message    `json:"msg"`
+}
+
+// Lookup asks for nodes whose name or ID is Node.
+type Lookup struct {
+	Query uint64 `json:"query"`
+	Node  string `json:"node"`
+}
+
+// Found answers a Lookup.
+type Found struct {
+	Query   uint64             `json:"query"`
+	Matches []identity.Machine `json:"matches,omitempty"`
+}
+
+// Reverse asks the target node to dial the sender back.
+type Reverse struct {
+	Token  uint64           `json:"token"`  // names the waiting dial on the sender
+	From   identity.Machine `json:"from"`   // whom to dial, at which addresses
+	Port   uint16           `json:"port"`   // the target's port the connection is for
+	Target identity.ID      `json:"target"` // the node that should dial back
+}
+
+// Fail reports a failed request.
+type Fail struct {
+	Token  uint64 `json:"token"`
+	Reason string `json:"reason"`
+}
+
+// Open is the payload of a TOpen frame: a relayed connection request.
+type Open struct {
+	From   identity.Machine `json:"from"`
+	ToHub  identity.ID      `json:"to_hub"`
+	ToNode identity.ID      `json:"to_node"`
+	Port   uint16           `json:"port"`
+	TTL    int              `json:"ttl"`
+	Window uint32           `json:"window"` // bytes the opener may receive before it grants more
+}
+
+// Accept is the payload of a TAccept frame.
+type Accept struct {
+	Window uint32 `json:"window"` // bytes the acceptor may receive before it grants more
+}
+
+// Encode marshals a message.
+func Encode(m *Message) []byte {
+	b, err := json.Marshal(m)
+	if err != nil {
+		panic(fmt.Sprintf("wire: encode %s: %v", m.Kind, err)) // only our own types: cannot fail
+	}
+	return b
+}
+
+// Decode unmarshals and checks a control message.
+func Decode(p []byte) (*Message, error) {
+	var m Message
+	if err := strictUnmarshal(p, &m); err != nil {
+		return nil, fmt.Errorf("%w: control message: %v", ErrFrame, err)
+	}
+	if err := m.check(0); err != nil {
+		return nil, fmt.Errorf("%w: %s message: %v", ErrFrame, m.Kind, err)
+	}
+	return &m, nil
+}
+
+// DecodeOpen unmarshals and checks a TOpen payload.
+func DecodeOpen(p []byte) (*Open, error) {
+	var o Open
+	if err := strictUnmarshal(p, &o); err != nil {
+		return nil, fmt.Errorf("%w: open: %v", ErrFrame, err)
+	}
+	if err := checkMachine(&o.From); err != nil {
+		return nil, fmt.Errorf("%w: open: %v", ErrFrame, err)
+	}
+	if o.TTL < 0 || o.TTL > maxTTL || o.ToNode.IsZero() {
+		return nil, fmt.Errorf("%w: open: bad ttl %d or no target", ErrFrame, o.TTL)
+	}
+	return &o, nil
+}
+
+// DecodeAccept unmarshals a TAccept payload.
+func DecodeAccept(p []byte) (*Accept, error) {
+	var a Accept
+	if err := strictUnmarshal(p, &a); err != nil {
+		return nil, fmt.Errorf("%w: accept: %v", ErrFrame, err)
+	}
+	return &a, nil
+}
+
+func strictUnmarshal(p []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(p))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return fmt.Errorf("trailing data")
+	}
+	return nil
+}
+
+func (m *Message) check(depth int) error {
+	set := 0
+	for _, p := range []bool{m.Hello != nil, m.Gossip != nil, m.Routed != nil, m.Lookup != nil, m.Found != nil, m.Reverse != nil, m.Fail != nil} {
+		if p {
+			set++
+		}
+	}
+	if set != 1 {
+		return fmt.Errorf("%d bodies, want exactly 1", set)
+	}
+	var ok bool
+	switch m.Kind {
+	case KHello:
+		ok = m.Hello != nil && (m.Hello.Role == "hub" || m.Hello.Role == "node")
+		if ok {
+			return checkMachine(&m.Hello.Machine)
+		}
+	case KGossip:
+		g := m.Gossip
+		ok = g != nil && len(g.Name) <= maxName && len(g.Addrs) <= maxAddrs && len(g.Neighbors) <= maxNeigh && g.Nodes >= 0 && !g.Hub.IsZero()
+	case KRouted:
+		r := m.Routed
+		if r == nil || r.Msg == nil || r.TTL < 0 || r.TTL > maxTTL || depth > 0 {
+			return fmt.Errorf("bad routed envelope")
+		}
+		if r.Msg.Kind == KRouted || r.Msg.Kind == KHello || r.Msg.Kind == KGossip {
+			return fmt.Errorf("cannot route a %s message", r.Msg.Kind)
+		}
+		return r.Msg.check(depth + 1)
+	case KLookup:
+		ok = m.Lookup != nil && m.Lookup.Node != "" && len(m.Lookup.Node) <= maxName
+	case KFound:
+		ok = m.Found != nil && len(m.Found.Matches) <= maxMatches
+		if ok {
+			for i := range m.Found.Matches {
+				if err := checkMachine(&m.Found.Matches[i]); err != nil {
+					return err
+				}
+			}
+		}
+	case KReverse:
+		ok = m.Reverse != nil && m.Reverse.Port != 0
+		if ok {
+			return checkMachine(&m.Reverse.From)
+		}
+	case KReverseFail:
+		ok = m.Fail != nil && len(m.Fail.Reason) <= 1024
+	default:
+		return fmt.Errorf("unknown kind %q", m.Kind)
+	}
+	if !ok {
+		return fmt.Errorf("missing or malformed body")
+	}
+	return nil
+}
+
+func checkMachine(m *identity.Machine) error {
+	switch {
+	case m.ID.IsZero():
+		return fmt.Errorf("machine without an ID")
+	case len(m.Name) > maxName || len(m.HubName) > maxName:
+		return fmt.Errorf("machine name too long")
+	case len(m.Addrs) > maxAddrs || len(m.Observed) > maxAddrs:
+		return fmt.Errorf("machine %s lists more than %d addresses", m.ID.Short(), maxAddrs)
+	}
+	return nil
+}

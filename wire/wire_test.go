@@ -1,0 +1,141 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/gridlink/gridlink/identity"
+)
+
+func TestFrameRoundTrip(t *testing.T) {
+	var b []byte
+	b = Append(b, TControl, 0, []byte(`{}`))
+	b = Append(b, TData, 7, bytes.Repeat([]byte{1}, 1000))
+	b = Append(b, TWindow, 7, WindowPayload(65536))
+	b = Append(b, TFin, 7, nil)
+	r := NewReader(bytes.NewReader(b))
+	want := []Frame{{TControl, 0, []byte(`{}`)}, {TData, 7, bytes.Repeat([]byte{1}, 1000)}, {TWindow, 7, WindowPayload(65536)}, {TFin, 7, []byte{}}}
+	for _, w := range want {
+		f, err := r.Read()
+		if err != nil || f.Type != w.Type || f.Circuit != w.Circuit || !bytes.Equal(f.Payload, w.Payload) {
+			t.Fatalf("read %v, %v; want %v", f, err, w)
+		}
+	}
+	if _, err := r.Read(); err != io.EOF {
+		t.Fatalf("at end: %v, want EOF", err)
+	}
+}
+
+func TestBadFrames(t *testing.T) {
+	hdr := func(t Type, flags byte, circuit uint32, n int) []byte {
+		b := make([]byte, HeaderSize)
+		PutHeader(b, t, circuit, n)
+		b[1] = flags
+		return b
+	}
+	cases := map[string][]byte{
+		"unknown type 0":                   hdr(0, 0, 1, 0),
+		"unknown type 200":                 hdr(200, 0, 1, 0),
+		"reserved bits":                    hdr(TData, 1, 1, 0),
+		"more than the":                    hdr(TData, 0, 1, MaxPayload+1),
+		"control frame on circuit":         hdr(TControl, 0, 3, 0),
+		"without a circuit":                hdr(TData, 0, 0, 0),
+		"window frame of 3 bytes":          hdr(TWindow, 0, 1, 3),
+		"stream ended inside a data frame": append(hdr(TData, 0, 1, 10), 1, 2),
+		"stream ended inside a header":     {1, 0, 0},
+	}
+	for want, b := range cases {
+		_, err := NewReader(bytes.NewReader(b)).Read()
+		if !errors.Is(err, ErrFrame) || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v", want, err)
+		}
+	}
+}
+
+func testMachine() identity.Machine {
+	return identity.Machine{ID: identity.KeyFromSeed(make([]byte, 32)).ID(), Name: "das3v-n1",
+		Addrs: []netip.AddrPort{netip.MustParseAddrPort("192.0.2.11:7000")}}
+}
+
+func TestMessages(t *testing.T) {
+	m := testMachine()
+	msgs := []*Message{
+		{Kind: KHello, Hello: &Hello{Role: "node", Machine: m, Version: 1}},
+		{Kind: KGossip, Gossip: &Gossip{Hub: m.ID, Name: "das3v", State: 3, Neighbors: []Neighbor{{Hub: m.ID, RTTus: 100}}}},
+		{Kind: KRouted, Routed: &Routed{FromHub: m.ID, ToHub: m.ID, TTL: 5, Msg: &Message{Kind: KLookup, Lookup: &Lookup{Query: 1, Node: "x"}}}},
+		{Kind: KFound, Found: &Found{Query: 1, Matches: []identity.Machine{m}}},
+		{Kind: KReverse, Reverse: &Reverse{Token: 9, From: m, Port: 80, Target: m.ID}},
+		{Kind: KReverseFail, Fail: &Fail{Token: 9, Reason: "connection refused"}},
+	}
+	for _, msg := range msgs {
+		got, err := Decode(Encode(msg))
+		if err != nil || got.Kind != msg.Kind || !bytes.Equal(Encode(got), Encode(msg)) {
+			t.Errorf("%s: %v", msg.Kind, err)
+		}
+	}
+	bad := map[string]string{
+		`{"kind":"hello"}`:                      "0 bodies, want exactly 1",
+		`{"kind":"nope","fail":{}}`:             `unknown kind "nope"`,
+		`{"kind":"hello","hello":{"role":"x"}}`: "missing or malformed body",
+		`{"kind":"fail","extra":1}`:             "unknown field",
+		`{"kind":"reverse-fail","fail":{}} x`:   "trailing data",
+		`{"kind":"routed","routed":{"ttl":1,"msg":{"kind":"routed","routed":{"ttl":1}}}}`: "cannot route",
+		`{"kind":"hello","hello":{"role":"node","machine":{}}}`:                           "machine without an ID",
+	}
+	for in, want := range bad {
+		if _, err := Decode([]byte(in)); err == nil || !errors.Is(err, ErrFrame) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Decode(%s): %v, want %q", in, err, want)
+		}
+	}
+	o := Open{From: m, ToHub: m.ID, ToNode: m.ID, Port: 80, TTL: 3, Window: 1 << 20}
+	ob, _ := json.Marshal(o)
+	if got, err := DecodeOpen(ob); err != nil || got.Port != 80 {
+		t.Errorf("DecodeOpen: %+v %v", got, err)
+	}
+}
+
+func FuzzReader(f *testing.F) {
+	f.Add(Append(Append(nil, TControl, 0, []byte(`{"kind":"lookup","lookup":{"query":1,"node":"a"}}`)), TData, 1, []byte("hi")))
+	f.Add(Append(nil, TWindow, 3, WindowPayload(5)))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r := NewReader(bytes.NewReader(b))
+		for {
+			fr, err := r.Read()
+			if err != nil {
+				return
+			}
+			if len(fr.Payload) > MaxPayload {
+				t.Fatalf("payload of %d bytes", len(fr.Payload))
+			}
+			if fr.Type == TControl {
+				_, _ = Decode(fr.Payload)
+			}
+			if fr.Type == TOpen {
+				_, _ = DecodeOpen(fr.Payload)
+			}
+		}
+	})
+}
+
+func FuzzDecode(f *testing.F) {
+	m := testMachine()
+	f.Add(Encode(&Message{Kind: KHello, Hello: &Hello{Role: "hub", Machine: m}}))
+	f.Add(Encode(&Message{Kind: KGossip, Gossip: &Gossip{Hub: m.ID, Name: "g", Neighbors: []Neighbor{{Hub: m.ID}}}}))
+	f.Add(Encode(&Message{Kind: KRouted, Routed: &Routed{FromHub: m.ID, ToHub: m.ID, Msg: &Message{Kind: KReverse, Reverse: &Reverse{From: m, Port: 1}}}}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		msg, err := Decode(b)
+		if err != nil {
+			return
+		}
+		// whatever decodes re-encodes and decodes to the same.
+		again, err := Decode(Encode(msg))
+		if err != nil || !bytes.Equal(Encode(again), Encode(msg)) {
+			t.Fatalf("re-decode: %v", err)
+		}
+	})
+}
