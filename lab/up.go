@@ -80,7 +80,10 @@ func Up(t *topology.Topology, src []byte, opt Options) (err error) {
 		return err
 	}
 	st.EmulatorPID = pid
-	return writeState(st)
+	if err := writeState(st); err != nil {
+		return err
+	}
+	return startSSHDs(t)
 }
 
 func preflight(t *topology.Topology) error {
@@ -238,11 +241,15 @@ func down() ([]string, error) {
 			errs = append(errs, fmt.Errorf("ip netns del: %v: %s", err, bytes.TrimSpace(out)))
 		}
 	}
-	for _, f := range []string{statePath(), statePath() + ".tmp"} {
-		if err := os.Remove(f); err == nil {
-			names = append(names, f)
-		} else if !os.IsNotExist(err) {
+	sshLogs, _ := filepath.Glob(filepath.Join(StateDir, "sshd-*.log"))
+	for _, f := range append([]string{statePath(), statePath() + ".tmp", SSHDir()}, sshLogs...) {
+		if _, err := os.Stat(f); err != nil {
+			continue
+		}
+		if err := os.RemoveAll(f); err != nil {
 			errs = append(errs, err)
+		} else {
+			names = append(names, f)
 		}
 	}
 	if left, _ := netns.List(Prefix); len(left) > 0 {

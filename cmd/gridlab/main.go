@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -245,8 +246,9 @@ func rateString(r int64) string {
 
 func matrixCmd() *cobra.Command {
 	var sets []string
-	var asJSON bool
+	var asJSON, withGridlink bool
 	var timeout time.Duration
+	var gridlinkBin string
 	c := &cobra.Command{
 		Use:   "matrix TOPOLOGY",
 		Short: "connect from a compute node of every site to one of every other site and report which pairs work",
@@ -272,17 +274,38 @@ is TOPOLOGY, else brings TOPOLOGY up for the run and down afterwards.`,
 			if err != nil {
 				return err
 			}
+			if withGridlink {
+				bin := gridlinkBin
+				if bin == "" {
+					exe, _ := os.Executable()
+					bin = filepath.Join(filepath.Dir(exe), "gridlink")
+				}
+				o, err := matrix.StartOverlay(ctx, t, bin)
+				if err != nil {
+					return err
+				}
+				o.AddGridlink(ctx, m, 20*time.Second)
+				o.Stop()
+			}
 			if asJSON {
 				return m.WriteJSON(os.Stdout)
 			}
-			m.WriteTable(os.Stdout, "plain TCP connection setup time in ms (rows: target, columns: source; - = no connection)", matrix.PlainCell)
-			fmt.Printf("\nplain TCP connects %d of %d site pairs\n", m.Summary.PlainOK, m.Summary.Total)
+			fmt.Println("connection setup time in ms from a compute node of each source site (columns) to one of each target site (rows); - = no connection")
+			if withGridlink {
+				m.WriteTable(os.Stdout, []string{"plain TCP", "gridlink (uncached; d direct, r reverse, s splice, v routed)"}, []matrix.Cell{matrix.PlainCell, matrix.GridlinkCell})
+				fmt.Printf("\nplain TCP connects %d of %d site pairs; gridlink connects %d\n", m.Summary.PlainOK, m.Summary.Total, *m.Summary.GridlinkOK)
+			} else {
+				m.WriteTable(os.Stdout, []string{"plain TCP"}, []matrix.Cell{matrix.PlainCell})
+				fmt.Printf("\nplain TCP connects %d of %d site pairs\n", m.Summary.PlainOK, m.Summary.Total)
+			}
 			return nil
 		},
 	}
 	c.Flags().StringArrayVar(&sets, "set", nil, "set a topology parameter, NAME=VALUE (repeatable)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
-	c.Flags().DurationVar(&timeout, "timeout", time.Second, "give up on a connection after this long")
+	c.Flags().DurationVar(&timeout, "timeout", time.Second, "give up on a plain connection after this long")
+	c.Flags().BoolVar(&withGridlink, "gridlink", true, "also connect through gridlink (hubs on frontends, agents on the nodes)")
+	c.Flags().StringVar(&gridlinkBin, "gridlink-bin", "", "the gridlink binary (default: beside gridlab)")
 	return c
 }
 

@@ -21,6 +21,7 @@ var layers = [][]string{
 	{"hub"},
 	{"vconn"},
 	{"link"},
+	{"agent"}, // the node agent: holds a node, serves the local control API
 	{"xfer", "socks", "forward", "vip"},
 	{""}, // the top-level API package gridlink
 	{"cli", "dashboard"},

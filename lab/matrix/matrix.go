@@ -32,15 +32,17 @@ type Result struct {
 
 // Pair is one ordered pair of sites.
 type Pair struct {
-	Src   string `json:"src"`
-	Dst   string `json:"dst"`
-	Plain Result `json:"plain"`
+	Src      string          `json:"src"`
+	Dst      string          `json:"dst"`
+	Plain    Result          `json:"plain"`
+	Gridlink *GridlinkResult `json:"gridlink,omitempty"`
 }
 
 // Summary counts the pairs.
 type Summary struct {
-	Total   int `json:"total"`
-	PlainOK int `json:"plain_ok"`
+	Total      int  `json:"total"`
+	PlainOK    int  `json:"plain_ok"`
+	GridlinkOK *int `json:"gridlink_ok,omitempty"`
 }
 
 // Matrix is the report.
@@ -186,24 +188,52 @@ func PlainCell(p *Pair) string {
 	return fmt.Sprintf("%.1f", p.Plain.MS)
 }
 
+// GridlinkCell shows the uncached gridlink setup time and the method's
+// letter as in the paper (d direct, r reverse, s splice, v routed), or "-".
+func GridlinkCell(p *Pair) string {
+	g := p.Gridlink
+	if g == nil || !g.OK {
+		return "-"
+	}
+	letter := map[string]string{"direct": "d", "reverse": "r", "splice": "s", "routed": "v"}[g.Method]
+	return fmt.Sprintf("%.1f %s", g.FirstMS, letter)
+}
+
 // WriteTable writes m laid out like the paper's Table 3: one row per target
-// site, one column per source site.
-func (m *Matrix) WriteTable(w io.Writer, title string, cell Cell) {
+// site, one column per source site; with several cells, their tables stand
+// side by side.
+func (m *Matrix) WriteTable(w io.Writer, titles []string, cells []Cell) {
 	const width = 10
-	fmt.Fprintf(w, "%s\n", title)
-	fmt.Fprintf(w, "%-16s", "target \\ source")
-	for _, s := range m.Sites {
-		fmt.Fprintf(w, "%*s", width, s)
+	for i, title := range titles {
+		if i > 0 {
+			fmt.Fprintf(w, "   |  ")
+		}
+		fmt.Fprintf(w, "%-*s", 16+width*len(m.Sites), title)
+	}
+	fmt.Fprintln(w)
+	for i := range cells {
+		if i > 0 {
+			fmt.Fprintf(w, "   |  ")
+		}
+		fmt.Fprintf(w, "%-16s", "target \\ source")
+		for _, s := range m.Sites {
+			fmt.Fprintf(w, "%*s", width, s)
+		}
 	}
 	fmt.Fprintln(w)
 	for _, dst := range m.Sites {
-		fmt.Fprintf(w, "%-16s", dst)
-		for _, src := range m.Sites {
-			c := ""
-			if p := m.pair(src, dst); p != nil {
-				c = cell(p)
+		for i, cell := range cells {
+			if i > 0 {
+				fmt.Fprintf(w, "   |  ")
 			}
-			fmt.Fprintf(w, "%*s", width, c)
+			fmt.Fprintf(w, "%-16s", dst)
+			for _, src := range m.Sites {
+				c := ""
+				if p := m.pair(src, dst); p != nil {
+					c = cell(p)
+				}
+				fmt.Fprintf(w, "%*s", width, c)
+			}
 		}
 		fmt.Fprintln(w)
 	}

@@ -119,6 +119,13 @@ func (p *parser) hostDirective(args []string, opts []opt) error {
 				return p.errf("role", "empty role")
 			}
 			h.Role = o.val
+		case o.key == "services":
+			for _, svc := range strings.Split(o.val, ",") {
+				if svc != "sshd" {
+					return p.errf("services", "unknown service %q (the lab runs: sshd)", svc)
+				}
+				h.Services = append(h.Services, svc)
+			}
 		case o.key == "nets":
 			for _, name := range strings.Split(o.val, ",") {
 				n := s.net(name)
@@ -139,7 +146,7 @@ func (p *parser) hostDirective(args []string, opts []opt) error {
 			}
 			explicit[o.key] = a
 		default:
-			return p.errf(o.key, "unknown host field (want nets, role, or a net name of site %s: %s)", s.Name, s.netNames())
+			return p.errf(o.key, "unknown host field (want nets, role, services, or a net name of site %s: %s)", s.Name, s.netNames())
 		}
 	}
 	if len(h.Ifaces) == 0 {

@@ -16,7 +16,7 @@
 //	site NAME [wan=ADDR] [firewall=none|stateful] [in=PORTS] [out=PORTS]
 //	          [inbound=drop|reject] [nat=none|preserve|random|sequential]
 //	net NAME PREFIX [public|nat]
-//	host NAME [nets=NET,...] [role=ROLE] [NET=ADDR ...]
+//	host NAME [nets=NET,...] [role=ROLE] [services=sshd] [NET=ADDR ...]
 //	forward PROTO/PORT HOST[:PORT]
 //	link SITE SITE [rtt=DUR|delay=DUR] [rate=RATE] [loss=LOSS] [queue=SIZE]
 //
@@ -114,11 +114,22 @@ func (n *Net) Routed() bool { return n.Kind != NetIsolated }
 
 // Host is a machine of a site.
 type Host struct {
-	Name   string
-	Site   *Site
-	Role   string // free-form: frontend, node, desktop... ("node" by default)
-	Ifaces []*Iface
-	Line   int
+	Name     string
+	Site     *Site
+	Role     string // free-form: frontend, node, desktop... ("node" by default)
+	Ifaces   []*Iface
+	Services []string // daemons the lab runs on the host: "sshd"
+	Line     int
+}
+
+// Runs reports whether the lab runs service on the host.
+func (h *Host) Runs(service string) bool {
+	for _, s := range h.Services {
+		if s == service {
+			return true
+		}
+	}
+	return false
 }
 
 // Iface is a host's interface on one net.

@@ -1,0 +1,252 @@
+package matrix
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gridlink/gridlink/lab"
+	"github.com/gridlink/gridlink/lab/topology"
+)
+
+// HubPort is where lab hubs listen.
+const HubPort = 7946
+
+// GridlinkResult is one pair's gridlink connection.
+type GridlinkResult struct {
+	OK       bool    `json:"ok"`
+	Method   string  `json:"method,omitempty"`    // of the first (uncached) connection
+	FirstMS  float64 `json:"first_ms,omitempty"`  // uncached setup time
+	CachedMS float64 `json:"cached_ms,omitempty"` // setup time of the next connection
+	Cached   string  `json:"cached_method,omitempty"`
+	RTTMS    float64 `json:"rtt_ms,omitempty"` // median echo round trip
+	Error    string  `json:"error,omitempty"`
+}
+
+// Overlay is a running gridlink overlay in the lab: a hub per site and a
+// node agent on every matrix host.
+type Overlay struct {
+	t     *topology.Topology
+	bin   string
+	procs []*exec.Cmd
+}
+
+// HubHost is where a site's hub runs: its frontend, else its matrix host.
+func HubHost(s *topology.Site) *topology.Host {
+	for _, h := range s.Hosts {
+		if h.Role == "frontend" {
+			return h
+		}
+	}
+	return s.MatrixHost()
+}
+
+// hubSpec is how hubs elsewhere reach site s's hub, or "" if they cannot
+// (it then links outward only).
+func hubSpec(s *topology.Site) string {
+	h := HubHost(s)
+	for _, ifc := range h.Ifaces {
+		if ifc.Net.Kind == topology.NetPublic {
+			return fmt.Sprintf("%s:%d", ifc.Addr, HubPort)
+		}
+	}
+	if h.Runs("sshd") {
+		for _, f := range s.Forwards {
+			if f.Host == h && f.Proto == "tcp" && f.ToPort == 22 {
+				return fmt.Sprintf("ssh://root@%s:%d/127.0.0.1:%d", s.WAN, f.Port, HubPort)
+			}
+		}
+	}
+	return ""
+}
+
+// hubFrom is the address host n uses for its site's hub.
+func hubFrom(n *topology.Host) string {
+	h := HubHost(n.Site)
+	if h == n {
+		return fmt.Sprintf("127.0.0.1:%d", HubPort)
+	}
+	for _, a := range n.Ifaces {
+		for _, b := range h.Ifaces {
+			if a.Net == b.Net {
+				return fmt.Sprintf("%s:%d", b.Addr, HubPort)
+			}
+		}
+	}
+	return fmt.Sprintf("%s:%d", h.PrimaryAddr(), HubPort)
+}
+
+// StartOverlay starts hubs and node agents in the running lab t, using the
+// gridlink binary bin, and waits until every agent answers.
+func StartOverlay(ctx context.Context, t *topology.Topology, bin string) (*Overlay, error) {
+	o := &Overlay{t: t, bin: bin}
+	for _, s := range t.Sites {
+		args := []string{"hub", "--name", s.Name, "--listen", fmt.Sprintf("0.0.0.0:%d", HubPort),
+			"--identity", lab.SSHClientKey(), "--known-hosts", lab.SSHKnownHosts()}
+		for _, other := range t.Sites {
+			if spec := hubSpec(other); other != s && spec != "" {
+				args = append(args, "--peer", spec)
+			}
+		}
+		if err := o.start(HubHost(s), "hub", args); err != nil {
+			o.Stop()
+			return nil, err
+		}
+	}
+	for _, s := range t.Sites {
+		h := s.MatrixHost()
+		if err := o.start(h, "node", []string{"node", "--name", h.ID(), "--hub", hubFrom(h)}); err != nil {
+			o.Stop()
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+func (o *Overlay) start(h *topology.Host, role string, args []string) error {
+	logPath := filepath.Join(lab.StateDir, fmt.Sprintf("gridlink-%s-%s.log", h.ID(), role))
+	logf, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command("ip", append([]string{"netns", "exec", lab.HostNS(h), o.bin}, args...)...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start gridlink %s on %s: %w", role, h.ID(), err)
+	}
+	o.procs = append(o.procs, cmd)
+	if role != "node" {
+		return nil
+	}
+	// an agent is up when it answers status.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, err := o.run(context.Background(), h, "status", "--json"); err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			log, _ := os.ReadFile(logPath)
+			return fmt.Errorf("gridlink node on %s did not come up in 20s:\n%s", h.ID(), log)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// run runs a gridlink command on host h and returns its output.
+func (o *Overlay) run(ctx context.Context, h *topology.Host, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", lab.HostNS(h), o.bin}, args...)...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return out.Bytes(), fmt.Errorf("%v: %s", err, bytes.TrimSpace(errb.Bytes()))
+	}
+	return out.Bytes(), nil
+}
+
+// Stop ends the hubs and agents.
+func (o *Overlay) Stop() {
+	for _, c := range o.procs {
+		_ = c.Process.Signal(syscall.SIGTERM)
+	}
+	for _, c := range o.procs {
+		done := make(chan struct{})
+		go func() { _ = c.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(3 * time.Second):
+			_ = c.Process.Kill()
+			<-done
+		}
+	}
+	o.procs = nil
+}
+
+type pingResult struct {
+	Method  string    `json:"method"`
+	Methods []string  `json:"methods"`
+	SetupMS []float64 `json:"setup_ms"`
+	RTTMS   []float64 `json:"rtt_ms"`
+	Error   string    `json:"error"`
+}
+
+// Ping measures one pair: a fresh (uncached) connection, then a cached one.
+func (o *Overlay) Ping(ctx context.Context, src, dst *topology.Host) GridlinkResult {
+	out, err := o.run(ctx, src, "ping", "--json", "--fresh", "--dials", "2", "--count", "3", dst.ID())
+	var pr pingResult
+	if jerr := json.Unmarshal(out, &pr); jerr != nil {
+		if err == nil {
+			err = jerr
+		}
+		return GridlinkResult{Error: err.Error()}
+	}
+	r := GridlinkResult{Method: pr.Method, Error: pr.Error}
+	if len(pr.SetupMS) == 2 && pr.Error == "" {
+		r.OK, r.FirstMS, r.CachedMS, r.Cached = true, pr.SetupMS[0], pr.SetupMS[1], pr.Methods[1]
+	}
+	if len(pr.RTTMS) > 0 {
+		r.RTTMS = median(pr.RTTMS)
+	}
+	return r
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	for i := range s {
+		for j := i + 1; j < len(s); j++ {
+			if s[j] < s[i] {
+				s[i], s[j] = s[j], s[i]
+			}
+		}
+	}
+	return s[len(s)/2]
+}
+
+// AddGridlink measures every pair of m through the overlay: sources in
+// parallel, each source's targets one after another (they share its
+// agent's cache). It first waits until the overlay carries a connection
+// from every source (hubs need a few gossip rounds to find each other).
+func (o *Overlay) AddGridlink(ctx context.Context, m *Matrix, settle time.Duration) {
+	var wg sync.WaitGroup
+	deadline := time.Now().Add(settle)
+	for _, src := range o.t.Sites {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sh := src.MatrixHost()
+			// warm-up: until a connection to another site works or settle ends.
+			for _, dst := range o.t.Sites {
+				if dst == src {
+					continue
+				}
+				for time.Now().Before(deadline) && !o.Ping(ctx, sh, dst.MatrixHost()).OK {
+					time.Sleep(200 * time.Millisecond)
+				}
+				break
+			}
+			for i := range m.Pairs {
+				p := &m.Pairs[i]
+				if p.Src != src.Name {
+					continue
+				}
+				r := o.Ping(ctx, sh, o.t.Site(p.Dst).MatrixHost())
+				p.Gridlink = &r
+			}
+		}()
+	}
+	wg.Wait()
+	m.Summary.GridlinkOK = new(int)
+	for _, p := range m.Pairs {
+		if p.Gridlink != nil && p.Gridlink.OK {
+			*m.Summary.GridlinkOK++
+		}
+	}
+}
