@@ -1,0 +1,136 @@
+package direct
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/gridlink/gridlink/identity"
+)
+
+// ErrRefused is wrapped by the error of a dial that the target's listener
+// refused (its Accept or Check said no). The target was reached and proved
+// its identity: trying its other addresses would meet the same answer.
+var ErrRefused = errors.New("refused by the listener")
+
+// RefusedError is a refusal with the listener's reason.
+type RefusedError struct {
+	Peer    identity.ID // the listener's ID (verified)
+	Request string
+	Reason  string // the listener's words, sanitised
+}
+
+func (e *RefusedError) Error() string {
+	req := ""
+	if e.Request != "" {
+		req = fmt.Sprintf(" (request %q)", e.Request)
+	}
+	return fmt.Sprintf("%v %s%s: %s", ErrRefused, e.Peer.Short(), req, e.Reason)
+}
+
+func (e *RefusedError) Unwrap() error { return ErrRefused }
+
+// The refusal frame. When the listener selects RefusedALPN it completes the
+// handshake, writes one frame inside TLS and closes the connection:
+//
+//	offset size field
+//	0      1    code     refusalCode (1); other values are reserved
+//	1      2    length   big-endian length n of the reason, at most MaxReason
+//	3      n    reason   UTF-8 text for people
+//
+// The dialler learns of the refusal from ALPN when its handshake ends; the
+// frame follows one round trip later and adds only the reason.
+const (
+	refusalCode   = 1
+	refusalHeader = 3
+	// MaxReason is the longest reason sent, in bytes; longer ones are cut.
+	MaxReason = 1024
+	// reasonWait bounds how long a refused dialler waits for the reason.
+	reasonWait = 5 * time.Second
+)
+
+// encodeRefusal returns the frame for reason, cut to MaxReason bytes at a
+// character boundary.
+func encodeRefusal(reason string) []byte {
+	reason = sanitize(reason)
+	if len(reason) > MaxReason {
+		cut := MaxReason
+		for cut > 0 && !utf8.RuneStart(reason[cut]) {
+			cut--
+		}
+		reason = reason[:cut]
+	}
+	b := make([]byte, refusalHeader+len(reason))
+	b[0] = refusalCode
+	binary.BigEndian.PutUint16(b[1:3], uint16(len(reason)))
+	copy(b[3:], reason)
+	return b
+}
+
+// decodeRefusal decodes a refusal frame at the start of b and returns the
+// sanitised reason and the frame's size. io.ErrUnexpectedEOF means b holds
+// only part of a frame.
+func decodeRefusal(b []byte) (reason string, n int, err error) {
+	if len(b) < refusalHeader {
+		return "", 0, io.ErrUnexpectedEOF
+	}
+	if b[0] != refusalCode {
+		return "", 0, fmt.Errorf("refusal frame: unknown code %d", b[0])
+	}
+	size := int(binary.BigEndian.Uint16(b[1:3]))
+	if size > MaxReason {
+		return "", 0, fmt.Errorf("refusal frame: reason of %d bytes, at most %d", size, MaxReason)
+	}
+	if len(b) < refusalHeader+size {
+		return "", 0, io.ErrUnexpectedEOF
+	}
+	return sanitize(string(b[refusalHeader : refusalHeader+size])), refusalHeader + size, nil
+}
+
+// sanitize makes text safe to print: valid UTF-8 without control
+// characters (each replaced by a space).
+func sanitize(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
+// readRefusal reads the refusal frame from c within ctx and reasonWait.
+func readRefusal(ctx context.Context, c net.Conn) (string, error) {
+	deadline := time.Now().Add(reasonWait)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	_ = c.SetReadDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { _ = c.SetReadDeadline(time.Unix(1, 0)) })
+	defer stop()
+	buf := make([]byte, 0, refusalHeader+64)
+	tmp := make([]byte, 512)
+	for {
+		if reason, _, err := decodeRefusal(buf); err == nil || !errors.Is(err, io.ErrUnexpectedEOF) {
+			return reason, err
+		}
+		n, err := c.Read(tmp)
+		buf = append(buf, tmp[:n]...)
+		if len(buf) > refusalHeader+MaxReason {
+			buf = buf[:refusalHeader+MaxReason]
+		}
+		if err != nil && n == 0 {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return "", fmt.Errorf("reading the reason: %w", err)
+		}
+	}
+}

@@ -1,0 +1,275 @@
+package direct
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/lab/labtest"
+)
+
+const sshdPath = "/usr/sbin/sshd"
+
+// testSSHD is a real OpenSSH server run for a test, with a generated host
+// key and one authorized client key, in files of its own.
+type testSSHD struct {
+	dir       string
+	hostKey   ssh.PublicKey
+	clientKey string // path of the client's private key
+	port      int
+	log       *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// writeKey makes an Ed25519 key, writes the private half in OpenSSH format
+// to path and returns the public half.
+func writeKey(t testing.TB, path string) ssh.PublicKey {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blk, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, pem.EncodeToMemory(blk), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pk, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pk
+}
+
+// startSSHD runs sshd on listen:port, inside the named lab namespace (""
+// for this one, where listen must be a loopback address). It stops when
+// the test ends. probe dials the sshd from where it can be reached.
+func startSSHD(t testing.TB, netns, listen string, port int, probe func(addr string) (net.Conn, error)) *testSSHD {
+	t.Helper()
+	labtest.RequireRoot(t)
+	if _, err := os.Stat(sshdPath); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("%s missing: install the Debian package openssh-server", sshdPath)
+		}
+		t.Skipf("%s missing (Debian package openssh-server)", sshdPath)
+	}
+	// Privilege separation needs this directory.
+	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := &testSSHD{dir: t.TempDir(), port: port, log: &syncBuffer{}}
+	s.hostKey = writeKey(t, filepath.Join(s.dir, "host_ed25519"))
+	s.clientKey = filepath.Join(s.dir, "id_client")
+	client := writeKey(t, s.clientKey)
+	if err := os.WriteFile(filepath.Join(s.dir, "authorized_keys"), ssh.MarshalAuthorizedKey(client), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	conf := fmt.Sprintf(`Port %d
+ListenAddress %s
+HostKey %s
+AuthorizedKeysFile %s
+PidFile none
+UsePAM no
+StrictModes no
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+PermitRootLogin prohibit-password
+AllowTcpForwarding yes
+LogLevel VERBOSE
+`, port, listen, filepath.Join(s.dir, "host_ed25519"), filepath.Join(s.dir, "authorized_keys"))
+	confPath := filepath.Join(s.dir, "sshd_config")
+	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{sshdPath, "-D", "-e", "-f", confPath}
+	if netns != "" {
+		args = append([]string{"ip", "netns", "exec", netns}, args...)
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stdout, cmd.Stderr = s.log, s.log
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start sshd: %v", err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(3 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("sshd log:\n%s", s.log)
+		}
+	})
+	// Wait for its banner.
+	addr := net.JoinHostPort(listen, fmt.Sprint(port))
+	if listen == "0.0.0.0" {
+		addr = net.JoinHostPort("127.0.0.1", fmt.Sprint(port))
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := probe(addr)
+		if err == nil {
+			_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+			b := make([]byte, 4)
+			_, err = c.Read(b)
+			c.Close()
+			if err == nil && string(b) == "SSH-" {
+				return s
+			}
+		}
+		select {
+		case <-exited:
+			t.Fatalf("sshd exited: %s", s.log)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sshd not up at %s: %v\n%s", addr, err, s.log)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// knownHosts writes a known_hosts file trusting the sshd's key for hosts
+// ("ADDR:PORT" each) and returns its path.
+func (s *testSSHD) knownHosts(t testing.TB, key ssh.PublicKey, hosts ...string) string {
+	t.Helper()
+	var lines []string
+	for _, h := range hosts {
+		lines = append(lines, knownhosts.Line([]string{knownhosts.Normalize(h)}, key))
+	}
+	path := filepath.Join(t.TempDir(), "known_hosts")
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// SSH through a real sshd on loopback: Transport by address and by alias,
+// the identity check over the tunnel, deadlines, and the host key errors.
+func TestSSHTransportLoopback(t *testing.T) {
+	port := freeRun(t, "127.0.0.7", 1)
+	sshd := startSSHD(t, "", "127.0.0.7", port, func(addr string) (net.Conn, error) {
+		return net.DialTimeout("tcp4", addr, time.Second)
+	})
+	srv, cli := testCreds(t, 1), testCreds(t, 2)
+	l := testListen(t, ListenConfig{Creds: srv, Addr: "127.0.0.8", Check: func(_ identity.ID, req string) error {
+		if req != "hub" {
+			return fmt.Errorf("no service %q here", req)
+		}
+		return nil
+	}})
+	go echo(l)
+	sshdAddr := fmt.Sprintf("127.0.0.7:%d", port)
+	dir := t.TempDir()
+	config := filepath.Join(dir, "config")
+	if err := os.WriteFile(config, []byte(fmt.Sprintf("Host fe\n  HostName 127.0.0.7\n  Port %d\n  User root\nHost *\n  IdentityFile %s\n", port, sshd.clientKey)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &SSHConfig{ConfigFile: config, KnownHosts: sshd.knownHosts(t, sshd.hostKey, sshdAddr), IdentityFiles: []string{}}
+	d := &Dialer{Creds: cli, SSH: cfg, Local: noLocal}
+	ctx := context.Background()
+
+	for _, spec := range []string{
+		fmt.Sprintf("ssh://root@%s/127.0.0.8:%d", sshdAddr, l.Port()),
+		fmt.Sprintf("ssh://fe/127.0.0.8:%d", l.Port()),
+	} {
+		raw, err := d.Transport(ctx, spec)
+		if err != nil {
+			t.Fatalf("Transport %s: %v", spec, err)
+		}
+		if !strings.HasPrefix(raw.RemoteAddr().String(), "ssh://") {
+			t.Errorf("remote address %v", raw.RemoteAddr())
+		}
+		// Deadlines work through the tunnel.
+		_ = raw.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+		if _, err := raw.Read(make([]byte, 1)); err == nil || !os.IsTimeout(err) {
+			t.Errorf("read deadline through the tunnel: %v", err)
+		}
+		_ = raw.SetReadDeadline(time.Time{})
+		c, err := d.Handshake(ctx, raw, srv.Key.ID(), "hub")
+		if err != nil {
+			t.Fatalf("handshake through %s: %v", spec, err)
+		}
+		roundTrip(t, c)
+		c.Close()
+	}
+	// A refusal travels back through the tunnel too.
+	raw, err := d.Transport(ctx, fmt.Sprintf("ssh://fe/127.0.0.8:%d", l.Port()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Handshake(ctx, raw, srv.Key.ID(), "web"); err == nil || !strings.Contains(err.Error(), `no service "web" here`) {
+		t.Errorf("refusal through the tunnel: %v", err)
+	}
+
+	// Unknown host: the error names the host and the known_hosts file.
+	empty := filepath.Join(dir, "known_hosts.empty")
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, kh := range []string{empty, filepath.Join(dir, "no_such_known_hosts")} {
+		d2 := &Dialer{Creds: cli, SSH: &SSHConfig{ConfigFile: config, KnownHosts: kh, IdentityFiles: []string{}}}
+		_, err = d2.Transport(ctx, "ssh://fe/1")
+		if err == nil || !strings.Contains(err.Error(), "unknown host") || !strings.Contains(err.Error(), sshdAddr) || !strings.Contains(err.Error(), kh) || !strings.Contains(err.Error(), ssh.FingerprintSHA256(sshd.hostKey)) {
+			t.Errorf("unknown host key: %v", err)
+		}
+	}
+	// Another key for this host: a mismatch, said loudly.
+	other := writeKey(t, filepath.Join(dir, "other"))
+	d2 := &Dialer{Creds: cli, SSH: &SSHConfig{ConfigFile: config, KnownHosts: sshd.knownHosts(t, other, sshdAddr), IdentityFiles: []string{}}}
+	if _, err = d2.Transport(ctx, "ssh://fe/1"); err == nil || !strings.Contains(err.Error(), "HOST KEY MISMATCH") {
+		t.Errorf("mismatched host key: %v", err)
+	}
+	// A key the sshd does not know.
+	d2 = &Dialer{Creds: cli, SSH: &SSHConfig{ConfigFile: "-", KnownHosts: cfg.KnownHosts, IdentityFiles: []string{filepath.Join(dir, "other")}}}
+	if _, err = d2.Transport(ctx, "ssh://root@"+sshdAddr+"/1"); err == nil || !strings.Contains(err.Error(), "unable to authenticate") {
+		t.Errorf("unknown client key: %v", err)
+	}
+	// No key at all.
+	d2.SSH.IdentityFiles = []string{filepath.Join(dir, "nope")}
+	if _, err = d2.Transport(ctx, "ssh://root@"+sshdAddr+"/1"); err == nil || !strings.Contains(err.Error(), "no usable private key") {
+		t.Errorf("no key: %v", err)
+	}
+	// Nothing listening behind the sshd.
+	if _, err = d.Transport(ctx, fmt.Sprintf("ssh://fe/%d", closedPort(t, "127.0.0.1").Port())); err == nil || !strings.Contains(err.Error(), "channel to 127.0.0.1") {
+		t.Errorf("closed target: %v", err)
+	}
+}
