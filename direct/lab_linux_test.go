@@ -108,7 +108,7 @@ func testWrongMachine(t *testing.T, topo *topology.Topology) {
 	go echo(ld)
 
 	mv := lv.Machine(kv.Key.ID(), "das3v-n2")
-	pub, priv := ap("192.0.2.12", port), ap("10.1.0.12", port)
+	pub, priv := ap("198.51.100.12", port), ap("10.1.0.12", port)
 	if !slices.Contains(mv.Addrs, pub) || !slices.Contains(mv.Addrs, priv) || !slices.Contains(mv.Addrs, ap("10.2.0.12", port)) {
 		t.Fatalf("das3v-n2's machine identifier %v", mv.Addrs)
 	}
@@ -196,7 +196,7 @@ func testRoundTrips(t *testing.T, topo *topology.Topology) {
 		return bestT
 	}
 	tcp := best(func() error {
-		c, err := labtest.Dial(r1.h, ap("192.0.2.12", l.Port()).String(), "", 5*time.Second)
+		c, err := labtest.Dial(r1.h, ap("198.51.100.12", l.Port()).String(), "", 5*time.Second)
 		if err == nil {
 			c.Close()
 		}
@@ -251,7 +251,7 @@ func testSSH(t *testing.T, topo *topology.Topology) {
 	}()
 	dir := t.TempDir()
 	config := filepath.Join(dir, "config")
-	if err := os.WriteFile(config, []byte("Host hiroshi\n  HostName 192.0.2.129\n  User root\n"), 0o600); err != nil {
+	if err := os.WriteFile(config, []byte("Host hiroshi\n  HostName 198.51.100.129\n  User root\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	d := v1.dialer(kc)
@@ -259,7 +259,7 @@ func testSSH(t *testing.T, topo *topology.Topology) {
 	ctx := context.Background()
 
 	for _, spec := range []string{
-		fmt.Sprintf("ssh://root@192.0.2.129/127.0.0.1:%d", l.Port()),
+		fmt.Sprintf("ssh://root@198.51.100.129/127.0.0.1:%d", l.Port()),
 		fmt.Sprintf("ssh://hiroshi/%d", l.Port()),
 	} {
 		start := time.Now()
@@ -291,14 +291,14 @@ func testSSH(t *testing.T, topo *topology.Topology) {
 	d2 := v1.dialer(kc)
 	d2.SSH = &SSHConfig{ConfigFile: config, KnownHosts: empty, IdentityFiles: []string{clientKey}}
 	_, err := d2.Transport(ctx, fmt.Sprintf("ssh://hiroshi/%d", l.Port()))
-	if err == nil || !strings.Contains(err.Error(), "ssh hiroshi (192.0.2.129:22): unknown host") || !strings.Contains(err.Error(), "is not in "+empty) {
+	if err == nil || !strings.Contains(err.Error(), "ssh hiroshi (198.51.100.129:22): unknown host") || !strings.Contains(err.Error(), "is not in "+empty) {
 		t.Errorf("unknown host key: %v", err)
 	}
 	t.Logf("unknown host: %v", err)
 
 	// Dial: the direct address is firewalled; with ssh configured the
 	// tunnel through port 22 of the same address wins (SmartSockets §3.2.4).
-	target := identity.Machine{ID: kh.Key.ID(), Name: "hiroshi-fe", Addrs: []netip.AddrPort{ap("192.0.2.129", l.Port())}}
+	target := identity.Machine{ID: kh.Key.ID(), Name: "hiroshi-fe", Addrs: []netip.AddrPort{ap("198.51.100.129", l.Port())}}
 	plain := v1.dialer(kc)
 	plain.Timeout = 300 * time.Millisecond
 	if _, err := plain.Dial(ctx, target, "hub"); !errors.Is(err, context.DeadlineExceeded) {
@@ -311,7 +311,7 @@ func testSSH(t *testing.T, topo *topology.Topology) {
 	}
 	defer c.Close()
 	roundTrip(t, c)
-	want := fmt.Sprintf("ssh://192.0.2.129:22/127.0.0.1:%d", l.Port())
+	want := fmt.Sprintf("ssh://198.51.100.129:22/127.0.0.1:%d", l.Port())
 	if c.Via != want || len(c.Attempts) != 2 || !errors.Is(c.Attempts[0].Err, errLost) {
 		t.Errorf("won via %s, attempts %v; want %s", c.Via, c.Attempts, want)
 	}
@@ -331,5 +331,5 @@ func feSSHD(t *testing.T, fe *labHost) (clientKey, knownHosts string) {
 		defer cancel()
 		return fe.dial(ctx, "tcp4", addr)
 	})
-	return sshd.clientKey, sshd.knownHosts(t, sshd.hostKey, "192.0.2.129:22")
+	return sshd.clientKey, sshd.knownHosts(t, sshd.hostKey, "198.51.100.129:22")
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -106,7 +108,42 @@ func preflight(t *topology.Topology) error {
 	if _, err := os.Stat("/dev/net/tun"); err != nil {
 		return fmt.Errorf("gridlab needs TUN devices for its wide-area links: %w", err)
 	}
+	if err := checkOverlap(t); err != nil {
+		return err
+	}
 	return os.MkdirAll(StateDir, 0o755)
+}
+
+// checkOverlap refuses a topology whose internet addresses overlap a network
+// this machine is really on: a mistaken send from the root namespace to such
+// a lab address would go out on the real network.
+func checkOverlap(t *topology.Topology) error {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return err
+	}
+	for _, ifi := range ifs {
+		addrs, _ := ifi.Addrs()
+		for _, a := range addrs {
+			ipn, ok := a.(*net.IPNet)
+			if !ok {
+				continue
+			}
+			real, err := netip.ParsePrefix(ipn.String())
+			if err != nil || !real.Addr().Is4() || real.Addr().IsLoopback() {
+				continue
+			}
+			for _, s := range t.Sites {
+				for _, p := range s.WANPrefixes() {
+					if p.Overlaps(real.Masked()) {
+						return fmt.Errorf("topology %s: site %s's address space %s overlaps this machine's network %s on %s; the lab must not share addresses with real networks",
+							t.Name, s.Name, p, real.Masked(), ifi.Name)
+					}
+				}
+			}
+		}
+	}
+	return nil
 }
 
 // lock serializes gridlab commands that change the lab.

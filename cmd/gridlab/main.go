@@ -118,7 +118,7 @@ func execCmd() *cobra.Command {
 		Use:   "exec HOST -- COMMAND [ARGS...]",
 		Short: "run a command on a lab host (SITE-HOST, a unique host name, or SITE-gw for a gateway)",
 		Example: `  gridlab exec das3v-n1 -- ip addr
-  gridlab exec desktop -- ping -c1 192.0.2.11
+  gridlab exec desktop -- ping -c1 198.51.100.11
   gridlab exec hiroshi-gw -- nft list ruleset`,
 		Args: cobra.MinimumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -58,7 +58,7 @@ func (p *parser) netDirective(args []string) error {
 	}
 	switch {
 	case n.Kind == NetPublic && !inDocRange(pfx):
-		return p.errf("prefix", "public net %s is not inside the documentation ranges (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24) the lab internet uses", pfx)
+		return p.errf("prefix", "public net %s is not inside the documentation ranges (%s) the lab internet uses", pfx, docRangesText)
 	case n.Kind != NetPublic && !inPrivateRange(pfx):
 		return p.errf("prefix", "%s net %s is not inside a private range (10/8, 172.16/12, 192.168/16)", n.Kind, pfx)
 	case n.Kind == NetNAT && p.site.NAT == NATNone:

@@ -38,12 +38,16 @@ var (
 	paramRE     = regexp.MustCompile(`\$\{([A-Za-z0-9_]+)\}|\$([A-Za-z0-9_]+)`)
 )
 
-// documentation ranges: the only "public" addresses the lab may use.
+// docRanges are the only "public" addresses the lab may use: documentation
+// ranges. 192.0.2.0/24 is left out on purpose: machines of this kind use
+// it for their real network.
 var docRanges = []netip.Prefix{
-	netip.MustParsePrefix("192.0.2.0/24"),
 	netip.MustParsePrefix("198.51.100.0/24"),
 	netip.MustParsePrefix("203.0.113.0/24"),
 }
+
+// docRangesText names docRanges in messages.
+const docRangesText = "198.51.100.0/24, 203.0.113.0/24"
 
 func inDocRange(p netip.Prefix) bool {
 	for _, r := range docRanges {
@@ -249,7 +253,7 @@ func (p *parser) siteDirective(args []string, opts []opt) error {
 				return p.errf("wan", "bad address %q: want an IPv4 address", o.val)
 			}
 			if !inDocRange(netip.PrefixFrom(s.WAN, 32)) {
-				return p.errf("wan", "%s is not in the documentation ranges (192.0.2.0/24, 198.51.100.0/24, 203.0.113.0/24) the lab internet uses", s.WAN)
+				return p.errf("wan", "%s is not in the documentation ranges (%s) the lab internet uses", s.WAN, docRangesText)
 			}
 		case "firewall":
 			if o.val != FirewallNone && o.val != FirewallStateful {

@@ -22,8 +22,9 @@
 //
 // A site is a place on the lab internet with one gateway (router) that holds
 // its wide-area link. Its networks are public (routed from the internet:
-// addresses from the documentation ranges 192.0.2.0/24, 198.51.100.0/24,
-// 203.0.113.0/24), nat (private, reaching out through the site's NAT) or,
+// addresses from the documentation ranges 198.51.100.0/24 and
+// 203.0.113.0/24; not 192.0.2.0/24, which real networks of machines like
+// this one use), nat (private, reaching out through the site's NAT) or,
 // with neither word, non-routed: its hosts reach each other and nothing else.
 // The gateway takes the first address of every routed network; hosts take
 // the tenth address on and upwards in order, unless NET=ADDR says otherwise.

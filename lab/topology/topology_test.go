@@ -87,11 +87,11 @@ func TestGrid6(t *testing.T) {
 
 func TestAddressing(t *testing.T) {
 	src := `
-site a wan=192.0.2.200
-  net pub 192.0.2.0/28 public
+site a wan=198.51.100.200
+  net pub 198.51.100.0/28 public
   net lan 10.0.0.0/28
   host x nets=pub,lan
-  host y nets=pub,lan pub=192.0.2.10
+  host y nets=pub,lan pub=198.51.100.10
   host z nets=lan
 `
 	topo, err := topology.Parse("t.topo", []byte(src), nil)
@@ -99,8 +99,8 @@ site a wan=192.0.2.200
 		t.Fatal(err)
 	}
 	want := map[string][]string{
-		"x": {"192.0.2.11", "10.0.0.10"},
-		"y": {"192.0.2.10", "10.0.0.11"},
+		"x": {"198.51.100.11", "10.0.0.10"},
+		"y": {"198.51.100.10", "10.0.0.11"},
 		"z": {"10.0.0.12"},
 	}
 	for name, addrs := range want {
@@ -117,10 +117,10 @@ site a wan=192.0.2.200
 		}
 	}
 	s := topo.Site("a")
-	if s.Nets[0].Gateway != netip.MustParseAddr("192.0.2.1") || s.Nets[1].Gateway.IsValid() {
+	if s.Nets[0].Gateway != netip.MustParseAddr("198.51.100.1") || s.Nets[1].Gateway.IsValid() {
 		t.Errorf("gateways %v %v", s.Nets[0].Gateway, s.Nets[1].Gateway)
 	}
-	if s.WAN != netip.MustParseAddr("192.0.2.200") {
+	if s.WAN != netip.MustParseAddr("198.51.100.200") {
 		t.Errorf("wan %v", s.WAN)
 	}
 }
@@ -151,19 +151,19 @@ func mustSource(t *testing.T, name string) []byte {
 
 // Every malformed input names file, line and field.
 func TestErrors(t *testing.T) {
-	base := "site a\n  net pub 192.0.2.0/28 public\n  host x nets=pub\n"
+	base := "site a\n  net pub 198.51.100.0/28 public\n  host x nets=pub\n"
 	cases := []struct {
 		src, want string
 	}{
 		{"bogus x\n", "t.topo:1: bogus: unknown directive"},
 		{"site A\n", "t.topo:1: site: bad site name"},
-		{"net pub 192.0.2.0/28 public\n", "t.topo:1: net: net outside a site"},
+		{"net pub 198.51.100.0/28 public\n", "t.topo:1: net: net outside a site"},
 		{"site a\n  net pub 8.8.8.0/24 public\n", "t.topo:2: prefix: public net 8.8.8.0/24 is not inside the documentation ranges"},
-		{"site a\n  net lan 192.0.2.0/24\n", "t.topo:2: prefix: isolated net 192.0.2.0/24 is not inside a private range"},
-		{"site a\n  net pub 192.0.2.1/28 public\n", "t.topo:2: prefix: 192.0.2.1/28 has host bits set"},
-		{"site a\n  net pub 192.0.2.0/28 public\n  host x nets=lan\n", `t.topo:3: nets: unknown net "lan" (site a has: pub`},
-		{"site a\n  net pub 192.0.2.0/28 public\n  host x nets=pub pub=10.0.0.1\n", `t.topo:3: pub: bad address "10.0.0.1"`},
-		{"site a\n  net pub 192.0.2.0/28 public\n  host x nets=pub colour=red\n", "t.topo:3: colour: unknown host field"},
+		{"site a\n  net lan 198.51.100.0/24\n", "t.topo:2: prefix: isolated net 198.51.100.0/24 is not inside a private range"},
+		{"site a\n  net pub 198.51.100.1/28 public\n", "t.topo:2: prefix: 198.51.100.1/28 has host bits set"},
+		{"site a\n  net pub 198.51.100.0/28 public\n  host x nets=lan\n", `t.topo:3: nets: unknown net "lan" (site a has: pub`},
+		{"site a\n  net pub 198.51.100.0/28 public\n  host x nets=pub pub=10.0.0.1\n", `t.topo:3: pub: bad address "10.0.0.1"`},
+		{"site a\n  net pub 198.51.100.0/28 public\n  host x nets=pub colour=red\n", "t.topo:3: colour: unknown host field"},
 		{"site a\n  net lan 10.0.0.0/24\n  host x nets=lan\n", "t.topo:1: wan: site a: has no public net"},
 		{"site a\n", "t.topo:1: site: site a: has no hosts"},
 		{"site a nat=full\n", `t.topo:1: nat: unknown behaviour "full"`},
@@ -177,13 +177,13 @@ func TestErrors(t *testing.T) {
 		{base + "link a a\n", "t.topo:4: link: a link joins two different sites"},
 		{base + "link a b rtt=$x\n", "t.topo:4: rtt=$x: unknown parameter $x"},
 		{base + "forward tcp/22 x\n", "t.topo:4: forward: site a has no NAT"},
-		{"site a wan=192.0.2.1 nat=preserve\n  net lan 10.0.0.0/24 nat\n  host x nets=lan\n  forward tcp/22 y\n", `t.topo:4: forward: unknown host "y"`},
+		{"site a wan=198.51.100.1 nat=preserve\n  net lan 10.0.0.0/24 nat\n  host x nets=lan\n  forward tcp/22 y\n", `t.topo:4: forward: unknown host "y"`},
 		{"site a\n  net lan 10.0.0.0/24 nat\n", "t.topo:2: nat: net lan is nat but site a has no NAT"},
-		{base + "site b\n  net pub 192.0.2.0/28 public\n  host x nets=pub\n", "t.topo:4: site: site b: public address space 192.0.2.1/32 overlaps site a's"},
+		{base + "site b\n  net pub 198.51.100.0/28 public\n  host x nets=pub\n", "t.topo:4: site: site b: public address space 198.51.100.1/32 overlaps site a's"},
 		{base + "  host x nets=pub\n", `t.topo:4: host: host "x" defined twice`},
 		{"param p\n", "t.topo:1: param: want 'param NAME DEFAULT'"},
 		{"scale -1\n", "t.topo:1: scale: bad factor"},
-		{"site a\n  net pub 192.0.2.0/29 public\n  host a nets=pub\n  host b nets=pub\n  host c nets=pub\n  host d nets=pub\n", "net pub (192.0.2.0/29) has no address left for host"},
+		{"site a\n  net pub 198.51.100.0/29 public\n  host a nets=pub\n  host b nets=pub\n  host c nets=pub\n  host d nets=pub\n", "net pub (198.51.100.0/29) has no address left for host"},
 	}
 	for _, c := range cases {
 		_, err := topology.Parse("t.topo", []byte(c.src), nil)
@@ -217,7 +217,7 @@ func FuzzParse(f *testing.F) {
 		src, _ := topologies.Source(name)
 		f.Add(src)
 	}
-	f.Add([]byte("site a\n net pub 192.0.2.0/28 public\n host x nets=pub pub=192.0.2.14\nlink * * rtt=1ms\n"))
+	f.Add([]byte("site a\n net pub 198.51.100.0/28 public\n host x nets=pub pub=198.51.100.14\nlink * * rtt=1ms\n"))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		topo, err := topology.Parse("f.topo", src, nil)
 		if err != nil {
