@@ -9,7 +9,7 @@
 //
 //	offset size field
 //	0      1    type     one of the Type constants
-//	1      1    flags    must be 0 (reserved)
+//	1      1    flags    0, except FlagHub on a reset frame
 //	2      2    reserved must be 0
 //	4      4    circuit  big-endian; the circuit (relayed connection) on this
 //	                     link, 0 for frames about the link itself
@@ -19,6 +19,21 @@
 // Circuits are numbered per link and per direction of setup: the side that
 // opens a circuit on a link picks its number (odd from the side that dialled
 // the link, even from the side that accepted it), as in HTTP/2.
+//
+// # Circuits and flow control
+//
+// A circuit is opened by TOpen and answered by TAccept or TReset. Flow
+// control is end to end: each end grants the other a window of bytes it may
+// send. The opener grants Open.Window; the acceptor grants Accept.Window,
+// counted from the circuit's first byte. Until the accept arrives the opener
+// may send InitialWindow bytes (its first bytes, e.g. a TLS ClientHello,
+// follow the open frame). TWindow frames grant more as the receiver's
+// application reads. No window ever exceeds MaxWindow; hubs on the way
+// count every circuit's bytes against its window and reset circuits that
+// overrun it.
+//
+// TPing and TPong on circuit 0 measure the link; on a circuit they travel
+// end to end (hubs switch them like data) and measure the circuit.
 package wire
 
 import (
@@ -74,12 +89,24 @@ const (
 	MaxPayload = 1 << 20
 	// MaxControl bounds control, open and accept payloads.
 	MaxControl = 64 << 10
+
+	// InitialWindow is what the opener of a circuit may send before the
+	// accept arrives, and the smallest window an acceptor may grant.
+	InitialWindow = 256 << 10
+	// MaxWindow bounds every window and every window increment.
+	MaxWindow = 16 << 20
+
+	// FlagHub, on a reset frame only, says that a hub generated the reset
+	// (no route, target not attached, a hub link lost) rather than the far
+	// end of the circuit.
+	FlagHub = 0x01
 )
 
 // Frame is one decoded frame. Payload aliases the reader's buffer until
 // the next read.
 type Frame struct {
 	Type    Type
+	Flags   uint8
 	Circuit uint32
 	Payload []byte
 }
@@ -91,10 +118,15 @@ func (f Frame) String() string {
 // ErrFrame is wrapped by every decoding error.
 var ErrFrame = errors.New("wire: bad frame")
 
-// PutHeader writes a frame header into b[:HeaderSize].
+// PutHeader writes a frame header without flags into b[:HeaderSize].
 func PutHeader(b []byte, t Type, circuit uint32, length int) {
+	PutHeaderFlags(b, t, 0, circuit, length)
+}
+
+// PutHeaderFlags writes a frame header into b[:HeaderSize].
+func PutHeaderFlags(b []byte, t Type, flags uint8, circuit uint32, length int) {
 	b[0] = byte(t)
-	b[1], b[2], b[3] = 0, 0, 0
+	b[1], b[2], b[3] = flags, 0, 0
 	binary.BigEndian.PutUint32(b[4:], circuit)
 	binary.BigEndian.PutUint32(b[8:], uint32(length))
 }
@@ -110,7 +142,7 @@ func ParseHeader(b []byte) (t Type, circuit uint32, length int, err error) {
 	switch {
 	case t == 0 || int(t) >= len(typeNames):
 		return 0, 0, 0, fmt.Errorf("%w: unknown type %d", ErrFrame, b[0])
-	case b[1] != 0 || b[2] != 0 || b[3] != 0:
+	case (b[1] != 0 && !(t == TReset && b[1] == FlagHub)) || b[2] != 0 || b[3] != 0:
 		return 0, 0, 0, fmt.Errorf("%w: %s frame with reserved bits set (%#x %#x %#x)", ErrFrame, t, b[1], b[2], b[3])
 	case n > MaxPayload:
 		return 0, 0, 0, fmt.Errorf("%w: %s frame of %d bytes, more than the %d allowed", ErrFrame, t, n, MaxPayload)
@@ -153,7 +185,13 @@ func (r *Reader) Read() (Frame, error) {
 		return Frame{}, err
 	}
 	if cap(r.buf) < n {
-		r.buf = make([]byte, n, max(n, 32<<10))
+		// Grow in powers of two from small: an idle link (most of a hub's)
+		// keeps a few hundred bytes, a busy one the size of its frames.
+		c := 512
+		for c < n {
+			c *= 2
+		}
+		r.buf = make([]byte, n, c)
 	}
 	p := r.buf[:n]
 	if _, err := io.ReadFull(r.r, p); err != nil {
@@ -162,18 +200,36 @@ func (r *Reader) Read() (Frame, error) {
 		}
 		return Frame{}, err
 	}
-	return Frame{Type: t, Circuit: circuit, Payload: p}, nil
+	return Frame{Type: t, Flags: r.hdr[1], Circuit: circuit, Payload: p}, nil
 }
 
-// Append appends an encoded frame to b.
+// Append appends an encoded frame without flags to b.
 func Append(b []byte, t Type, circuit uint32, payload []byte) []byte {
+	return AppendFlags(b, t, 0, circuit, payload)
+}
+
+// AppendFlags appends an encoded frame to b.
+func AppendFlags(b []byte, t Type, flags uint8, circuit uint32, payload []byte) []byte {
 	var h [HeaderSize]byte
-	PutHeader(h[:], t, circuit, len(payload))
+	PutHeaderFlags(h[:], t, flags, circuit, len(payload))
 	return append(append(b, h[:]...), payload...)
 }
 
 // WindowPayload encodes a TWindow increment.
 func WindowPayload(n uint32) []byte { return binary.BigEndian.AppendUint32(nil, n) }
 
-// WindowIncrement decodes a TWindow payload.
+// WindowIncrement decodes a TWindow payload without checking it.
 func WindowIncrement(p []byte) uint32 { return binary.BigEndian.Uint32(p) }
+
+// DecodeWindow decodes and checks a TWindow payload: an increment of 1 to
+// MaxWindow bytes.
+func DecodeWindow(p []byte) (uint32, error) {
+	if len(p) != 4 {
+		return 0, fmt.Errorf("%w: window payload of %d bytes", ErrFrame, len(p))
+	}
+	n := binary.BigEndian.Uint32(p)
+	if n == 0 || n > MaxWindow {
+		return 0, fmt.Errorf("%w: window increment %d, want 1 to %d", ErrFrame, n, MaxWindow)
+	}
+	return n, nil
+}

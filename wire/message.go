@@ -13,7 +13,8 @@ import (
 const (
 	// KHello is the first message each side sends on a new hub link.
 	KHello = "hello"
-	// KGossip spreads one hub's state through the overlay.
+	// KGossip carries a hub's distance-vector routing table to one
+	// neighbour hub (see Gossip).
 	KGossip = "gossip"
 	// KRouted carries a message to a hub or node elsewhere in the overlay.
 	KRouted = "routed"
@@ -27,13 +28,21 @@ const (
 	KReverseFail = "reverse-fail"
 )
 
+// Version is the protocol version hellos carry.
+const Version = 1
+
 // Limits on decoded messages.
 const (
 	maxAddrs   = 32
 	maxName    = 64
-	maxNeigh   = 1024
+	maxRoutes  = 1024
 	maxMatches = 64
-	maxTTL     = 32
+	// MaxTTL bounds the hops a routed message or an open may still travel.
+	MaxTTL = 32
+	maxTTL = MaxTTL
+	// Unreachable is the hop count of a route that does not reach its hub
+	// (an infinite metric).
+	Unreachable = 255
 )
 
 // Message is one control message: Kind says which field is set.
@@ -57,22 +66,31 @@ type Hello struct {
 	Version  int              `json:"version"`
 }
 
-// Gossip is a hub's state as it spreads: newer states have higher State.
+// Gossip is a hub's routing table as it sends it to one neighbour
+// (DSDV: destination-sequenced distance vector). A hub sends its whole table
+// periodically and on change, split over several messages if it does not
+// fit in one; each entry stands alone.
 type Gossip struct {
-	Hub       identity.ID      `json:"hub"`
-	Name      string           `json:"name"`
-	State     uint64           `json:"state"`
-	Addrs     []netip.AddrPort `json:"addrs,omitempty"` // where it listens for hub links
-	Neighbors []Neighbor       `json:"neighbors,omitempty"`
-	Nodes     int              `json:"nodes"` // how many nodes are attached
+	Routes []RouteAd `json:"routes"`
 }
 
-// Neighbor is a hub link as its owner sees it.
-type Neighbor struct {
-	Hub    identity.ID `json:"hub"`
-	RTTus  int64       `json:"rtt_us"`
-	Dialed bool        `json:"dialed"` // the owner dialled this link
+// RouteAd is the sender's route to one hub. The sender's own entry has Hops
+// 0. State numbers are the destination hub's: it originates even numbers,
+// increasing over time; a hub that loses its route to another declares it
+// unreachable with the next odd number. An entry with an odd State or Hops
+// Unreachable does not reach the hub through the sender.
+type RouteAd struct {
+	Hub       identity.ID      `json:"hub"`
+	Name      string           `json:"name,omitempty"`
+	State     uint64           `json:"state"`
+	Hops      int              `json:"hops"`
+	LatencyUs int64            `json:"latency_us"`      // the path's accumulated round-trip time
+	Addrs     []netip.AddrPort `json:"addrs,omitempty"` // where the hub listens for hub links
+	Nodes     int              `json:"nodes"`           // how many nodes are attached to it
 }
+
+// Reachable reports whether the entry offers a route.
+func (r *RouteAd) Reachable() bool { return r.State%2 == 0 && r.Hops < Unreachable }
 
 // Routed is a message for a hub (ToNode zero) or a node elsewhere.
 type Routed struct {
@@ -111,18 +129,19 @@ type Fail struct {
 }
 
 // Open is the payload of a TOpen frame: a relayed connection request.
+// ToHub zero means the target is attached to the opener's own hub.
 type Open struct {
 	From   identity.Machine `json:"from"`
-	ToHub  identity.ID      `json:"to_hub"`
+	ToHub  identity.ID      `json:"to_hub,omitzero"`
 	ToNode identity.ID      `json:"to_node"`
 	Port   uint16           `json:"port"`
 	TTL    int              `json:"ttl"`
-	Window uint32           `json:"window"` // bytes the opener may receive before it grants more
+	Window uint32           `json:"window"` // bytes the opener may receive before it grants more: 1 to MaxWindow
 }
 
 // Accept is the payload of a TAccept frame.
 type Accept struct {
-	Window uint32 `json:"window"` // bytes the acceptor may receive before it grants more
+	Window uint32 `json:"window"` // bytes the acceptor may receive, from the first: InitialWindow to MaxWindow
 }
 
 // Encode marshals a message.
@@ -158,6 +177,9 @@ func DecodeOpen(p []byte) (*Open, error) {
 	if o.TTL < 0 || o.TTL > maxTTL || o.ToNode.IsZero() {
 		return nil, fmt.Errorf("%w: open: bad ttl %d or no target", ErrFrame, o.TTL)
 	}
+	if o.Window == 0 || o.Window > MaxWindow {
+		return nil, fmt.Errorf("%w: open: window %d, want 1 to %d", ErrFrame, o.Window, MaxWindow)
+	}
 	return &o, nil
 }
 
@@ -166,6 +188,9 @@ func DecodeAccept(p []byte) (*Accept, error) {
 	var a Accept
 	if err := strictUnmarshal(p, &a); err != nil {
 		return nil, fmt.Errorf("%w: accept: %v", ErrFrame, err)
+	}
+	if a.Window < InitialWindow || a.Window > MaxWindow {
+		return nil, fmt.Errorf("%w: accept: window %d, want %d to %d", ErrFrame, a.Window, InitialWindow, MaxWindow)
 	}
 	return &a, nil
 }
@@ -200,8 +225,10 @@ func (m *Message) check(depth int) error {
 			return checkMachine(&m.Hello.Machine)
 		}
 	case KGossip:
-		g := m.Gossip
-		ok = g != nil && len(g.Name) <= maxName && len(g.Addrs) <= maxAddrs && len(g.Neighbors) <= maxNeigh && g.Nodes >= 0 && !g.Hub.IsZero()
+		ok = m.Gossip != nil
+		if ok {
+			return m.Gossip.check()
+		}
 	case KRouted:
 		r := m.Routed
 		if r == nil || r.Msg == nil || r.TTL < 0 || r.TTL > maxTTL || depth > 0 {
@@ -234,6 +261,28 @@ func (m *Message) check(depth int) error {
 	}
 	if !ok {
 		return fmt.Errorf("missing or malformed body")
+	}
+	return nil
+}
+
+func (g *Gossip) check() error {
+	if len(g.Routes) > maxRoutes {
+		return fmt.Errorf("%d routes, more than %d", len(g.Routes), maxRoutes)
+	}
+	for i := range g.Routes {
+		r := &g.Routes[i]
+		switch {
+		case r.Hub.IsZero():
+			return fmt.Errorf("route without a hub")
+		case len(r.Name) > maxName:
+			return fmt.Errorf("hub name too long")
+		case len(r.Addrs) > maxAddrs:
+			return fmt.Errorf("hub %s lists more than %d addresses", r.Hub.Short(), maxAddrs)
+		case r.Hops < 0 || r.Hops > Unreachable:
+			return fmt.Errorf("hub %s: %d hops", r.Hub.Short(), r.Hops)
+		case r.LatencyUs < 0 || r.Nodes < 0:
+			return fmt.Errorf("hub %s: negative latency or node count", r.Hub.Short())
+		}
 	}
 	return nil
 }

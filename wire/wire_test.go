@@ -18,11 +18,18 @@ func TestFrameRoundTrip(t *testing.T) {
 	b = Append(b, TData, 7, bytes.Repeat([]byte{1}, 1000))
 	b = Append(b, TWindow, 7, WindowPayload(65536))
 	b = Append(b, TFin, 7, nil)
+	b = AppendFlags(b, TReset, FlagHub, 7, []byte("no route to hub x"))
 	r := NewReader(bytes.NewReader(b))
-	want := []Frame{{TControl, 0, []byte(`{}`)}, {TData, 7, bytes.Repeat([]byte{1}, 1000)}, {TWindow, 7, WindowPayload(65536)}, {TFin, 7, []byte{}}}
+	want := []Frame{
+		{Type: TControl, Payload: []byte(`{}`)},
+		{Type: TData, Circuit: 7, Payload: bytes.Repeat([]byte{1}, 1000)},
+		{Type: TWindow, Circuit: 7, Payload: WindowPayload(65536)},
+		{Type: TFin, Circuit: 7, Payload: []byte{}},
+		{Type: TReset, Flags: FlagHub, Circuit: 7, Payload: []byte("no route to hub x")},
+	}
 	for _, w := range want {
 		f, err := r.Read()
-		if err != nil || f.Type != w.Type || f.Circuit != w.Circuit || !bytes.Equal(f.Payload, w.Payload) {
+		if err != nil || f.Type != w.Type || f.Flags != w.Flags || f.Circuit != w.Circuit || !bytes.Equal(f.Payload, w.Payload) {
 			t.Fatalf("read %v, %v; want %v", f, err, w)
 		}
 	}
@@ -42,6 +49,8 @@ func TestBadFrames(t *testing.T) {
 		"unknown type 0":                   hdr(0, 0, 1, 0),
 		"unknown type 200":                 hdr(200, 0, 1, 0),
 		"reserved bits":                    hdr(TData, 1, 1, 0),
+		"reset frame with reserved bits":   hdr(TReset, 2, 1, 0),
+		"data frame with reserved bits":    hdr(TData, FlagHub, 1, 0),
 		"more than the":                    hdr(TData, 0, 1, MaxPayload+1),
 		"control frame on circuit":         hdr(TControl, 0, 3, 0),
 		"without a circuit":                hdr(TData, 0, 0, 0),
@@ -66,7 +75,10 @@ func TestMessages(t *testing.T) {
 	m := testMachine()
 	msgs := []*Message{
 		{Kind: KHello, Hello: &Hello{Role: "node", Machine: m, Version: 1}},
-		{Kind: KGossip, Gossip: &Gossip{Hub: m.ID, Name: "das3v", State: 3, Neighbors: []Neighbor{{Hub: m.ID, RTTus: 100}}}},
+		{Kind: KGossip, Gossip: &Gossip{Routes: []RouteAd{
+			{Hub: m.ID, Name: "das3v", State: 4, Hops: 1, LatencyUs: 100, Addrs: m.Addrs, Nodes: 3},
+			{Hub: m.ID, State: 5, Hops: Unreachable},
+		}}},
 		{Kind: KRouted, Routed: &Routed{FromHub: m.ID, ToHub: m.ID, TTL: 5, Msg: &Message{Kind: KLookup, Lookup: &Lookup{Query: 1, Node: "x"}}}},
 		{Kind: KFound, Found: &Found{Query: 1, Matches: []identity.Machine{m}}},
 		{Kind: KReverse, Reverse: &Reverse{Token: 9, From: m, Port: 80, Target: m.ID}},
@@ -84,8 +96,11 @@ func TestMessages(t *testing.T) {
 		`{"kind":"hello","hello":{"role":"x"}}`: "missing or malformed body",
 		`{"kind":"fail","extra":1}`:             "unknown field",
 		`{"kind":"reverse-fail","fail":{}} x`:   "trailing data",
-		`{"kind":"routed","routed":{"ttl":1,"msg":{"kind":"routed","routed":{"ttl":1}}}}`: "cannot route",
-		`{"kind":"hello","hello":{"role":"node","machine":{}}}`:                           "machine without an ID",
+		`{"kind":"routed","routed":{"ttl":1,"msg":{"kind":"routed","routed":{"ttl":1}}}}`:    "cannot route",
+		`{"kind":"hello","hello":{"role":"node","machine":{}}}`:                              "machine without an ID",
+		`{"kind":"gossip","gossip":{"routes":[{"state":2}]}}`:                                "route without a hub",
+		`{"kind":"gossip","gossip":{"routes":[{"hub":"` + m.ID.String() + `","hops":256}]}}`: "256 hops",
+		`{"kind":"gossip","gossip":{"routes":[{"hub":"` + m.ID.String() + `","nodes":-1}]}}`: "negative",
 	}
 	for in, want := range bad {
 		if _, err := Decode([]byte(in)); err == nil || !errors.Is(err, ErrFrame) || !strings.Contains(err.Error(), want) {
@@ -97,11 +112,38 @@ func TestMessages(t *testing.T) {
 	if got, err := DecodeOpen(ob); err != nil || got.Port != 80 {
 		t.Errorf("DecodeOpen: %+v %v", got, err)
 	}
+	for _, w := range []uint32{0, MaxWindow + 1} {
+		o.Window = w
+		ob, _ = json.Marshal(o)
+		if _, err := DecodeOpen(ob); err == nil || !strings.Contains(err.Error(), "window") {
+			t.Errorf("DecodeOpen with window %d: %v", w, err)
+		}
+	}
+	if a, err := DecodeAccept([]byte(`{"window":262144}`)); err != nil || a.Window != InitialWindow {
+		t.Errorf("DecodeAccept: %+v %v", a, err)
+	}
+	for _, in := range []string{`{"window":1}`, `{"window":16777217}`, `{}`, `{"window":262144,"x":1}`} {
+		if _, err := DecodeAccept([]byte(in)); err == nil || !errors.Is(err, ErrFrame) {
+			t.Errorf("DecodeAccept(%s): %v", in, err)
+		}
+	}
+	if n, err := DecodeWindow(WindowPayload(5)); err != nil || n != 5 {
+		t.Errorf("DecodeWindow: %d %v", n, err)
+	}
+	for _, p := range [][]byte{WindowPayload(0), WindowPayload(MaxWindow + 1), {1}} {
+		if _, err := DecodeWindow(p); err == nil || !errors.Is(err, ErrFrame) {
+			t.Errorf("DecodeWindow(%x): %v", p, err)
+		}
+	}
+	if (&RouteAd{State: 3}).Reachable() || (&RouteAd{State: 2, Hops: Unreachable}).Reachable() || !(&RouteAd{State: 2, Hops: 3}).Reachable() {
+		t.Error("RouteAd.Reachable")
+	}
 }
 
 func FuzzReader(f *testing.F) {
 	f.Add(Append(Append(nil, TControl, 0, []byte(`{"kind":"lookup","lookup":{"query":1,"node":"a"}}`)), TData, 1, []byte("hi")))
 	f.Add(Append(nil, TWindow, 3, WindowPayload(5)))
+	f.Add(AppendFlags(Append(nil, TAccept, 3, []byte(`{"window":262144}`)), TReset, FlagHub, 3, []byte("no route")))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r := NewReader(bytes.NewReader(b))
 		for {
@@ -115,8 +157,16 @@ func FuzzReader(f *testing.F) {
 			if fr.Type == TControl {
 				_, _ = Decode(fr.Payload)
 			}
-			if fr.Type == TOpen {
+			switch fr.Type {
+			case TOpen:
 				_, _ = DecodeOpen(fr.Payload)
+			case TAccept:
+				_, _ = DecodeAccept(fr.Payload)
+			case TWindow:
+				_, _ = DecodeWindow(fr.Payload)
+			}
+			if fr.Flags != 0 && fr.Type != TReset {
+				t.Fatalf("flags %#x on a %s frame", fr.Flags, fr.Type)
 			}
 		}
 	})
@@ -125,7 +175,7 @@ func FuzzReader(f *testing.F) {
 func FuzzDecode(f *testing.F) {
 	m := testMachine()
 	f.Add(Encode(&Message{Kind: KHello, Hello: &Hello{Role: "hub", Machine: m}}))
-	f.Add(Encode(&Message{Kind: KGossip, Gossip: &Gossip{Hub: m.ID, Name: "g", Neighbors: []Neighbor{{Hub: m.ID}}}}))
+	f.Add(Encode(&Message{Kind: KGossip, Gossip: &Gossip{Routes: []RouteAd{{Hub: m.ID, Name: "g", State: 2, Hops: 1, Addrs: m.Addrs}}}}))
 	f.Add(Encode(&Message{Kind: KRouted, Routed: &Routed{FromHub: m.ID, ToHub: m.ID, Msg: &Message{Kind: KReverse, Reverse: &Reverse{From: m, Port: 1}}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		msg, err := Decode(b)

@@ -1,0 +1,170 @@
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/wire"
+)
+
+const (
+	// dialTimeout bounds one attempt: transport, handshake and hello.
+	dialTimeout = 10 * time.Second
+	// learnedDialTimeout bounds one attempt at one address of a hub
+	// learned through gossip (many of them are private or firewalled).
+	learnedDialTimeout = 3 * time.Second
+	backoffMin         = 250 * time.Millisecond
+	backoffMax         = 5 * time.Second
+)
+
+// dialHub links to the hub at spec: transport, TLS (checking the peer is
+// want unless want is zero) and the hello exchange.
+func (h *Hub) dialHub(ctx context.Context, spec string, want identity.ID, timeout time.Duration) (*peer, *wire.Reader, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c, err := h.cfg.Dial(ctx, spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	raw := &corkConn{Conn: c}
+	tc, id, err := h.cfg.Creds.Client(ctx, raw, want)
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	if id == h.id {
+		c.Close()
+		return nil, nil, errors.New("that is this hub itself")
+	}
+	if d, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(d)
+	}
+	mine := &wire.Hello{Role: "hub", Machine: h.machine(), Version: wire.Version, Observed: addrPort(c.RemoteAddr())}
+	if err := writeHello(tc, mine); err != nil {
+		c.Close()
+		return nil, nil, fmt.Errorf("hello: %w", err)
+	}
+	r := wire.NewReader(tc)
+	hello, err := readHello(r, id)
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	if hello.Role != "hub" {
+		c.Close()
+		return nil, nil, fmt.Errorf("%s is a %s, not a hub", id.Short(), hello.Role)
+	}
+	_ = c.SetDeadline(time.Time{})
+	return h.newPeer(tc, raw, hello, true), r, nil
+}
+
+// sleepCtx sleeps for d or until ctx is done; false if ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (h *Hub) linkedTo(id identity.ID) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.hubs[id] != nil
+}
+
+// dialPeer keeps a link to a configured peer: dials it whenever there is
+// none, with backoff while it cannot be reached.
+func (h *Hub) dialPeer(ctx context.Context, spec string) {
+	var known identity.ID
+	backoff := backoffMin
+	lastErr := ""
+	for ctx.Err() == nil {
+		if !known.IsZero() && h.linkedTo(known) {
+			sleepCtx(ctx, backoffMax) // it dialled us; look again later
+			continue
+		}
+		p, r, err := h.dialHub(ctx, spec, identity.ID{}, dialTimeout)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if msg := err.Error(); msg != lastErr {
+				h.logf("hub %s: peer %s: %v (retrying every %v at most)", h.cfg.Name, spec, err, backoffMax)
+				lastErr = msg
+			}
+			sleepCtx(ctx, backoff)
+			backoff = min(2*backoff, backoffMax)
+			continue
+		}
+		known, backoff, lastErr = p.id, backoffMin, ""
+		if err := h.register(p); err != nil {
+			h.logf("hub %s: peer %s: %v", h.cfg.Name, spec, err)
+			p.l.close(err)
+			sleepCtx(ctx, backoffMax)
+			continue
+		}
+		h.run(p, r) // until the link ends
+		sleepCtx(ctx, backoffMin)
+	}
+}
+
+// maybeDialLocked starts dialling a hub learned through gossip if there is
+// no link to it and no dialler yet.
+func (h *Hub) maybeDialLocked(r *route) {
+	if r.next == nil || h.hubs[r.hub] != nil || h.dialing[r.hub] || len(r.addrs) == 0 || h.ctx == nil || h.ctx.Err() != nil {
+		return
+	}
+	h.dialing[r.hub] = true
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		h.dialLearned(h.ctx, r.hub)
+		h.mu.Lock()
+		delete(h.dialing, r.hub)
+		h.mu.Unlock()
+	}()
+}
+
+// dialLearned tries a learned hub's addresses until a link exists (ours or
+// theirs) or the hub is forgotten or unreachable.
+func (h *Hub) dialLearned(ctx context.Context, id identity.ID) {
+	backoff := backoffMin
+	for ctx.Err() == nil {
+		h.mu.Lock()
+		r := h.routes[id]
+		var specs []string
+		if r != nil && r.next != nil && h.hubs[id] == nil {
+			for _, a := range r.addrs {
+				specs = append(specs, a.String())
+			}
+		}
+		h.mu.Unlock()
+		if len(specs) == 0 {
+			return // the tick starts a new dialler when needed
+		}
+		for _, spec := range specs {
+			p, rd, err := h.dialHub(ctx, spec, id, learnedDialTimeout)
+			if err != nil {
+				continue
+			}
+			if err := h.register(p); err != nil {
+				p.l.close(err)
+				break
+			}
+			h.run(p, rd)
+			backoff = backoffMin
+			break
+		}
+		if !sleepCtx(ctx, backoff) {
+			return
+		}
+		backoff = min(2*backoff, backoffMax)
+	}
+}

@@ -1,0 +1,369 @@
+// Package hub is gridlink's overlay of hubs (SmartSockets §3.3.1): the hub
+// server, the node side of a hub link (Session), and relayed connections
+// through the hubs (circuits).
+//
+// A hub listens for hub links and node attachments, all TLS (package pki)
+// carrying wire frames, and dials the hubs it is given and the ones it
+// learns about. Hubs route by distance vector with state numbers (DSDV):
+// every hub sends its neighbours its table periodically and on change, with
+// poison reverse, and a lost link makes its routes unreachable at once
+// with an odd state number. Routed control messages travel along next
+// hops; lookups find nodes by name or ID on every hub. Circuits are
+// switched hop by hop with end-to-end flow control: a hub never blocks
+// reading a link, queues what each circuit's window allows and resets a
+// circuit that overruns it.
+//
+// The package owns the hub protocol's behaviour: links, routing, circuit
+// switching, lookups, node sessions and circuit flow control. It leaves
+// out the frame and message encodings (package wire), the identity
+// handshake (pki), how a transport is reached, e.g. SSH tunnels (the
+// caller's Dial, from package direct), the choice between direct, reverse
+// and routed connections (package vconn), and admission control (hubs
+// accept any identity for now).
+package hub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/netip"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/pki"
+	"github.com/gridlink/gridlink/wire"
+)
+
+// DefaultListen is where a hub listens unless configured otherwise.
+const DefaultListen = "0.0.0.0:7946"
+
+// Config configures a hub. The zero value of every field but Creds works.
+type Config struct {
+	Name   string           // hub name, usually the site (e.g. "das3v"); default: the ID's short form
+	Creds  *pki.Credentials // required
+	Listen string           // "host:port" for hub links and node attachments (default DefaultListen)
+	Peers  []string         // other hubs' transport specs, dialled with Dial: "HOST:PORT" or an ssh:// spec
+	// Dial reaches a transport spec; default plain TCP. The direct layer's
+	// transport (TCP or SSH tunnel) is plugged in here.
+	Dial     func(ctx context.Context, spec string) (net.Conn, error)
+	Interval time.Duration                    // gossip and ping period, default 1s
+	Logf     func(format string, args ...any) // default log.Printf
+}
+
+// Hub is a hub server. Make one with New and run it with Serve.
+type Hub struct {
+	cfg      Config
+	id       identity.ID
+	ln       net.Listener
+	addrs    []netip.AddrPort
+	interval time.Duration
+	logf     func(string, ...any)
+
+	mu        sync.Mutex
+	hubs      map[identity.ID]*peer // hub neighbours, one link each
+	nodes     map[identity.ID]*peer // attached nodes
+	all       map[*peer]struct{}
+	routes    map[identity.ID]*route
+	state     uint64 // our own state number, even
+	dialing   map[identity.ID]bool
+	queries   map[uint64]*query
+	nextQuery uint64
+	ctx       context.Context
+	wg        sync.WaitGroup
+	trigger   chan struct{}
+	serving   atomic.Bool
+}
+
+// New checks cfg and binds the hub's listener, so Addr is known at once.
+// Serve must run for the hub to work; it closes the listener when done.
+func New(cfg Config) (*Hub, error) {
+	if cfg.Creds == nil {
+		return nil, errors.New("hub: no credentials")
+	}
+	h := &Hub{
+		cfg:      cfg,
+		id:       cfg.Creds.Key.ID(),
+		interval: cfg.Interval,
+		logf:     cfg.Logf,
+		hubs:     map[identity.ID]*peer{},
+		nodes:    map[identity.ID]*peer{},
+		all:      map[*peer]struct{}{},
+		routes:   map[identity.ID]*route{},
+		dialing:  map[identity.ID]bool{},
+		queries:  map[uint64]*query{},
+		trigger:  make(chan struct{}, 1),
+	}
+	if h.cfg.Name == "" {
+		h.cfg.Name = h.id.Short()
+	}
+	if h.interval <= 0 {
+		h.interval = time.Second
+	}
+	if h.cfg.Dial == nil {
+		h.cfg.Dial = dialTCP
+	}
+	if h.logf == nil {
+		h.logf = log.Printf
+	}
+	if h.cfg.Listen == "" {
+		h.cfg.Listen = DefaultListen
+	}
+	// State numbers start from the clock, so a restarted hub's states are
+	// newer than any of its previous life.
+	h.state = uint64(time.Now().UnixMilli()) * 2
+	ln, err := net.Listen("tcp", h.cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("hub %s: %w", h.cfg.Name, err)
+	}
+	h.ln = ln
+	h.addrs = listenAddrs(ln.Addr())
+	return h, nil
+}
+
+func dialTCP(ctx context.Context, spec string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", spec)
+}
+
+// listenAddrs lists where others can reach a listener: its address, or
+// every interface address if it listens on all of them.
+func listenAddrs(a net.Addr) []netip.AddrPort {
+	ap := addrPort(a)
+	if !ap.Addr().IsUnspecified() {
+		return []netip.AddrPort{ap}
+	}
+	ifaddrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	var out, loop []netip.AddrPort
+	for _, ia := range ifaddrs {
+		pfx, err := netip.ParsePrefix(ia.String())
+		if err != nil {
+			continue
+		}
+		ip := pfx.Addr().Unmap()
+		switch {
+		case ip.IsLoopback():
+			loop = append(loop, netip.AddrPortFrom(ip, ap.Port()))
+		case ip.IsLinkLocalUnicast(), ip.Is6() && ap.Addr().Is4():
+		default:
+			out = append(out, netip.AddrPortFrom(ip, ap.Port()))
+		}
+	}
+	if len(out) == 0 {
+		out = loop
+	}
+	if len(out) > 16 {
+		out = out[:16]
+	}
+	return out
+}
+
+// ID is the hub's identity.
+func (h *Hub) ID() identity.ID { return h.id }
+
+// Name is the hub's name.
+func (h *Hub) Name() string { return h.cfg.Name }
+
+// Addr is the listener's address.
+func (h *Hub) Addr() net.Addr { return h.ln.Addr() }
+
+// machine is the hub's own machine identifier.
+func (h *Hub) machine() identity.Machine {
+	return identity.Machine{ID: h.id, Name: h.cfg.Name, Addrs: h.addrs}
+}
+
+// Serve runs the hub until ctx is done: accepts links and attachments,
+// dials its peers (re-dialling those it cannot reach, with backoff capped
+// at about 5s, and also hubs learned through gossip), gossips and pings.
+// It returns nil once ctx is done and everything is closed.
+func (h *Hub) Serve(ctx context.Context) error {
+	if !h.serving.CompareAndSwap(false, true) {
+		return errors.New("hub: Serve called twice")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	h.mu.Lock()
+	h.ctx = ctx
+	h.mu.Unlock()
+	acceptErr := make(chan error, 1)
+	h.wg.Add(2)
+	go func() { defer h.wg.Done(); acceptErr <- h.acceptLoop(ctx) }()
+	go func() { defer h.wg.Done(); h.gossipLoop(ctx) }()
+	for _, spec := range h.cfg.Peers {
+		h.wg.Add(1)
+		go func() { defer h.wg.Done(); h.dialPeer(ctx, spec) }()
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-acceptErr:
+		err = fmt.Errorf("hub %s: accept: %w", h.cfg.Name, err)
+		cancel()
+	}
+	h.ln.Close()
+	h.mu.Lock()
+	peers := make([]*peer, 0, len(h.all))
+	for p := range h.all {
+		peers = append(peers, p)
+	}
+	h.mu.Unlock()
+	// Circuits learn why before the links go.
+	bye := fmt.Sprintf("hub %s is shutting down", h.cfg.Name)
+	for _, p := range peers {
+		p.cmu.Lock()
+		refs := p.circuits
+		p.circuits = nil
+		p.cmu.Unlock()
+		for id := range refs {
+			p.l.send(wire.TReset, wire.FlagHub, id, []byte(bye))
+		}
+	}
+	for _, p := range peers {
+		p.l.closeAfterFlush(500*time.Millisecond, errors.New(bye))
+	}
+	h.wg.Wait()
+	return err
+}
+
+func (h *Hub) acceptLoop(ctx context.Context) error {
+	var delay time.Duration
+	for {
+		c, err := h.ln.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, errTooManyFiles) {
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				h.logf("hub %s: accept: %v; retrying in %v", h.cfg.Name, err, delay)
+				time.Sleep(delay)
+				continue
+			}
+			return err
+		}
+		delay = 0
+		h.wg.Add(1)
+		go func() { defer h.wg.Done(); h.serveConn(ctx, c) }()
+	}
+}
+
+// serveConn runs an accepted connection: handshake, hello, then the link.
+func (h *Hub) serveConn(ctx context.Context, c net.Conn) {
+	raw := &corkConn{Conn: c}
+	hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
+	tc, id, err := h.cfg.Creds.Server(hctx, raw, nil)
+	cancel()
+	if err != nil {
+		h.logf("hub %s: %v", h.cfg.Name, err)
+		c.Close()
+		return
+	}
+	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
+	r := wire.NewReader(tc)
+	hello, err := readHello(r, id)
+	if err != nil {
+		h.logf("hub %s: connection from %s (%s): %v", h.cfg.Name, c.RemoteAddr(), id.Short(), err)
+		c.Close()
+		return
+	}
+	_ = c.SetDeadline(time.Time{})
+	p := h.newPeer(tc, raw, hello, false)
+	// Registered before our hello goes out: once a node has our hello, the
+	// hub routes to it.
+	if err := h.register(p); err != nil {
+		h.logf("hub %s: %s: %v", h.cfg.Name, p.l.desc, err)
+		c.Close()
+		return
+	}
+	p.l.sendControl(&wire.Message{Kind: wire.KHello, Hello: &wire.Hello{Role: "hub", Machine: h.machine(), Version: wire.Version, Observed: p.l.remote}})
+	h.run(p, r)
+}
+
+// readHello reads the first frame of a link: a hello from the machine the
+// handshake proved.
+func readHello(r *wire.Reader, id identity.ID) (*wire.Hello, error) {
+	f, err := r.Read()
+	if err != nil {
+		return nil, fmt.Errorf("reading hello: %w", err)
+	}
+	if f.Type != wire.TControl {
+		return nil, fmt.Errorf("first frame is %s, want a hello", f.Type)
+	}
+	m, err := wire.Decode(f.Payload)
+	if err != nil {
+		return nil, err
+	}
+	if m.Kind != wire.KHello {
+		return nil, fmt.Errorf("first message is %s, want a hello", m.Kind)
+	}
+	if m.Hello.Machine.ID != id {
+		return nil, fmt.Errorf("hello names %s but the handshake proved %s", m.Hello.Machine.ID.Short(), id.Short())
+	}
+	return m.Hello, nil
+}
+
+func writeHello(c net.Conn, hello *wire.Hello) error {
+	_, err := c.Write(wire.Append(nil, wire.TControl, 0, wire.Encode(&wire.Message{Kind: wire.KHello, Hello: hello})))
+	return err
+}
+
+// Nodes lists the attached nodes, with their hub fields filled.
+func (h *Hub) Nodes() []identity.Machine {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]identity.Machine, 0, len(h.nodes))
+	for _, p := range h.nodes {
+		out = append(out, p.machine)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// LinkInfo describes one of the hub's links.
+type LinkInfo struct {
+	Peer     identity.ID
+	Name     string
+	Role     string // "hub" or "node"
+	Remote   netip.AddrPort
+	Dialed   bool // this hub dialled the link
+	RTT      time.Duration
+	Circuits int
+	Queued   int // bytes waiting to be written
+}
+
+// Links lists the hub's neighbours, hubs first.
+func (h *Hub) Links() []LinkInfo {
+	h.mu.Lock()
+	peers := make([]*peer, 0, len(h.all))
+	for p := range h.all {
+		peers = append(peers, p)
+	}
+	h.mu.Unlock()
+	out := make([]LinkInfo, 0, len(peers))
+	for _, p := range peers {
+		p.cmu.Lock()
+		n := len(p.circuits)
+		p.cmu.Unlock()
+		role := "node"
+		if p.isHub {
+			role = "hub"
+		}
+		out = append(out, LinkInfo{Peer: p.id, Name: p.name, Role: role, Remote: p.l.remote, Dialed: p.dialed,
+			RTT: p.l.RTT(), Circuits: n, Queued: p.l.queued()})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Role != out[j].Role {
+			return out[i].Role == "hub"
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}

@@ -1,0 +1,389 @@
+package hub
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gridlink/gridlink/wire"
+)
+
+var errClosedByPeer = errors.New("closed by peer")
+
+// epoch anchors monotonic timestamps (ping payloads, last-heard times).
+var epoch = time.Now()
+
+func monotime() int64 { return int64(time.Since(epoch)) }
+
+const (
+	// writerLinger is how long an idle link's writer goroutine waits for
+	// more frames before it exits (and releases its buffers); the next
+	// frame starts a new one. Idle links thus hold no writer at all.
+	writerLinger = 250 * time.Millisecond
+	// writeTimeout closes a link whose peer stops reading.
+	writeTimeout = 30 * time.Second
+	// handshakeTimeout bounds the TLS handshake and the hello exchange.
+	handshakeTimeout = 15 * time.Second
+	// maxData is the largest data payload we send (we accept up to
+	// wire.MaxPayload).
+	maxData = 64 << 10
+)
+
+// link is one TLS connection carrying wire frames, hub to hub or node to
+// hub. Sending never blocks: frames are appended to a queue that a writer
+// goroutine (started on demand) flushes in batches. The owner runs
+// readLoop.
+type link struct {
+	conn   net.Conn  // TLS
+	raw    *corkConn // underneath TLS: closing it tears the link down
+	remote netip.AddrPort
+	desc   string // for messages: "hub das3v (192.0.2.10:7946)"
+
+	qmu     sync.Mutex
+	q       [][]byte // encoded frames waiting for the writer, in blocks
+	qlen    int
+	writing bool // a writer goroutine exists
+	idle    bool // ... and waits on wake
+	wake    chan struct{}
+	closed  bool
+
+	done     chan struct{}
+	errOnce  sync.Once
+	err      error
+	lastRecv atomic.Int64 // monotime of the last frame received
+	rtt      atomic.Int64 // ns, 0 until measured
+	lastPing atomic.Int64 // monotime of the last ping sent
+}
+
+func newLink(conn net.Conn, raw *corkConn, desc string) *link {
+	l := &link{conn: conn, raw: raw, desc: desc, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	l.remote = addrPort(raw.RemoteAddr())
+	l.lastRecv.Store(monotime())
+	return l
+}
+
+func addrPort(a net.Addr) netip.AddrPort {
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		ap := a.AddrPort()
+		return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
+	case nil:
+		return netip.AddrPort{}
+	}
+	ap, _ := netip.ParseAddrPort(a.String())
+	return ap
+}
+
+// send queues a frame; false if the link is closed. The payload is copied.
+func (l *link) send(t wire.Type, flags uint8, circuit uint32, payload []byte) bool {
+	var h [wire.HeaderSize]byte
+	wire.PutHeaderFlags(h[:], t, flags, circuit, len(payload))
+	l.qmu.Lock()
+	if l.closed {
+		l.qmu.Unlock()
+		return false
+	}
+	l.appendLocked(h[:])
+	l.appendLocked(payload)
+	l.kickLocked()
+	l.qmu.Unlock()
+	return true
+}
+
+// appendLocked copies p to the end of the queue, in pooled blocks (frames
+// may span blocks: the writer sends a byte stream).
+func (l *link) appendLocked(p []byte) {
+	for len(p) > 0 {
+		n := len(l.q)
+		if n == 0 || len(l.q[n-1]) == blockSize {
+			l.q = append(l.q, (*blockPool.Get().(*block))[:0])
+			n++
+		}
+		b := l.q[n-1]
+		k := copy(b[len(b):blockSize], p)
+		l.q[n-1] = b[:len(b)+k]
+		l.qlen += k
+		p = p[k:]
+	}
+}
+
+// blockSize is the unit of link queues.
+const blockSize = 64 << 10
+
+type block = []byte
+
+var blockPool = sync.Pool{New: func() any { b := make(block, 0, blockSize); return &b }}
+
+func putBlock(b block) {
+	b = b[:0]
+	blockPool.Put(&b)
+}
+
+// sendControl queues a control message.
+func (l *link) sendControl(m *wire.Message) bool {
+	return l.send(wire.TControl, 0, 0, wire.Encode(m))
+}
+
+func (l *link) kickLocked() {
+	switch {
+	case !l.writing:
+		l.writing = true
+		go l.writeLoop()
+	case l.idle:
+		l.idle = false
+		select {
+		case l.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// queued is the number of bytes waiting to be written.
+func (l *link) queued() int {
+	l.qmu.Lock()
+	defer l.qmu.Unlock()
+	return l.qlen
+}
+
+func (l *link) writeLoop() {
+	var batch [][]byte
+	var timer *time.Timer
+	for {
+		l.qmu.Lock()
+		for len(l.q) == 0 && !l.closed {
+			l.idle = true
+			l.qmu.Unlock()
+			if timer == nil {
+				timer = time.NewTimer(writerLinger)
+			} else {
+				timer.Reset(writerLinger)
+			}
+			expired := false
+			select {
+			case <-l.wake:
+				timer.Stop()
+			case <-timer.C:
+				expired = true
+			}
+			l.qmu.Lock()
+			if expired && len(l.q) == 0 {
+				l.writing, l.idle = false, false
+				l.q = nil
+				l.qmu.Unlock()
+				l.raw.release()
+				return
+			}
+		}
+		l.idle = false
+		if l.closed {
+			l.writing = false
+			l.qmu.Unlock()
+			return
+		}
+		batch, l.q = l.q, batch[:0]
+		l.qlen = 0
+		l.qmu.Unlock()
+		_ = l.raw.SetWriteDeadline(time.Now().Add(writeTimeout))
+		l.raw.cork()
+		var err error
+		for i, b := range batch {
+			if err == nil {
+				_, err = l.conn.Write(b)
+			}
+			putBlock(b)
+			batch[i] = nil
+		}
+		if uerr := l.raw.uncork(); err == nil {
+			err = uerr
+		}
+		if err != nil {
+			l.close(fmt.Errorf("write: %w", err))
+			l.qmu.Lock()
+			l.writing = false
+			l.qmu.Unlock()
+			return
+		}
+	}
+}
+
+// close tears the link down once; err says why (nil: a clean local close).
+func (l *link) close(err error) {
+	l.errOnce.Do(func() {
+		if err == nil {
+			err = net.ErrClosed
+		}
+		l.err = err
+		l.qmu.Lock()
+		l.closed = true
+		for _, b := range l.q {
+			putBlock(b)
+		}
+		l.q, l.qlen = nil, 0
+		if l.idle {
+			select {
+			case l.wake <- struct{}{}:
+			default:
+			}
+		}
+		l.qmu.Unlock()
+		close(l.done) // before the socket, so the reader sees why it fails
+		_ = l.raw.Close()
+	})
+}
+
+// closeAfterFlush closes the link once the queue drained (or after d).
+func (l *link) closeAfterFlush(d time.Duration, err error) {
+	go func() {
+		deadline := time.Now().Add(d)
+		for l.queued() > 0 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(10 * time.Millisecond) // let the writer finish its last batch
+		l.close(err)
+	}()
+}
+
+// cause is why the link closed.
+func (l *link) cause() error {
+	<-l.done
+	return l.err
+}
+
+func (l *link) isClosed() bool {
+	select {
+	case <-l.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// ping sends a link ping carrying the send time.
+func (l *link) ping() {
+	now := monotime()
+	l.lastPing.Store(now)
+	var p [8]byte
+	binary.BigEndian.PutUint64(p[:], uint64(now))
+	l.send(wire.TPing, 0, 0, p[:])
+}
+
+// pingRTT returns the round trip a pong payload proves, or 0 if the
+// payload is not a plausible timestamp of ours.
+func pingRTT(p []byte) time.Duration {
+	sent := int64(binary.BigEndian.Uint64(p))
+	now := monotime()
+	if sent <= 0 || sent > now || now-sent > int64(time.Minute) {
+		return 0
+	}
+	return time.Duration(max(now-sent, 1))
+}
+
+func (l *link) RTT() time.Duration { return time.Duration(l.rtt.Load()) }
+
+// silentFor is how long nothing was heard from the peer.
+func (l *link) silentFor() time.Duration { return time.Duration(monotime() - l.lastRecv.Load()) }
+
+// readLoop reads frames until the link fails, answering link pings and
+// measuring link pongs itself and passing every other frame to handle. A
+// non-nil error from handle closes the link with that error.
+func (l *link) readLoop(r *wire.Reader, handle func(wire.Frame) error) error {
+	for {
+		f, err := r.Read()
+		if err != nil {
+			if l.isClosed() {
+				return l.err
+			}
+			if errors.Is(err, io.EOF) {
+				err = errClosedByPeer
+			} else if !errors.Is(err, wire.ErrFrame) {
+				err = fmt.Errorf("read: %w", err)
+			}
+			l.close(err)
+			return err
+		}
+		l.lastRecv.Store(monotime())
+		if f.Circuit == 0 {
+			switch f.Type {
+			case wire.TPing:
+				l.send(wire.TPong, 0, 0, f.Payload)
+				continue
+			case wire.TPong:
+				if d := pingRTT(f.Payload); d > 0 {
+					old := l.rtt.Load()
+					if old == 0 {
+						l.rtt.Store(int64(d))
+					} else {
+						l.rtt.Store((7*old + int64(d)) / 8)
+					}
+				}
+				continue
+			}
+		}
+		if err := handle(f); err != nil {
+			l.close(err)
+			return err
+		}
+	}
+}
+
+// corkConn sits under TLS and gathers the records of one batch into one
+// write: the writer corks, writes the batch through TLS, and uncorks.
+type corkConn struct {
+	net.Conn
+	mu     sync.Mutex
+	corked bool
+	buf    []byte
+}
+
+func (c *corkConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	if c.corked {
+		c.buf = append(c.buf, p...)
+		if len(c.buf) < 256<<10 {
+			c.mu.Unlock()
+			return len(p), nil
+		}
+		err := c.flushLocked()
+		c.mu.Unlock()
+		return len(p), err
+	}
+	c.mu.Unlock()
+	return c.Conn.Write(p)
+}
+
+func (c *corkConn) cork() {
+	c.mu.Lock()
+	c.corked = true
+	c.mu.Unlock()
+}
+
+func (c *corkConn) uncork() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.corked = false
+	return c.flushLocked()
+}
+
+// release drops the batch buffer of an idle link.
+func (c *corkConn) release() {
+	c.mu.Lock()
+	if !c.corked {
+		c.buf = nil
+	}
+	c.mu.Unlock()
+}
+
+func (c *corkConn) flushLocked() error {
+	if len(c.buf) == 0 {
+		return nil
+	}
+	_, err := c.Conn.Write(c.buf)
+	c.buf = c.buf[:0]
+	return err
+}

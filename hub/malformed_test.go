@@ -1,0 +1,154 @@
+package hub
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/wire"
+)
+
+// logBuf collects a hub's log lines.
+type logBuf struct {
+	mu    sync.Mutex
+	lines []string
+	t     testing.TB
+}
+
+func (b *logBuf) logf(format string, args ...any) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.lines = append(b.lines, fmt.Sprintf(format, args...))
+}
+
+func (b *logBuf) has(sub ...string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, l := range b.lines {
+		all := true
+		for _, s := range sub {
+			all = all && strings.Contains(l, s)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+// rawNode is a hand-driven node connection: TLS and hello done, then
+// whatever bytes the test writes.
+func rawNode(t *testing.T, addr, name string) *tls.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cr := creds(t)
+	tc, hubID, err := cr.Client(context.Background(), c, identity.ID{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := writeHello(tc, &wire.Hello{Role: "node", Machine: identity.Machine{ID: cr.Key.ID(), Name: name}, Version: wire.Version}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := readHello(wire.NewReader(tc), hubID); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tc.Close() })
+	return tc
+}
+
+// closedByHub reads c until the hub closes it.
+func closedByHub(t *testing.T, c net.Conn) {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	_, err := io.Copy(io.Discard, c)
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatal("the hub kept the link open")
+	}
+}
+
+func TestMalformedFrames(t *testing.T) {
+	logs := &logBuf{t: t}
+	h, err := New(Config{Name: "h", Creds: creds(t), Listen: "127.0.0.1:0", Interval: testInterval, Logf: logs.logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- h.Serve(ctx) }()
+	defer func() { cancel(); <-served }()
+	addr := h.Addr().String()
+	good1 := attachNode(t, "good1", addr)
+	good2 := attachNode(t, "good2", addr)
+	serve(good2, 7, echo)
+
+	hdr := func(typ wire.Type, flags byte, circuit uint32, n int) []byte {
+		b := make([]byte, wire.HeaderSize)
+		wire.PutHeader(b, typ, circuit, n)
+		b[1] = flags
+		return b
+	}
+	open := func(circuit uint32) []byte {
+		o := fmt.Sprintf(`{"from":{"id":"%s"},"to_node":"%s","port":7,"ttl":3,"window":262144}`, good1.Machine().ID, good2.Machine().ID)
+		return wire.Append(nil, wire.TOpen, circuit, []byte(o))
+	}
+	cases := []struct {
+		name  string
+		bytes []byte
+		log   string
+	}{
+		{"garbage", bytes.Repeat([]byte{0xde, 0xad, 0xbe, 0xef}, 100), "unknown type 222"},
+		{"oversized", hdr(wire.TData, 0, 1, wire.MaxPayload+1), "more than the"},
+		{"unknown type", hdr(42, 0, 1, 0), "unknown type 42"},
+		{"reserved flags", hdr(wire.TData, 4, 1, 0), "reserved bits"},
+		{"bad control", wire.Append(nil, wire.TControl, 0, []byte(`{"kind":"lookup"`)), "control message"},
+		{"hub message from a node", wire.Append(nil, wire.TControl, 0, wire.Encode(&wire.Message{Kind: wire.KGossip, Gossip: &wire.Gossip{}})), "unexpected gossip message from a node"},
+		{"second hello", wire.Append(nil, wire.TControl, 0, wire.Encode(&wire.Message{Kind: wire.KHello, Hello: &wire.Hello{Role: "node", Machine: good1.Machine()}})), "unexpected hello"},
+		{"open with the hub's parity", open(2), "wrong parity"},
+		{"open reusing a circuit", append(open(1), open(1)...), "in use"},
+		{"bad open", wire.Append(nil, wire.TOpen, 1, []byte(`{"ttl":99}`)), "open"},
+		{"bad window", append(open(1), wire.Append(nil, wire.TWindow, 1, wire.WindowPayload(0))...), "window increment 0"},
+		{"truncated frame", hdr(wire.TData, 0, 1, 100), "closed"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			name := fmt.Sprintf("bad%d", i)
+			c := rawNode(t, addr, name)
+			if _, err := c.Write(tc.bytes); err != nil {
+				t.Fatal(err)
+			}
+			if tc.name == "truncated frame" {
+				c.CloseWrite()
+			}
+			closedByHub(t, c)
+			waitFor(t, "the hub to log why it closed "+name, 5*time.Second, func() bool { return logs.has("node "+name+" (", tc.log) })
+			// The hub goes on serving everyone else.
+			cir := openTo(t, good1, good2, 7)
+			roundTrip(t, cir, "still here after "+tc.name)
+		})
+	}
+	// Garbage instead of a TLS handshake.
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Write(bytes.Repeat([]byte("GET / HTTP/1.0\r\n\r\n"), 10))
+	closedByHub(t, c)
+	c.Close()
+	if ms, err := good1.Lookup(context.Background(), "good2"); err != nil || len(ms) != 1 {
+		t.Fatalf("lookup after the abuse: %v %v", ms, err)
+	}
+	if n := len(h.Nodes()); n != 2 {
+		t.Errorf("hub lists %d nodes, want the 2 good ones", n)
+	}
+}

@@ -1,0 +1,175 @@
+package hub
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/wire"
+)
+
+var errTooManyFiles = syscall.EMFILE
+
+const (
+	// nodePingEvery is how often a hub pings an attached node (and a
+	// session its hub); nodes are many, so less often than hubs.
+	nodePingEvery = 5 * time.Second
+	// nodeSilence closes a node link (either end) when nothing was heard
+	// for that long.
+	nodeSilence = 4 * nodePingEvery
+)
+
+// peer is the hub's side of one link: to a neighbour hub or to a node.
+type peer struct {
+	h       *Hub
+	l       *link
+	id      identity.ID
+	name    string
+	isHub   bool
+	dialed  bool             // this hub dialled the link
+	machine identity.Machine // a node's identifier, hub fields filled; a hub's hello machine
+
+	cmu      sync.Mutex
+	circuits map[uint32]circRef // circuits on this link, by this link's number
+	nextCirc uint32
+}
+
+func (h *Hub) newPeer(tc net.Conn, raw *corkConn, hello *wire.Hello, dialed bool) *peer {
+	p := &peer{h: h, id: hello.Machine.ID, name: hello.Machine.Name, isHub: hello.Role == "hub", dialed: dialed}
+	if p.name == "" {
+		p.name = p.id.Short()
+	}
+	role := "node"
+	if p.isHub {
+		role = "hub"
+	}
+	p.l = newLink(tc, raw, fmt.Sprintf("%s %s (%s)", role, p.name, raw.RemoteAddr()))
+	p.machine = hello.Machine
+	p.machine.Addrs = slices.Clone(p.machine.Addrs)
+	if !p.isHub {
+		p.machine.Hub, p.machine.HubName = h.id, h.cfg.Name
+		if obs := p.l.remote; obs.IsValid() && !slices.Contains(p.machine.Observed, obs) && len(p.machine.Observed) < 8 {
+			p.machine.Observed = append(slices.Clone(p.machine.Observed), obs)
+		}
+	}
+	p.nextCirc = firstCircuit(dialed)
+	p.circuits = map[uint32]circRef{}
+	return p
+}
+
+// run starts a registered peer's link, reads it until it fails and cleans
+// up.
+func (h *Hub) run(p *peer, r *wire.Reader) {
+	if p.isHub {
+		h.logf("hub %s: linked to %s, dialled=%v", h.cfg.Name, p.l.desc, p.dialed)
+		p.l.ping()
+		h.sendTable(p)
+	}
+	err := p.l.readLoop(r, p.handle)
+	h.unregister(p, err)
+}
+
+// register adds a peer whose hello was received.
+func (h *Hub) register(p *peer) error {
+	h.mu.Lock()
+	if h.ctx == nil || h.ctx.Err() != nil {
+		h.mu.Unlock()
+		return errors.New("hub shutting down")
+	}
+	var old *peer
+	if p.isHub {
+		if p.id == h.id {
+			h.mu.Unlock()
+			return errors.New("a link to this hub itself")
+		}
+		if e := h.hubs[p.id]; e != nil {
+			// Two links between the same hubs: both ends keep the one
+			// dialled by the hub with the smaller ID (the older one if the
+			// same hub dialled both).
+			if h.dialerOf(p) == h.dialerOf(e) || h.dialerOf(e) == minID(h.id, p.id) {
+				h.mu.Unlock()
+				return fmt.Errorf("already linked to hub %s: dropping the duplicate link", p.name)
+			}
+			old = e
+		}
+		h.hubs[p.id] = p
+	} else {
+		old = h.nodes[p.id]
+		h.nodes[p.id] = p
+	}
+	h.all[p] = struct{}{}
+	h.mu.Unlock()
+	if old != nil {
+		old.l.close(fmt.Errorf("replaced by a new link from %s", p.l.remote))
+	}
+	return nil
+}
+
+func (h *Hub) dialerOf(p *peer) identity.ID {
+	if p.dialed {
+		return h.id
+	}
+	return p.id
+}
+
+func minID(a, b identity.ID) identity.ID {
+	if string(a[:]) < string(b[:]) {
+		return a
+	}
+	return b
+}
+
+// unregister removes a peer whose link failed: its routes become
+// unreachable and its circuits are reset.
+func (h *Hub) unregister(p *peer, cause error) {
+	h.mu.Lock()
+	delete(h.all, p)
+	lost := false
+	if p.isHub {
+		if h.hubs[p.id] == p {
+			delete(h.hubs, p.id)
+			lost = h.linkLostLocked(p)
+		}
+	} else if h.nodes[p.id] == p {
+		delete(h.nodes, p.id)
+	}
+	h.mu.Unlock()
+	if lost {
+		h.triggerUpdate()
+	}
+	if p.isHub || !errors.Is(cause, errClosedByPeer) {
+		h.logf("hub %s: %s closed: %v", h.cfg.Name, p.l.desc, cause)
+	}
+	h.resetCircuits(p, fmt.Sprintf("hub %s: link to %s lost: %v", h.cfg.Name, p.l.desc, cause))
+}
+
+// handle dispatches one frame from the peer. An error is a protocol
+// violation: the link is closed and the error logged.
+func (p *peer) handle(f wire.Frame) error {
+	switch f.Type {
+	case wire.TControl:
+		m, err := wire.Decode(f.Payload)
+		if err != nil {
+			return err
+		}
+		return p.h.control(p, m)
+	case wire.TOpen:
+		return p.h.open(p, f)
+	case wire.TPing, wire.TPong, wire.TData, wire.TWindow, wire.TFin, wire.TReset, wire.TAccept:
+		return p.h.switchFrame(p, f)
+	}
+	return fmt.Errorf("unexpected %s frame", f.Type)
+}
+
+// sendAll queues a control message to each of peers.
+func sendAll(peers []*peer, m *wire.Message) {
+	b := wire.Encode(m)
+	for _, p := range peers {
+		p.l.send(wire.TControl, 0, 0, b)
+	}
+}

@@ -1,0 +1,414 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/pki"
+	"github.com/gridlink/gridlink/wire"
+)
+
+// SessionConfig configures a node's session with its hub.
+type SessionConfig struct {
+	Creds   *pki.Credentials // required
+	Machine identity.Machine // this node (ID must match Creds; zero: taken from Creds); the session fills Hub and HubName
+	// Hubs are hub transport specs to try, in order. On loss of the hub the
+	// session re-attaches to the next that answers (with backoff); its
+	// circuits are reset.
+	Hubs []string
+	Dial func(ctx context.Context, spec string) (net.Conn, error) // default plain TCP
+	Logf func(format string, args ...any)                         // default log.Printf
+}
+
+// ErrNotFound is wrapped by Lookup when no hub knows the node.
+var ErrNotFound = errors.New("node not found")
+
+// ErrClosed is returned by a closed session.
+var ErrClosed = errors.New("hub: session closed")
+
+const (
+	incomingQueue = 64  // circuits opened toward us not yet taken
+	messageQueue  = 256 // routed messages not yet taken
+	// attachGiveUp bounds Attach when its context has no deadline.
+	attachGiveUp = 30 * time.Second
+)
+
+// Session is a node's attachment to a hub: lookups, routed messages and
+// circuits. Make one with Attach.
+type Session struct {
+	cfg  SessionConfig
+	logf func(string, ...any)
+
+	mu       sync.Mutex
+	cur      *slink        // nil while re-attaching
+	ready    chan struct{} // closed while attached
+	curIdx   int           // index in cfg.Hubs of the current hub
+	lookups  map[uint64]chan []identity.Machine
+	nextQ    uint64
+	closed   bool
+	messages chan *wire.Routed
+	incoming chan *Incoming
+	done     chan struct{}
+	wg       sync.WaitGroup
+}
+
+// slink is one attachment: a link to a hub and the circuits on it.
+type slink struct {
+	s        *Session
+	l        *link
+	hub      identity.Machine
+	observed netip.AddrPort
+
+	mu       sync.Mutex
+	circuits map[uint32]*Circuit // nil once the link is gone
+	nextCirc uint32
+}
+
+// Incoming is a circuit opened toward this node: Accept or Refuse it.
+type Incoming struct {
+	Circuit *Circuit
+	Open    *wire.Open
+}
+
+// Accept accepts the circuit (after which it may be written to).
+func (in *Incoming) Accept() error {
+	c := in.Circuit
+	c.mu.Lock()
+	switch {
+	case c.err != nil:
+		c.mu.Unlock()
+		return c.err
+	case c.closed:
+		c.mu.Unlock()
+		return net.ErrClosed
+	case c.established:
+		c.mu.Unlock()
+		return errors.New("hub: circuit already accepted")
+	}
+	c.established = true
+	c.epoch = monotime()
+	b, _ := json.Marshal(&wire.Accept{Window: uint32(c.rwin)})
+	ok := c.sl.l.send(wire.TAccept, 0, c.id, b)
+	if ok {
+		c.pingLocked()
+	}
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	if !ok {
+		return c.linkErr()
+	}
+	return nil
+}
+
+// Refuse refuses the circuit; the opener's Read and Write fail with
+// ErrRefused and reason (e.g. "no listener on port 7000 at das3v-n1").
+func (in *Incoming) Refuse(reason string) {
+	c := in.Circuit
+	c.fail(fmt.Errorf("%w: refused here: %s", ErrRefused, reason))
+	if !strings.HasPrefix(reason, "connection refused") {
+		reason = "connection refused: " + reason
+	}
+	c.sl.l.send(wire.TReset, 0, c.id, []byte(reason))
+	c.sl.remove(c)
+}
+
+// Attach attaches to the first hub of cfg.Hubs that answers, trying them
+// in rounds with backoff until ctx is done (or 30 s if ctx has no
+// deadline). The session then lives until Close.
+func Attach(ctx context.Context, cfg SessionConfig) (*Session, error) {
+	if cfg.Creds == nil {
+		return nil, errors.New("hub: session without credentials")
+	}
+	if len(cfg.Hubs) == 0 {
+		return nil, errors.New("hub: session without hubs")
+	}
+	id := cfg.Creds.Key.ID()
+	if cfg.Machine.ID.IsZero() {
+		cfg.Machine.ID = id
+	}
+	if cfg.Machine.ID != id {
+		return nil, fmt.Errorf("hub: machine %s does not match the credentials' key %s", cfg.Machine.ID.Short(), id.Short())
+	}
+	cfg.Machine.Hub, cfg.Machine.HubName = identity.ID{}, ""
+	if cfg.Dial == nil {
+		cfg.Dial = dialTCP
+	}
+	s := &Session{cfg: cfg, logf: cfg.Logf, ready: make(chan struct{}), lookups: map[uint64]chan []identity.Machine{},
+		messages: make(chan *wire.Routed, messageQueue), incoming: make(chan *Incoming, incomingQueue), done: make(chan struct{})}
+	if s.logf == nil {
+		s.logf = log.Printf
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, attachGiveUp)
+		defer cancel()
+	}
+	sl, idx, err := s.attachLoop(ctx, 0)
+	if err != nil {
+		return nil, err
+	}
+	s.install(sl, idx)
+	s.wg.Add(1)
+	go s.maintain()
+	return s, nil
+}
+
+// attachLoop tries the hubs in order from start, in rounds with backoff,
+// until one answers or ctx is done.
+func (s *Session) attachLoop(ctx context.Context, start int) (*slink, int, error) {
+	backoff := backoffMin
+	n := len(s.cfg.Hubs)
+	errs := make([]string, n)
+	for {
+		for k := range n {
+			i := (start + k) % n
+			sl, err := s.attachTo(ctx, s.cfg.Hubs[i])
+			if err == nil {
+				return sl, i, nil
+			}
+			errs[i] = s.cfg.Hubs[i] + ": " + err.Error()
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, 0, fmt.Errorf("hub: cannot attach to any hub (%s): %w", strings.Join(compact(errs), "; "), ctx.Err())
+		case <-s.done:
+			return nil, 0, ErrClosed
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, backoffMax)
+	}
+}
+
+func compact(ss []string) []string {
+	var out []string
+	for _, s := range ss {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// attachTo attaches to one hub: transport, TLS, hello both ways.
+func (s *Session) attachTo(ctx context.Context, spec string) (*slink, error) {
+	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	c, err := s.cfg.Dial(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	raw := &corkConn{Conn: c}
+	tc, hubID, err := s.cfg.Creds.Client(ctx, raw, identity.ID{})
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	if d, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(d)
+	}
+	if err := writeHello(tc, &wire.Hello{Role: "node", Machine: s.cfg.Machine, Version: wire.Version}); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("hello: %w", err)
+	}
+	r := wire.NewReader(tc)
+	hello, err := readHello(r, hubID)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	if hello.Role != "hub" {
+		c.Close()
+		return nil, fmt.Errorf("%s is a %s, not a hub", hubID.Short(), hello.Role)
+	}
+	_ = c.SetDeadline(time.Time{})
+	hub := hello.Machine
+	if hub.Name == "" {
+		hub.Name = hub.ID.Short()
+	}
+	sl := &slink{s: s, hub: hub, observed: hello.Observed, circuits: map[uint32]*Circuit{}, nextCirc: firstCircuit(true)}
+	sl.l = newLink(tc, raw, fmt.Sprintf("hub %s (%s)", hub.Name, c.RemoteAddr()))
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		err := sl.l.readLoop(r, sl.handle)
+		s.detach(sl, err)
+	}()
+	return sl, nil
+}
+
+func (s *Session) install(sl *slink, idx int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		sl.l.close(ErrClosed)
+		return
+	}
+	s.cur, s.curIdx = sl, idx
+	select {
+	case <-s.ready: // the lost link was not detached yet: still marked ready
+	default:
+		close(s.ready)
+	}
+}
+
+// detach forgets a lost link: its circuits are reset.
+func (s *Session) detach(sl *slink, cause error) {
+	s.mu.Lock()
+	if s.cur == sl {
+		s.cur = nil
+		s.ready = make(chan struct{})
+	}
+	s.mu.Unlock()
+	sl.mu.Lock()
+	cs := sl.circuits
+	sl.circuits = nil
+	sl.mu.Unlock()
+	err := fmt.Errorf("%w: hub link to %s lost: %v", ErrReset, sl.hub.Name, cause)
+	for _, c := range cs {
+		c.fail(err)
+		c.mu.Lock()
+		c.removed = true
+		c.mu.Unlock()
+	}
+}
+
+// maintain pings the hub and re-attaches when the link is lost.
+func (s *Session) maintain() {
+	defer s.wg.Done()
+	t := time.NewTicker(nodePingEvery)
+	defer t.Stop()
+	for {
+		s.mu.Lock()
+		sl, idx := s.cur, s.curIdx
+		s.mu.Unlock()
+		if sl == nil {
+			return // closed
+		}
+		select {
+		case <-s.done:
+			return
+		case <-t.C:
+			if d := sl.l.silentFor(); d > nodeSilence {
+				sl.l.close(&silentError{d.Round(time.Millisecond)})
+			} else {
+				sl.l.ping()
+			}
+			continue
+		case <-sl.l.done:
+		}
+		s.logf("hub: node %s: lost hub %s: %v; re-attaching", s.cfg.Machine, sl.hub.Name, sl.l.err)
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			select {
+			case <-s.done:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		nsl, nidx, err := s.attachLoop(ctx, (idx+1)%len(s.cfg.Hubs))
+		cancel()
+		if err != nil {
+			return // closed
+		}
+		s.logf("hub: node %s: attached to hub %s", s.cfg.Machine, nsl.hub.Name)
+		s.install(nsl, nidx)
+	}
+}
+
+// current waits for an attached link.
+func (s *Session) current(ctx context.Context) (*slink, error) {
+	for {
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return nil, ErrClosed
+		}
+		sl, ready := s.cur, s.ready
+		s.mu.Unlock()
+		if sl != nil && !sl.l.isClosed() {
+			return sl, nil
+		}
+		select {
+		case <-ready:
+		case <-s.done:
+			return nil, ErrClosed
+		case <-ctx.Done():
+			return nil, fmt.Errorf("hub: not attached to a hub: %w", ctx.Err())
+		}
+	}
+}
+
+// Hub is the hub the session is attached to (or was last).
+func (s *Session) Hub() identity.Machine {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == nil {
+		return identity.Machine{}
+	}
+	return s.cur.hub
+}
+
+// Machine is this node's identifier with its current hub filled in.
+func (s *Session) Machine() identity.Machine {
+	m := s.cfg.Machine
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur != nil {
+		m.Hub, m.HubName = s.cur.hub.ID, s.cur.hub.Name
+		if s.cur.observed.IsValid() {
+			m.Observed = append(m.Observed[:len(m.Observed):len(m.Observed)], s.cur.observed)
+		}
+	}
+	return m
+}
+
+// Observed is our address as the hub saw it.
+func (s *Session) Observed() netip.AddrPort {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur == nil {
+		return netip.AddrPort{}
+	}
+	return s.cur.observed
+}
+
+// Messages delivers routed messages for this node (e.g. reverse requests).
+// Messages that find the channel full are dropped. It is closed by Close.
+func (s *Session) Messages() <-chan *wire.Routed { return s.messages }
+
+// Incoming delivers circuits opened toward this node. A circuit that finds
+// the channel full is refused. It is closed by Close.
+func (s *Session) Incoming() <-chan *Incoming { return s.incoming }
+
+// Close detaches: circuits are reset, the channels closed.
+func (s *Session) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	sl := s.cur
+	s.cur = nil
+	close(s.done)
+	close(s.messages)
+	close(s.incoming)
+	s.mu.Unlock()
+	if sl != nil {
+		sl.l.close(ErrClosed)
+	}
+	s.wg.Wait()
+	return nil
+}
