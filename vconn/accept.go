@@ -1,0 +1,160 @@
+package vconn
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/wire"
+)
+
+// checkDirect decides, during the direct layer's handshake, whether a
+// request may proceed: a listener on the port, or a reverse token we wait
+// for from that very peer.
+func (n *Node) checkDirect(peer identity.ID, req string) error {
+	r, err := parseRequest(req)
+	if err != nil {
+		return err
+	}
+	if r.reverse {
+		n.mu.Lock()
+		p := n.reverses[r.token]
+		n.mu.Unlock()
+		if p == nil || p.target != peer {
+			return fmt.Errorf("no reverse setup %x waiting for %s", r.token, peer.Short())
+		}
+		return nil
+	}
+	if n.listener(r.port) == nil {
+		return fmt.Errorf("%s", n.refusal(r.port))
+	}
+	return nil
+}
+
+// acceptDirect takes connections from the direct listener: connections to
+// virtual ports, and reverse setups calling back.
+func (n *Node) acceptDirect() {
+	defer n.wg.Done()
+	for {
+		c, err := n.direct.Accept()
+		if err != nil {
+			return
+		}
+		r, err := parseRequest(c.Request)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		peer := identity.Machine{ID: c.Peer}
+		if r.reverse {
+			n.mu.Lock()
+			p := n.reverses[r.token]
+			n.mu.Unlock()
+			if p == nil {
+				c.Close()
+				continue
+			}
+			select {
+			case p.conn <- c:
+			default:
+				c.Close()
+			}
+			continue
+		}
+		go n.deliver(c, Direct, peer, r.port)
+	}
+}
+
+// serveMessages handles routed control messages: reverse requests to this
+// node and failures of our own.
+func (n *Node) serveMessages() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case m, ok := <-n.session.Messages():
+			if !ok {
+				return
+			}
+			switch m.Msg.Kind {
+			case wire.KReverse:
+				go n.callBack(m)
+			case wire.KReverseFail:
+				n.mu.Lock()
+				p := n.reverses[m.Msg.Fail.Token]
+				n.mu.Unlock()
+				if p != nil {
+					select {
+					case p.fail <- m.Msg.Fail.Reason:
+					default:
+					}
+				}
+			}
+		}
+	}
+}
+
+// callBack answers a reverse request: dial the asker's direct listener.
+func (n *Node) callBack(m *wire.Routed) {
+	rev := m.Msg.Reverse
+	fail := func(reason string) {
+		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+		defer cancel()
+		_ = n.session.Send(ctx, m.FromHub, m.FromNode, &wire.Message{Kind: wire.KReverseFail, Fail: &wire.Fail{Token: rev.Token, Reason: reason}})
+	}
+	if rev.Target != n.ID() || rev.From.ID != m.FromNode {
+		fail("reverse request for another node or from a node it does not name")
+		return
+	}
+	if n.listener(rev.Port) == nil {
+		fail(n.refusal(rev.Port))
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+	defer cancel()
+	c, err := n.dialer.Dial(ctx, rev.From, request{reverse: true, token: rev.Token}.String())
+	if err != nil {
+		fail(fmt.Sprintf("%s cannot reach %s's listener: %v", n.cfg.Name, rev.From, err))
+		return
+	}
+	n.deliver(c, Reverse, rev.From, rev.Port)
+}
+
+// serveCircuits handles circuits opened toward this node (routed setup).
+func (n *Node) serveCircuits() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case in, ok := <-n.session.Incoming():
+			if !ok {
+				return
+			}
+			if n.listener(in.Open.Port) == nil {
+				in.Refuse(n.refusal(in.Open.Port))
+				continue
+			}
+			if err := in.Accept(); err != nil {
+				continue
+			}
+			go func() {
+				ctx, cancel := context.WithTimeout(n.ctx, 30*time.Second)
+				defer cancel()
+				tc, _, err := n.creds.Server(ctx, in.Circuit, func(id identity.ID) error {
+					if id != in.Open.From.ID {
+						return fmt.Errorf("circuit opened by %s but handshake by %s", in.Open.From.ID.Short(), id.Short())
+					}
+					return nil
+				})
+				if err != nil {
+					in.Circuit.Close()
+					return
+				}
+				n.deliver(tc, Routed, in.Open.From, in.Open.Port)
+			}()
+		}
+	}
+}

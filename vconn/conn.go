@@ -1,0 +1,107 @@
+// Package vconn sets up virtual connections: a process asks for a
+// connection to another process of the job, by name and port, and gets a
+// net.Conn set up the most direct way the network allows (direct, reverse,
+// routed; splice arrives with NAT traversal). It owns the method race, the
+// per-site method cache, the listener registry and the accept-side commit
+// protocol; finding addresses and dialling them is package direct's,
+// relaying and name lookup the hubs' (package hub).
+package vconn
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/gridlink/gridlink/identity"
+)
+
+// Method is a connection setup method.
+type Method string
+
+// Setup methods, most direct first.
+const (
+	Direct  Method = "direct"  // the dialler reaches the target's listener
+	Reverse Method = "reverse" // the target dials the dialler back, asked through the hubs
+	Splice  Method = "splice"  // TCP simultaneous open (NAT traversal; not yet)
+	Routed  Method = "routed"  // data relayed hub to hub
+)
+
+// rank orders methods by directness: lower is more direct.
+func (m Method) rank() int {
+	switch m {
+	case Direct:
+		return 0
+	case Reverse:
+		return 1
+	case Splice:
+		return 2
+	}
+	return 3
+}
+
+// Addr is a virtual address as a net.Addr.
+type Addr struct {
+	Node identity.Machine
+	Port uint16
+}
+
+// Network returns "gridlink".
+func (a Addr) Network() string { return "gridlink" }
+
+func (a Addr) String() string {
+	name := a.Node.Name
+	if name == "" {
+		name = a.Node.ID.String()
+	}
+	return name + ":" + strconv.Itoa(int(a.Port))
+}
+
+// Conn is a virtual connection. Its bytes are protected end to end by the
+// TLS session that proved the peer's identity, whatever the method.
+type Conn struct {
+	net.Conn
+	method Method
+	local  Addr
+	remote Addr
+	setup  time.Duration
+	onDone func()
+}
+
+// Method is how the connection was set up.
+func (c *Conn) Method() Method { return c.method }
+
+// Setup is how long the dial took (zero on the accepting side).
+func (c *Conn) Setup() time.Duration { return c.setup }
+
+// Peer is the machine at the other end.
+func (c *Conn) Peer() identity.Machine { return c.remote.Node }
+
+// LocalAddr returns this end's virtual address.
+func (c *Conn) LocalAddr() net.Addr { return c.local }
+
+// RemoteAddr returns the other end's virtual address.
+func (c *Conn) RemoteAddr() net.Addr { return c.remote }
+
+// CloseWrite half-closes the connection: the peer reads EOF, this end
+// can still read.
+func (c *Conn) CloseWrite() error {
+	if cw, ok := c.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return fmt.Errorf("vconn: %s connection cannot half-close", c.method)
+}
+
+// Close closes the connection.
+func (c *Conn) Close() error {
+	err := c.Conn.Close()
+	if c.onDone != nil {
+		c.onDone()
+		c.onDone = nil
+	}
+	return err
+}
+
+func (c *Conn) String() string {
+	return fmt.Sprintf("%s -> %s (%s)", c.local, c.remote, c.method)
+}

@@ -1,0 +1,428 @@
+package vconn
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gridlink/gridlink/direct"
+	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/wire"
+)
+
+// nameTTL is how long a looked-up machine identifier is reused.
+const nameTTL = time.Minute
+
+// services maps well-known service names to ports.
+var services = map[string]uint16{"echo": 7}
+
+// Dial connects to a virtual address NODE:PORT (see identity.Addr).
+func (n *Node) Dial(ctx context.Context, addr string) (*Conn, error) {
+	a, err := identity.ParseAddr(addr)
+	if err != nil {
+		return nil, err
+	}
+	port := a.Port
+	if a.Service != "" {
+		if port = services[a.Service]; port == 0 {
+			return nil, fmt.Errorf("vconn: dial %s: unknown service %q", addr, a.Service)
+		}
+	}
+	if port == 0 {
+		return nil, fmt.Errorf("vconn: dial %s: no port", addr)
+	}
+	target, err := n.Resolve(ctx, a)
+	if err != nil {
+		return nil, fmt.Errorf("vconn: dial %s: %w", addr, err)
+	}
+	c, err := n.DialMachine(ctx, target, port)
+	if err != nil {
+		n.forgetName(a)
+		return nil, fmt.Errorf("vconn: dial %s: %w", addr, err)
+	}
+	return c, nil
+}
+
+// Resolve finds the machine a virtual address names, through the hubs.
+func (n *Node) Resolve(ctx context.Context, a identity.Addr) (identity.Machine, error) {
+	if a.Node == n.cfg.Name || a.Node == n.ID().String() {
+		return n.Machine(), nil
+	}
+	key := a.Node + "@" + a.Hub
+	n.mu.Lock()
+	e, ok := n.names[key]
+	n.mu.Unlock()
+	if ok && time.Since(e.at) < nameTTL {
+		return e.m, nil
+	}
+	if n.session == nil {
+		return identity.Machine{}, fmt.Errorf("cannot resolve %q: this node has no hub", a.Node)
+	}
+	ms, err := n.session.Lookup(ctx, a.Node)
+	if err != nil {
+		return identity.Machine{}, fmt.Errorf("look up %q: %w", a.Node, err)
+	}
+	var match []identity.Machine
+	for _, m := range ms {
+		if a.Hub == "" || a.Hub == m.HubName || a.Hub == m.Hub.String() {
+			match = append(match, m)
+		}
+	}
+	switch len(match) {
+	case 0:
+		return identity.Machine{}, fmt.Errorf("no node %q is attached to any hub", a)
+	case 1:
+	default:
+		var names []string
+		for _, m := range match {
+			names = append(names, m.ID.Short()+"@"+m.HubName)
+		}
+		return identity.Machine{}, fmt.Errorf("%q names %d nodes (%s): add @HUB or use an ID", a.Node, len(match), strings.Join(names, ", "))
+	}
+	n.mu.Lock()
+	n.names[key] = nameEntry{match[0], time.Now()}
+	n.mu.Unlock()
+	return match[0], nil
+}
+
+func (n *Node) forgetName(a identity.Addr) {
+	n.mu.Lock()
+	delete(n.names, a.Node+"@"+a.Hub)
+	n.mu.Unlock()
+}
+
+// result of one setup attempt.
+type result struct {
+	method  Method
+	conn    net.Conn
+	err     error
+	elapsed time.Duration
+	target  identity.Machine
+}
+
+// DialMachine connects to port on the target machine: the cached method
+// for its site first, else a race of every method that could work.
+func (n *Node) DialMachine(ctx context.Context, target identity.Machine, port uint16) (*Conn, error) {
+	start := time.Now()
+	n.mu.Lock()
+	cached, ok := n.cache[target.Hub]
+	n.mu.Unlock()
+	if ok && !n.cfg.NoCache && n.possible(cached, target) == nil {
+		r := n.attempt(ctx, cached, target, port)
+		if r.err == nil {
+			return n.commit(r, target, port, start)
+		}
+		if errors.Is(r.err, ErrRefused) {
+			return nil, r.err
+		}
+		n.cfg.Logf("vconn: cached method %s to %s failed (%v): racing all methods", cached, target, r.err)
+		n.mu.Lock()
+		delete(n.cache, target.Hub)
+		n.mu.Unlock()
+	}
+	r, err := n.race(ctx, target, port)
+	if err != nil {
+		return nil, err
+	}
+	if !n.cfg.NoCache && !target.Hub.IsZero() {
+		n.mu.Lock()
+		n.cache[target.Hub] = r.method
+		n.mu.Unlock()
+	}
+	return n.commit(r, target, port, start)
+}
+
+func (n *Node) commit(r result, target identity.Machine, port uint16, start time.Time) (*Conn, error) {
+	if _, err := r.conn.Write([]byte{commitByte}); err != nil {
+		r.conn.Close()
+		return nil, fmt.Errorf("%s connection to %s broke at once: %w", r.method, target, err)
+	}
+	return n.track(&Conn{Conn: r.conn, method: r.method, local: Addr{Node: n.Machine()}, remote: Addr{Node: target, Port: port}, setup: time.Since(start)}), nil
+}
+
+// possible says why a method cannot work toward target, or nil.
+func (n *Node) possible(m Method, target identity.Machine) error {
+	enabled := false
+	for _, e := range n.cfg.Methods {
+		enabled = enabled || e == m
+	}
+	switch {
+	case m == Splice:
+		return errors.New("splicing is not implemented yet")
+	case !enabled:
+		return fmt.Errorf("%s is disabled", m)
+	case m == Direct && len(target.Addrs) == 0:
+		return errors.New("the target lists no addresses")
+	case (m == Reverse || m == Routed) && n.session == nil:
+		return errors.New("this node has no hub")
+	case (m == Reverse || m == Routed) && target.Hub.IsZero():
+		return errors.New("the target is not attached to a hub")
+	case m == Reverse && len(n.localMachine().Addrs) == 0:
+		return errors.New("this node has no address to be called back at")
+	}
+	return nil
+}
+
+// race runs the possible methods with head starts and picks the most
+// direct success: a less direct method that succeeds first waits a bounded
+// time (graceFor) for more direct attempts still running.
+func (n *Node) race(ctx context.Context, target identity.Machine, port uint16) (result, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var methods []Method
+	errs := map[Method]error{}
+	for _, m := range []Method{Direct, Reverse, Routed} {
+		if err := n.possible(m, target); err != nil {
+			errs[m] = err
+			continue
+		}
+		methods = append(methods, m)
+	}
+	if len(methods) == 0 {
+		return result{}, raceError(target, errs)
+	}
+	results := make(chan result, len(methods))
+	raceStart := time.Now()
+	startOf := map[Method]time.Time{}
+	for i, m := range methods {
+		delay := time.Duration(i) * n.cfg.HeadStart
+		startOf[m] = raceStart.Add(delay)
+		go func() {
+			select {
+			case <-time.After(delay):
+				results <- n.attempt(ctx, m, target, port)
+			case <-ctx.Done():
+				results <- result{method: m, err: ctx.Err()}
+			}
+		}()
+	}
+	pending := len(methods)
+	var best *result
+	var grace <-chan time.Time
+	defer func() {
+		// close what arrives after the decision.
+		go func(left int) {
+			for ; left > 0; left-- {
+				if r := <-results; r.conn != nil && (best == nil || r.conn != best.conn) {
+					r.conn.Close()
+				}
+			}
+		}(pending)
+	}()
+	for pending > 0 {
+		select {
+		case r := <-results:
+			pending--
+			if r.err != nil {
+				errs[r.method] = r.err
+				if errors.Is(r.err, ErrRefused) {
+					cancel()
+					if best != nil {
+						best.conn.Close()
+						best = nil
+					}
+					return result{}, r.err
+				}
+				if best != nil && n.graceFor(best, methods, errs, startOf) <= 0 {
+					return *best, nil
+				}
+				continue
+			}
+			if best != nil && best.method.rank() <= r.method.rank() {
+				r.conn.Close()
+				continue
+			}
+			if best != nil {
+				best.conn.Close()
+			}
+			rr := r
+			best = &rr
+			wait := n.graceFor(best, methods, errs, startOf)
+			if wait <= 0 {
+				return *best, nil
+			}
+			grace = time.After(wait)
+		case <-grace:
+			return *best, nil
+		case <-ctx.Done():
+			if best != nil {
+				best.conn.Close()
+				best = nil
+			}
+			return result{}, ctx.Err()
+		}
+	}
+	if best != nil {
+		return *best, nil
+	}
+	return result{}, raceError(target, errs)
+}
+
+// graceFor is how much longer to wait for methods more direct than best
+// that are still running, and only those that could plausibly work: each
+// gets until it would have finished had it worked. best's setup time gives
+// the path's round trip (a routed setup takes one, a reverse one about two
+// and a half); direct needs two (connect, handshake), reverse two and a
+// half, from their own starts, plus a margin. Zero or less: take best now.
+func (n *Node) graceFor(best *result, methods []Method, errs map[Method]error, startOf map[Method]time.Time) time.Duration {
+	rtt := best.elapsed
+	if best.method == Reverse {
+		rtt = best.elapsed * 2 / 5
+	}
+	var until time.Time
+	for _, o := range methods {
+		if o.rank() < best.method.rank() && errs[o] == nil && n.plausible(o, best.target) {
+			need := rtt * 5 / 2
+			if o == Reverse {
+				need = rtt * 3
+			}
+			if t := startOf[o].Add(need + graceMargin); t.After(until) {
+				until = t
+			}
+		}
+	}
+	return time.Until(until)
+}
+
+// graceMargin covers processing time on the way (handshakes, hubs).
+const graceMargin = 10 * time.Millisecond
+
+// plausible reports whether a method could well work toward target, judged
+// by addresses as the SmartSockets heuristic does: a private address on a
+// network we are not on is a long shot, not worth waiting for once another
+// method has connected.
+func (n *Node) plausible(m Method, target identity.Machine) bool {
+	local, _ := direct.LocalPrefixes()
+	reachable := func(addrs []netip.AddrPort) bool {
+		for _, a := range addrs {
+			ip := a.Addr().Unmap()
+			if !ip.IsPrivate() && ip.IsGlobalUnicast() {
+				return true
+			}
+			for _, p := range append(local, n.cfg.Preferred...) {
+				if p.Contains(ip) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	switch m {
+	case Direct:
+		return reachable(target.Addrs)
+	case Reverse:
+		// the target must reach us: we have a public address, or it is on
+		// one of our networks.
+		for _, a := range n.localMachine().Addrs {
+			if ip := a.Addr().Unmap(); !ip.IsPrivate() && ip.IsGlobalUnicast() {
+				return true
+			}
+		}
+		return reachable(onlyPrivate(target.Addrs))
+	}
+	return true
+}
+
+func raceError(target identity.Machine, errs map[Method]error) error {
+	var parts []string
+	for m, err := range errs {
+		parts = append(parts, fmt.Sprintf("%s: %v", m, err))
+	}
+	sort.Strings(parts)
+	return fmt.Errorf("no method reached %s: %s", target, strings.Join(parts, "; "))
+}
+
+// attempt tries one method.
+func (n *Node) attempt(ctx context.Context, m Method, target identity.Machine, port uint16) result {
+	start := time.Now()
+	var c net.Conn
+	var err error
+	switch m {
+	case Direct:
+		var dc *direct.Conn
+		dc, err = n.dialer.Dial(ctx, target, request{port: port}.String())
+		if dc != nil {
+			c = dc
+		}
+		if errors.Is(err, direct.ErrRefused) {
+			err = fmt.Errorf("%w (%v)", ErrRefused, err)
+		}
+	case Reverse:
+		c, err = n.reverse(ctx, target, port)
+	case Routed:
+		c, err = n.routed(ctx, target, port)
+	default:
+		err = fmt.Errorf("method %s is not available", m)
+	}
+	return result{method: m, conn: c, err: err, elapsed: time.Since(start), target: target}
+}
+
+type pendingReverse struct {
+	target identity.ID
+	conn   chan *direct.Conn
+	fail   chan string
+}
+
+func (n *Node) reverse(ctx context.Context, target identity.Machine, port uint16) (net.Conn, error) {
+	var tb [8]byte
+	_, _ = rand.Read(tb[:])
+	token := binary.BigEndian.Uint64(tb[:])
+	p := &pendingReverse{target: target.ID, conn: make(chan *direct.Conn, 1), fail: make(chan string, 1)}
+	n.mu.Lock()
+	n.reverses[token] = p
+	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		delete(n.reverses, token)
+		n.mu.Unlock()
+	}()
+	req := &wire.Message{Kind: wire.KReverse, Reverse: &wire.Reverse{Token: token, From: n.Machine(), Port: port, Target: target.ID}}
+	if err := n.session.Send(ctx, target.Hub, target.ID, req); err != nil {
+		return nil, fmt.Errorf("ask %s to call back: %w", target, err)
+	}
+	select {
+	case c := <-p.conn:
+		return c, nil
+	case reason := <-p.fail:
+		if strings.HasPrefix(reason, "connection refused") {
+			return nil, fmt.Errorf("%w: %s", ErrRefused, strings.TrimPrefix(reason, "connection refused: "))
+		}
+		return nil, errors.New(reason)
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%s did not call back: %w", target, ctx.Err())
+	}
+}
+
+func (n *Node) routed(ctx context.Context, target identity.Machine, port uint16) (net.Conn, error) {
+	circuit, err := n.session.Open(ctx, target, port)
+	if err != nil {
+		return nil, err
+	}
+	tc, _, err := n.creds.Client(ctx, circuit, target.ID)
+	if err != nil {
+		circuit.Close()
+		if errors.Is(err, hub.ErrRefused) {
+			return nil, fmt.Errorf("%w (%v)", ErrRefused, err)
+		}
+		return nil, err
+	}
+	return tc, nil
+}
+
+func onlyPrivate(addrs []netip.AddrPort) []netip.AddrPort {
+	var out []netip.AddrPort
+	for _, a := range addrs {
+		if a.Addr().Unmap().IsPrivate() {
+			out = append(out, a)
+		}
+	}
+	return out
+}

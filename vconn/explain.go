@@ -1,0 +1,64 @@
+package vconn
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"time"
+
+	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/pki"
+)
+
+// Try sets up one connection to port on target by method m alone and closes
+// it at once (uncommitted: the target's application never sees it). It is
+// for diagnosis: `gridlink doctor` tries every method.
+func (n *Node) Try(ctx context.Context, m Method, target identity.Machine, port uint16) (time.Duration, error) {
+	if err := n.possible(m, target); err != nil {
+		return 0, err
+	}
+	r := n.attempt(ctx, m, target, port)
+	if r.conn != nil {
+		r.conn.Close()
+	}
+	return r.elapsed, r.err
+}
+
+// Explain says in plain words why a method failed, for people who should
+// not have to debug networks: the seed's complaint is that users must find
+// the cause of connectivity problems themselves.
+func Explain(m Method, err error) string {
+	if err == nil {
+		return "works"
+	}
+	s := err.Error()
+	switch {
+	case errors.Is(err, ErrRefused):
+		return "the target answered, but nothing listens on that port"
+	case errors.Is(err, pki.ErrWrongPeer):
+		return "an address of the target leads to another machine here (a private address that two sites both use); the identity check caught it"
+	case strings.Contains(s, "is disabled"):
+		return "this method is switched off in the configuration"
+	case strings.Contains(s, "has no hub"), strings.Contains(s, "not attached to a hub"):
+		return s + ": only direct connections are possible without hubs"
+	case strings.Contains(s, "lists no addresses"):
+		return "the target published no address to connect to"
+	case strings.Contains(s, "no address to be called back at"):
+		return "this host has no address the target could connect back to"
+	case strings.Contains(s, "splicing is not implemented"):
+		return "TCP splicing is not available yet"
+	case m == Reverse && strings.Contains(s, "cannot reach") && strings.Contains(s, "network is unreachable"):
+		return "the target is on a non-routed network: it cannot connect out to this host"
+	case m == Reverse && strings.Contains(s, "cannot reach"):
+		return "the target cannot connect back to this host: as seen from there, this host is behind a firewall or NAT, or on a network it cannot route to (" + s + ")"
+	case strings.Contains(s, "network is unreachable"), strings.Contains(s, "no route to host"):
+		return "no route: one end is on a network that does not route beyond its site (non-routed), so only the hubs can carry this connection"
+	case strings.Contains(s, "i/o timeout"), strings.Contains(s, "deadline exceeded"), strings.Contains(s, "timed out"), strings.Contains(s, "did not call back"):
+		return "no answer: a firewall or NAT in between silently drops the connection, or the address is private to the target's site"
+	case strings.Contains(s, "connection refused"):
+		return "the target's host rejects connections there: a firewall that rejects, or nothing listening"
+	case strings.Contains(s, "no route to hub"), strings.Contains(s, "unreachable"):
+		return "the hubs have no route between the two sites: no hub links them, directly or through others"
+	}
+	return s
+}

@@ -1,0 +1,320 @@
+package vconn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/gridlink/gridlink/direct"
+	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/pki"
+)
+
+// Config configures a node. The zero value works: a fresh key, the host
+// name as name, no hub (direct connections only), any listening port.
+type Config struct {
+	Name string       // unique name in the job; default: the host name
+	Key  identity.Key // default: a fresh key
+	// Hubs are transport specs of the hubs to attach to, in order of
+	// preference ("HOST:PORT" or "ssh://..."). None: direct only.
+	Hubs  []string
+	Ports direct.PortRange // confine the direct listener; zero: any port
+	// ListenAddr binds the direct listener to one address (it is then the
+	// only one the node advertises); default: all interfaces.
+	ListenAddr string
+	Preferred  []netip.Prefix // networks to try first
+	SSH        *direct.SSHConfig
+	// HeadStart is how much earlier a more direct method starts in a race
+	// (default 25ms): direct at 0, reverse at HeadStart, routed at 2x.
+	HeadStart time.Duration
+	// Methods enabled (default all). Tests and `gridlink doctor` restrict it.
+	Methods []Method
+	// NoCache disables the per-site method cache.
+	NoCache bool
+	Logf    func(format string, args ...any)
+}
+
+// Node is one process's presence in the overlay: its identity, its direct
+// listener, its hub session and its virtual listeners.
+type Node struct {
+	cfg     Config
+	creds   *pki.Credentials
+	dialer  *direct.Dialer
+	direct  *direct.Listener
+	session *hub.Session // nil without hubs
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	listeners map[uint16]*Listener
+	reverses  map[uint64]*pendingReverse
+	cache     map[identity.ID]Method // per target hub
+	names     map[string]nameEntry
+	conns     map[*Conn]struct{}
+}
+
+type nameEntry struct {
+	m  identity.Machine
+	at time.Time
+}
+
+// Start brings a node up: key, direct listener, hub session.
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	if cfg.Name == "" {
+		cfg.Name, _ = os.Hostname()
+	}
+	if cfg.Key.IsZero() {
+		k, err := identity.NewKey()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Key = k
+	}
+	if cfg.HeadStart == 0 {
+		cfg.HeadStart = 25 * time.Millisecond
+	}
+	if len(cfg.Methods) == 0 {
+		cfg.Methods = []Method{Direct, Reverse, Routed}
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	creds, err := pki.NewCredentials(cfg.Key)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{
+		cfg:       cfg,
+		creds:     creds,
+		dialer:    &direct.Dialer{Creds: creds, Preferred: cfg.Preferred, SSH: cfg.SSH},
+		listeners: map[uint16]*Listener{},
+		reverses:  map[uint64]*pendingReverse{},
+		cache:     map[identity.ID]Method{},
+		names:     map[string]nameEntry{},
+		conns:     map[*Conn]struct{}{},
+	}
+	n.ctx, n.cancel = context.WithCancel(context.Background())
+	n.direct, err = direct.Listen(ctx, direct.ListenConfig{Creds: creds, Addr: cfg.ListenAddr, Ports: cfg.Ports, Check: n.checkDirect})
+	if err != nil {
+		return nil, fmt.Errorf("vconn: node %s: direct listener: %w", cfg.Name, err)
+	}
+	n.wg.Add(1)
+	go n.acceptDirect()
+	if len(cfg.Hubs) > 0 {
+		n.session, err = hub.Attach(ctx, hub.SessionConfig{
+			Creds:   creds,
+			Machine: n.localMachine(),
+			Hubs:    cfg.Hubs,
+			Dial:    n.dialer.Transport,
+			Logf:    cfg.Logf,
+		})
+		if err != nil {
+			n.direct.Close()
+			return nil, fmt.Errorf("vconn: node %s: attach to a hub (%v): %w", cfg.Name, cfg.Hubs, err)
+		}
+		n.wg.Add(2)
+		go n.serveMessages()
+		go n.serveCircuits()
+	}
+	return n, nil
+}
+
+// localMachine is this node's identifier without hub information.
+func (n *Node) localMachine() identity.Machine {
+	return n.direct.Machine(n.cfg.Key.ID(), n.cfg.Name)
+}
+
+// Machine is this node's machine identifier, with its hub.
+func (n *Node) Machine() identity.Machine {
+	m := n.localMachine()
+	if n.session != nil {
+		h := n.session.Hub()
+		m.Hub, m.HubName = h.ID, h.Name
+	}
+	return m
+}
+
+// ID is the node's ID.
+func (n *Node) ID() identity.ID { return n.cfg.Key.ID() }
+
+// Name is the node's name.
+func (n *Node) Name() string { return n.cfg.Name }
+
+// Session is the node's hub session, or nil.
+func (n *Node) Session() *hub.Session { return n.session }
+
+// Close shuts the node down: listeners, connections, hub session.
+func (n *Node) Close() error {
+	n.cancel()
+	n.direct.Close()
+	if n.session != nil {
+		n.session.Close()
+	}
+	n.mu.Lock()
+	for _, l := range n.listeners {
+		l.closeLocked()
+	}
+	for c := range n.conns {
+		c.Conn.Close()
+	}
+	n.mu.Unlock()
+	n.wg.Wait()
+	return nil
+}
+
+// Listen opens a virtual listener on port (0: a free port from 49152 up).
+func (n *Node) Listen(port uint16) (*Listener, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if port == 0 {
+		for p := uint16(49152); p != 0; p++ {
+			if n.listeners[p] == nil {
+				port = p
+				break
+			}
+		}
+	}
+	if n.listeners[port] != nil {
+		return nil, fmt.Errorf("vconn: port %d is already in use on node %s", port, n.cfg.Name)
+	}
+	l := &Listener{node: n, port: port, queue: make(chan *Conn, 64), done: make(chan struct{})}
+	n.listeners[port] = l
+	return l, nil
+}
+
+func (n *Node) listener(port uint16) *Listener {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.listeners[port]
+}
+
+func (n *Node) refusal(port uint16) string {
+	return fmt.Sprintf("connection refused: no listener on port %d at %s", port, n.cfg.Name)
+}
+
+// ErrRefused is wrapped by errors saying nothing listens on the port.
+var ErrRefused = errors.New("connection refused")
+
+// Listener is a virtual listener: a net.Listener for a port of this node.
+type Listener struct {
+	node  *Node
+	port  uint16
+	queue chan *Conn
+	done  chan struct{}
+	once  sync.Once
+}
+
+// Accept waits for the next connection.
+func (l *Listener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.queue:
+		return c, nil
+	case <-l.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close stops the listener.
+func (l *Listener) Close() error {
+	l.node.mu.Lock()
+	defer l.node.mu.Unlock()
+	l.closeLocked()
+	return nil
+}
+
+func (l *Listener) closeLocked() {
+	l.once.Do(func() {
+		if l.node.listeners[l.port] == l {
+			delete(l.node.listeners, l.port)
+		}
+		close(l.done)
+	})
+}
+
+// Addr is the listener's virtual address.
+func (l *Listener) Addr() net.Addr { return Addr{Node: l.node.Machine(), Port: l.port} }
+
+// Port is the listener's port.
+func (l *Listener) Port() uint16 { return l.port }
+
+// deliver waits for the dialler's commit byte on an accepted connection,
+// then queues it for Accept.
+func (n *Node) deliver(c net.Conn, method Method, peer identity.Machine, port uint16) {
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	var b [1]byte
+	if _, err := c.Read(b[:]); err != nil || b[0] != commitByte {
+		c.Close() // a loser of the dialler's race, or a broken dial
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	l := n.listener(port)
+	if l == nil {
+		c.Close()
+		return
+	}
+	vc := n.track(&Conn{Conn: c, method: method, local: Addr{Node: n.Machine(), Port: port}, remote: Addr{Node: peer}})
+	select {
+	case l.queue <- vc:
+	case <-l.done:
+		vc.Close()
+	case <-time.After(10 * time.Second):
+		n.cfg.Logf("vconn: listener on port %d is not accepting: dropped a %s connection from %s", port, method, peer)
+		vc.Close()
+	}
+}
+
+func (n *Node) track(c *Conn) *Conn {
+	n.mu.Lock()
+	n.conns[c] = struct{}{}
+	n.mu.Unlock()
+	c.onDone = func() {
+		n.mu.Lock()
+		delete(n.conns, c)
+		n.mu.Unlock()
+	}
+	return c
+}
+
+// ConnInfo describes an open virtual connection, for status displays.
+type ConnInfo struct {
+	Local, Remote string
+	Method        Method
+}
+
+// Conns lists the open virtual connections.
+func (n *Node) Conns() []ConnInfo {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	var out []ConnInfo
+	for c := range n.conns {
+		out = append(out, ConnInfo{Local: c.local.String(), Remote: c.remote.String(), Method: c.method})
+	}
+	return out
+}
+
+// CachedMethods returns the per-site method cache: hub name or ID -> method.
+func (n *Node) CachedMethods() map[identity.ID]Method {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := map[identity.ID]Method{}
+	for k, v := range n.cache {
+		out[k] = v
+	}
+	return out
+}
+
+// ForgetCache empties the method and name caches.
+func (n *Node) ForgetCache() {
+	n.mu.Lock()
+	n.cache = map[identity.ID]Method{}
+	n.names = map[string]nameEntry{}
+	n.mu.Unlock()
+}
