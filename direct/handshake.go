@@ -2,17 +2,12 @@ package direct
 
 import (
 	"context"
-	"crypto/ed25519"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
@@ -105,59 +100,18 @@ func clipAll(ss []string) []string {
 	return out
 }
 
-// Certificates. pki keeps its certificate and its verification
-// unexported, and its handshake fixes the ALPN list, so this package makes
-// the same self-signed certificate for the same key and applies the same
-// check: the peer's leaf certificate is self-signed by an Ed25519 key, and
-// that key is the peer's ID. When pki grows CA-issued certificates, it
-// should export its tls.Config builder and this file should use it.
-
-var certs sync.Map // identity.ID -> *tls.Certificate
-
-// certificate returns the (cached) self-signed certificate for creds' key.
+// certificate returns the certificate of creds' key (pki makes and keeps
+// it; this package builds its own TLS configuration to carry requests).
 func certificate(creds *pki.Credentials) (*tls.Certificate, error) {
 	if creds == nil || creds.Key.IsZero() {
 		return nil, errors.New("no credentials")
 	}
-	id := creds.Key.ID()
-	if c, ok := certs.Load(id); ok {
-		return c.(*tls.Certificate), nil
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: id.String()},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(100 * 365 * 24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
-	}
-	priv := creds.Key.Private()
-	der, err := x509.CreateCertificate(nil, tmpl, tmpl, priv.Public(), priv)
-	if err != nil {
-		return nil, fmt.Errorf("self-signed certificate: %w", err)
-	}
-	c, _ := certs.LoadOrStore(id, &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: priv})
-	return c.(*tls.Certificate), nil
+	c := creds.Certificate()
+	return &c, nil
 }
 
 // peerID returns the ID a peer's certificate chain proves.
-func peerID(raw [][]byte) (identity.ID, error) {
-	if len(raw) == 0 {
-		return identity.ID{}, errors.New("peer sent no certificate")
-	}
-	cert, err := x509.ParseCertificate(raw[0])
-	if err != nil {
-		return identity.ID{}, fmt.Errorf("peer certificate: %w", err)
-	}
-	if err := cert.CheckSignature(cert.SignatureAlgorithm, cert.RawTBSCertificate, cert.Signature); err != nil {
-		return identity.ID{}, fmt.Errorf("peer certificate is not self-signed by its key: %w", err)
-	}
-	pub, ok := cert.PublicKey.(ed25519.PublicKey)
-	if !ok {
-		return identity.ID{}, fmt.Errorf("peer certificate has a %T key, want Ed25519", cert.PublicKey)
-	}
-	return identity.IDFromPublicKey(pub)
-}
+func peerID(raw [][]byte) (identity.ID, error) { return pki.PeerID(raw) }
 
 // baseConfig is what both sides share.
 func baseConfig(cert *tls.Certificate) *tls.Config {

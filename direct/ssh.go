@@ -239,7 +239,7 @@ func (d *Dialer) sshTransport(ctx context.Context, s transportSpec) (net.Conn, e
 	}
 	// ssh's handshake takes no context: closing the connection aborts it.
 	stop := context.AfterFunc(ctx, func() { raw.Close() })
-	sc, chans, reqs, err := ssh.NewClientConn(raw, t.addr, &ssh.ClientConfig{
+	sc, chans, reqs, err := ssh.NewClientConn(quickAck(raw), t.addr, &ssh.ClientConfig{
 		User:              t.user,
 		Auth:              []ssh.AuthMethod{ssh.PublicKeys(keys...)},
 		HostKeyCallback:   check,

@@ -1,0 +1,276 @@
+// Package agent is the node agent: the long-running process (`gridlink
+// node`) that holds a node's identity, hub session and method cache, and
+// serves the local control API that the CLI (ping, status, and later nc,
+// socks, forward) uses. It owns the agent's lifecycle, its built-in echo
+// service and the control protocol; connection setup is package vconn's.
+//
+// The control API is HTTP with JSON bodies over a unix socket. Its default
+// address is the abstract socket "@gridlink-agent", which Linux scopes to
+// the network namespace: one agent per host, also in the lab.
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/vconn"
+)
+
+// DefaultControl is the control socket address (abstract, per network namespace).
+const DefaultControl = "@gridlink-agent"
+
+// EchoPort is the virtual port of every agent's echo service.
+const EchoPort = 7
+
+// Config configures an agent.
+type Config struct {
+	Node    vconn.Config
+	Control string // control socket; default DefaultControl
+}
+
+// Agent is a running node agent.
+type Agent struct {
+	node *vconn.Node
+	ln   net.Listener
+	srv  *http.Server
+	echo *vconn.Listener
+}
+
+// Start brings the node up and serves the control API and echo service.
+func Start(ctx context.Context, cfg Config) (*Agent, error) {
+	if cfg.Control == "" {
+		cfg.Control = DefaultControl
+	}
+	node, err := vconn.Start(ctx, cfg.Node)
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{node: node}
+	if a.echo, err = node.Listen(EchoPort); err != nil {
+		node.Close()
+		return nil, err
+	}
+	go serveEcho(a.echo)
+	sink, err := node.Listen(SinkPort)
+	if err != nil {
+		node.Close()
+		return nil, err
+	}
+	go serveSink(sink)
+	if a.ln, err = net.Listen("unix", cfg.Control); err != nil {
+		node.Close()
+		return nil, fmt.Errorf("agent: control socket %s: %w (is another agent running here?)", cfg.Control, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /status", a.status)
+	mux.HandleFunc("POST /ping", a.ping)
+	mux.HandleFunc("POST /doctor", a.doctor)
+	mux.HandleFunc("POST /perf", a.perf)
+	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go a.srv.Serve(a.ln)
+	return a, nil
+}
+
+// Node is the agent's node.
+func (a *Agent) Node() *vconn.Node { return a.node }
+
+// Close stops the agent.
+func (a *Agent) Close() error {
+	a.srv.Close()
+	return a.node.Close()
+}
+
+func serveEcho(l *vconn.Listener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() {
+			defer c.Close()
+			_, _ = io.Copy(c, c)
+		}()
+	}
+}
+
+// Status is the answer of GET /status.
+type Status struct {
+	Node     identity.Machine  `json:"node"`
+	Observed string            `json:"observed,omitempty"`
+	Conns    []vconn.ConnInfo  `json:"conns"`
+	Cache    map[string]string `json:"cache"` // target hub -> method
+}
+
+func (a *Agent) status(w http.ResponseWriter, r *http.Request) {
+	st := Status{Node: a.node.Machine(), Conns: a.node.Conns(), Cache: map[string]string{}}
+	if s := a.node.Session(); s != nil {
+		st.Observed = s.Observed().String()
+	}
+	for hub, m := range a.node.CachedMethods() {
+		st.Cache[hub.Short()] = string(m)
+	}
+	writeJSON(w, st)
+}
+
+// PingRequest is the body of POST /ping.
+type PingRequest struct {
+	Addr  string `json:"addr"`  // NODE[:PORT][@HUB]; port defaults to the echo port
+	Count int    `json:"count"` // round trips per connection (default 3)
+	Dials int    `json:"dials"` // connections to set up one after another (default 2: uncached, cached)
+	Fresh bool   `json:"fresh"` // forget cached methods and names first
+}
+
+// PingResult is the answer of POST /ping.
+type PingResult struct {
+	Addr    string    `json:"addr"`
+	Peer    string    `json:"peer"`
+	Method  string    `json:"method"`   // of the first connection
+	Methods []string  `json:"methods"`  // of every connection
+	SetupMS []float64 `json:"setup_ms"` // setup time of every connection
+	RTTMS   []float64 `json:"rtt_ms"`   // round trips on the first connection
+	Error   string    `json:"error,omitempty"`
+}
+
+func (a *Agent) ping(w http.ResponseWriter, r *http.Request) {
+	var req PingRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&req); err != nil {
+		http.Error(w, "bad ping request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	if req.Count <= 0 {
+		req.Count = 3
+	}
+	if req.Dials <= 0 {
+		req.Dials = 2
+	}
+	addr := req.Addr
+	if pa, err := identity.ParseAddr(addr); err == nil && pa.Port == 0 && pa.Service == "" {
+		pa.Port = EchoPort
+		addr = pa.String()
+	}
+	if req.Fresh {
+		a.node.ForgetCache()
+	}
+	res := PingResult{Addr: addr}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	for i := 0; i < req.Dials; i++ {
+		c, err := a.node.Dial(ctx, addr)
+		if err != nil {
+			res.Error = err.Error()
+			break
+		}
+		res.Methods = append(res.Methods, string(c.Method()))
+		res.SetupMS = append(res.SetupMS, ms(c.Setup()))
+		res.Peer = c.RemoteAddr().String()
+		if i == 0 {
+			res.Method = string(c.Method())
+			res.RTTMS, err = roundTrips(c, req.Count)
+			if err != nil {
+				res.Error = err.Error()
+			}
+		}
+		c.Close()
+		if res.Error != "" {
+			break
+		}
+	}
+	writeJSON(w, res)
+}
+
+func roundTrips(c net.Conn, n int) ([]float64, error) {
+	var out []float64
+	buf := make([]byte, 8)
+	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+	for i := 0; i < n; i++ {
+		start := time.Now()
+		if _, err := c.Write(buf); err != nil {
+			return out, fmt.Errorf("echo: %w", err)
+		}
+		if _, err := io.ReadFull(c, buf); err != nil {
+			return out, fmt.Errorf("echo: %w", err)
+		}
+		out = append(out, ms(time.Since(start)))
+	}
+	return out, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Client talks to a running agent's control API.
+type Client struct {
+	hc *http.Client
+}
+
+// Dial returns a client for the agent at control ("" = DefaultControl).
+func Dial(control string) *Client {
+	if control == "" {
+		control = DefaultControl
+	}
+	return &Client{hc: &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", control)
+		},
+	}}}
+}
+
+// ErrNoAgent says no agent answers on the control socket.
+var ErrNoAgent = errors.New("no gridlink node agent runs here: start one with `gridlink node --hub HOST:PORT`")
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, _ := json.Marshal(in)
+		body = strings.NewReader(string(b))
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://agent"+path, body)
+	if err != nil {
+		return err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "no such file") {
+			return ErrNoAgent
+		}
+		return fmt.Errorf("agent: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("agent: %s", strings.TrimSpace(string(b)))
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// Status asks the agent for its status.
+func (c *Client) Status(ctx context.Context) (*Status, error) {
+	var st Status
+	return &st, c.do(ctx, "GET", "/status", nil, &st)
+}
+
+// Doctor asks the agent to diagnose this host and, if addr is given, the
+// way to a target.
+func (c *Client) Doctor(ctx context.Context, addr string) (*Diagnosis, error) {
+	var d Diagnosis
+	return &d, c.do(ctx, "POST", "/doctor", DoctorRequest{Addr: addr}, &d)
+}
+
+// Ping asks the agent to ping a virtual address.
+func (c *Client) Ping(ctx context.Context, req PingRequest) (*PingResult, error) {
+	var res PingResult
+	return &res, c.do(ctx, "POST", "/ping", req, &res)
+}

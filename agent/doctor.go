@@ -1,0 +1,159 @@
+package agent
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/vconn"
+)
+
+// DoctorRequest is the body of POST /doctor.
+type DoctorRequest struct {
+	Addr string `json:"addr,omitempty"` // a target to diagnose; empty: this host only
+}
+
+// MethodCheck is one method tried toward the target.
+type MethodCheck struct {
+	Method string  `json:"method"`
+	OK     bool    `json:"ok"`
+	MS     float64 `json:"ms,omitempty"`
+	Why    string  `json:"why"`             // plain words
+	Error  string  `json:"error,omitempty"` // the raw error
+}
+
+// Diagnosis is the answer of POST /doctor.
+type Diagnosis struct {
+	Node     identity.Machine  `json:"node"`
+	Host     []string          `json:"host"` // findings about this host, in plain words
+	Target   *identity.Machine `json:"target,omitempty"`
+	Methods  []MethodCheck     `json:"methods,omitempty"`
+	Verdict  string            `json:"verdict,omitempty"`
+	LookupMS float64           `json:"lookup_ms,omitempty"`
+}
+
+func (a *Agent) doctor(w http.ResponseWriter, r *http.Request) {
+	var req DoctorRequest
+	if err := json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&req); err != nil {
+		http.Error(w, "bad doctor request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	d := Diagnosis{Node: a.node.Machine(), Host: a.hostFindings()}
+	if req.Addr == "" {
+		writeJSON(w, d)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 20*time.Second)
+	defer cancel()
+	pa, err := identity.ParseAddr(req.Addr)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if pa.Port == 0 {
+		pa.Port = EchoPort
+	}
+	start := time.Now()
+	target, err := a.node.Resolve(ctx, pa)
+	d.LookupMS = ms(time.Since(start))
+	if err != nil {
+		d.Verdict = fmt.Sprintf("cannot find %s: %v", pa.Node, err)
+		writeJSON(w, d)
+		return
+	}
+	d.Target = &target
+	methods := []vconn.Method{vconn.Direct, vconn.Reverse, vconn.Splice, vconn.Routed}
+	d.Methods = make([]MethodCheck, len(methods))
+	var wg sync.WaitGroup
+	for i, m := range methods {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mctx, mcancel := context.WithTimeout(ctx, 5*time.Second)
+			defer mcancel()
+			el, err := a.node.Try(mctx, m, target, pa.Port)
+			c := MethodCheck{Method: string(m), OK: err == nil, MS: ms(el), Why: vconn.Explain(m, err)}
+			if err != nil {
+				c.Error = err.Error()
+			}
+			d.Methods[i] = c
+		}()
+	}
+	wg.Wait()
+	d.Verdict = fmt.Sprintf("no method reaches %s", target)
+	for _, c := range d.Methods {
+		if c.OK {
+			d.Verdict = fmt.Sprintf("%s is reached by %s (the most direct method that works)", target, c.Method)
+			break
+		}
+	}
+	writeJSON(w, d)
+}
+
+// hostFindings describes this host's connectivity in plain words.
+func (a *Agent) hostFindings() []string {
+	m := a.node.Machine()
+	var out, pub, priv []string
+	for _, ap := range m.Addrs {
+		if ap.Addr().IsPrivate() {
+			priv = append(priv, ap.Addr().String())
+		} else {
+			pub = append(pub, ap.Addr().String())
+		}
+	}
+	switch {
+	case len(pub) > 0 && len(priv) > 0:
+		out = append(out, fmt.Sprintf("multi-homed: public %s and private %s", strings.Join(pub, ", "), strings.Join(priv, ", ")))
+	case len(pub) > 0:
+		out = append(out, "public address "+strings.Join(pub, ", "))
+	case len(priv) > 0:
+		out = append(out, "private addresses only: "+strings.Join(priv, ", "))
+	}
+	if !hasDefaultRoute() {
+		out = append(out, "no default route: this host is on a non-routed network and reaches nothing beyond its own networks; other sites reach it only through the hubs")
+	}
+	s := a.node.Session()
+	if s == nil {
+		return append(out, "not attached to a hub: only direct connections are possible")
+	}
+	h := s.Hub()
+	out = append(out, fmt.Sprintf("attached to hub %s (%s)", h.Name, h.ID.Short()))
+	obs := s.Observed()
+	if obs.IsValid() {
+		local := false
+		for _, ap := range m.Addrs {
+			if ap.Addr() == obs.Addr() {
+				local = true
+			}
+		}
+		if !local && !obs.Addr().IsLoopback() {
+			out = append(out, fmt.Sprintf("the hub sees this host as %s, an address it does not have: it is behind a NAT (or the hub is reached through a proxy or ssh tunnel)", obs.Addr()))
+		}
+	}
+	return out
+}
+
+// hasDefaultRoute reads the kernel's IPv4 routing table.
+func hasDefaultRoute() bool {
+	f, err := os.Open("/proc/net/route")
+	if err != nil {
+		return true // cannot tell: say nothing
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 2 && fields[1] == "00000000" && fields[2] != "Destination" {
+			return true
+		}
+	}
+	return false
+}

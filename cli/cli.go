@@ -1,0 +1,107 @@
+// Package cli defines the gridlink command line: the cobra command tree and
+// the glue from flags to the packages that do the work. It owns flag
+// parsing, defaults and output formats, nothing else.
+package cli
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gridlink/gridlink/direct"
+	"github.com/gridlink/gridlink/identity"
+)
+
+// Root returns the gridlink command.
+func Root() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "gridlink",
+		Short:         "gridlink connects every pair of processes of a multi-site job",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(versionCmd(), hubCmd(), nodeCmd(), pingCmd(), statusCmd(), doctorCmd(), perfCmd())
+	return root
+}
+
+// Main runs the command line and exits.
+func Main() {
+	if err := Root().Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "gridlink:", err)
+		os.Exit(1)
+	}
+}
+
+func versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "print the version of this build",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, args []string) {
+			v := "(devel)"
+			if bi, ok := debug.ReadBuildInfo(); ok {
+				for _, s := range bi.Settings {
+					if s.Key == "vcs.revision" {
+						v = s.Value
+					}
+				}
+			}
+			fmt.Println("gridlink", v)
+		},
+	}
+}
+
+// keyFlag loads or creates the key file at path; "" means a fresh key.
+func loadKey(path string) (identity.Key, error) {
+	if path == "" {
+		return identity.NewKey()
+	}
+	return identity.LoadOrCreateKey(path)
+}
+
+func parsePorts(s string) (direct.PortRange, error) {
+	if s == "" {
+		return direct.PortRange{}, nil
+	}
+	lo, hi, ok := strings.Cut(s, "-")
+	if !ok {
+		hi = lo
+	}
+	l, err1 := strconv.ParseUint(lo, 10, 16)
+	h, err2 := strconv.ParseUint(hi, 10, 16)
+	if err1 != nil || err2 != nil || l == 0 || h < l {
+		return direct.PortRange{}, fmt.Errorf("--ports %q: want LO-HI, e.g. 40000-40100", s)
+	}
+	return direct.PortRange{Lo: uint16(l), Hi: uint16(h)}, nil
+}
+
+func parsePrefixes(ss []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, s := range ss {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, fmt.Errorf("--prefer %q: want a network like 10.2.0.0/16", s)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+func sshConfig(use bool, cfgFile, known string, ids []string) *direct.SSHConfig {
+	if !use && cfgFile == "" && known == "" && len(ids) == 0 {
+		return nil
+	}
+	return &direct.SSHConfig{ConfigFile: cfgFile, KnownHosts: known, IdentityFiles: ids}
+}
+
+func logf(verbose bool) func(string, ...any) {
+	if !verbose {
+		return nil
+	}
+	return func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
+}

@@ -1,0 +1,175 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gridlink/gridlink/agent"
+	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/identity"
+)
+
+func doctorCmd() *cobra.Command {
+	var control string
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "doctor [NODE[:PORT]]",
+		Short: "explain what this host can reach and, for a target, which methods work and why the others fail",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			addr := ""
+			if len(args) == 1 {
+				addr = args[0]
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			d, err := agent.Dial(control).Doctor(ctx, addr)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(os.Stdout).Encode(d)
+			}
+			fmt.Printf("this host: node %s (%s)\n", d.Node.Name, d.Node.ID.Short())
+			for _, f := range d.Host {
+				fmt.Printf("  - %s\n", f)
+			}
+			if addr == "" {
+				return nil
+			}
+			if d.Target != nil {
+				fmt.Printf("target: %s, addresses %v (found in %.1f ms)\n", d.Target, d.Target.Addrs, d.LookupMS)
+			}
+			for _, m := range d.Methods {
+				if m.OK {
+					fmt.Printf("  %-8s works (%.1f ms)\n", m.Method, m.MS)
+				} else {
+					fmt.Printf("  %-8s fails: %s\n", m.Method, m.Why)
+				}
+			}
+			fmt.Println(d.Verdict)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&control, "control", "", "agent control socket (default @gridlink-agent)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+func perfCmd() *cobra.Command {
+	var control string
+	var seconds float64
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "perf NODE[:PORT]",
+		Short: "measure throughput to a node's sink (one stream; parallel streams and compression come with fast links)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(seconds*float64(time.Second))+60*time.Second)
+			defer cancel()
+			res, err := agent.Dial(control).Perf(ctx, agent.PerfRequest{Addr: args[0], Seconds: seconds})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(os.Stdout).Encode(res)
+			}
+			if res.Error != "" {
+				return fmt.Errorf("perf %s: %s", args[0], res.Error)
+			}
+			fmt.Printf("%s (%s): %.1f Mbit/s, %d bytes in %.2f s\n", res.Addr, res.Method, res.Mbps, res.Bytes, res.Seconds)
+			return nil
+		},
+	}
+	c.Flags().StringVar(&control, "control", "", "agent control socket (default @gridlink-agent)")
+	c.Flags().Float64VarP(&seconds, "time", "t", 5, "seconds to send")
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return c
+}
+
+// HubControl is the hub's status socket (abstract, per network namespace).
+const HubControl = "@gridlink-hub"
+
+// HubStatus is what a hub reports on its status socket.
+type HubStatus struct {
+	Name   string             `json:"name"`
+	ID     identity.ID        `json:"id"`
+	Addr   string             `json:"addr"`
+	Routes []hub.Route        `json:"routes"`
+	Links  []hub.LinkInfo     `json:"links"`
+	Nodes  []identity.Machine `json:"nodes"`
+}
+
+// serveHubStatus answers GET /status on the hub's control socket.
+func serveHubStatus(h *hub.Hub, control string) (func(), error) {
+	ln, err := net.Listen("unix", control)
+	if err != nil {
+		return nil, fmt.Errorf("hub status socket %s: %w (is another hub running here?)", control, err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(HubStatus{Name: h.Name(), ID: h.ID(), Addr: h.Addr().String(), Routes: h.Routes(), Links: h.Links(), Nodes: h.Nodes()})
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go srv.Serve(ln)
+	return func() { srv.Close() }, nil
+}
+
+func hubStatus(ctx context.Context, control string, asJSON bool) error {
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", control)
+	}}}
+	req, _ := http.NewRequestWithContext(ctx, "GET", "http://hub/status", nil)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("no gridlink hub runs here (%v): start one with `gridlink hub`", err)
+	}
+	defer resp.Body.Close()
+	var st HubStatus
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		return err
+	}
+	if asJSON {
+		return json.NewEncoder(os.Stdout).Encode(st)
+	}
+	fmt.Printf("hub %s (%s) on %s\n\nroutes:\n", st.Name, st.ID.Short(), st.Addr)
+	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(w, "  HUB\tNEXT HOP\tHOPS\tLATENCY\tNODES\tSTATE")
+	names := map[identity.ID]string{st.ID: st.Name}
+	for _, r := range st.Routes {
+		names[r.Hub] = r.Name
+	}
+	for _, r := range st.Routes {
+		next := names[r.NextHop]
+		if !r.Reachable() {
+			next = "unreachable"
+		}
+		fmt.Fprintf(w, "  %s\t%s\t%d\t%v\t%d\t%d\n", r.Name, next, r.Hops, r.Latency.Round(time.Microsecond), r.Nodes, r.State)
+	}
+	w.Flush()
+	fmt.Println("\nlinks:")
+	for _, l := range st.Links {
+		dir := "accepted"
+		if l.Dialed {
+			dir = "dialled"
+		}
+		fmt.Printf("  %-4s %-12s %-22s %-8s rtt %-10v circuits %d\n", l.Role, l.Name, l.Remote, dir, l.RTT.Round(time.Microsecond), l.Circuits)
+	}
+	var nodes []string
+	for _, n := range st.Nodes {
+		nodes = append(nodes, n.Name)
+	}
+	fmt.Printf("\nnodes attached: %d %s\n", len(st.Nodes), strings.Join(nodes, " "))
+	return nil
+}

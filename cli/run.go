@@ -1,0 +1,209 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gridlink/gridlink/agent"
+	"github.com/gridlink/gridlink/direct"
+	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/pki"
+	"github.com/gridlink/gridlink/vconn"
+)
+
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+}
+
+func hubCmd() *cobra.Command {
+	var name, listen, keyFile, sshCfg, known string
+	var peers, ids []string
+	var useSSH, verbose bool
+	c := &cobra.Command{
+		Use:   "hub",
+		Short: "run a hub: links to other hubs, routes for the nodes attached to it",
+		Example: `  gridlink hub --name das3v --listen 0.0.0.0:7946 --peer 198.51.100.42:7946
+  gridlink hub --name das3d --peer ssh://root@198.51.100.129/127.0.0.1:7946   # through an sshd`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			key, err := loadKey(keyFile)
+			if err != nil {
+				return err
+			}
+			creds, err := pki.NewCredentials(key)
+			if err != nil {
+				return err
+			}
+			d := &direct.Dialer{Creds: creds, SSH: sshConfig(useSSH, sshCfg, known, ids)}
+			h, err := hub.New(hub.Config{Name: name, Creds: creds, Listen: listen, Peers: peers, Dial: d.Transport, Logf: logf(verbose)})
+			if err != nil {
+				return err
+			}
+			ctx, cancel := signalContext()
+			defer cancel()
+			stop, err := serveHubStatus(h, HubControl)
+			if err != nil {
+				return err
+			}
+			defer stop()
+			fmt.Fprintf(os.Stderr, "gridlink hub %s (%s) listening on %s\n", name, key.ID().Short(), h.Addr())
+			return h.Serve(ctx)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&name, "name", hostname(), "hub name, usually the site's")
+	f.StringVar(&listen, "listen", "0.0.0.0:7946", "address for hub links and node attachments")
+	f.StringArrayVar(&peers, "peer", nil, "another hub: HOST:PORT or ssh://[USER@]HOST[:PORT]/[TARGET:]PORT (repeatable)")
+	f.StringVar(&keyFile, "key", "", "key file (created if missing); default: a fresh key")
+	f.BoolVar(&useSSH, "ssh", false, "allow ssh:// peers with ~/.ssh defaults")
+	f.StringVar(&sshCfg, "ssh-config", "", "ssh client config file (implies --ssh)")
+	f.StringVar(&known, "known-hosts", "", "ssh known_hosts file (implies --ssh)")
+	f.StringArrayVar(&ids, "identity", nil, "ssh private key file (repeatable, implies --ssh)")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log links, routes and circuits")
+	return c
+}
+
+func hostname() string {
+	h, _ := os.Hostname()
+	return h
+}
+
+func nodeCmd() *cobra.Command {
+	var name, keyFile, ports, control string
+	var hubs, prefer []string
+	var verbose bool
+	c := &cobra.Command{
+		Use:   "node",
+		Short: "run this host's node agent (other gridlink commands talk to it)",
+		Example: `  gridlink node --name das3v-n1 --hub 198.51.100.10:7946
+  gridlink node --hub 10.4.0.10:7946 --ports 40000-40100 --prefer 10.2.0.0/24`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			key, err := loadKey(keyFile)
+			if err != nil {
+				return err
+			}
+			pr, err := parsePorts(ports)
+			if err != nil {
+				return err
+			}
+			pref, err := parsePrefixes(prefer)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := signalContext()
+			defer cancel()
+			a, err := agent.Start(ctx, agent.Config{Control: control, Node: vconn.Config{
+				Name: name, Key: key, Hubs: hubs, Ports: pr, Preferred: pref, Logf: logf(verbose)}})
+			if err != nil {
+				return err
+			}
+			m := a.Node().Machine()
+			fmt.Fprintf(os.Stderr, "gridlink node %s (%s) attached to hub %s; addresses %v\n", m.Name, m.ID.Short(), m.HubName, m.Addrs)
+			<-ctx.Done()
+			return a.Close()
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&name, "name", hostname(), "node name, unique in the job")
+	f.StringArrayVar(&hubs, "hub", nil, "hub to attach to, HOST:PORT (repeatable: tried in order)")
+	f.StringVar(&keyFile, "key", "", "key file (created if missing); default: a fresh key")
+	f.StringVar(&ports, "ports", "", "confine the direct listener to LO-HI")
+	f.StringArrayVar(&prefer, "prefer", nil, "network to try first for direct connections (repeatable)")
+	f.StringVar(&control, "control", "", "control socket (default @gridlink-agent)")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log connection setup")
+	return c
+}
+
+func pingCmd() *cobra.Command {
+	var count, dials int
+	var fresh, asJSON bool
+	var control string
+	c := &cobra.Command{
+		Use:   "ping NODE[:PORT][@HUB]",
+		Short: "set up connections to a node's echo service: setup time, method, round-trip time",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			res, err := agent.Dial(control).Ping(ctx, agent.PingRequest{Addr: args[0], Count: count, Dials: dials, Fresh: fresh})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(os.Stdout).Encode(res)
+			}
+			for i, m := range res.Methods {
+				what := "uncached"
+				if i > 0 {
+					what = "cached"
+				}
+				fmt.Printf("connection %d to %s: %s, set up in %.1f ms (%s)\n", i+1, res.Peer, m, res.SetupMS[i], what)
+			}
+			if len(res.RTTMS) > 0 {
+				var parts []string
+				for _, r := range res.RTTMS {
+					parts = append(parts, fmt.Sprintf("%.2f", r))
+				}
+				fmt.Printf("round trips: %s ms\n", strings.Join(parts, " "))
+			}
+			if res.Error != "" {
+				return fmt.Errorf("ping %s: %s", args[0], res.Error)
+			}
+			return nil
+		},
+	}
+	f := c.Flags()
+	f.IntVarP(&count, "count", "c", 3, "round trips on the first connection")
+	f.IntVar(&dials, "dials", 2, "connections to set up one after another (the first uncached)")
+	f.BoolVar(&fresh, "fresh", false, "forget cached methods and names first")
+	f.BoolVar(&asJSON, "json", false, "print JSON")
+	f.StringVar(&control, "control", "", "agent control socket (default @gridlink-agent)")
+	return c
+}
+
+func statusCmd() *cobra.Command {
+	var control string
+	var asJSON, ofHub bool
+	c := &cobra.Command{
+		Use:   "status",
+		Short: "show this node (identity, hub, connections and their methods) or, with --hub, this host's hub (routes, links, nodes)",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if ofHub {
+				return hubStatus(ctx, HubControl, asJSON)
+			}
+			st, err := agent.Dial(control).Status(ctx)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return json.NewEncoder(os.Stdout).Encode(st)
+			}
+			fmt.Printf("node %s (%s)\n  hub: %s (%s)\n  addresses: %v\n  seen by the hub as: %s\n",
+				st.Node.Name, st.Node.ID.Short(), st.Node.HubName, st.Node.Hub.Short(), st.Node.Addrs, st.Observed)
+			fmt.Printf("connections: %d\n", len(st.Conns))
+			for _, c := range st.Conns {
+				fmt.Printf("  %s -> %s  %s\n", c.Local, c.Remote, c.Method)
+			}
+			for h, m := range st.Cache {
+				fmt.Printf("cached: hub %s -> %s\n", h, m)
+			}
+			return nil
+		},
+	}
+	c.Flags().StringVar(&control, "control", "", "agent control socket (default @gridlink-agent)")
+	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	c.Flags().BoolVar(&ofHub, "hub", false, "show the hub running on this host")
+	return c
+}

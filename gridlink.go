@@ -1,0 +1,140 @@
+// Package gridlink is the Go API of gridlink: connections between the
+// processes of a job spread over many sites, whatever firewalls, NATs and
+// non-routed networks stand between them, set up the most direct way the
+// network allows (see docs/connectivity.md).
+//
+// A process starts a Node (or uses the default one, configured from the
+// environment), then dials virtual addresses NODE:PORT and listens on
+// ports. Dial and Listen speak net.Conn and net.Listener, so gridlink fits
+// wherever a dial function fits: net/http's Transport.DialContext, gRPC's
+// WithContextDialer, and so on.
+package gridlink
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/vconn"
+)
+
+// Config configures a node; its zero value works (see vconn.Config for
+// every field and its default).
+type Config = vconn.Config
+
+// Node is this process's presence in the overlay.
+type Node struct{ n *vconn.Node }
+
+// Start brings a node up: its key, its direct listener and, if Config.Hubs
+// names any, its hub attachment.
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	n, err := vconn.Start(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Node{n}, nil
+}
+
+// Dial connects to a virtual address NODE:PORT[@HUB], where NODE is a node
+// name or ID.
+func (n *Node) Dial(ctx context.Context, addr string) (net.Conn, error) {
+	return n.n.Dial(ctx, addr)
+}
+
+// DialContext is Dial with the signature of net.Dialer.DialContext, for
+// net/http and the like. network must be "tcp" (or tcp4/tcp6, "" too).
+func (n *Node) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	switch network {
+	case "", "tcp", "tcp4", "tcp6":
+		return n.n.Dial(ctx, addr)
+	}
+	return nil, fmt.Errorf("gridlink: network %q: only stream connections are supported", network)
+}
+
+// Listen listens on a port of this node: "7000", ":7000", or a well-known
+// service name ("echo"). "0" picks a free port.
+func (n *Node) Listen(port string) (net.Listener, error) {
+	p, err := parsePort(port)
+	if err != nil {
+		return nil, err
+	}
+	return n.n.Listen(p)
+}
+
+// Name is the node's name; ID its ID.
+func (n *Node) Name() string { return n.n.Name() }
+
+// ID is the node's ID.
+func (n *Node) ID() identity.ID { return n.n.ID() }
+
+// Close shuts the node down.
+func (n *Node) Close() error { return n.n.Close() }
+
+func parsePort(s string) (uint16, error) {
+	s = strings.TrimPrefix(s, ":")
+	if p, ok := map[string]uint16{"echo": 7}[s]; ok {
+		return p, nil
+	}
+	v, err := strconv.ParseUint(s, 10, 16)
+	if err != nil {
+		return 0, fmt.Errorf("gridlink: bad port %q: want a number 0-65535 or a service name", s)
+	}
+	return uint16(v), nil
+}
+
+// The default node, for the package-level Dial and Listen.
+var (
+	defaultOnce sync.Once
+	defaultNode *Node
+	defaultErr  error
+)
+
+// Default returns the process's default node, started on first use from
+// the environment: GRIDLINK_HUB (hub addresses, comma-separated; without
+// it the node makes direct connections only), GRIDLINK_NAME (default: the
+// host name) and GRIDLINK_KEY (a key file, created if missing; default: a
+// fresh key).
+func Default() (*Node, error) {
+	defaultOnce.Do(func() {
+		cfg := Config{Name: os.Getenv("GRIDLINK_NAME")}
+		if h := os.Getenv("GRIDLINK_HUB"); h != "" {
+			cfg.Hubs = strings.Split(h, ",")
+		}
+		if f := os.Getenv("GRIDLINK_KEY"); f != "" {
+			if cfg.Key, defaultErr = identity.LoadOrCreateKey(f); defaultErr != nil {
+				return
+			}
+		}
+		defaultNode, defaultErr = Start(context.Background(), cfg)
+	})
+	if defaultErr != nil {
+		return nil, fmt.Errorf("gridlink: default node: %w", defaultErr)
+	}
+	return defaultNode, nil
+}
+
+// Dial connects through the default node.
+func Dial(ctx context.Context, addr string) (net.Conn, error) {
+	n, err := Default()
+	if err != nil {
+		return nil, err
+	}
+	return n.Dial(ctx, addr)
+}
+
+// Listen listens on the default node.
+func Listen(port string) (net.Listener, error) {
+	n, err := Default()
+	if err != nil {
+		return nil, err
+	}
+	return n.Listen(port)
+}
+
+// ErrRefused is wrapped by errors saying nothing listens on the port.
+var ErrRefused = vconn.ErrRefused
