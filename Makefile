@@ -5,7 +5,7 @@ GO       ?= go
 BIN      := bin
 FUZZTIME ?= 60s
 # Debian packages the lab and the tests use; `make deps` installs those missing.
-DEBS     := iproute2 nftables iputils-ping iperf3 socat
+DEBS     := iproute2 nftables iputils-ping iperf3 socat openssh-server openssh-client
 
 .PHONY: all build deps test unit lab-test demo bench fuzz down clean
 all: build
@@ -27,16 +27,18 @@ build:
 test: deps build
 	$(GO) vet ./...
 	$(BIN)/gridlab down >/dev/null
-	$(GO) test -race -count=1 -timeout 14m ./...
+	GRIDLINK_BIN=$(CURDIR)/$(BIN)/gridlink $(GO) test -race -count=1 -timeout 14m ./...
 
 # The main job on built-in defaults: bring up grid6 and print its
 # connectivity matrix, then tear it down.
 demo: deps build
 	$(BIN)/gridlab matrix grid6
 
-# Speed and memory figures for BENCHMARKS.md (needs root).
+# Speed and memory figures for BENCHMARKS.md (needs root; run on an idle
+# machine): Go benchmarks (link emulator, hub), then the lab scenarios.
 bench: deps build
-	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./lab/wan/
+	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./lab/wan/ ./hub/
+	bench/lab.sh
 
 # Longer fuzzing of every fuzz target, FUZZTIME each.
 fuzz:

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/lab"
 	"github.com/gridlink/gridlink/lab/labtest"
 	"github.com/gridlink/gridlink/lab/matrix"
@@ -63,8 +65,11 @@ func TestGrid6PlainMatrix(t *testing.T) {
 	}
 	// setup time across the rockstar-das3v link (RTT 166 ms x 0.1).
 	for _, p := range m.Pairs {
-		if p.Src == "rockstar" && p.Dst == "das3v" && (p.Plain.MS < 16.6 || p.Plain.MS > 40) {
-			t.Errorf("rockstar->das3v setup %.1f ms, want about one RTT of 16.6 ms", p.Plain.MS)
+		// a TCP connect takes at least one RTT of the emulated link (its
+		// accuracy is package wan's to test; here the machine may be loaded
+		// by parallel test packages, so only the lower bound is firm).
+		if p.Src == "rockstar" && p.Dst == "das3v" && (p.Plain.MS < 16.6 || p.Plain.MS > 500) {
+			t.Errorf("rockstar->das3v setup %.1f ms, want at least one RTT of 16.6 ms", p.Plain.MS)
 		}
 	}
 }
@@ -89,21 +94,21 @@ func TestGrid6Networks(t *testing.T) {
 	if got := host("g5k-n1").line("10.4.0.10:7002"); got != "g5k-fe" {
 		t.Errorf("g5k node to frontend: %q", got)
 	}
-	host("das3v-n1").refused("192.0.2.106:7002", "i/o timeout") // g5k's firewall
+	host("das3v-n1").refused("198.51.100.106:7002", "i/o timeout") // g5k's firewall
 
 	// hiroshi: only ssh (tcp/22) in, forwarded to the frontend; only tcp/22 out.
-	labtest.Listen(t, host("hiroshi-fe").h, ":22", labtest.Greet("hiroshi-fe"))
+	// the lab's OpenSSH server on hiroshi-fe answers through the forward.
 	labtest.Listen(t, host("hiroshi-fe").h, ":80", labtest.Greet("hiroshi-fe:80"))
-	if got := host("das3v-n1").line("192.0.2.129:22"); got != "hiroshi-fe" {
-		t.Errorf("ssh port forward to hiroshi-fe: %q", got)
+	if got := host("das3v-n1").line("198.51.100.129:22"); !strings.HasPrefix(got, "SSH-2.0-OpenSSH") {
+		t.Errorf("ssh port forward to hiroshi-fe: %q, want an OpenSSH banner", got)
 	}
-	host("das3v-n1").refused("192.0.2.129:80", "i/o timeout")
+	host("das3v-n1").refused("198.51.100.129:80", "i/o timeout")
 	labtest.Listen(t, host("das3v-fe").h, ":22", labtest.Greet("das3v-fe:22"))
 	labtest.Listen(t, host("das3v-fe").h, ":80", labtest.Greet("das3v-fe:80"))
-	if got := host("hiroshi-fe").line("192.0.2.10:22"); got != "das3v-fe:22" {
+	if got := host("hiroshi-fe").line("198.51.100.10:22"); got != "das3v-fe:22" {
 		t.Errorf("hiroshi out to tcp/22: %q", got)
 	}
-	host("hiroshi-fe").refused("192.0.2.10:80", "i/o timeout")
+	host("hiroshi-fe").refused("198.51.100.10:80", "i/o timeout")
 }
 
 func (h *labHost) line(addr string) string {
@@ -246,5 +251,37 @@ func TestLeftoversAfterCrash(t *testing.T) {
 	}
 	if _, err := os.Stat(lab.StateDir + "/lab.json"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("state left after down: %v", err)
+	}
+}
+
+// Nodes find their site's hub by UDP multicast, which stays inside the
+// site: a g5k compute node finds the hub on its frontend, not das3v's.
+func TestHubDiscovery(t *testing.T) {
+	topo := labtest.Up(t, "grid6", nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for _, site := range []string{"g5k", "das3v"} {
+		fe := labtest.Host(t, topo, site+"-fe")
+		id := identity.KeyFromSeed(append([]byte(site), make([]byte, 32-len(site))...)).ID()
+		var a *hub.Announcer
+		err := netns.Do(lab.HostNS(fe), func() (err error) {
+			a, err = hub.ListenDiscovery(site, id, 7946)
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go a.Serve(ctx)
+	}
+	var found []hub.Found
+	err := netns.Do(lab.HostNS(labtest.Host(t, topo, "g5k-n1")), func() (err error) {
+		found, err = hub.Discover(ctx, 500*time.Millisecond)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(found) != 1 || found[0].Name != "g5k" || found[0].Addr.String() != "10.4.0.10:7946" {
+		t.Errorf("g5k-n1 discovered %+v, want only g5k's hub at 10.4.0.10:7946", found)
 	}
 }

@@ -37,7 +37,7 @@ sites on this machine: hosts are network namespaces, wide-area links run
 through a userspace emulator with delay, rate limit and loss. One lab runs at
 a time. Built-in topologies: ` + strings.Join(topologies.Names(), ", ") + `.`,
 	}
-	root.AddCommand(upCmd(), downCmd(), execCmd(), hostsCmd(), matrixCmd(), emulateCmd())
+	root.AddCommand(upCmd(), downCmd(), execCmd(), hostsCmd(), matrixCmd(), overlayCmd(), emulateCmd())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "gridlab:", err)
 		os.Exit(1)
@@ -246,7 +246,7 @@ func rateString(r int64) string {
 
 func matrixCmd() *cobra.Command {
 	var sets []string
-	var asJSON, withGridlink bool
+	var asJSON, withGridlink, bounds bool
 	var timeout time.Duration
 	var gridlinkBin string
 	c := &cobra.Command{
@@ -290,6 +290,13 @@ is TOPOLOGY, else brings TOPOLOGY up for the run and down afterwards.`,
 			if asJSON {
 				return m.WriteJSON(os.Stdout)
 			}
+			if bounds {
+				if !withGridlink {
+					return errors.New("--bounds needs --gridlink")
+				}
+				matrix.WriteBounds(os.Stdout, matrix.Bounds(m, t))
+				return nil
+			}
 			fmt.Println("connection setup time in ms from a compute node of each source site (columns) to one of each target site (rows); - = no connection")
 			if withGridlink {
 				m.WriteTable(os.Stdout, []string{"plain TCP", "gridlink (uncached; d direct, r reverse, s splice, v routed)"}, []matrix.Cell{matrix.PlainCell, matrix.GridlinkCell})
@@ -306,6 +313,7 @@ is TOPOLOGY, else brings TOPOLOGY up for the run and down afterwards.`,
 	c.Flags().DurationVar(&timeout, "timeout", time.Second, "give up on a plain connection after this long")
 	c.Flags().BoolVar(&withGridlink, "gridlink", true, "also connect through gridlink (hubs on frontends, agents on the nodes)")
 	c.Flags().StringVar(&gridlinkBin, "gridlink-bin", "", "the gridlink binary (default: beside gridlab)")
+	c.Flags().BoolVar(&bounds, "bounds", false, "check gridlink setup times against the connectivity core's targets")
 	return c
 }
 
@@ -340,6 +348,42 @@ func sameParams(a, b map[string]string) bool {
 		}
 	}
 	return true
+}
+
+func overlayCmd() *cobra.Command {
+	var gridlinkBin string
+	c := &cobra.Command{
+		Use:   "overlay",
+		Short: "run gridlink in the running lab: a hub on every site's frontend, a node agent on its compute node (until interrupted)",
+		Example: `  gridlab up grid6 && gridlab overlay &
+  gridlab exec das3v-n1 -- bin/gridlink ping g5k-n1
+  gridlab exec desktop -- bin/gridlink doctor hiroshi-n1
+  gridlab exec das3v-fe -- bin/gridlink status --hub`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			t, _, err := lab.Running()
+			if err != nil {
+				return err
+			}
+			bin := gridlinkBin
+			if bin == "" {
+				exe, _ := os.Executable()
+				bin = filepath.Join(filepath.Dir(exe), "gridlink")
+			}
+			ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer cancel()
+			o, err := matrix.StartOverlay(ctx, t, bin)
+			if err != nil {
+				return err
+			}
+			defer o.Stop()
+			fmt.Fprintf(os.Stderr, "gridlink overlay running in lab %s (logs in %s/gridlink-*.log); interrupt to stop\n", t.Name, lab.StateDir)
+			<-ctx.Done()
+			return nil
+		},
+	}
+	c.Flags().StringVar(&gridlinkBin, "gridlink-bin", "", "the gridlink binary (default: beside gridlab)")
+	return c
 }
 
 func emulateCmd() *cobra.Command {

@@ -222,7 +222,8 @@ func (o *Overlay) AddGridlink(ctx context.Context, m *Matrix, settle time.Durati
 		go func() {
 			defer wg.Done()
 			sh := src.MatrixHost()
-			// warm-up: until a connection to another site works or settle ends.
+			// warm-up: until every other site has answered once (routes
+			// converged) or settle ends; the measurements start fresh.
 			for _, dst := range o.t.Sites {
 				if dst == src {
 					continue
@@ -230,7 +231,6 @@ func (o *Overlay) AddGridlink(ctx context.Context, m *Matrix, settle time.Durati
 				for time.Now().Before(deadline) && !o.Ping(ctx, sh, dst.MatrixHost()).OK {
 					time.Sleep(200 * time.Millisecond)
 				}
-				break
 			}
 			for i := range m.Pairs {
 				p := &m.Pairs[i]

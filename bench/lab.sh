@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Lab benchmarks for BENCHMARKS.md (needs root; run by `make bench`).
+#  1. direct virtual connection vs plain TCP (iperf3) between the two hosts
+#     of the `wan` topology, alternating runs, medians and their ratio;
+#  2. grid6 connection setup times against the connectivity core's bounds.
+# Prints markdown. Everything it starts runs inside lab namespaces and is
+# torn down at the end, also on failure.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${BIN:-bin}
+RTT=${RTT:-20ms}
+RATE=${RATE:-400mbit}
+SECS=${SECS:-10}
+RUNS=${RUNS:-3}
+trap '$BIN/gridlab down >/dev/null 2>&1 || true' EXIT
+
+median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+
+$BIN/gridlab down >/dev/null
+$BIN/gridlab up wan --set rtt=$RTT --set rate=$RATE >/dev/null
+$BIN/gridlab exec a -- $BIN/gridlink hub --name a --listen 0.0.0.0:7946 >/dev/null 2>&1 &
+sleep 0.5
+$BIN/gridlab exec a -- $BIN/gridlink node --name a --hub 127.0.0.1:7946 >/dev/null 2>&1 &
+$BIN/gridlab exec b -- $BIN/gridlink node --name b --hub 198.51.100.10:7946 >/dev/null 2>&1 &
+for i in $(seq 50); do $BIN/gridlab exec a -- $BIN/gridlink ping --dials 1 --count 1 b >/dev/null 2>&1 && break; sleep 0.2; done
+
+plain=(); glink=()
+for i in $(seq $RUNS); do
+  $BIN/gridlab exec b -- iperf3 -s -1 -D
+  sleep 0.3
+  plain+=("$($BIN/gridlab exec a -- iperf3 -c 198.51.100.26 -t $SECS -J | python3 -c 'import json,sys; print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]/1e6)')")
+  glink+=("$($BIN/gridlab exec a -- $BIN/gridlink perf b -t $SECS --json | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["mbit_per_s"]) if not r.get("error") else sys.exit(r["error"])')")
+done
+p=$(printf '%s\n' "${plain[@]}" | median); g=$(printf '%s\n' "${glink[@]}" | median)
+echo "### Direct virtual connection vs plain TCP, wan topology (rtt $RTT, $RATE)"
+echo
+echo "| | Mbit/s (median of $RUNS x ${SECS}s) | runs |"
+echo "|---|---|---|"
+echo "| plain TCP (iperf3) | $p | ${plain[*]} |"
+echo "| gridlink direct (TLS 1.3) | $g | ${glink[*]} |"
+echo "| **ratio** | **$(python3 -c "print(f'{$g/$p*100:.1f}%')")** | |"
+echo
+$BIN/gridlab down >/dev/null
+
+echo "### Connection setup on grid6 (factor 0.1) against the bounds"
+echo
+echo '```'
+$BIN/gridlab matrix grid6 --bounds 2>/dev/null
+echo '```'

@@ -1,0 +1,76 @@
+package lab_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/gridlink/gridlink/lab/labtest"
+	"github.com/gridlink/gridlink/lab/matrix"
+)
+
+// gridlinkBin returns the gridlink binary: $GRIDLINK_BIN (make test sets
+// it), else one built for this test.
+func gridlinkBin(t *testing.T) string {
+	t.Helper()
+	if b := os.Getenv("GRIDLINK_BIN"); b != "" {
+		return b
+	}
+	out := filepath.Join(t.TempDir(), "gridlink")
+	cmd := exec.Command("go", "build", "-o", out, "github.com/gridlink/gridlink/cmd/gridlink")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build gridlink: %v\n%s", err, b)
+	}
+	return out
+}
+
+// The connectivity core's requirement on grid6: all 30 pairs connect, each
+// by the most direct method the topology allows.
+func TestGrid6GridlinkMatrix(t *testing.T) {
+	bin := gridlinkBin(t)
+	topo := labtest.Up(t, "grid6", nil)
+	ctx := context.Background()
+	m, err := matrix.Plain(ctx, topo, time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := matrix.StartOverlay(ctx, topo, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Stop()
+	o.AddGridlink(ctx, m, 30*time.Second)
+
+	want := map[string]string{}
+	for _, p := range m.Pairs {
+		switch {
+		case p.Plain.OK:
+			want[p.Src+"->"+p.Dst] = "direct"
+		case (p.Src == "das3v" || p.Src == "das3d") && (p.Dst == "rockstar" || p.Dst == "desktop"):
+			want[p.Src+"->"+p.Dst] = "reverse"
+		default:
+			want[p.Src+"->"+p.Dst] = "routed"
+		}
+	}
+	for _, p := range m.Pairs {
+		g := p.Gridlink
+		key := p.Src + "->" + p.Dst
+		switch {
+		case g == nil || !g.OK:
+			t.Errorf("%s: no gridlink connection: %+v", key, g)
+		case g.Method != want[key]:
+			t.Errorf("%s: method %s, want %s (first %.1f ms)", key, g.Method, want[key], g.FirstMS)
+		case g.Cached != g.Method:
+			t.Errorf("%s: cached connection used %s, the first %s", key, g.Cached, g.Method)
+		}
+		if g != nil {
+			t.Logf("%-18s %-8s first %7.1f ms  cached %7.1f ms  rtt %6.2f ms  plain %v", key, g.Method, g.FirstMS, g.CachedMS, g.RTTMS, p.Plain.OK)
+		}
+	}
+	if m.Summary.GridlinkOK == nil || *m.Summary.GridlinkOK != 30 {
+		t.Errorf("gridlink connects %v of 30 pairs", m.Summary.GridlinkOK)
+	}
+}
