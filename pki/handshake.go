@@ -67,6 +67,15 @@ func (e *PeerError) Error() string {
 
 func (e *PeerError) Unwrap() error { return ErrWrongPeer }
 
+// Certificate is the certificate these credentials present, for callers
+// that build their own TLS configuration (package direct carries a request
+// in its handshake).
+func (c *Credentials) Certificate() tls.Certificate { return c.cert }
+
+// PeerID returns the ID a peer's certificate chain (as TLS delivers it to
+// VerifyPeerCertificate) proves, or why it proves none.
+func PeerID(raw [][]byte) (identity.ID, error) { return peerID(raw) }
+
 // peerID extracts and checks the ID the peer's certificate proves.
 func peerID(raw [][]byte) (identity.ID, error) {
 	if len(raw) == 0 {
