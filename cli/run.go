@@ -139,7 +139,13 @@ func pingCmd() *cobra.Command {
 				return err
 			}
 			if asJSON {
-				return json.NewEncoder(os.Stdout).Encode(res)
+				if err := json.NewEncoder(os.Stdout).Encode(res); err != nil {
+					return err
+				}
+				if res.Error != "" {
+					return fmt.Errorf("ping %s: %s", args[0], res.Error)
+				}
+				return nil
 			}
 			for i, m := range res.Methods {
 				what := "uncached"

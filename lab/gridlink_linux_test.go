@@ -5,11 +5,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gridlink/gridlink/lab/labtest"
 	"github.com/gridlink/gridlink/lab/matrix"
+	"github.com/gridlink/gridlink/lab/topology"
 )
 
 // gridlinkBin returns the gridlink binary: $GRIDLINK_BIN (make test sets
@@ -72,5 +74,53 @@ func TestGrid6GridlinkMatrix(t *testing.T) {
 	}
 	if m.Summary.GridlinkOK == nil || *m.Summary.GridlinkOK != 30 {
 		t.Errorf("gridlink connects %v of 30 pairs", m.Summary.GridlinkOK)
+	}
+}
+
+// A hub dies: its nodes re-attach to another hub and new connections
+// route around it; a port nobody listens on is refused, through the hubs.
+func TestGrid6HubDies(t *testing.T) {
+	bin := gridlinkBin(t)
+	topo := labtest.Up(t, "grid6", nil)
+	ctx := context.Background()
+	o, err := matrix.StartOverlay(ctx, topo, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Stop()
+	host := func(name string) *topology.Host { return labtest.Host(t, topo, name) }
+	ping := func(src, dst string) matrix.GridlinkResult { return o.Ping(ctx, host(src), host(dst)) }
+	eventually := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not within 30s", what)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+	eventually("g5k-n1 reaches rockstar-n1", func() bool { return ping("g5k-n1", "rockstar-n1").OK })
+
+	// a port nobody listens on: refused, and quickly, through two hubs.
+	out, err := o.Run(ctx, host("g5k-n1"), "ping", "--json", "--dials", "1", "rockstar-n1:4444")
+	if err == nil || !strings.Contains(string(out), "no listener on port 4444 at rockstar-n1") {
+		t.Errorf("ping to a closed port: %v\n%s", err, out)
+	}
+
+	if err := o.KillHub("das3v"); err != nil {
+		t.Fatal(err)
+	}
+	// das3v-n1 moves to its fallback hub (das3d's) ...
+	eventually("das3v-n1 re-attaches to das3d's hub", func() bool {
+		b, err := o.Run(ctx, host("das3v-n1"), "status", "--json")
+		return err == nil && strings.Contains(string(b), `"hub_name":"das3d"`)
+	})
+	// ... and is reached again, also from sites that need the hubs; g5k
+	// and rockstar, which linked only outward, route around the dead hub.
+	eventually("g5k-n1 reaches das3v-n1 after the hub died", func() bool { return ping("g5k-n1", "das3v-n1").OK })
+	eventually("g5k-n1 reaches rockstar-n1 after the hub died", func() bool { return ping("g5k-n1", "rockstar-n1").OK })
+	if r := ping("hiroshi-n1", "das3v-n1"); !r.OK || r.Method != "routed" {
+		t.Errorf("hiroshi-n1 -> das3v-n1 after the hub died: %+v", r)
 	}
 }

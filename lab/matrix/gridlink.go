@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -36,6 +37,7 @@ type Overlay struct {
 	t     *topology.Topology
 	bin   string
 	procs []*exec.Cmd
+	hubs  map[string]*exec.Cmd // by site
 }
 
 // HubHost is where a site's hub runs: its frontend, else its matrix host.
@@ -83,10 +85,28 @@ func hubFrom(n *topology.Host) string {
 	return fmt.Sprintf("%s:%d", h.PrimaryAddr(), HubPort)
 }
 
+// fallbackHub is another site's hub that node n can reach directly (a
+// public hub, when n has a public address), or "".
+func fallbackHub(t *topology.Topology, n *topology.Host) string {
+	if _, _, ok := n.DefaultRoute(); !ok || n.PrimaryAddr().IsPrivate() {
+		return ""
+	}
+	for _, other := range t.Sites {
+		if other == n.Site {
+			continue
+		}
+		if spec := hubSpec(other); spec != "" && !strings.HasPrefix(spec, "ssh://") {
+			return spec
+		}
+	}
+	return ""
+}
+
 // StartOverlay starts hubs and node agents in the running lab t, using the
-// gridlink binary bin, and waits until every agent answers.
+// gridlink binary bin, and waits until every agent answers. Nodes with a
+// public address also get another site's hub to fall back on.
 func StartOverlay(ctx context.Context, t *topology.Topology, bin string) (*Overlay, error) {
-	o := &Overlay{t: t, bin: bin}
+	o := &Overlay{t: t, bin: bin, hubs: map[string]*exec.Cmd{}}
 	for _, s := range t.Sites {
 		args := []string{"hub", "--name", s.Name, "--listen", fmt.Sprintf("0.0.0.0:%d", HubPort),
 			"--identity", lab.SSHClientKey(), "--known-hosts", lab.SSHKnownHosts()}
@@ -99,10 +119,15 @@ func StartOverlay(ctx context.Context, t *topology.Topology, bin string) (*Overl
 			o.Stop()
 			return nil, err
 		}
+		o.hubs[s.Name] = o.procs[len(o.procs)-1]
 	}
 	for _, s := range t.Sites {
 		h := s.MatrixHost()
-		if err := o.start(h, "node", []string{"node", "--name", h.ID(), "--hub", hubFrom(h)}); err != nil {
+		args := []string{"node", "--name", h.ID(), "--hub", hubFrom(h)}
+		if fb := fallbackHub(t, h); fb != "" {
+			args = append(args, "--hub", fb)
+		}
+		if err := o.start(h, "node", args); err != nil {
 			o.Stop()
 			return nil, err
 		}
@@ -150,6 +175,20 @@ func (o *Overlay) run(ctx context.Context, h *topology.Host, args ...string) ([]
 		return out.Bytes(), fmt.Errorf("%v: %s", err, bytes.TrimSpace(errb.Bytes()))
 	}
 	return out.Bytes(), nil
+}
+
+// KillHub kills the hub of site abruptly, as a crash would.
+func (o *Overlay) KillHub(site string) error {
+	c := o.hubs[site]
+	if c == nil {
+		return fmt.Errorf("no hub for site %s", site)
+	}
+	return c.Process.Kill()
+}
+
+// Run runs a gridlink command on host h.
+func (o *Overlay) Run(ctx context.Context, h *topology.Host, args ...string) ([]byte, error) {
+	return o.run(ctx, h, args...)
 }
 
 // Stop ends the hubs and agents.
