@@ -14,7 +14,8 @@ SECS=${SECS:-10}
 RUNS=${RUNS:-3}
 trap '$BIN/gridlab down >/dev/null 2>&1 || true' EXIT
 
-median() { sort -n | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+median() { sort -n | awk '{a[NR]=$1} END {printf "%.1f", a[int((NR+1)/2)]}'; }
+round() { for x in "$@"; do printf '%.1f ' "$x"; done; }
 
 $BIN/gridlab down >/dev/null
 $BIN/gridlab up wan --set rtt=$RTT --set rate=$RATE >/dev/null
@@ -36,8 +37,8 @@ echo "### Direct virtual connection vs plain TCP, wan topology (rtt $RTT, $RATE)
 echo
 echo "| | Mbit/s (median of $RUNS x ${SECS}s) | runs |"
 echo "|---|---|---|"
-echo "| plain TCP (iperf3) | $p | ${plain[*]} |"
-echo "| gridlink direct (TLS 1.3) | $g | ${glink[*]} |"
+echo "| plain TCP (iperf3) | $p | $(round "${plain[@]}")|"
+echo "| gridlink direct (TLS 1.3) | $g | $(round "${glink[@]}")|"
 echo "| **ratio** | **$(python3 -c "print(f'{$g/$p*100:.1f}%')")** | |"
 echo
 $BIN/gridlab down >/dev/null
