@@ -11,10 +11,14 @@ var epoch = time.Now()
 
 func monoNow() int64 { return int64(time.Since(epoch)) }
 
-// Precise release. Kernel timers wake a thread late: here (a 2-vCPU VM)
-// a timerfd fires about 60-170 µs late on average with a p99 of up to
-// 1 ms, and Go's runtime timers, which ride on the poller's millisecond
-// timeouts, are worse (up to 1 ms on every wait). So a pipe sleeps on a
+// Precise release. Kernel timers wake a thread late. On the 2-vCPU VM
+// this was built on (BenchmarkEmulatorWakeup, waits of 0.2-5 ms):
+// time.Sleep is off by 610 µs on average (p99 1.1 ms: Go's timers ride on
+// the poller's millisecond timeouts), clock_nanosleep(TIMER_ABSTIME) on a
+// locked thread by 160 µs (p99 0.3-1.5 ms; it also holds a runtime P while
+// blocked), a timerfd through the runtime poller by 120 µs (p99
+// 0.2-1.2 ms), all of it the hypervisor's wake-up latency, worse under
+// steal. The sleeper below gets 20 µs (p99 0.16 ms). A pipe sleeps on a
 // timerfd until shortly before a release time and spins for the rest. How
 // early it wakes follows the wake-up latency it observes; how much it may
 // spin is rationed, so that precision never costs more than a small,

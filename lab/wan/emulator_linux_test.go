@@ -87,8 +87,10 @@ func TestEmulatorRate(t *testing.T) {
 	// payload (20 IP + 32 TCP with timestamps).
 	want := rate * 1448 / 1500
 	t.Logf("goodput %.2f Mbit/s, expected %.2f; %v", got/1e6, want/1e6, pipeStats(t, e, "a", "b"))
-	if got < 0.85*want || got > 1.03*want {
-		t.Errorf("goodput %.2f Mbit/s, want %.2f Mbit/s -15%%/+3%%", got/1e6, want/1e6)
+	// The lower bound leaves room for a stalled host (a few hundred ms
+	// without CPU costs TCP a timeout); the upper one is the link's.
+	if got < 0.75*want || got > 1.03*want {
+		t.Errorf("goodput %.2f Mbit/s, want %.2f Mbit/s -25%%/+3%%", got/1e6, want/1e6)
 	}
 	// What the pipe let through can never beat the rate.
 	s := pipeStats(t, e, "a", "b")

@@ -225,3 +225,20 @@ func (h *helper) result(tb testing.TB) string {
 	}
 	return line
 }
+
+// devDrops returns the TX and RX drop counters of wan0 in s: packets the
+// kernel dropped at the device, e.g. because the emulator did not read
+// them fast enough.
+func (s *site) devDrops(tb testing.TB) (tx, rx uint64) {
+	tb.Helper()
+	read := func(name string) uint64 {
+		out, err := exec.Command("ip", "netns", "exec", s.ns, "cat", "/sys/class/net/wan0/statistics/"+name).Output()
+		if err != nil {
+			tb.Logf("read %s of wan0 in %s: %v", name, s.ns, err)
+			return 0
+		}
+		v, _ := strconv.ParseUint(strings.TrimSpace(string(out)), 10, 64)
+		return v
+	}
+	return read("tx_dropped"), read("rx_dropped")
+}

@@ -1,106 +1,276 @@
 package wan
 
 import (
-	"math"
-	"math/rand/v2"
-	"time"
+	"errors"
+	"os"
+	"sync"
 )
 
-// Verdict is what a pipe does with one packet.
-type Verdict uint8
+// maxHeldBytes bounds the bytes one pipe holds in flight when its link has no
+// rate limit (and so no queue limit): 64 MiB is 10 Gbit/s over a 50 ms
+// one-way delay. A rate-limited pipe gets at least its queue limit plus one
+// delay's worth of its rate, so only the model's tail drop applies to it.
+const maxHeldBytes = 64 << 20
 
-const (
-	Deliver   Verdict = iota // release the packet at the returned time
-	DropLoss                 // dropped by the random loss stage
-	DropQueue                // tail-dropped: the queue was full
-)
+// pipe is the I/O half of one direction of a link: the model decides, a
+// FIFO holds accepted packets until their release time, and the pipe's own
+// goroutine (run) writes them into the destination device.
+//
+// The source port's reader is the pipe's only producer, so the model needs
+// no lock; mu guards the FIFO between producer and run.
+type pipe struct {
+	from, to *port
+	link     Link
+	model    *Model
+	passGSO  bool  // GSO batches may pass intact: no loss and no rate limit to apply per segment
+	maxHeld  int64 // bytes
+	sl       *sleeper
+	wake     chan struct{}
+	c        pipeCounters
 
-func (v Verdict) String() string {
+	mu   sync.Mutex
+	q    fifo
+	held int64 // wire bytes in q
+}
+
+// inflight is one accepted packet (or intact GSO batch) waiting in a pipe.
+type inflight struct {
+	buf     *buffer
+	n       int // bytes of buf in use, virtio_net_hdr included
+	release int64
+	segs    int // wire packets it stands for
+	wire    int // their IP bytes
+	batch   bool
+}
+
+func newPipe(from, to *port, l Link, seed uint64, sp *spinner) (*pipe, error) {
+	sl, err := newSleeper(sp)
+	if err != nil {
+		return nil, err
+	}
+	p := &pipe{
+		from:    from,
+		to:      to,
+		link:    l,
+		model:   NewModel(l, seed),
+		passGSO: l.Loss == 0 && l.Rate == 0,
+		maxHeld: maxHeldBytes,
+		sl:      sl,
+		wake:    make(chan struct{}, 1),
+	}
+	if l.Rate > 0 {
+		p.maxHeld = max(p.maxHeld, 2*(l.QueueLimit()+int64(float64(l.Rate)/8*l.Delay.Seconds())))
+	}
+	return p, nil
+}
+
+// arrival is one read from a source device as the reader hands it on.
+type arrival struct {
+	buf  *buffer        // buf.b[:n] holds it, preceded by a virtio_net_hdr if the devices use them
+	n    int            //
+	seg  *tcp4Segmenter // the segmenter of a GSO batch, nil for a plain packet
+	segs int            // wire packets it stands for
+	wire int            // their IP bytes
+	at   int64          // arrival time
+}
+
+// offer takes one arrival into the pipe and reports whether it kept a.buf;
+// if not, the caller may reuse it.
+func (p *pipe) offer(a *arrival) (kept bool) {
+	if a.seg != nil && !p.passGSO {
+		p.offerSegments(a.seg, a.at)
+		return false
+	}
+	release, ok := p.admit(a.at, a.segs, a.wire)
+	if !ok {
+		return false
+	}
+	x := inflight{buf: a.buf, n: a.n, release: release, segs: a.segs, wire: a.wire, batch: a.seg != nil}
+	if a.n <= smallBufSize {
+		// Copy wire-sized packets out of the large read buffer so a long
+		// delay line pins 2 KiB per packet, not 64 KiB.
+		x.buf = getBuffer(a.n)
+		copy(x.buf.b, a.buf.b[:a.n])
+	} else {
+		kept = true
+	}
+	p.push(x)
+	return kept
+}
+
+// admit runs a packet of wire bytes, standing for segs wire packets,
+// through the model and counts it if dropped.
+func (p *pipe) admit(now int64, segs, wire int) (release int64, ok bool) {
+	p.mu.Lock()
+	full := p.held+int64(wire) > p.maxHeld
+	p.mu.Unlock()
+	if full {
+		p.c.queueDrops.Add(uint64(segs))
+		return 0, false
+	}
+	release, v := p.model.Offer(now, wire)
 	switch v {
-	case Deliver:
-		return "deliver"
 	case DropLoss:
-		return "drop(loss)"
+		p.c.lossDrops.Add(uint64(segs))
+		return 0, false
 	case DropQueue:
-		return "drop(queue)"
+		p.c.queueDrops.Add(uint64(segs))
+		return 0, false
 	}
-	return "verdict(?)"
+	return release, true
 }
 
-// Model is the arithmetic of one direction of a link, dummynet style, free
-// of I/O and of any clock: the caller passes arrival times (nanoseconds on
-// any monotonic clock, never decreasing between calls) and gets back release
-// times on the same clock.
-//
-// A packet of n bytes arriving at t is first dropped with probability Loss.
-// Otherwise it starts serialization when the link is free,
-// departure = max(t, busyUntil) + n·8/Rate, and is tail-dropped if it would
-// wait longer than the queue takes to drain (departure−t beyond Queue bytes
-// at Rate, i.e. the bytes ahead of it plus its own exceed the queue limit).
-// An accepted packet makes the link busy until its departure and is
-// released Delay later. Release times therefore never decrease, so a FIFO
-// is all an implementation needs to hold packets in flight.
-//
-// A Model is not safe for concurrent use.
-type Model struct {
-	delay     int64   // ns
-	rate      int64   // bit/s, 0 = unlimited
-	loss      float64 // 0..1
-	limit     int64   // bytes
-	drain     int64   // ns to serialize limit bytes
-	busyUntil int64   // ns, departure of the last accepted packet
-	rng       *rand.Rand
+// offerSegments cuts a GSO batch into wire segments and offers each on its
+// own, so loss and serialization apply per segment as on a real link.
+func (p *pipe) offerSegments(seg *tcp4Segmenter, now int64) {
+	b := getBuffer(seg.maxSegment())
+	for {
+		m := seg.next(b.b)
+		if m == 0 {
+			putBuffer(b)
+			return
+		}
+		wire := m - vnetHdrLen
+		release, ok := p.admit(now, 1, wire)
+		if !ok {
+			continue
+		}
+		p.push(inflight{buf: b, n: m, release: release, segs: 1, wire: wire})
+		b = getBuffer(seg.maxSegment())
+	}
 }
 
-// NewModel returns the model of one direction of l. seed selects the loss
-// sequence; equal seeds give equal sequences.
-func NewModel(l Link, seed uint64) *Model {
-	m := &Model{
-		delay: int64(l.Delay),
-		rate:  l.Rate,
-		loss:  l.Loss,
-		limit: l.QueueLimit(),
-		rng:   rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+func (p *pipe) push(x inflight) {
+	p.mu.Lock()
+	wasEmpty := p.q.len() == 0
+	p.q.push(x)
+	p.held += int64(x.wire)
+	p.mu.Unlock()
+	if wasEmpty {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
 	}
-	if m.rate > 0 {
-		m.drain = m.txTime(m.limit)
-	}
-	return m
 }
 
-// Delay is the model's one-way propagation delay.
-func (m *Model) Delay() time.Duration { return time.Duration(m.delay) }
+// run releases packets into the destination device at their release times
+// until done is closed (or the sleeper is).
+func (p *pipe) run(done <-chan struct{}) {
+	var due [64]inflight
+	for {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		p.mu.Lock()
+		if p.q.len() == 0 {
+			p.mu.Unlock()
+			select {
+			case <-p.wake:
+				continue
+			case <-done:
+				return
+			}
+		}
+		next := p.q.front().release
+		p.mu.Unlock()
 
-// Offer runs a packet of n bytes arriving at t through the model.
-func (m *Model) Offer(t int64, n int) (release int64, v Verdict) {
-	if m.loss > 0 && m.rng.Float64() < m.loss {
-		return 0, DropLoss
+		if next > monoNow() {
+			if err := p.sl.sleepUntil(next); err != nil {
+				return
+			}
+		}
+		// sleepUntil may return a little early (see there); the head is
+		// due then all the same.
+		cutoff := max(monoNow(), next)
+		k := 0
+		p.mu.Lock()
+		for k < len(due) && p.q.len() > 0 && p.q.front().release <= cutoff {
+			due[k] = p.q.pop()
+			p.held -= int64(due[k].wire)
+			k++
+		}
+		p.mu.Unlock()
+		for i := range due[:k] {
+			p.noteLateness(monoNow() - due[i].release)
+			p.deliver(&due[i])
+			due[i] = inflight{}
+		}
 	}
-	if m.rate <= 0 {
-		return t + m.delay, Deliver
-	}
-	dep := max(t, m.busyUntil) + m.txTime(int64(n))
-	if dep-t > m.drain {
-		return 0, DropQueue
-	}
-	m.busyUntil = dep
-	return dep + m.delay, Deliver
 }
 
-// Backlog is how many bytes are waiting for serialization at time t.
-func (m *Model) Backlog(t int64) int64 {
-	if m.rate <= 0 || m.busyUntil <= t {
-		return 0
+// noteLateness records how late (or, if negative, early) a release
+// happened; only run calls it.
+func (p *pipe) noteLateness(late int64) {
+	p.c.releases.Add(1)
+	p.c.errSum.Add(late)
+	late = abs(late)
+	p.c.errAbsSum.Add(late)
+	if late > p.c.errMax.Load() {
+		p.c.errMax.Store(late)
 	}
-	return int64(float64(m.busyUntil-t) * float64(m.rate) / 8e9)
 }
 
-// txTime is the time to serialize n bytes at the model's rate, rounded up to
-// a whole nanosecond.
-func (m *Model) txTime(n int64) int64 {
-	bits := n * 8
-	if bits <= math.MaxInt64/1_000_000_000 {
-		return (bits*1e9 + m.rate - 1) / m.rate
+func (p *pipe) deliver(x *inflight) {
+	if _, err := p.to.tun.Write(x.buf.b[:x.n]); err != nil {
+		if !errors.Is(err, os.ErrClosed) { // not Close racing a release
+			p.c.writeErrors.Add(uint64(x.segs))
+		}
+	} else {
+		p.c.packets.Add(uint64(x.segs))
+		p.c.bytes.Add(uint64(x.wire))
+		if x.batch {
+			p.c.batches.Add(1)
+		}
 	}
-	return int64(float64(bits) * 1e9 / float64(m.rate))
+	putBuffer(x.buf)
+}
+
+// drain frees what is left in the FIFO; run must have returned.
+func (p *pipe) drain() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.q.len() > 0 {
+		putBuffer(p.q.pop().buf)
+	}
+	p.held = 0
+}
+
+// fifo is a growable ring of in-flight packets.
+type fifo struct {
+	ring       []inflight
+	head, size int
+}
+
+func (f *fifo) len() int { return f.size }
+
+func (f *fifo) front() *inflight { return &f.ring[f.head] }
+
+func (f *fifo) push(x inflight) {
+	if f.size == len(f.ring) {
+		grown := make([]inflight, max(64, 2*len(f.ring)))
+		n := copy(grown, f.ring[f.head:])
+		copy(grown[n:], f.ring[:f.head])
+		f.ring, f.head = grown, 0
+	}
+	f.ring[(f.head+f.size)%len(f.ring)] = x
+	f.size++
+}
+
+func (f *fifo) pop() inflight {
+	x := f.ring[f.head]
+	f.ring[f.head] = inflight{}
+	f.head = (f.head + 1) % len(f.ring)
+	f.size--
+	if len(f.ring) > 4096 && f.size < len(f.ring)/8 {
+		// Give back what a burst grew.
+		shrunk := make([]inflight, len(f.ring)/2)
+		for i := range f.size {
+			shrunk[i] = f.ring[(f.head+i)%len(f.ring)]
+		}
+		f.ring, f.head = shrunk, 0
+	}
+	return x
 }

@@ -190,6 +190,27 @@ func TestFIFO(t *testing.T) {
 	}
 }
 
+func TestFIFOGrowsAndShrinks(t *testing.T) {
+	var f fifo
+	for i := range 20000 {
+		f.push(inflight{n: i})
+	}
+	grown := len(f.ring)
+	for i := range 19990 {
+		if got := f.pop().n; got != i {
+			t.Fatalf("popped %d, want %d", got, i)
+		}
+	}
+	if len(f.ring) >= grown/4 {
+		t.Errorf("ring stayed at %d slots (from %d) for %d packets", len(f.ring), grown, f.len())
+	}
+	for i := 19990; i < 20000; i++ {
+		if got := f.pop().n; got != i {
+			t.Fatalf("popped %d, want %d", got, i)
+		}
+	}
+}
+
 func TestSpinnerBudget(t *testing.T) {
 	s := newSpinner()
 	now := s.refilled
