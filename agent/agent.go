@@ -139,10 +139,28 @@ type PingResult struct {
 	Error   string    `json:"error,omitempty"`
 }
 
+// decode reads a control request body into v, or answers 400 and reports
+// false.
+func decode(w http.ResponseWriter, r *http.Request, what string, v any) bool {
+	if err := json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(v); err != nil {
+		http.Error(w, "bad "+what+" request: "+err.Error(), http.StatusBadRequest)
+		return false
+	}
+	return true
+}
+
+// withPort gives a virtual address without a port the port def.
+func withPort(addr string, def uint16) string {
+	if pa, err := identity.ParseAddr(addr); err == nil && pa.Port == 0 && pa.Service == "" {
+		pa.Port = def
+		return pa.String()
+	}
+	return addr
+}
+
 func (a *Agent) ping(w http.ResponseWriter, r *http.Request) {
 	var req PingRequest
-	if err := json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&req); err != nil {
-		http.Error(w, "bad ping request: "+err.Error(), http.StatusBadRequest)
+	if !decode(w, r, "ping", &req) {
 		return
 	}
 	if req.Count <= 0 {
@@ -151,11 +169,7 @@ func (a *Agent) ping(w http.ResponseWriter, r *http.Request) {
 	if req.Dials <= 0 {
 		req.Dials = 2
 	}
-	addr := req.Addr
-	if pa, err := identity.ParseAddr(addr); err == nil && pa.Port == 0 && pa.Service == "" {
-		pa.Port = EchoPort
-		addr = pa.String()
-	}
+	addr := withPort(req.Addr, EchoPort)
 	if req.Fresh {
 		a.node.ForgetCache()
 	}

@@ -3,9 +3,7 @@ package agent
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -42,8 +40,7 @@ type Diagnosis struct {
 
 func (a *Agent) doctor(w http.ResponseWriter, r *http.Request) {
 	var req DoctorRequest
-	if err := json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&req); err != nil {
-		http.Error(w, "bad doctor request: "+err.Error(), http.StatusBadRequest)
+	if !decode(w, r, "doctor", &req) {
 		return
 	}
 	d := Diagnosis{Node: a.node.Machine(), Host: a.hostFindings()}

@@ -3,14 +3,11 @@ package agent
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"time"
 
-	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/vconn"
 )
 
@@ -57,18 +54,13 @@ type PerfResult struct {
 
 func (a *Agent) perf(w http.ResponseWriter, r *http.Request) {
 	var req PerfRequest
-	if err := json.NewDecoder(io.LimitReader(r.Body, 4096)).Decode(&req); err != nil {
-		http.Error(w, "bad perf request: "+err.Error(), http.StatusBadRequest)
+	if !decode(w, r, "perf", &req) {
 		return
 	}
 	if req.Seconds <= 0 {
 		req.Seconds = 5
 	}
-	addr := req.Addr
-	if pa, err := identity.ParseAddr(addr); err == nil && pa.Port == 0 && pa.Service == "" {
-		pa.Port = SinkPort
-		addr = pa.String()
-	}
+	addr := withPort(req.Addr, SinkPort)
 	res := PerfResult{Addr: addr}
 	ctx, cancel := context.WithTimeout(r.Context(), time.Duration(req.Seconds*float64(time.Second))+30*time.Second)
 	defer cancel()
@@ -115,4 +107,3 @@ func (c *Client) Perf(ctx context.Context, req PerfRequest) (*PerfResult, error)
 	return &res, c.do(ctx, "POST", "/perf", req, &res)
 }
 
-var _ net.Conn = (*vconn.Conn)(nil)
