@@ -106,4 +106,3 @@ func (c *Client) Perf(ctx context.Context, req PerfRequest) (*PerfResult, error)
 	var res PerfResult
 	return &res, c.do(ctx, "POST", "/perf", req, &res)
 }
-
