@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gridlink/gridlink/identity"
@@ -66,6 +67,7 @@ type Conn struct {
 	remote Addr
 	setup  time.Duration
 	onDone func()
+	done   sync.Once
 }
 
 // Method is how the connection was set up.
@@ -92,13 +94,14 @@ func (c *Conn) CloseWrite() error {
 	return fmt.Errorf("vconn: %s connection cannot half-close", c.method)
 }
 
-// Close closes the connection.
+// Close closes the connection. It is safe to call from several goroutines.
 func (c *Conn) Close() error {
 	err := c.Conn.Close()
-	if c.onDone != nil {
-		c.onDone()
-		c.onDone = nil
-	}
+	c.done.Do(func() {
+		if c.onDone != nil {
+			c.onDone()
+		}
+	})
 	return err
 }
 
