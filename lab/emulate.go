@@ -52,7 +52,17 @@ func Emulate(statePath string, ready io.Writer) error {
 	}
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGTERM, syscall.SIGINT)
-	em, err := wan.Start(WANConfig(t))
+	cfg := WANConfig(t)
+	// Precise delays need fast wake-ups: ask for zero CPU wake-up latency
+	// while the lab runs (idle CPUs poll), unless GRIDLAB_CPU_QOS=0, and
+	// go on without it where the machine refuses.
+	cfg.CPULatencyQoS = os.Getenv("GRIDLAB_CPU_QOS") != "0"
+	em, err := wan.Start(cfg)
+	if err != nil && cfg.CPULatencyQoS {
+		fmt.Fprintf(os.Stderr, "gridlab emulate: %v; delays will be less precise\n", err)
+		cfg.CPULatencyQoS = false
+		em, err = wan.Start(cfg)
+	}
 	if err != nil {
 		return err
 	}
