@@ -22,8 +22,8 @@ type Bound struct {
 
 // Bounds checks every pair's gridlink setup times against the targets:
 // uncached within 3 network round trips + 100 ms; cached direct within
-// plain TCP + 1 RTT, cached routed within one routed round trip (the echo
-// round trip measured on it) + 5 ms. Reverse has no cached target of its
+// plain TCP + 1 RTT, cached routed within one routed round trip + 5 ms,
+// where a round trip is the echo round trip measured on the connection. Reverse has no cached target of its
 // own; it is held to the uncached bound.
 func Bounds(m *Matrix, t *topology.Topology) []Bound {
 	var out []Bound
@@ -41,7 +41,10 @@ func Bounds(m *Matrix, t *topology.Topology) []Bound {
 			FirstMaxMS: 3*rtt + 100}
 		switch g.Cached {
 		case "direct":
-			b.CachedMaxMS = p.Plain.MS + rtt
+			// one round trip as measured on this very connection (like the
+			// routed bound): the emulator's own per-round-trip overhead
+			// then counts on both sides of the comparison.
+			b.CachedMaxMS = p.Plain.MS + g.RTTMS
 		case "routed":
 			b.CachedMaxMS = g.RTTMS + 5
 		default:
