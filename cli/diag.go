@@ -164,7 +164,11 @@ func hubStatus(ctx context.Context, control string, asJSON bool) error {
 		if l.Dialed {
 			dir = "dialled"
 		}
-		fmt.Printf("  %-4s %-12s %-22s %-8s rtt %-10v circuits %d\n", l.Role, l.Name, l.Remote, dir, l.RTT.Round(time.Microsecond), l.Circuits)
+		remote := l.Remote.String()
+		if !l.Remote.IsValid() {
+			remote = "(through a tunnel)"
+		}
+		fmt.Printf("  %-4s %-12s %-22s %-8s rtt %-10v circuits %d\n", l.Role, l.Name, remote, dir, l.RTT.Round(time.Microsecond), l.Circuits)
 	}
 	var nodes []string
 	for _, n := range st.Nodes {
