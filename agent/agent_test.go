@@ -1,0 +1,74 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/pki"
+	"github.com/gridlink/gridlink/vconn"
+)
+
+func startAgent(t *testing.T, name, hubAddr string) (*Agent, *Client) {
+	t.Helper()
+	control := fmt.Sprintf("@gridlink-test-%d-%s", os.Getpid(), name)
+	a, err := Start(context.Background(), Config{Control: control, Node: vconn.Config{Name: name, Hubs: []string{hubAddr}, ListenAddr: "127.0.0.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	return a, Dial(control)
+}
+
+// Two agents on one hub: the control API pings, diagnoses and measures
+// through real connections.
+func TestControlAPI(t *testing.T) {
+	key, _ := identity.NewKey()
+	creds, _ := pki.NewCredentials(key)
+	h, err := hub.New(hub.Config{Name: "site", Creds: creds, Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	go h.Serve(ctx)
+	_, ca := startAgent(t, "alpha", h.Addr().String())
+	startAgent(t, "beta", h.Addr().String())
+
+	st, err := ca.Status(ctx)
+	if err != nil || st.Node.Name != "alpha" || st.Node.HubName != "site" {
+		t.Fatalf("status: %+v, %v", st, err)
+	}
+	res, err := ca.Ping(ctx, PingRequest{Addr: "beta", Dials: 3, Count: 2})
+	if err != nil || res.Error != "" {
+		t.Fatalf("ping: %+v, %v", res, err)
+	}
+	if res.Method != "direct" || len(res.SetupMS) != 3 || len(res.RTTMS) != 2 || res.Peer != "beta:7" {
+		t.Errorf("ping result %+v", res)
+	}
+	bad, err := ca.Ping(ctx, PingRequest{Addr: "beta:4444", Dials: 1})
+	if err != nil || !strings.Contains(bad.Error, "no listener on port 4444 at beta") {
+		t.Errorf("ping to a closed port: %+v, %v", bad, err)
+	}
+	d, err := ca.Doctor(ctx, "beta")
+	if err != nil || d.Target == nil || !strings.Contains(d.Verdict, "reached by direct") {
+		t.Fatalf("doctor: %+v, %v", d, err)
+	}
+	for _, m := range d.Methods {
+		if (m.Method == "splice") == m.OK {
+			t.Errorf("doctor: %s ok=%v (%s)", m.Method, m.OK, m.Why)
+		}
+	}
+	p, err := ca.Perf(ctx, PerfRequest{Addr: "beta", Seconds: 0.3})
+	if err != nil || p.Error != "" || p.Bytes <= 0 || p.Mbps <= 0 || p.Method != "direct" {
+		t.Errorf("perf: %+v, %v", p, err)
+	}
+	if _, err := Dial("@gridlink-test-nobody").Status(ctx); err != ErrNoAgent {
+		t.Errorf("status without an agent: %v, want ErrNoAgent", err)
+	}
+}
