@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/gridlink/gridlink/identity"
@@ -42,7 +43,8 @@ func (h *Hub) dialHub(ctx context.Context, spec string, want identity.ID, timeou
 	if d, ok := ctx.Deadline(); ok {
 		_ = c.SetDeadline(d)
 	}
-	mine := &wire.Hello{Role: "hub", Machine: h.machine(), Version: wire.Version, Observed: addrPort(c.RemoteAddr())}
+	mine := &wire.Hello{Role: "hub", Machine: h.machine(), Version: wire.Version, Observed: addrPort(c.RemoteAddr()),
+		Tunnel: strings.HasPrefix(spec, "ssh://")}
 	if err := writeHello(tc, mine); err != nil {
 		c.Close()
 		return nil, nil, fmt.Errorf("hello: %w", err)

@@ -22,6 +22,15 @@ var epoch = time.Now()
 func monotime() int64 { return int64(time.Since(epoch)) }
 
 const (
+	// tunnelLinger is how long the writer of a link that runs through an
+	// ssh tunnel waits before writing a small batch, so that frames sent
+	// moments apart (an open and the handshake pipelined behind it, an
+	// accept and the first answer) leave together. OpenSSH keeps Nagle's
+	// algorithm on for sessions without a pty: a second small packet sent
+	// while the first is unacknowledged waits a whole round trip.
+	tunnelLinger = 2 * time.Millisecond
+	// lingerBelow is the batch size below which a tunnel link lingers.
+	lingerBelow = 4096
 	// writerLinger is how long an idle link's writer goroutine waits for
 	// more frames before it exits (and releases its buffers); the next
 	// frame starts a new one. Idle links thus hold no writer at all.
@@ -44,6 +53,7 @@ type link struct {
 	raw    *corkConn // underneath TLS: closing it tears the link down
 	remote netip.AddrPort
 	desc   string // for messages: "hub das3v (192.0.2.10:7946)"
+	tunnel bool   // runs through an ssh tunnel: coalesce small writes (tunnelLinger)
 
 	qmu     sync.Mutex
 	q       [][]byte // encoded frames waiting for the writer, in blocks
@@ -185,6 +195,11 @@ func (l *link) writeLoop() {
 			l.writing = false
 			l.qmu.Unlock()
 			return
+		}
+		if l.tunnel && l.qlen < lingerBelow {
+			l.qmu.Unlock()
+			time.Sleep(tunnelLinger)
+			l.qmu.Lock()
 		}
 		batch, l.q = l.q, batch[:0]
 		l.qlen = 0

@@ -49,6 +49,9 @@ func (h *Hub) newPeer(tc net.Conn, raw *corkConn, hello *wire.Hello, dialed bool
 		role = "hub"
 	}
 	p.l = newLink(tc, raw, fmt.Sprintf("%s %s (%s)", role, p.name, raw.RemoteAddr()))
+	// a hub link dialled through ssh has no IP remote; the accepting end
+	// learns it from the dialler's hello.
+	p.l.tunnel = p.isHub && (!p.l.remote.IsValid() || hello.Tunnel)
 	p.machine = hello.Machine
 	p.machine.Addrs = slices.Clone(p.machine.Addrs)
 	if !p.isHub {
