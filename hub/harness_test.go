@@ -135,6 +135,7 @@ func (th *testHub) stop() {
 // crash kills the hub abruptly: its sockets close at once, with no word
 // to anyone, as when its process dies.
 func (th *testHub) crash() {
+	th.vanish.Store(true)
 	th.ln.Close()
 	th.mu.Lock()
 	for p := range th.all {

@@ -57,6 +57,10 @@ type Config struct {
 
 // Hub is a hub server. Make one with New and run it with Serve.
 type Hub struct {
+	// vanish makes Serve end without goodbyes (no resets, no flush), as a
+	// crash would; for tests.
+	vanish atomic.Bool
+
 	cfg      Config
 	id       identity.ID
 	ln       net.Listener
@@ -214,6 +218,13 @@ func (h *Hub) Serve(ctx context.Context) error {
 		peers = append(peers, p)
 	}
 	h.mu.Unlock()
+	if h.vanish.Load() {
+		for _, p := range peers {
+			p.l.close(errors.New("hub vanished"))
+		}
+		h.wg.Wait()
+		return err
+	}
 	// Circuits learn why before the links go.
 	bye := fmt.Sprintf("hub %s is shutting down", h.cfg.Name)
 	for _, p := range peers {

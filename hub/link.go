@@ -68,6 +68,9 @@ type link struct {
 	err      error
 	lastRecv atomic.Int64 // monotime of the last frame received
 	rtt      atomic.Int64 // ns, 0 until measured
+	rttMu    sync.Mutex
+	samples  [rttSamples]time.Duration
+	nsamples int
 	lastPing atomic.Int64 // monotime of the last ping sent
 }
 
@@ -279,6 +282,33 @@ func (l *link) isClosed() bool {
 	}
 }
 
+// rttSamples is how many recent round trips MinRTT looks at.
+const rttSamples = 8
+
+// addSample records a measured round trip.
+func (l *link) addSample(d time.Duration) {
+	l.rttMu.Lock()
+	l.samples[l.nsamples%rttSamples] = d
+	l.nsamples++
+	l.rttMu.Unlock()
+}
+
+// MinRTT is the smallest of the last rttSamples round trips, 0 before the
+// first: the link's propagation delay without the queueing and scheduling
+// delays of a busy moment, which is what route selection should compare
+// (a smoothed RTT lets one busy second send routes the long way round).
+func (l *link) MinRTT() time.Duration {
+	l.rttMu.Lock()
+	defer l.rttMu.Unlock()
+	var m time.Duration
+	for _, d := range l.samples[:min(l.nsamples, rttSamples)] {
+		if m == 0 || d < m {
+			m = d
+		}
+	}
+	return m
+}
+
 // ping sends a link ping carrying the send time.
 func (l *link) ping() {
 	now := monotime()
@@ -330,6 +360,7 @@ func (l *link) readLoop(r *wire.Reader, handle func(wire.Frame) error) error {
 				continue
 			case wire.TPong:
 				if d := pingRTT(f.Payload); d > 0 {
+					l.addSample(d)
 					old := l.rtt.Load()
 					if old == 0 {
 						l.rtt.Store(int64(d))
