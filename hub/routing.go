@@ -21,9 +21,7 @@ import (
 //     knows, the state number, hop count, accumulated latency, name,
 //     listen addresses and node count;
 //   - a route is taken when its state number is newer, or equal at a
-//     markedly lower cost (latency plus a per-hop charge); a newer state
-//     arriving by a way no cheaper than a working route refreshes that
-//     route rather than replacing its next hop;
+//     markedly lower cost (latency plus a per-hop charge);
 //   - routes through a neighbour are advertised to that neighbour as
 //     unreachable (poison reverse);
 //   - a lost link makes every route through it unreachable with the next
@@ -142,13 +140,6 @@ func (h *Hub) applyAdLocked(p *peer, ad *wire.RouteAd, now time.Time) bool {
 		return true
 	}
 	switch {
-	case ad.State > r.state && reach && r.next != nil && r.next != p && lat+time.Duration(hops)*hopCost >= r.cost()*9/10:
-		// fresher news, but by a way no better than the working route:
-		// keep the next hop, which brings the same state by its own path
-		// (otherwise whichever copy of a new state arrived first, however
-		// long its way, would win until the next state).
-		r.state, r.updated = ad.State, now
-		return false
 	case ad.State > r.state && reach:
 		changed := r.next != p
 		r.take(p, ad, hops, lat, now)
