@@ -304,8 +304,8 @@ func (n *Node) plausible(m Method, target identity.Machine) bool {
 	reachable := func(addrs []netip.AddrPort) bool {
 		for _, a := range addrs {
 			ip := a.Addr().Unmap()
-			if !ip.IsPrivate() && ip.IsGlobalUnicast() {
-				return true
+			if (!ip.IsPrivate() && ip.IsGlobalUnicast()) || ip.IsLoopback() {
+				return true // public, or the same host
 			}
 			for _, p := range append(local, n.cfg.Preferred...) {
 				if p.Contains(ip) {
@@ -322,7 +322,7 @@ func (n *Node) plausible(m Method, target identity.Machine) bool {
 		// the target must reach us: we have a public address, or it is on
 		// one of our networks.
 		for _, a := range n.localMachine().Addrs {
-			if ip := a.Addr().Unmap(); !ip.IsPrivate() && ip.IsGlobalUnicast() {
+			if ip := a.Addr().Unmap(); (!ip.IsPrivate() && ip.IsGlobalUnicast()) || ip.IsLoopback() {
 				return true
 			}
 		}

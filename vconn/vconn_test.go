@@ -34,7 +34,9 @@ func testHub(t *testing.T, name string, peers ...string) *hub.Hub {
 
 func testNode(t *testing.T, name string, h *hub.Hub, methods ...Method) *Node {
 	t.Helper()
-	cfg := Config{Name: name, Methods: methods, ListenAddr: "127.0.0.1"}
+	// a long head start: these tests check which method wins, not timing,
+	// and must hold on a machine loaded by parallel test packages.
+	cfg := Config{Name: name, Methods: methods, ListenAddr: "127.0.0.1", HeadStart: 200 * time.Millisecond}
 	if h != nil {
 		cfg.Hubs = []string{h.Addr().String()}
 	}
