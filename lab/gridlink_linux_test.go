@@ -57,9 +57,18 @@ func TestGrid6GridlinkMatrix(t *testing.T) {
 			want[p.Src+"->"+p.Dst] = "routed"
 		}
 	}
-	for _, p := range m.Pairs {
-		g := p.Gridlink
+	for i := range m.Pairs {
+		p := &m.Pairs[i]
 		key := p.Src + "->" + p.Dst
+		// the methods race; on a machine loaded by parallel test packages a
+		// pair can settle for a less direct method once: measure it again
+		// (and say so) before calling it wrong.
+		if g := p.Gridlink; g != nil && g.OK && (g.Method != want[key] || g.Cached != g.Method) {
+			t.Logf("%s: %s then %s, want %s: measuring again", key, g.Method, g.Cached, want[key])
+			r := o.Ping(ctx, topo.Site(p.Src).MatrixHost(), topo.Site(p.Dst).MatrixHost())
+			p.Gridlink = &r
+		}
+		g := p.Gridlink
 		switch {
 		case g == nil || !g.OK:
 			t.Errorf("%s: no gridlink connection: %+v", key, g)
