@@ -58,13 +58,13 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 		node.Close()
 		return nil, err
 	}
-	go serveEcho(a.echo)
+	go serve(a.echo, echo)
 	sink, err := node.Listen(SinkPort)
 	if err != nil {
 		node.Close()
 		return nil, err
 	}
-	go serveSink(sink)
+	go serve(sink, sinkConn)
 	if a.ln, err = net.Listen("unix", cfg.Control); err != nil {
 		node.Close()
 		return nil, fmt.Errorf("agent: control socket %s: %w (is another agent running here?)", cfg.Control, err)
@@ -88,7 +88,9 @@ func (a *Agent) Close() error {
 	return a.node.Close()
 }
 
-func serveEcho(l *vconn.Listener) {
+// serve runs handle on every connection l accepts, each in its own
+// goroutine, and closes it afterwards.
+func serve(l *vconn.Listener, handle func(net.Conn)) {
 	for {
 		c, err := l.Accept()
 		if err != nil {
@@ -96,10 +98,12 @@ func serveEcho(l *vconn.Listener) {
 		}
 		go func() {
 			defer c.Close()
-			_, _ = io.Copy(c, c)
+			handle(c)
 		}()
 	}
 }
+
+func echo(c net.Conn) { _, _ = io.Copy(c, c) }
 
 // Status is the answer of GET /status.
 type Status struct {

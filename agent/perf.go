@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"time"
 
@@ -19,21 +20,13 @@ import (
 // until the answer, so bytes still in buffers are not counted as sent.
 const SinkPort = 9
 
-func serveSink(l *vconn.Listener) {
-	for {
-		c, err := l.Accept()
-		if err != nil {
-			return
-		}
-		go func() {
-			defer c.Close()
-			n, err := io.Copy(io.Discard, c)
-			if err != nil {
-				return
-			}
-			_, _ = c.Write(binary.BigEndian.AppendUint64(nil, uint64(n)))
-		}()
+// sinkConn reads to EOF and answers with the count.
+func sinkConn(c net.Conn) {
+	n, err := io.Copy(io.Discard, c)
+	if err != nil {
+		return
 	}
+	_, _ = c.Write(binary.BigEndian.AppendUint64(nil, uint64(n)))
 }
 
 // PerfRequest is the body of POST /perf.
