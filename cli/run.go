@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -26,7 +27,7 @@ func signalContext() (context.Context, context.CancelFunc) {
 func hubCmd() *cobra.Command {
 	var name, listen, keyFile, sshCfg, known string
 	var peers, ids []string
-	var useSSH, verbose bool
+	var useSSH, verbose, announce bool
 	c := &cobra.Command{
 		Use:   "hub",
 		Short: "run a hub: links to other hubs, routes for the nodes attached to it",
@@ -54,6 +55,13 @@ func hubCmd() *cobra.Command {
 				return err
 			}
 			defer stop()
+			if announce {
+				a, err := hub.ListenDiscovery(name, key.ID(), uint16(h.Addr().(*net.TCPAddr).Port))
+				if err != nil {
+					return err
+				}
+				go a.Serve(ctx)
+			}
 			fmt.Fprintf(os.Stderr, "gridlink hub %s (%s) listening on %s\n", name, key.ID().Short(), h.Addr())
 			return h.Serve(ctx)
 		},
@@ -68,6 +76,7 @@ func hubCmd() *cobra.Command {
 	f.StringVar(&known, "known-hosts", "", "ssh known_hosts file (implies --ssh)")
 	f.StringArrayVar(&ids, "identity", nil, "ssh private key file (repeatable, implies --ssh)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log links, routes and circuits")
+	f.BoolVar(&announce, "announce", false, "answer hub discovery queries (UDP multicast on this host's networks)")
 	return c
 }
 
@@ -79,7 +88,7 @@ func hostname() string {
 func nodeCmd() *cobra.Command {
 	var name, keyFile, ports, control string
 	var hubs, prefer []string
-	var verbose bool
+	var verbose, discover bool
 	c := &cobra.Command{
 		Use:   "node",
 		Short: "run this host's node agent (other gridlink commands talk to it)",
@@ -101,6 +110,16 @@ func nodeCmd() *cobra.Command {
 			}
 			ctx, cancel := signalContext()
 			defer cancel()
+			if discover && len(hubs) == 0 {
+				found, err := hub.Discover(ctx, 2*time.Second)
+				if err != nil {
+					return err
+				}
+				for _, f := range found {
+					hubs = append(hubs, f.Addr.String())
+				}
+				fmt.Fprintf(os.Stderr, "gridlink node: discovered hub %s at %s\n", found[0].Name, found[0].Addr)
+			}
 			a, err := agent.Start(ctx, agent.Config{Control: control, Node: vconn.Config{
 				Name: name, Key: key, Hubs: hubs, Ports: pr, Preferred: pref, Logf: logf(verbose)}})
 			if err != nil {
@@ -120,6 +139,7 @@ func nodeCmd() *cobra.Command {
 	f.StringArrayVar(&prefer, "prefer", nil, "network to try first for direct connections (repeatable)")
 	f.StringVar(&control, "control", "", "control socket (default @gridlink-agent)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log connection setup")
+	f.BoolVar(&discover, "discover", false, "without --hub: find the site's hub by UDP multicast")
 	return c
 }
 
