@@ -2,6 +2,7 @@ package hub
 
 import (
 	"fmt"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -103,12 +104,29 @@ func (h *Hub) localMatches(name string) []identity.Machine {
 		}
 		return out
 	}
+	ip, ipErr := netip.ParseAddr(name)
 	for _, p := range h.nodes {
-		if p.machine.Name == name && len(out) < 64 {
+		if len(out) >= 64 {
+			break
+		}
+		if p.machine.Name == name || (ipErr == nil && hasAddr(p.machine, ip.Unmap())) {
 			out = append(out, p.machine)
 		}
 	}
 	return out
+}
+
+// hasAddr reports whether m lists ip among its addresses or those hubs
+// observed for it (a virtual address may name a node by an IP address).
+func hasAddr(m identity.Machine, ip netip.Addr) bool {
+	for _, list := range [][]netip.AddrPort{m.Addrs, m.Observed} {
+		for _, a := range list {
+			if a.Addr().Unmap() == ip {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // query is a lookup a hub is asking the other hubs about for a node.

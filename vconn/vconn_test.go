@@ -248,3 +248,29 @@ func FuzzRequest(f *testing.F) {
 		}
 	})
 }
+
+// A virtual address may name a node by one of its IP addresses; the hubs
+// resolve it like a name.
+func TestDialByAddress(t *testing.T) {
+	h := testHub(t, "site")
+	a := testNode(t, "a", h)
+	b, err := Start(context.Background(), Config{Name: "b", Hubs: []string{h.Addr().String()}, ListenAddr: "127.0.0.2", HeadStart: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	serveEcho(t, b, 7000)
+	waitResolvable(t, a, "127.0.0.2")
+	c, err := a.Dial(context.Background(), "127.0.0.2:7000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.Peer().ID != b.ID() {
+		t.Errorf("127.0.0.2 resolved to %v, want b", c.Peer())
+	}
+	echoCheck(t, c, 1000)
+	if _, err := a.Dial(context.Background(), "127.0.0.9:7000"); err == nil || !strings.Contains(err.Error(), `lookup 127.0.0.9: node not found`) {
+		t.Errorf("an address no node has: %v", err)
+	}
+}
