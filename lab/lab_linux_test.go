@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/netip"
 	"os"
 	"sort"
 	"strconv"
@@ -20,6 +21,7 @@ import (
 	"github.com/gridlink/gridlink/lab/matrix"
 	"github.com/gridlink/gridlink/lab/netns"
 	"github.com/gridlink/gridlink/lab/topology"
+	"github.com/gridlink/gridlink/nat"
 )
 
 func TestMain(m *testing.M) { labtest.Main(m) }
@@ -283,5 +285,37 @@ func TestHubDiscovery(t *testing.T) {
 	}
 	if len(found) != 1 || found[0].Name != "g5k" || found[0].Addr.String() != "10.4.0.10:7946" {
 		t.Errorf("g5k-n1 discovered %+v, want only g5k's hub at 10.4.0.10:7946", found)
+	}
+}
+
+// The NAT classifier on real NATs: observations recorded by a public host
+// from connections out of each nat-zoo site classify as that site's NAT.
+func TestNATClassification(t *testing.T) {
+	topo := labtest.Up(t, "nat-zoo", nil)
+	server := labtest.Host(t, topo, "public-server")
+	labtest.Listen(t, server, ":7000", func(c net.Conn) { _, _ = c.Write([]byte(c.RemoteAddr().String() + "\n")) })
+	for site, want := range map[string]nat.Allocation{"preserve": nat.Preserving, "sequential": nat.Sequential, "random": nat.Random} {
+		h := labtest.Host(t, topo, site+"-h")
+		var os []nat.Observation
+		for i := 0; i < 8; i++ {
+			local := netip.AddrPortFrom(h.Ifaces[0].Addr, uint16(41000+i*13))
+			c, err := labtest.Dial(h, "203.0.113.10:7000", local.String(), 2*time.Second)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ext, err := netip.ParseAddrPort(readLine(t, site, c))
+			if err != nil {
+				t.Fatal(err)
+			}
+			os = append(os, nat.Observation{Local: local, External: ext, Observer: "public-server", At: time.Now()})
+		}
+		c := nat.Classify(os)
+		if c.Allocation != want || c.External != h.Site.WAN {
+			t.Errorf("%s NAT classified as %v from %v", site, c, os)
+		}
+		if want == nat.Sequential && c.Delta != 1 {
+			t.Errorf("sequential NAT step %d, want 1", c.Delta)
+		}
+		t.Logf("%s: %v", site, c)
 	}
 }

@@ -17,7 +17,7 @@ var layers = [][]string{
 	{"identity"},
 	{"pki"},
 	{"wire"},
-	{"direct"},
+	{"direct", "nat"},
 	{"hub"},
 	{"vconn"},
 	{"link"},
