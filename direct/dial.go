@@ -7,7 +7,9 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gridlink/gridlink/identity"
@@ -28,6 +30,9 @@ type Dialer struct {
 	// DialContext makes the TCP connections (to targets and to sshds);
 	// default: a net.Dialer's, in the namespace of whichever thread runs it.
 	DialContext func(ctx context.Context, network, address string) (net.Conn, error)
+
+	mu  sync.Mutex
+	won map[identity.ID]string // per target: the candidate (via) that won last
 }
 
 const (
@@ -84,7 +89,35 @@ func (d *Dialer) candidates(target identity.Machine) []candidate {
 			cs = append(cs, candidate{via: s.String(), ssh: s})
 		}
 	}
+	// what won last time goes first: a multi-homed target's first address
+	// by the heuristic may name another machine here, and finding that out
+	// costs a handshake.
+	d.mu.Lock()
+	last := d.won[target.ID]
+	d.mu.Unlock()
+	if i := slices.IndexFunc(cs, func(c candidate) bool { return c.via == last }); i > 0 {
+		first := cs[i]
+		copy(cs[1:i+1], cs[:i])
+		cs[0] = first
+	}
 	return cs
+}
+
+// remember notes which candidate reached target (via "" forgets).
+func (d *Dialer) remember(target identity.ID, via string) {
+	if target.IsZero() {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if via == "" {
+		delete(d.won, target)
+		return
+	}
+	if d.won == nil {
+		d.won = make(map[identity.ID]string)
+	}
+	d.won[target] = via
 }
 
 type outcome struct {
@@ -95,7 +128,8 @@ type outcome struct {
 }
 
 // Dial connects to target: it races the target's candidate addresses
-// (Addrs and Observed, in Order), starting attempt k+1 a Stagger after
+// (Addrs and Observed, in Order; the one that won the last Dial to the
+// same ID first), starting attempt k+1 a Stagger after
 // attempt k or as soon as an attempt fails, whichever is first. Each
 // attempt is a TCP connect plus a TLS handshake that checks the peer is
 // target.ID (any peer if it is zero) and offers request (see the package
@@ -181,7 +215,11 @@ func (d *Dialer) Dial(ctx context.Context, target identity.Machine, request stri
 	}
 	if winner != nil {
 		winner.Attempts = attempts
+		d.remember(target.ID, winner.Via)
 		return winner, nil
+	}
+	if !refused {
+		d.remember(target.ID, "")
 	}
 	derr.Attempts = attempts
 	for _, c := range cands[len(attempts):] {

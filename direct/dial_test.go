@@ -137,6 +137,15 @@ func TestDialWrongMachineThenRight(t *testing.T) {
 		t.Fatalf("attempts %v", c.Attempts)
 	}
 	t.Logf("took %v; trace %v", took, c.Attempts)
+	// The next dial to the same target starts with what won.
+	c2, err := d.Dial(context.Background(), target, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c2.Close()
+	if len(c2.Attempts) != 1 || c2.Attempts[0].Via != addrOf(right).String() {
+		t.Errorf("second dial: attempts %v, want only %s", c2.Attempts, addrOf(right))
+	}
 	// With only the wrong machine, the error says so.
 	target.Addrs = target.Addrs[:1]
 	_, err = d.Dial(context.Background(), target, "x")

@@ -2,6 +2,7 @@ package lab_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,17 +100,29 @@ func TestGrid6HubDies(t *testing.T) {
 	defer o.Stop()
 	host := func(name string) *topology.Host { return labtest.Host(t, topo, name) }
 	ping := func(src, dst string) matrix.GridlinkResult { return o.Ping(ctx, host(src), host(dst)) }
-	eventually := func(what string, ok func() bool) {
+	// eventually retries ok for 30s; on failure it reports ok's last
+	// detail and what the hubs of the sites involved think.
+	eventually := func(what string, sites []string, ok func() (bool, string)) {
 		t.Helper()
 		deadline := time.Now().Add(30 * time.Second)
-		for !ok() {
+		for {
+			good, detail := ok()
+			if good {
+				return
+			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%s: not within 30s", what)
+				for _, s := range sites {
+					t.Logf("hub of %s:\n%s", s, o.HubStatus(ctx, s))
+				}
+				t.Fatalf("%s: not within 30s; last: %s", what, detail)
 			}
 			time.Sleep(250 * time.Millisecond)
 		}
 	}
-	eventually("g5k-n1 reaches rockstar-n1", func() bool { return ping("g5k-n1", "rockstar-n1").OK })
+	reaches := func(src, dst string) func() (bool, string) {
+		return func() (bool, string) { r := ping(src, dst); return r.OK, r.Error }
+	}
+	eventually("g5k-n1 reaches rockstar-n1", []string{"g5k", "rockstar"}, reaches("g5k-n1", "rockstar-n1"))
 
 	// a port nobody listens on: refused, and quickly, through two hubs.
 	out, err := o.Run(ctx, host("g5k-n1"), "ping", "--json", "--dials", "1", "rockstar-n1:4444")
@@ -121,14 +134,14 @@ func TestGrid6HubDies(t *testing.T) {
 		t.Fatal(err)
 	}
 	// das3v-n1 moves to its fallback hub (das3d's) ...
-	eventually("das3v-n1 re-attaches to das3d's hub", func() bool {
+	eventually("das3v-n1 re-attaches to das3d's hub", []string{"das3d"}, func() (bool, string) {
 		b, err := o.Run(ctx, host("das3v-n1"), "status", "--json")
-		return err == nil && strings.Contains(string(b), `"hub_name":"das3d"`)
+		return err == nil && strings.Contains(string(b), `"hub_name":"das3d"`), fmt.Sprintf("%v %s", err, b)
 	})
 	// ... and is reached again, also from sites that need the hubs; g5k
 	// and rockstar, which linked only outward, route around the dead hub.
-	eventually("g5k-n1 reaches das3v-n1 after the hub died", func() bool { return ping("g5k-n1", "das3v-n1").OK })
-	eventually("g5k-n1 reaches rockstar-n1 after the hub died", func() bool { return ping("g5k-n1", "rockstar-n1").OK })
+	eventually("g5k-n1 reaches das3v-n1 after the hub died", []string{"g5k", "das3d"}, reaches("g5k-n1", "das3v-n1"))
+	eventually("g5k-n1 reaches rockstar-n1 after the hub died", []string{"g5k", "rockstar"}, reaches("g5k-n1", "rockstar-n1"))
 	if r := ping("hiroshi-n1", "das3v-n1"); !r.OK || r.Method != "routed" {
 		t.Errorf("hiroshi-n1 -> das3v-n1 after the hub died: %+v", r)
 	}

@@ -186,6 +186,26 @@ func (o *Overlay) KillHub(site string) error {
 	return c.Process.Kill()
 }
 
+// HubStatus is what the hub of site says about itself (routes, links,
+// nodes), or why that could not be asked, and the tail of its log; for
+// test failure reports.
+func (o *Overlay) HubStatus(ctx context.Context, site string) string {
+	s := o.t.Site(site)
+	if s == nil {
+		return "no site " + site
+	}
+	h := HubHost(s)
+	out, err := o.run(ctx, h, "status", "--hub")
+	if err != nil {
+		out = fmt.Appendf(out, "(%v)\n", err)
+	}
+	log, _ := os.ReadFile(filepath.Join(lab.StateDir, fmt.Sprintf("gridlink-%s-hub.log", h.ID())))
+	if len(log) > 4000 {
+		log = log[len(log)-4000:]
+	}
+	return fmt.Sprintf("%s--- log (tail) ---\n%s", out, log)
+}
+
 // Run runs a gridlink command on host h.
 func (o *Overlay) Run(ctx context.Context, h *topology.Host, args ...string) ([]byte, error) {
 	return o.run(ctx, h, args...)
