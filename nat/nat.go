@@ -43,9 +43,9 @@ type Mapping int
 
 // Mapping behaviours (RFC 4787).
 const (
-	MappingUnknown     Mapping = iota
-	EndpointIndependent        // same external port toward every observer
-	EndpointDependent          // a new external port per destination ("symmetric")
+	MappingUnknown      Mapping = iota
+	EndpointIndependent         // same external port toward every observer
+	EndpointDependent           // a new external port per destination ("symmetric")
 )
 
 var mappingNames = [...]string{"unknown", "endpoint-independent", "endpoint-dependent"}
