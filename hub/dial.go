@@ -21,8 +21,8 @@ const (
 	backoffMax         = 5 * time.Second
 )
 
-// dialHub links to the hub at spec: transport, TLS (checking the peer is
-// want unless want is zero) and the hello exchange.
+// dialHub links to the hub at spec: transport, handshake (checking the peer
+// is want unless want is zero) and the hello exchange.
 func (h *Hub) dialHub(ctx context.Context, spec string, want identity.ID, timeout time.Duration) (*peer, *wire.Reader, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -30,8 +30,7 @@ func (h *Hub) dialHub(ctx context.Context, spec string, want identity.ID, timeou
 	if err != nil {
 		return nil, nil, err
 	}
-	raw := &corkConn{Conn: c}
-	tc, id, err := h.cfg.Creds.Client(ctx, raw, want)
+	id, sealer, r, err := secure(ctx, h.cfg.Creds, c, true, want)
 	if err != nil {
 		c.Close()
 		return nil, nil, err
@@ -45,11 +44,10 @@ func (h *Hub) dialHub(ctx context.Context, spec string, want identity.ID, timeou
 	}
 	mine := &wire.Hello{Role: "hub", Machine: h.machine(), Version: wire.Version, Observed: addrPort(c.RemoteAddr()),
 		Tunnel: strings.HasPrefix(spec, "ssh://")}
-	if err := writeHello(tc, mine); err != nil {
+	if err := writeHello(c, sealer, mine); err != nil {
 		c.Close()
-		return nil, nil, fmt.Errorf("hello: %w", err)
+		return nil, nil, err
 	}
-	r := wire.NewReader(tc)
 	hello, err := readHello(r, id)
 	if err != nil {
 		c.Close()
@@ -60,7 +58,7 @@ func (h *Hub) dialHub(ctx context.Context, spec string, want identity.ID, timeou
 		return nil, nil, fmt.Errorf("%s is a %s, not a hub", id.Short(), hello.Role)
 	}
 	_ = c.SetDeadline(time.Time{})
-	return h.newPeer(tc, raw, hello, true), r, nil
+	return h.newPeer(c, sealer, hello, true), r, nil
 }
 
 // sleepCtx sleeps for d or until ctx is done; false if ctx is done.

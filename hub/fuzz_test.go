@@ -18,7 +18,7 @@ func fuzzPeer(t testing.TB, h *Hub, role string) *peer {
 	go io.Copy(io.Discard, b)
 	t.Cleanup(func() { a.Close(); b.Close() })
 	m := identity.Machine{ID: creds(t).Key.ID(), Name: role + "-peer"}
-	p := h.newPeer(a, &corkConn{Conn: a}, &wire.Hello{Role: role, Machine: m}, role == "hub")
+	p := h.newPeer(a, nil, &wire.Hello{Role: role, Machine: m}, role == "hub")
 	if err := h.register(p); err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func FuzzFrames(f *testing.F) {
 		defer a.Close()
 		defer c.Close()
 		sl := &slink{s: s, hub: identity.Machine{ID: someone, Name: "h"}, circuits: map[uint32]*Circuit{}, nextCirc: 1}
-		sl.l = newLink(a, &corkConn{Conn: a}, "hub h")
+		sl.l = newLink(a, nil, "hub h")
 		cir, _ := s.openOn(sl, identity.Machine{ID: someone}, 7)
 		r := wire.NewReader(bytes.NewReader(b))
 		for {

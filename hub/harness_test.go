@@ -139,7 +139,7 @@ func (th *testHub) crash() {
 	th.ln.Close()
 	th.mu.Lock()
 	for p := range th.all {
-		p.l.raw.Conn.Close()
+		p.l.conn.Close()
 	}
 	th.mu.Unlock()
 	th.stop()

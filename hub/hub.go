@@ -2,9 +2,12 @@
 // server, the node side of a hub link (Session), and relayed connections
 // through the hubs (circuits).
 //
-// A hub listens for hub links and node attachments, all TLS (package pki)
-// carrying wire frames, and dials the hubs it is given and the ones it
-// learns about. Hubs route by distance vector with state numbers (DSDV):
+// A hub listens for hub links and node attachments and dials the hubs it
+// is given and the ones it learns about. Every link starts with a TLS 1.3
+// handshake (package pki) and then carries wire frames with its control
+// frames sealed by keys from that handshake and its data frames, which the
+// circuit's ends protect themselves, as they are (wire/seal.go): a hub
+// relays data without decrypting and encrypting it again. Hubs route by distance vector with state numbers (DSDV):
 // every hub sends its neighbours its table periodically and on change, with
 // poison reverse, and a lost link makes its routes unreachable at once
 // with an odd state number. Routed control messages travel along next
@@ -268,9 +271,8 @@ func (h *Hub) acceptLoop(ctx context.Context) error {
 
 // serveConn runs an accepted connection: handshake, hello, then the link.
 func (h *Hub) serveConn(ctx context.Context, c net.Conn) {
-	raw := &corkConn{Conn: c}
 	hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
-	tc, id, err := h.cfg.Creds.Server(hctx, raw, nil)
+	id, sealer, r, err := secure(hctx, h.cfg.Creds, c, false, identity.ID{})
 	cancel()
 	if err != nil {
 		h.logf("hub %s: %v", h.cfg.Name, err)
@@ -278,7 +280,6 @@ func (h *Hub) serveConn(ctx context.Context, c net.Conn) {
 		return
 	}
 	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
-	r := wire.NewReader(tc)
 	hello, err := readHello(r, id)
 	if err != nil {
 		h.logf("hub %s: connection from %s (%s): %v", h.cfg.Name, c.RemoteAddr(), id.Short(), err)
@@ -286,7 +287,7 @@ func (h *Hub) serveConn(ctx context.Context, c net.Conn) {
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
-	p := h.newPeer(tc, raw, hello, false)
+	p := h.newPeer(c, sealer, hello, false)
 	// Registered before our hello goes out: once a node has our hello, the
 	// hub routes to it.
 	if err := h.register(p); err != nil {
@@ -319,11 +320,6 @@ func readHello(r *wire.Reader, id identity.ID) (*wire.Hello, error) {
 		return nil, fmt.Errorf("hello names %s but the handshake proved %s", m.Hello.Machine.ID.Short(), id.Short())
 	}
 	return m.Hello, nil
-}
-
-func writeHello(c net.Conn, hello *wire.Hello) error {
-	_, err := c.Write(wire.Append(nil, wire.TControl, 0, wire.Encode(&wire.Message{Kind: wire.KHello, Hello: hello})))
-	return err
 }
 
 // Nodes lists the attached nodes, with their hub fields filled.

@@ -44,13 +44,14 @@ const (
 	maxData = 64 << 10
 )
 
-// link is one TLS connection carrying wire frames, hub to hub or node to
-// hub. Sending never blocks: frames are appended to a queue that a writer
-// goroutine (started on demand) flushes in batches. The owner runs
+// link is one connection carrying wire frames, hub to hub or node to hub,
+// after its handshake (see secure): control frames sealed, data frames as
+// they are. Sending never blocks: frames are appended to a queue that a
+// writer goroutine (started on demand) flushes in batches. The owner runs
 // readLoop.
 type link struct {
-	conn   net.Conn  // TLS
-	raw    *corkConn // underneath TLS: closing it tears the link down
+	conn   net.Conn     // TCP or an ssh tunnel: closing it tears the link down
+	sealer *wire.Sealer // nil: frames unsealed (only tests drive links so, over pipes)
 	remote netip.AddrPort
 	desc   string // for messages: "hub das3v (192.0.2.10:7946)"
 	tunnel bool   // runs through an ssh tunnel: coalesce small writes (tunnelLinger)
@@ -58,8 +59,9 @@ type link struct {
 	qmu     sync.Mutex
 	q       [][]byte // encoded frames waiting for the writer, in blocks
 	qlen    int
-	writing bool // a writer goroutine exists
-	idle    bool // ... and waits on wake
+	scratch []byte // for sealing
+	writing bool   // a writer goroutine exists
+	idle    bool   // ... and waits on wake
 	wake    chan struct{}
 	closed  bool
 
@@ -74,9 +76,9 @@ type link struct {
 	lastPing atomic.Int64 // monotime of the last ping sent
 }
 
-func newLink(conn net.Conn, raw *corkConn, desc string) *link {
-	l := &link{conn: conn, raw: raw, desc: desc, wake: make(chan struct{}, 1), done: make(chan struct{})}
-	l.remote = addrPort(raw.RemoteAddr())
+func newLink(conn net.Conn, sealer *wire.Sealer, desc string) *link {
+	l := &link{conn: conn, sealer: sealer, desc: desc, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	l.remote = addrPort(conn.RemoteAddr())
 	l.lastRecv.Store(monotime())
 	return l
 }
@@ -94,16 +96,26 @@ func addrPort(a net.Addr) netip.AddrPort {
 }
 
 // send queues a frame; false if the link is closed. The payload is copied.
+// Frames are sealed here, under the queue's lock, so that they go on the
+// wire in the order of their nonces.
 func (l *link) send(t wire.Type, flags uint8, circuit uint32, payload []byte) bool {
-	var h [wire.HeaderSize]byte
-	wire.PutHeaderFlags(h[:], t, flags, circuit, len(payload))
 	l.qmu.Lock()
 	if l.closed {
 		l.qmu.Unlock()
 		return false
 	}
-	l.appendLocked(h[:])
-	l.appendLocked(payload)
+	if l.sealer != nil && t != wire.TData {
+		l.scratch = l.sealer.Append(l.scratch[:0], t, flags, circuit, payload)
+		l.appendLocked(l.scratch)
+		if cap(l.scratch) > 4<<10 {
+			l.scratch = nil // a rare big control message: do not keep its buffer
+		}
+	} else {
+		var h [wire.HeaderSize]byte
+		wire.PutHeaderFlags(h[:], t, flags, circuit, len(payload))
+		l.appendLocked(h[:])
+		l.appendLocked(payload)
+	}
 	l.kickLocked()
 	l.qmu.Unlock()
 	return true
@@ -165,7 +177,7 @@ func (l *link) queued() int {
 }
 
 func (l *link) writeLoop() {
-	var batch [][]byte
+	var batch, wbufs [][]byte
 	var timer *time.Timer
 	for {
 		l.qmu.Lock()
@@ -189,7 +201,6 @@ func (l *link) writeLoop() {
 				l.writing, l.idle = false, false
 				l.q = nil
 				l.qmu.Unlock()
-				l.raw.release()
 				return
 			}
 		}
@@ -207,18 +218,16 @@ func (l *link) writeLoop() {
 		batch, l.q = l.q, batch[:0]
 		l.qlen = 0
 		l.qmu.Unlock()
-		_ = l.raw.SetWriteDeadline(time.Now().Add(writeTimeout))
-		l.raw.cork()
-		var err error
+		_ = l.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
+		// one writev for the batch, on TCP. WriteTo consumes the slices it
+		// is given: give it copies of the block headers, not the blocks.
+		wbufs = append(wbufs[:0], batch...)
+		bufs := net.Buffers(wbufs)
+		_, err := bufs.WriteTo(l.conn)
+		clear(wbufs)
 		for i, b := range batch {
-			if err == nil {
-				_, err = l.conn.Write(b)
-			}
 			putBlock(b)
 			batch[i] = nil
-		}
-		if uerr := l.raw.uncork(); err == nil {
-			err = uerr
 		}
 		if err != nil {
 			l.close(fmt.Errorf("write: %w", err))
@@ -251,7 +260,7 @@ func (l *link) close(err error) {
 		}
 		l.qmu.Unlock()
 		close(l.done) // before the socket, so the reader sees why it fails
-		_ = l.raw.Close()
+		_ = l.conn.Close()
 	})
 }
 
@@ -376,60 +385,4 @@ func (l *link) readLoop(r *wire.Reader, handle func(wire.Frame) error) error {
 			return err
 		}
 	}
-}
-
-// corkConn sits under TLS and gathers the records of one batch into one
-// write: the writer corks, writes the batch through TLS, and uncorks.
-type corkConn struct {
-	net.Conn
-	mu     sync.Mutex
-	corked bool
-	buf    []byte
-}
-
-func (c *corkConn) Write(p []byte) (int, error) {
-	c.mu.Lock()
-	if c.corked {
-		c.buf = append(c.buf, p...)
-		if len(c.buf) < 256<<10 {
-			c.mu.Unlock()
-			return len(p), nil
-		}
-		err := c.flushLocked()
-		c.mu.Unlock()
-		return len(p), err
-	}
-	c.mu.Unlock()
-	return c.Conn.Write(p)
-}
-
-func (c *corkConn) cork() {
-	c.mu.Lock()
-	c.corked = true
-	c.mu.Unlock()
-}
-
-func (c *corkConn) uncork() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.corked = false
-	return c.flushLocked()
-}
-
-// release drops the batch buffer of an idle link.
-func (c *corkConn) release() {
-	c.mu.Lock()
-	if !c.corked {
-		c.buf = nil
-	}
-	c.mu.Unlock()
-}
-
-func (c *corkConn) flushLocked() error {
-	if len(c.buf) == 0 {
-		return nil
-	}
-	_, err := c.Conn.Write(c.buf)
-	c.buf = c.buf[:0]
-	return err
 }

@@ -3,7 +3,6 @@ package hub
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
@@ -44,27 +43,50 @@ func (b *logBuf) has(sub ...string) bool {
 	return false
 }
 
-// rawNode is a hand-driven node connection: TLS and hello done, then
-// whatever bytes the test writes.
-func rawNode(t *testing.T, addr, name string) *tls.Conn {
+// rawNode is a hand-driven node connection: handshake and hello done, then
+// whatever bytes the test writes (sealing them with the node's sealer when
+// it wants the hub to read past the seal).
+type rawNode struct {
+	net.Conn
+	sealer *wire.Sealer
+}
+
+func dialRaw(t *testing.T, addr, name string) *rawNode {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cr := creds(t)
-	tc, hubID, err := cr.Client(context.Background(), c, identity.ID{})
+	hubID, sealer, r, err := secure(context.Background(), cr, c, true, identity.ID{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := writeHello(tc, &wire.Hello{Role: "node", Machine: identity.Machine{ID: cr.Key.ID(), Name: name}, Version: wire.Version}); err != nil {
+	if err := writeHello(c, sealer, &wire.Hello{Role: "node", Machine: identity.Machine{ID: cr.Key.ID(), Name: name}, Version: wire.Version}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := readHello(wire.NewReader(tc), hubID); err != nil {
+	if _, err := readHello(r, hubID); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { tc.Close() })
-	return tc
+	t.Cleanup(func() { c.Close() })
+	return &rawNode{c, sealer}
+}
+
+// seal re-encodes well-formed frames b as the node's sealer sends them.
+func (n *rawNode) seal(t *testing.T, b []byte) []byte {
+	t.Helper()
+	r := wire.NewReader(bytes.NewReader(b))
+	var out []byte
+	for {
+		f, err := r.Read()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = n.sealer.Append(out, f.Type, f.Flags, f.Circuit, f.Payload)
+	}
 }
 
 // closedByHub reads c until the hub closes it.
@@ -103,32 +125,40 @@ func TestMalformedFrames(t *testing.T) {
 		return wire.Append(nil, wire.TOpen, circuit, []byte(o))
 	}
 	cases := []struct {
-		name  string
-		bytes []byte
-		log   string
+		name   string
+		bytes  []byte
+		sealed bool // sealed as a good node would send it: the hub reads past the seal
+		log    string
 	}{
-		{"garbage", bytes.Repeat([]byte{0xde, 0xad, 0xbe, 0xef}, 100), "unknown type 222"},
-		{"oversized", hdr(wire.TData, 0, 1, wire.MaxPayload+1), "more than the"},
-		{"unknown type", hdr(42, 0, 1, 0), "unknown type 42"},
-		{"reserved flags", hdr(wire.TData, 4, 1, 0), "reserved bits"},
-		{"bad control", wire.Append(nil, wire.TControl, 0, []byte(`{"kind":"lookup"`)), "control message"},
-		{"hub message from a node", wire.Append(nil, wire.TControl, 0, wire.Encode(&wire.Message{Kind: wire.KGossip, Gossip: &wire.Gossip{}})), "unexpected gossip message from a node"},
-		{"second hello", wire.Append(nil, wire.TControl, 0, wire.Encode(&wire.Message{Kind: wire.KHello, Hello: &wire.Hello{Role: "node", Machine: good1.Machine()}})), "unexpected hello"},
-		{"open with the hub's parity", open(2), "wrong parity"},
-		{"open reusing a circuit", append(open(1), open(1)...), "in use"},
-		{"bad open", wire.Append(nil, wire.TOpen, 1, []byte(`{"ttl":99}`)), "open"},
-		{"bad window", append(open(1), wire.Append(nil, wire.TWindow, 1, wire.WindowPayload(0))...), "window increment 0"},
-		{"truncated frame", hdr(wire.TData, 0, 1, 100), "closed"},
+		{"garbage", bytes.Repeat([]byte{0xde, 0xad, 0xbe, 0xef}, 100), false, "unknown type 222"},
+		{"oversized", hdr(wire.TData, 0, 1, wire.MaxPayload+1), false, "more than the"},
+		{"unknown type", hdr(42, 0, 1, 0), false, "unknown type 42"},
+		{"reserved flags", hdr(wire.TData, 4, 1, 0), false, "reserved bits"},
+		{"unsealed control", wire.Append(nil, wire.TControl, 0, wire.Encode(&wire.Message{Kind: wire.KLookup, Lookup: &wire.Lookup{Query: 1, Node: "good2"}})), false, "control frame not sealed"},
+		{"unsealed open", open(1), false, "open frame not sealed"},
+		{"forged seal", wire.Append(nil, wire.TSealed, 0, make([]byte, 64)), false, "failed authentication"},
+		{"bad control", wire.Append(nil, wire.TControl, 0, []byte(`{"kind":"lookup"`)), true, "control message"},
+		{"hub message from a node", wire.Append(nil, wire.TControl, 0, wire.Encode(&wire.Message{Kind: wire.KGossip, Gossip: &wire.Gossip{}})), true, "unexpected gossip message from a node"},
+		{"second hello", wire.Append(nil, wire.TControl, 0, wire.Encode(&wire.Message{Kind: wire.KHello, Hello: &wire.Hello{Role: "node", Machine: good1.Machine()}})), true, "unexpected hello"},
+		{"open with the hub's parity", open(2), true, "wrong parity"},
+		{"open reusing a circuit", append(open(1), open(1)...), true, "in use"},
+		{"bad open", wire.Append(nil, wire.TOpen, 1, []byte(`{"ttl":99}`)), true, "open"},
+		{"bad window", append(open(1), wire.Append(nil, wire.TWindow, 1, wire.WindowPayload(0))...), true, "window increment 0"},
+		{"truncated frame", hdr(wire.TData, 0, 1, 100), false, "closed"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			name := fmt.Sprintf("bad%d", i)
-			c := rawNode(t, addr, name)
-			if _, err := c.Write(tc.bytes); err != nil {
+			c := dialRaw(t, addr, name)
+			b := tc.bytes
+			if tc.sealed {
+				b = c.seal(t, b)
+			}
+			if _, err := c.Write(b); err != nil {
 				t.Fatal(err)
 			}
 			if tc.name == "truncated frame" {
-				c.CloseWrite()
+				c.Conn.(*net.TCPConn).CloseWrite()
 			}
 			closedByHub(t, c)
 			waitFor(t, "the hub to log why it closed "+name, 5*time.Second, func() bool { return logs.has("node "+name+" (", tc.log) })

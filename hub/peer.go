@@ -39,7 +39,7 @@ type peer struct {
 	nextCirc uint32
 }
 
-func (h *Hub) newPeer(tc net.Conn, raw *corkConn, hello *wire.Hello, dialed bool) *peer {
+func (h *Hub) newPeer(c net.Conn, sealer *wire.Sealer, hello *wire.Hello, dialed bool) *peer {
 	p := &peer{h: h, id: hello.Machine.ID, name: hello.Machine.Name, isHub: hello.Role == "hub", dialed: dialed}
 	if p.name == "" {
 		p.name = p.id.Short()
@@ -48,7 +48,7 @@ func (h *Hub) newPeer(tc net.Conn, raw *corkConn, hello *wire.Hello, dialed bool
 	if p.isHub {
 		role = "hub"
 	}
-	p.l = newLink(tc, raw, fmt.Sprintf("%s %s (%s)", role, p.name, raw.RemoteAddr()))
+	p.l = newLink(c, sealer, fmt.Sprintf("%s %s (%s)", role, p.name, c.RemoteAddr()))
 	// a hub link dialled through ssh has no IP remote; the accepting end
 	// learns it from the dialler's hello.
 	p.l.tunnel = p.isHub && (!p.l.remote.IsValid() || hello.Tunnel)

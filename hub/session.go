@@ -201,7 +201,7 @@ func compact(ss []string) []string {
 	return out
 }
 
-// attachTo attaches to one hub: transport, TLS, hello both ways.
+// attachTo attaches to one hub: transport, handshake, hello both ways.
 func (s *Session) attachTo(ctx context.Context, spec string) (*slink, error) {
 	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
 	defer cancel()
@@ -209,8 +209,7 @@ func (s *Session) attachTo(ctx context.Context, spec string) (*slink, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw := &corkConn{Conn: c}
-	tc, hubID, err := s.cfg.Creds.Client(ctx, raw, identity.ID{})
+	hubID, sealer, r, err := secure(ctx, s.cfg.Creds, c, true, identity.ID{})
 	if err != nil {
 		c.Close()
 		return nil, err
@@ -218,11 +217,10 @@ func (s *Session) attachTo(ctx context.Context, spec string) (*slink, error) {
 	if d, ok := ctx.Deadline(); ok {
 		_ = c.SetDeadline(d)
 	}
-	if err := writeHello(tc, &wire.Hello{Role: "node", Machine: s.cfg.Machine, Version: wire.Version}); err != nil {
+	if err := writeHello(c, sealer, &wire.Hello{Role: "node", Machine: s.cfg.Machine, Version: wire.Version}); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("hello: %w", err)
+		return nil, err
 	}
-	r := wire.NewReader(tc)
 	hello, err := readHello(r, hubID)
 	if err != nil {
 		c.Close()
@@ -238,7 +236,7 @@ func (s *Session) attachTo(ctx context.Context, spec string) (*slink, error) {
 		hub.Name = hub.ID.Short()
 	}
 	sl := &slink{s: s, hub: hub, observed: hello.Observed, circuits: map[uint32]*Circuit{}, nextCirc: firstCircuit(true)}
-	sl.l = newLink(tc, raw, fmt.Sprintf("hub %s (%s)", hub.Name, c.RemoteAddr()))
+	sl.l = newLink(c, sealer, fmt.Sprintf("hub %s (%s)", hub.Name, c.RemoteAddr()))
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()

@@ -37,6 +37,7 @@
 package wire
 
 import (
+	"crypto/cipher"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -70,9 +71,10 @@ const (
 	// that the pong echoes.
 	TPing Type = 8
 	TPong Type = 9
+	// TSealed (10) carries another frame, encrypted: see seal.go.
 )
 
-var typeNames = [...]string{"", "control", "open", "accept", "data", "window", "fin", "reset", "ping", "pong"}
+var typeNames = [...]string{"", "control", "open", "accept", "data", "window", "fin", "reset", "ping", "pong", "sealed"}
 
 func (t Type) String() string {
 	if int(t) < len(typeNames) && t != 0 {
@@ -148,9 +150,11 @@ func ParseHeader(b []byte) (t Type, circuit uint32, length int, err error) {
 		return 0, 0, 0, fmt.Errorf("%w: %s frame of %d bytes, more than the %d allowed", ErrFrame, t, n, MaxPayload)
 	case (t == TControl || t == TOpen || t == TAccept || t == TReset) && n > MaxControl:
 		return 0, 0, 0, fmt.Errorf("%w: %s frame of %d bytes, more than the %d allowed", ErrFrame, t, n, MaxControl)
-	case t == TControl && circuit != 0:
-		return 0, 0, 0, fmt.Errorf("%w: control frame on circuit %d, want 0", ErrFrame, circuit)
-	case t != TControl && t != TPing && t != TPong && circuit == 0:
+	case t == TSealed && (n > maxSealed || n < SealOverhead):
+		return 0, 0, 0, fmt.Errorf("%w: sealed frame of %d bytes, want %d to %d", ErrFrame, n, SealOverhead, maxSealed)
+	case (t == TControl || t == TSealed) && circuit != 0:
+		return 0, 0, 0, fmt.Errorf("%w: %s frame on circuit %d, want 0", ErrFrame, t, circuit)
+	case t != TControl && t != TSealed && t != TPing && t != TPong && circuit == 0:
 		return 0, 0, 0, fmt.Errorf("%w: %s frame without a circuit", ErrFrame, t)
 	case t == TWindow && n != 4, (t == TPing || t == TPong) && n != 8:
 		return 0, 0, 0, fmt.Errorf("%w: %s frame of %d bytes", ErrFrame, t, n)
@@ -165,6 +169,10 @@ type Reader struct {
 	r   io.Reader
 	hdr [HeaderSize]byte
 	buf []byte
+
+	aead   cipher.AEAD // set by Unseal
+	opened uint64      // sealed frames opened
+	n      [12]byte
 }
 
 // NewReader returns a Reader on r (which should be buffered).
@@ -199,6 +207,15 @@ func (r *Reader) Read() (Frame, error) {
 			err = fmt.Errorf("%w: stream ended inside a %s frame", ErrFrame, t)
 		}
 		return Frame{}, err
+	}
+	switch {
+	case r.aead == nil && t == TSealed:
+		return Frame{}, fmt.Errorf("%w: sealed frame before the link's keys", ErrFrame)
+	case r.aead == nil, t == TData:
+	case t == TSealed:
+		return r.open(p)
+	default:
+		return Frame{}, fmt.Errorf("%w: %s frame not sealed, on a sealed link", ErrFrame, t)
 	}
 	return Frame{Type: t, Flags: r.hdr[1], Circuit: circuit, Payload: p}, nil
 }

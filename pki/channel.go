@@ -1,0 +1,81 @@
+package pki
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+)
+
+// A TLS handshake can be used to authenticate a connection and agree on
+// keys, after which the connection carries its own protocol rather than
+// TLS records (hub links do: they seal control frames with the handshake's
+// keys and pass data that is already protected end to end as it is). Two
+// things make that switch safe: nothing read past the handshake may be
+// stuck in the tls.Conn's buffer (NoReadAhead), and both ends must derive
+// the same keys, each using one for sending and the other for receiving
+// (ChannelKeys).
+
+// recordHeaderLen is the size of a TLS record header: type, version (2),
+// length (2).
+const recordHeaderLen = 5
+
+// NoReadAhead wraps conn so that reads through it never go past the end of
+// the TLS record being read. A tls.Conn over it therefore holds no bytes
+// beyond its handshake once the handshake returns, and conn can carry
+// another protocol from there on. (TLS 1.3 sends nothing after the
+// handshake unless session tickets are on; Credentials keep them off.)
+func NoReadAhead(conn net.Conn) net.Conn { return &recordConn{Conn: conn} }
+
+type recordConn struct {
+	net.Conn
+	hdr  [recordHeaderLen]byte
+	nhdr int // header bytes read of the current record
+	left int // body bytes of the current record still to read
+}
+
+func (c *recordConn) Read(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if c.left == 0 {
+		// Read the next record's header exactly, handing its bytes over
+		// as they arrive.
+		n, err := c.Conn.Read(c.hdr[c.nhdr:recordHeaderLen][:min(recordHeaderLen-c.nhdr, len(p))])
+		copy(p, c.hdr[c.nhdr:c.nhdr+n])
+		c.nhdr += n
+		if c.nhdr == recordHeaderLen {
+			c.nhdr, c.left = 0, int(c.hdr[3])<<8|int(c.hdr[4])
+		}
+		return n, err
+	}
+	n, err := c.Conn.Read(p[:min(len(p), c.left)])
+	c.left -= n
+	return n, err
+}
+
+// keyLen is the size of each channel key: AES-256.
+const keyLen = 32
+
+// ChannelKeys derives two keys from a finished TLS 1.3 handshake, one per
+// direction, under label (which names the protocol that uses them). client
+// says which end tc is: the client's send key is the server's receive key
+// and the other way round.
+func ChannelKeys(tc *tls.Conn, label string, client bool) (send, recv []byte, err error) {
+	st := tc.ConnectionState()
+	if !st.HandshakeComplete {
+		return nil, nil, errors.New("pki: channel keys before the handshake finished")
+	}
+	if st.Version != tls.VersionTLS13 {
+		return nil, nil, fmt.Errorf("pki: channel keys need TLS 1.3, have %#x", st.Version)
+	}
+	km, err := st.ExportKeyingMaterial(label, nil, 2*keyLen)
+	if err != nil {
+		return nil, nil, fmt.Errorf("pki: channel keys: %w", err)
+	}
+	c2s, s2c := km[:keyLen], km[keyLen:]
+	if client {
+		return c2s, s2c, nil
+	}
+	return s2c, c2s, nil
+}

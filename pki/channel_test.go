@@ -1,0 +1,106 @@
+package pki
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"testing"
+	"time"
+)
+
+// After a handshake over NoReadAhead, each end's first raw bytes reach the
+// other end's raw connection intact: the tls.Conns kept none of them. Both
+// ends derive crossed keys.
+func TestNoReadAheadSwitch(t *testing.T) {
+	alice, bob := creds(t, 1), creds(t, 2)
+	for i := 0; i < 20; i++ { // the race between handshake end and raw bytes varies
+		a, b := tcpPair(t)
+		a.SetDeadline(time.Now().Add(5 * time.Second)) // a read-ahead shows as a time-out
+		b.SetDeadline(time.Now().Add(5 * time.Second))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		type end struct {
+			send, recv []byte
+			got        []byte
+			err        error
+		}
+		serve := make(chan end, 1)
+		go func() {
+			tc, _, err := bob.Server(ctx, NoReadAhead(b), nil)
+			if err != nil {
+				serve <- end{err: err}
+				return
+			}
+			s, r, err := ChannelKeys(tc, "test", false)
+			if err == nil {
+				_, err = b.Write([]byte("raw from the server"))
+			}
+			got := make([]byte, len("raw from the client"))
+			if err == nil {
+				_, err = io.ReadFull(b, got)
+			}
+			serve <- end{s, r, got, err}
+		}()
+		tc, _, err := alice.Client(ctx, NoReadAhead(a), bob.Key.ID())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs, cr, err := ChannelKeys(tc, "test", true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Write([]byte("raw from the client")); err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len("raw from the server"))
+		if _, err := io.ReadFull(a, got); err != nil {
+			t.Fatal(err)
+		}
+		srv := <-serve
+		cancel()
+		if srv.err != nil {
+			t.Fatal(srv.err)
+		}
+		if string(got) != "raw from the server" || string(srv.got) != "raw from the client" {
+			t.Fatalf("raw bytes after the handshake: client got %q, server got %q", got, srv.got)
+		}
+		if !bytes.Equal(cs, srv.recv) || !bytes.Equal(cr, srv.send) || bytes.Equal(cs, cr) || len(cs) != 32 {
+			t.Fatalf("keys not crossed: client send %x recv %x, server send %x recv %x", cs, cr, srv.send, srv.recv)
+		}
+		a.Close()
+		b.Close()
+	}
+}
+
+// Without NoReadAhead the switch is unsafe (the point of the wrapper):
+// reads through it stop at record boundaries even when more is buffered.
+func TestRecordConnStopsAtBoundary(t *testing.T) {
+	a, b := tcpPair(t)
+	defer a.Close()
+	defer b.Close()
+	rec := func(body string) []byte {
+		return append([]byte{23, 3, 3, byte(len(body) >> 8), byte(len(body))}, body...)
+	}
+	stream := append(rec("first"), rec("second")...)
+	stream = append(stream, "raw tail"...)
+	if _, err := a.Write(stream); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // everything is in b's socket buffer
+	rc := NoReadAhead(b)
+	buf := make([]byte, 1024)
+	var got []byte
+	for len(got) < len(stream)-len("raw tail") {
+		n, err := rc.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, buf[:n]...)
+	}
+	if !bytes.Equal(got, stream[:len(got)]) || len(got) != len(stream)-len("raw tail") {
+		t.Fatalf("read %q through the wrapper, want exactly the two records", got)
+	}
+	n, _ := b.Read(buf)
+	if string(buf[:n]) != "raw tail" {
+		t.Fatalf("raw read after the records: %q", buf[:n])
+	}
+}
