@@ -5,7 +5,10 @@ GO       ?= go
 BIN      := bin
 FUZZTIME ?= 60s
 # Debian packages the lab and the tests use; `make deps` installs those missing.
-DEBS     := iproute2 nftables iputils-ping iperf3 socat openssh-server openssh-client
+# miniupnpd-nftables is the IGD of igd=on lab sites: the daemon alone (the
+# nftables build, like the lab's NATs), not the miniupnpd package, whose
+# system service would start in the root namespace.
+DEBS     := iproute2 nftables iputils-ping iperf3 socat openssh-server openssh-client miniupnpd-nftables
 
 .PHONY: all build deps test unit lab-test demo bench fuzz down clean
 all: build

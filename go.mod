@@ -3,6 +3,8 @@ module github.com/gridlink/gridlink
 go 1.26.8
 
 require (
+	github.com/huin/goupnp v1.3.1
+	github.com/jackpal/go-nat-pmp v1.1.0
 	github.com/spf13/cobra v1.10.1
 	golang.org/x/crypto v0.57.0
 	golang.org/x/sys v0.48.0
@@ -13,6 +15,7 @@ require (
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
 	golang.org/x/net v0.60.0 // indirect
+	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260817212433-ac3dfec99bb1 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect

@@ -126,6 +126,9 @@ func Plan(t *topology.Topology) []Step {
 		if rules := Ruleset(s); rules != nil {
 			steps = append(steps, Step{What: "firewall and NAT of " + s.Name, NS: GatewayNS(s), Tool: "nft", Body: rules})
 		}
+		if s.IGD {
+			steps = append(steps, Step{What: "IGD table of " + s.Name, NS: GatewayNS(s), Tool: "nft", Body: igdRuleset(s)})
+		}
 		for _, h := range s.Hosts {
 			hb := []string{"link set lo up"}
 			for _, ifc := range h.Ifaces {

@@ -85,7 +85,10 @@ func Up(t *topology.Topology, src []byte, opt Options) (err error) {
 	if err := writeState(st); err != nil {
 		return err
 	}
-	return startSSHDs(t)
+	if err := startSSHDs(t); err != nil {
+		return err
+	}
+	return startIGDs(t)
 }
 
 func preflight(t *topology.Topology) error {
@@ -107,6 +110,9 @@ func preflight(t *topology.Topology) error {
 	}
 	if _, err := os.Stat("/dev/net/tun"); err != nil {
 		return fmt.Errorf("gridlab needs TUN devices for its wide-area links: %w", err)
+	}
+	if err := needIGD(t); err != nil {
+		return err
 	}
 	if err := checkOverlap(t); err != nil {
 		return err
@@ -279,7 +285,7 @@ func down() ([]string, error) {
 		}
 	}
 	sshLogs, _ := filepath.Glob(filepath.Join(StateDir, "sshd-*.log"))
-	for _, f := range append([]string{statePath(), statePath() + ".tmp", SSHDir()}, sshLogs...) {
+	for _, f := range append(append([]string{statePath(), statePath() + ".tmp", SSHDir()}, sshLogs...), igdFiles()...) {
 		if _, err := os.Stat(f); err != nil {
 			continue
 		}

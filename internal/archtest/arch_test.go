@@ -17,7 +17,7 @@ var layers = [][]string{
 	{"identity"},
 	{"pki"},
 	{"wire"},
-	{"direct", "nat"},
+	{"direct", "nat", "portmap"},
 	{"hub"},
 	{"vconn"},
 	{"link"},

@@ -282,12 +282,22 @@ func (p *parser) siteDirective(args []string, opts []opt) error {
 			default:
 				return p.errf("nat", "unknown behaviour %q (want none, preserve, random or sequential)", o.val)
 			}
+		case "igd":
+			switch o.val {
+			case "on", "off":
+				s.IGD = o.val == "on"
+			default:
+				return p.errf("igd", "unknown value %q (want on or off)", o.val)
+			}
 		default:
-			return p.errf(o.key, "unknown site field (want wan, firewall, in, out, inbound or nat)")
+			return p.errf(o.key, "unknown site field (want wan, firewall, in, out, inbound, nat or igd)")
 		}
 	}
 	if (len(s.In) > 0 || len(s.Out) > 0 || s.Reject) && s.Firewall != FirewallStateful && s.NAT == NATNone {
 		return p.errf("firewall", "in=, out= and inbound= need firewall=stateful or a NAT")
+	}
+	if s.IGD && s.NAT == NATNone {
+		return p.errf("igd", "igd=on needs a NAT to map ports on (add nat=preserve, random or sequential to the site)")
 	}
 	p.t.Sites = append(p.t.Sites, s)
 	p.site = s

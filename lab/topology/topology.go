@@ -15,6 +15,7 @@
 //	scale FACTOR              multiplies every link delay (default 1)
 //	site NAME [wan=ADDR] [firewall=none|stateful] [in=PORTS] [out=PORTS]
 //	          [inbound=drop|reject] [nat=none|preserve|random|sequential]
+//	          [igd=on|off]
 //	net NAME PREFIX [public|nat]
 //	host NAME [nets=NET,...] [role=ROLE] [services=sshd] [NET=ADDR ...]
 //	forward PROTO/PORT HOST[:PORT]
@@ -41,6 +42,11 @@
 // Linux conntrack's: only replies to a mapping's own remote endpoint pass
 // (address- and port-dependent). forward opens PROTO/PORT on the site's WAN
 // address and forwards it to HOST.
+//
+// igd=on (on a NAT site; off by default) runs an Internet Gateway Device on
+// the site's gateway: miniupnpd, answering UPnP IGD (SSDP and SOAP) and
+// NAT-PMP on the site's nat nets only, so that their hosts can ask the NAT
+// for inbound port mappings to themselves (ports 1024 and up).
 //
 // A link joins two sites in both directions, each direction a separate pipe
 // with the same delay (rtt= is twice the one-way delay=), rate limit
@@ -90,6 +96,7 @@ type Site struct {
 	In, Out  []PortRange
 	Reject   bool   // reject denied packets instead of dropping them
 	NAT      string // NATNone, NATPreserve, NATRandom or NATSequential
+	IGD      bool   // the gateway runs a UPnP IGD and NAT-PMP server (miniupnpd)
 	Nets     []*Net
 	Hosts    []*Host
 	Forwards []*Forward

@@ -170,6 +170,9 @@ func TestErrors(t *testing.T) {
 		{"site a firewall=stateful in=tcp/0\n", `t.topo:1: in: bad port "tcp/0"`},
 		{"site a in=tcp/22\n", "t.topo:1: firewall: in=, out= and inbound= need firewall=stateful"},
 		{"site a wan=10.0.0.1\n", "t.topo:1: wan: 10.0.0.1 is not in the documentation ranges"},
+		{"site a wan=198.51.100.1 nat=preserve igd=yes\n", `t.topo:1: igd: unknown value "yes" (want on or off)`},
+		{"site a igd=on\n", "t.topo:1: igd: igd=on needs a NAT"},
+		{"site a colour=red\n", "t.topo:1: colour: unknown site field (want wan, firewall, in, out, inbound, nat or igd)"},
 		{base + "link a b rtt=fast\n", `t.topo:4: rtt: bad duration "fast"`},
 		{base + "link a b rate=lots\n", `t.topo:4: rate: bad rate "lots"`},
 		{base + "link a b loss=2\n", `t.topo:4: loss: bad loss "2"`},
@@ -218,6 +221,7 @@ func FuzzParse(f *testing.F) {
 		f.Add(src)
 	}
 	f.Add([]byte("site a\n net pub 198.51.100.0/28 public\n host x nets=pub pub=198.51.100.14\nlink * * rtt=1ms\n"))
+	f.Add([]byte("site a wan=203.0.113.9 nat=random igd=on\n net lan 10.0.0.0/24 nat\n host x nets=lan\n"))
 	f.Fuzz(func(t *testing.T, src []byte) {
 		topo, err := topology.Parse("f.topo", src, nil)
 		if err != nil {
@@ -235,4 +239,32 @@ func FuzzParse(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestNATZoo(t *testing.T) {
+	z := builtin(t, "nat-zoo", nil)
+	var igd []string
+	for _, s := range z.Sites {
+		if s.IGD {
+			igd = append(igd, s.Name)
+		}
+	}
+	if got := strings.Join(igd, " "); got != "igd" {
+		t.Fatalf("sites with igd=on: %q, want igd", got)
+	}
+	s := z.Site("igd")
+	h := mustHost(t, z, "igd-h")
+	if s.NAT != topology.NATRandom || s.WAN != netip.MustParseAddr("203.0.113.21") ||
+		h.Ifaces[0].Addr != netip.MustParseAddr("192.168.15.10") || h.Ifaces[0].Net.Kind != topology.NetNAT {
+		t.Errorf("site igd: nat %s wan %s, host %s on %s (%s)", s.NAT, s.WAN, h.ID(), h.Ifaces[0].Addr, h.Ifaces[0].Net.Kind)
+	}
+}
+
+func mustHost(t *testing.T, topo *topology.Topology, name string) *topology.Host {
+	t.Helper()
+	h, err := topo.Host(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
 }
