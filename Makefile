@@ -29,6 +29,7 @@ build:
 # with the race detector. Lab tests need root and fail (not skip) under CI=true.
 test: deps build
 	$(GO) vet ./...
+	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(BIN)/gridlab down >/dev/null
 	GRIDLINK_BIN=$(CURDIR)/$(BIN)/gridlink $(GO) test -race -count=1 -timeout 14m ./...
 
