@@ -129,7 +129,7 @@ type PingRequest struct {
 	Addr  string `json:"addr"`  // NODE[:PORT][@HUB]; port defaults to the echo port
 	Count int    `json:"count"` // round trips per connection (default 3)
 	Dials int    `json:"dials"` // connections to set up one after another (default 2: uncached, cached)
-	Fresh bool   `json:"fresh"` // forget cached methods and names first
+	Fresh bool   `json:"fresh"` // forget cached methods, names, addresses and spares first
 }
 
 // PingResult is the answer of POST /ping.
@@ -139,7 +139,8 @@ type PingResult struct {
 	Method  string    `json:"method"`   // of the first connection
 	Methods []string  `json:"methods"`  // of every connection
 	SetupMS []float64 `json:"setup_ms"` // setup time of every connection
-	RTTMS   []float64 `json:"rtt_ms"`   // round trips on the first connection
+	Spare   []bool    `json:"spare"`    // whether each connection used a spare (vconn.Config.SpareTTL)
+	RTTMS   []float64 `json:"rtt_ms"`   // round trips, Count on every connection
 	Error   string    `json:"error,omitempty"`
 }
 
@@ -188,13 +189,17 @@ func (a *Agent) ping(w http.ResponseWriter, r *http.Request) {
 		}
 		res.Methods = append(res.Methods, string(c.Method()))
 		res.SetupMS = append(res.SetupMS, ms(c.Setup()))
+		res.Spare = append(res.Spare, c.Spare())
 		res.Peer = c.RemoteAddr().String()
 		if i == 0 {
 			res.Method = string(c.Method())
-			res.RTTMS, err = roundTrips(c, req.Count)
-			if err != nil {
-				res.Error = err.Error()
-			}
+		}
+		// every connection is used, as an application would use it, not
+		// dropped at once.
+		rtts, err := roundTrips(c, req.Count)
+		res.RTTMS = append(res.RTTMS, rtts...)
+		if err != nil {
+			res.Error = err.Error()
 		}
 		c.Close()
 		if res.Error != "" {

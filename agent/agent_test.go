@@ -48,7 +48,7 @@ func TestControlAPI(t *testing.T) {
 	if err != nil || res.Error != "" {
 		t.Fatalf("ping: %+v, %v", res, err)
 	}
-	if res.Method != "direct" || len(res.SetupMS) != 3 || len(res.RTTMS) != 2 || res.Peer != "beta:7" {
+	if res.Method != "direct" || len(res.SetupMS) != 3 || len(res.RTTMS) != 6 || len(res.Spare) != 3 || res.Peer != "beta:7" {
 		t.Errorf("ping result %+v", res)
 	}
 	bad, err := ca.Ping(ctx, PingRequest{Addr: "beta:4444", Dials: 1})

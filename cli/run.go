@@ -190,7 +190,7 @@ func pingCmd() *cobra.Command {
 	f := c.Flags()
 	f.IntVarP(&count, "count", "c", 3, "round trips on the first connection")
 	f.IntVar(&dials, "dials", 2, "connections to set up one after another (the first uncached)")
-	f.BoolVar(&fresh, "fresh", false, "forget cached methods and names first")
+	f.BoolVar(&fresh, "fresh", false, "forget cached methods, names, addresses and spare connections first")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
 	f.StringVar(&control, "control", "", "agent control socket (default @gridlink-agent)")
 	return c

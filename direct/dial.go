@@ -103,6 +103,13 @@ func (d *Dialer) candidates(target identity.Machine) []candidate {
 	return cs
 }
 
+// Forget drops what the dialer remembers about which address won.
+func (d *Dialer) Forget() {
+	d.mu.Lock()
+	d.won = nil
+	d.mu.Unlock()
+}
+
 // remember notes which candidate reached target (via "" forgets).
 func (d *Dialer) remember(target identity.ID, via string) {
 	if target.IsZero() {

@@ -17,6 +17,15 @@ func (n *Node) checkDirect(peer identity.ID, req string) error {
 	if err != nil {
 		return err
 	}
+	if r.spare {
+		n.mu.Lock()
+		full := len(n.held) >= maxHeldSpares
+		n.mu.Unlock()
+		if full {
+			return fmt.Errorf("%s holds %d spare connections already", n.cfg.Name, maxHeldSpares)
+		}
+		return nil
+	}
 	if r.reverse {
 		n.mu.Lock()
 		p := n.reverses[r.token]
@@ -47,6 +56,19 @@ func (n *Node) acceptDirect() {
 			continue
 		}
 		peer := identity.Machine{ID: c.Peer}
+		if r.spare {
+			n.mu.Lock()
+			if n.ctx.Err() != nil { // closing: Close has closed the held ones
+				n.mu.Unlock()
+				c.Close()
+				continue
+			}
+			n.held[c] = true
+			n.mu.Unlock()
+			n.wg.Add(1)
+			go n.holdSpare(c, peer)
+			continue
+		}
 		if r.reverse {
 			n.mu.Lock()
 			p := n.reverses[r.token]

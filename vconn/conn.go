@@ -66,6 +66,7 @@ type Conn struct {
 	local  Addr
 	remote Addr
 	setup  time.Duration
+	spare  bool
 	onDone func()
 	done   sync.Once
 }
@@ -75,6 +76,10 @@ func (c *Conn) Method() Method { return c.method }
 
 // Setup is how long the dial took (zero on the accepting side).
 func (c *Conn) Setup() time.Duration { return c.setup }
+
+// Spare says whether the dial used a spare direct connection opened in the
+// background after an earlier one (see Config.SpareTTL).
+func (c *Conn) Spare() bool { return c.spare }
 
 // Peer is the machine at the other end.
 func (c *Conn) Peer() identity.Machine { return c.remote.Node }

@@ -106,6 +106,7 @@ type result struct {
 	err     error
 	elapsed time.Duration
 	target  identity.Machine
+	spare   bool // a direct connection that was a spare
 }
 
 // DialMachine connects to port on the target machine: the cached method
@@ -145,7 +146,7 @@ func (n *Node) commit(r result, target identity.Machine, port uint16, start time
 		r.conn.Close()
 		return nil, fmt.Errorf("%s connection to %s broke at once: %w", r.method, target, err)
 	}
-	return n.track(&Conn{Conn: r.conn, method: r.method, local: Addr{Node: n.Machine()}, remote: Addr{Node: target, Port: port}, setup: time.Since(start)}), nil
+	return n.track(&Conn{Conn: r.conn, method: r.method, local: Addr{Node: n.Machine()}, remote: Addr{Node: target, Port: port}, setup: time.Since(start), spare: r.spare}), nil
 }
 
 // possible says why a method cannot work toward target, or nil.
@@ -345,16 +346,10 @@ func (n *Node) attempt(ctx context.Context, m Method, target identity.Machine, p
 	start := time.Now()
 	var c net.Conn
 	var err error
+	spared := false
 	switch m {
 	case Direct:
-		var dc *direct.Conn
-		dc, err = n.dialer.Dial(ctx, target, request{port: port}.String())
-		if dc != nil {
-			c = dc
-		}
-		if errors.Is(err, direct.ErrRefused) {
-			err = fmt.Errorf("%w (%v)", ErrRefused, err)
-		}
+		c, spared, err = n.directSetup(ctx, target, port)
 	case Reverse:
 		c, err = n.reverse(ctx, target, port)
 	case Routed:
@@ -362,7 +357,7 @@ func (n *Node) attempt(ctx context.Context, m Method, target identity.Machine, p
 	default:
 		err = fmt.Errorf("method %s is not available", m)
 	}
-	return result{method: m, conn: c, err: err, elapsed: time.Since(start), target: target}
+	return result{method: m, conn: c, err: err, elapsed: time.Since(start), target: target, spare: spared && err == nil}
 }
 
 type pendingReverse struct {

@@ -37,7 +37,11 @@ type Config struct {
 	Methods []Method
 	// NoCache disables the per-site method cache.
 	NoCache bool
-	Logf    func(format string, args ...any)
+	// SpareTTL is how long the node keeps a spare direct connection to a
+	// target it reached directly, for the next setup (spare.go): default
+	// 20s, at most 50s; negative: no spares.
+	SpareTTL time.Duration
+	Logf     func(format string, args ...any)
 }
 
 // Node is one process's presence in the overlay: its identity, its direct
@@ -59,6 +63,10 @@ type Node struct {
 	cache     map[identity.ID]Method // per target hub
 	names     map[string]nameEntry
 	conns     map[*Conn]struct{}
+	spares    map[identity.ID][]*spare // by target
+	nspares   int
+	sparing   map[identity.ID]chan struct{} // spares being set up: closed when settled
+	held      map[*direct.Conn]bool         // spares of others waiting for their port
 }
 
 type nameEntry struct {
@@ -100,6 +108,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		cache:     map[identity.ID]Method{},
 		names:     map[string]nameEntry{},
 		conns:     map[*Conn]struct{}{},
+		spares:    map[identity.ID][]*spare{},
+		sparing:   map[identity.ID]chan struct{}{},
+		held:      map[*direct.Conn]bool{},
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.direct, err = direct.Listen(ctx, direct.ListenConfig{Creds: creds, Addr: cfg.ListenAddr, Ports: cfg.Ports, Check: n.checkDirect})
@@ -164,6 +175,10 @@ func (n *Node) Close() error {
 	}
 	for c := range n.conns {
 		c.Conn.Close()
+	}
+	n.dropSparesLocked()
+	for c := range n.held {
+		c.Close()
 	}
 	n.mu.Unlock()
 	n.wg.Wait()
@@ -311,10 +326,13 @@ func (n *Node) CachedMethods() map[identity.ID]Method {
 	return out
 }
 
-// ForgetCache empties the method and name caches.
+// ForgetCache empties the method, name and address caches and closes the
+// spare connections: the next dial starts from nothing.
 func (n *Node) ForgetCache() {
 	n.mu.Lock()
 	n.cache = map[identity.ID]Method{}
 	n.names = map[string]nameEntry{}
+	n.dropSparesLocked()
 	n.mu.Unlock()
+	n.dialer.Forget()
 }

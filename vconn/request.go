@@ -10,6 +10,7 @@ import (
 //
 //	c<port>   a connection to a virtual port of the listening node, e.g. "c7000"
 //	r<token>  a reverse setup calling back: token in lower-case hex
+//	s         a spare: the port follows after the handshake (spare.go)
 //
 // After the handshake the dialling side of a virtual connection sends one
 // commit byte, commitByte, once it has chosen the connection: only then does
@@ -18,12 +19,16 @@ import (
 const commitByte = 0x01
 
 type request struct {
+	spare   bool
 	reverse bool
 	port    uint16
 	token   uint64
 }
 
 func (r request) String() string {
+	if r.spare {
+		return "s"
+	}
 	if r.reverse {
 		return "r" + strconv.FormatUint(r.token, 16)
 	}
@@ -31,6 +36,9 @@ func (r request) String() string {
 }
 
 func parseRequest(s string) (request, error) {
+	if s == "s" {
+		return request{spare: true}, nil
+	}
 	if len(s) < 2 || len(s) > 17 {
 		return request{}, fmt.Errorf("vconn: bad request %q", s)
 	}

@@ -1,0 +1,317 @@
+package vconn
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"slices"
+	"time"
+
+	"github.com/gridlink/gridlink/direct"
+	"github.com/gridlink/gridlink/identity"
+)
+
+// Spare direct connections.
+//
+// A direct setup costs a TCP round trip, then a TLS 1.3 handshake: a second
+// round trip and about a millisecond of CPU on each end. After a direct
+// connection to a target succeeds, the node opens one more to it in the
+// background and keeps it (and a second one: sparesPerTarget),
+// authenticated and idle, for Config.SpareTTL.
+// The next direct setup to that target takes it and only asks for the
+// port, in one round trip:
+//
+//	handshake request   "s" (request.go): a spare, no port yet
+//	dialler → acceptor  'P', port (2 bytes, big-endian)
+//	acceptor → dialler  'A' (accepted), or 'R', n (1 byte), n bytes of reason
+//
+// and then, as on every direct connection, the commit byte. An acceptor
+// holds a spare that names no port for at most maxSpareHold, and at most
+// maxHeldSpares of them.
+const (
+	defaultSpareTTL = 20 * time.Second
+	maxSpareTTL     = 50 * time.Second
+	maxSpareHold    = maxSpareTTL + 10*time.Second
+	sparesPerTarget = 2   // enough for back-to-back dials on a short round trip
+	maxSpares       = 64  // spares a node keeps for its own dials
+	maxHeldSpares   = 256 // spares a node holds open for others
+	spareAsk        = 'P'
+	spareAccept     = 'A'
+	spareRefuse     = 'R'
+)
+
+// errSpareDead means a spare connection broke before it was used: the
+// dialler falls back to a fresh direct setup.
+var errSpareDead = errors.New("spare connection broke")
+
+type spare struct {
+	conn  *direct.Conn
+	timer *time.Timer
+}
+
+func (n *Node) spareTTL() time.Duration {
+	switch {
+	case n.cfg.SpareTTL < 0:
+		return 0
+	case n.cfg.SpareTTL == 0:
+		return defaultSpareTTL
+	}
+	return min(n.cfg.SpareTTL, maxSpareTTL)
+}
+
+// takeSpare removes and returns a spare kept for target, if any.
+func (n *Node) takeSpare(target identity.ID) *direct.Conn {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ss := n.spares[target]
+	if len(ss) == 0 {
+		return nil
+	}
+	s := ss[len(ss)-1]
+	if len(ss) == 1 {
+		delete(n.spares, target)
+	} else {
+		n.spares[target] = ss[:len(ss)-1]
+	}
+	n.nspares--
+	s.timer.Stop()
+	return s.conn
+}
+
+// dropSpares closes every spare. n.mu must be held.
+func (n *Node) dropSparesLocked() {
+	for id, ss := range n.spares {
+		for _, s := range ss {
+			s.timer.Stop()
+			s.conn.Close()
+		}
+		delete(n.spares, id)
+	}
+	n.nspares = 0
+}
+
+// Spares is the number of spare connections this node keeps.
+func (n *Node) Spares() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.nspares
+}
+
+// refillSpare opens a spare to target in the background, unless spares are
+// off, sparesPerTarget are kept or one is on its way, or the node keeps
+// too many. Once it is there, the next one follows.
+func (n *Node) refillSpare(target identity.Machine) {
+	ttl := n.spareTTL()
+	n.mu.Lock()
+	if ttl == 0 || len(n.spares[target.ID]) >= sparesPerTarget || n.sparing[target.ID] != nil || n.nspares+len(n.sparing) >= maxSpares || n.ctx.Err() != nil {
+		n.mu.Unlock()
+		return
+	}
+	settled := make(chan struct{})
+	n.sparing[target.ID] = settled
+	n.wg.Add(1)
+	n.mu.Unlock()
+	go func() {
+		defer n.wg.Done()
+		ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+		c, err := n.dialer.Dial(ctx, target, request{spare: true}.String())
+		cancel()
+		n.mu.Lock()
+		delete(n.sparing, target.ID)
+		ok := err == nil && n.ctx.Err() == nil && len(n.spares[target.ID]) < sparesPerTarget
+		if ok {
+			s := &spare{conn: c}
+			s.timer = time.AfterFunc(ttl, func() { n.expire(target.ID, s) })
+			n.spares[target.ID] = append(n.spares[target.ID], s)
+			n.nspares++
+		}
+		n.mu.Unlock()
+		close(settled)
+		if err == nil && !ok {
+			c.Close()
+		}
+		if ok {
+			n.refillSpare(target)
+		}
+	}()
+}
+
+// expire closes spare s of target if it is still kept.
+func (n *Node) expire(target identity.ID, s *spare) {
+	n.mu.Lock()
+	ss := n.spares[target]
+	if i := slices.Index(ss, s); i >= 0 {
+		ss = slices.Delete(ss, i, i+1)
+		n.nspares--
+		if len(ss) == 0 {
+			delete(n.spares, target)
+		} else {
+			n.spares[target] = ss
+		}
+	}
+	n.mu.Unlock()
+	s.conn.Close()
+}
+
+// directSetup makes a direct connection to port on target: through the
+// spare kept for it; else, when a spare to it is on its way, through
+// whichever comes first, that spare or a fresh setup; else a fresh setup.
+// spared says whether a spare carried the connection (or the refusal).
+func (n *Node) directSetup(ctx context.Context, target identity.Machine, port uint16) (c net.Conn, spared bool, err error) {
+	if sc := n.takeSpare(target.ID); sc != nil {
+		c, err = useSpare(ctx, sc, port)
+		if !errors.Is(err, errSpareDead) {
+			if err == nil {
+				n.refillSpare(target)
+			}
+			return c, true, err
+		}
+		n.cfg.Logf("vconn: spare connection to %s: %v; dialling afresh", target, err)
+	}
+	n.mu.Lock()
+	coming := n.sparing[target.ID]
+	n.mu.Unlock()
+	fresh := func(ctx context.Context) (net.Conn, error) {
+		dc, err := n.dialer.Dial(ctx, target, request{port: port}.String())
+		if err != nil {
+			if errors.Is(err, direct.ErrRefused) {
+				err = fmt.Errorf("%w (%v)", ErrRefused, err)
+			}
+			return nil, err
+		}
+		n.refillSpare(target)
+		return dc, nil
+	}
+	if coming == nil {
+		c, err = fresh(ctx)
+		return c, false, err
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type outcome struct {
+		c   net.Conn
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() { c, err := fresh(fctx); done <- outcome{c, err} }()
+	select {
+	case o := <-done:
+		return o.c, false, o.err
+	case <-coming:
+	}
+	if sc := n.takeSpare(target.ID); sc != nil {
+		if c, err = useSpare(ctx, sc, port); !errors.Is(err, errSpareDead) {
+			cancel()
+			if o := <-done; o.c != nil {
+				o.c.Close() // the fresh setup lost
+			}
+			if err == nil {
+				n.refillSpare(target)
+			}
+			return c, true, err
+		}
+	}
+	o := <-done
+	return o.c, false, o.err
+}
+
+// useSpare asks the acceptor of spare c for port: c itself once accepted,
+// an ErrRefused error if no one listens there, errSpareDead if c broke.
+func useSpare(ctx context.Context, c *direct.Conn, port uint16) (net.Conn, error) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(10 * time.Second)
+	}
+	_ = c.SetDeadline(deadline)
+	if _, err := c.Write([]byte{spareAsk, byte(port >> 8), byte(port)}); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("%w: %v", errSpareDead, err)
+	}
+	err := readSpareAnswer(c)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	_ = c.SetDeadline(time.Time{})
+	return c, nil
+}
+
+// readSpareAnswer reads the acceptor's answer to a port request.
+func readSpareAnswer(r io.Reader) error {
+	var b [2]byte
+	if _, err := io.ReadFull(r, b[:1]); err != nil {
+		return fmt.Errorf("%w: %v", errSpareDead, err)
+	}
+	switch b[0] {
+	case spareAccept:
+		return nil
+	case spareRefuse:
+		if _, err := io.ReadFull(r, b[1:2]); err != nil {
+			return fmt.Errorf("%w: refusal cut short: %v", errSpareDead, err)
+		}
+		reason := make([]byte, b[1])
+		if _, err := io.ReadFull(r, reason); err != nil {
+			return fmt.Errorf("%w: refusal cut short: %v", errSpareDead, err)
+		}
+		return fmt.Errorf("%w: %s", ErrRefused, printable(reason))
+	}
+	return fmt.Errorf("%w: answer %#x, want %q or %q", errSpareDead, b[0], spareAccept, spareRefuse)
+}
+
+// printable keeps the visible ASCII of a peer's text.
+func printable(b []byte) string {
+	out := make([]byte, 0, len(b))
+	for _, c := range b {
+		if c >= ' ' && c <= '~' {
+			out = append(out, c)
+		}
+	}
+	return string(out)
+}
+
+// readSpareAsk reads the dialler's port request on a held spare.
+func readSpareAsk(r io.Reader) (uint16, error) {
+	var b [3]byte
+	if _, err := io.ReadFull(r, b[:]); err != nil {
+		return 0, err
+	}
+	port := binary.BigEndian.Uint16(b[1:])
+	if b[0] != spareAsk || port == 0 {
+		return 0, fmt.Errorf("bad spare request %x", b)
+	}
+	return port, nil
+}
+
+// holdSpare keeps an accepted spare until its dialler names a port, then
+// answers and hands the connection on like any direct one.
+func (n *Node) holdSpare(c *direct.Conn, peer identity.Machine) {
+	defer n.wg.Done()
+	_ = c.SetReadDeadline(time.Now().Add(maxSpareHold))
+	port, err := readSpareAsk(c)
+	n.mu.Lock()
+	delete(n.held, c)
+	n.mu.Unlock()
+	if err != nil {
+		c.Close() // expired, closed by its dialler, or garbage
+		return
+	}
+	_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	if n.listener(port) == nil {
+		reason := n.refusal(port)
+		if len(reason) > 255 {
+			reason = reason[:255]
+		}
+		_, _ = c.Write(append([]byte{spareRefuse, byte(len(reason))}, reason...))
+		c.Close()
+		return
+	}
+	if _, err := c.Write([]byte{spareAccept}); err != nil {
+		c.Close()
+		return
+	}
+	_ = c.SetWriteDeadline(time.Time{})
+	n.deliver(c, Direct, peer, port)
+}
