@@ -31,6 +31,8 @@ func (h *Hub) control(p *peer, m *wire.Message) error {
 		h.route(r)
 	case m.Kind == wire.KLookup && !p.isHub:
 		h.lookup(p, m.Lookup)
+	case m.Kind == wire.KHubs && !p.isHub:
+		h.answerHubs(p, m.Hubs)
 	default:
 		role := "node"
 		if p.isHub {

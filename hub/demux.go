@@ -26,6 +26,15 @@ func (sl *slink) handle(f wire.Frame) error {
 				}
 			}
 			s.mu.Unlock()
+		case wire.KHubList:
+			s.mu.Lock()
+			if ch := s.hubQueries[m.HubList.Query]; ch != nil {
+				select {
+				case ch <- m.HubList.Hubs:
+				default:
+				}
+			}
+			s.mu.Unlock()
 		case wire.KRouted:
 			s.mu.Lock()
 			if !s.closed {

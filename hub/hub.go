@@ -269,10 +269,16 @@ func (h *Hub) acceptLoop(ctx context.Context) error {
 	}
 }
 
-// serveConn runs an accepted connection: handshake, hello, then the link.
-func (h *Hub) serveConn(ctx context.Context, c net.Conn) {
+// serveConn runs an accepted connection: handshake, hello, then the link;
+// or answers an observation request (observe.go).
+func (h *Hub) serveConn(ctx context.Context, raw net.Conn) {
+	replay := h.sniff(raw)
+	if replay == nil {
+		return // an observation request, answered
+	}
+	c := raw // the link writes here (writev); it reads through replay
 	hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
-	id, sealer, r, err := secure(hctx, h.cfg.Creds, c, false, identity.ID{})
+	id, sealer, r, err := secure(hctx, h.cfg.Creds, replay, false, identity.ID{})
 	cancel()
 	if err != nil {
 		h.logf("hub %s: %v", h.cfg.Name, err)

@@ -47,7 +47,7 @@ func secure(ctx context.Context, creds *pki.Credentials, c net.Conn, client bool
 	if err != nil {
 		return id, nil, nil, err
 	}
-	r := wire.NewReader(bufio.NewReaderSize(c, readBuffer))
+	r := wire.NewReader(bufio.NewReaderSize(c, readBuffer)) // c, not the TLS conn: nothing is buffered there
 	if err := r.Unseal(recv); err != nil {
 		return id, nil, nil, err
 	}

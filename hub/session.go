@@ -48,17 +48,18 @@ type Session struct {
 	cfg  SessionConfig
 	logf func(string, ...any)
 
-	mu       sync.Mutex
-	cur      *slink        // nil while re-attaching
-	ready    chan struct{} // closed while attached
-	curIdx   int           // index in cfg.Hubs of the current hub
-	lookups  map[uint64]chan []identity.Machine
-	nextQ    uint64
-	closed   bool
-	messages chan *wire.Routed
-	incoming chan *Incoming
-	done     chan struct{}
-	wg       sync.WaitGroup
+	mu         sync.Mutex
+	cur        *slink        // nil while re-attaching
+	ready      chan struct{} // closed while attached
+	curIdx     int           // index in cfg.Hubs of the current hub
+	lookups    map[uint64]chan []identity.Machine
+	hubQueries map[uint64]chan []wire.RouteAd
+	nextQ      uint64
+	closed     bool
+	messages   chan *wire.Routed
+	incoming   chan *Incoming
+	done       chan struct{}
+	wg         sync.WaitGroup
 }
 
 // slink is one attachment: a link to a hub and the circuits on it.
@@ -142,7 +143,7 @@ func Attach(ctx context.Context, cfg SessionConfig) (*Session, error) {
 	if cfg.Dial == nil {
 		cfg.Dial = dialTCP
 	}
-	s := &Session{cfg: cfg, logf: cfg.Logf, ready: make(chan struct{}), lookups: map[uint64]chan []identity.Machine{},
+	s := &Session{cfg: cfg, logf: cfg.Logf, ready: make(chan struct{}), lookups: map[uint64]chan []identity.Machine{}, hubQueries: map[uint64]chan []wire.RouteAd{},
 		messages: make(chan *wire.Routed, messageQueue), incoming: make(chan *Incoming, incomingQueue), done: make(chan struct{})}
 	if s.logf == nil {
 		s.logf = log.Printf

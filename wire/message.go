@@ -47,14 +47,17 @@ const (
 
 // Message is one control message: Kind says which field is set.
 type Message struct {
-	Kind    string   `json:"kind"`
-	Hello   *Hello   `json:"hello,omitempty"`
-	Gossip  *Gossip  `json:"gossip,omitempty"`
-	Routed  *Routed  `json:"routed,omitempty"`
-	Lookup  *Lookup  `json:"lookup,omitempty"`
-	Found   *Found   `json:"found,omitempty"`
-	Reverse *Reverse `json:"reverse,omitempty"`
-	Fail    *Fail    `json:"fail,omitempty"`
+	Kind    string     `json:"kind"`
+	Hello   *Hello     `json:"hello,omitempty"`
+	Gossip  *Gossip    `json:"gossip,omitempty"`
+	Routed  *Routed    `json:"routed,omitempty"`
+	Lookup  *Lookup    `json:"lookup,omitempty"`
+	Found   *Found     `json:"found,omitempty"`
+	Reverse *Reverse   `json:"reverse,omitempty"`
+	Fail    *Fail      `json:"fail,omitempty"`
+	Hubs    *HubsQuery `json:"hubs,omitempty"`
+	HubList *HubList   `json:"hub_list,omitempty"`
+	Splice  *Splice    `json:"splice,omitempty"`
 }
 
 // Hello introduces one end of a hub link. A hub answers a node's hello with
@@ -212,7 +215,7 @@ func strictUnmarshal(p []byte, v any) error {
 
 func (m *Message) check(depth int) error {
 	set := 0
-	for _, p := range []bool{m.Hello != nil, m.Gossip != nil, m.Routed != nil, m.Lookup != nil, m.Found != nil, m.Reverse != nil, m.Fail != nil} {
+	for _, p := range []bool{m.Hello != nil, m.Gossip != nil, m.Routed != nil, m.Lookup != nil, m.Found != nil, m.Reverse != nil, m.Fail != nil, m.Hubs != nil, m.HubList != nil, m.Splice != nil} {
 		if p {
 			set++
 		}
@@ -257,8 +260,20 @@ func (m *Message) check(depth int) error {
 		if ok {
 			return checkMachine(&m.Reverse.From)
 		}
-	case KReverseFail:
+	case KReverseFail, KSpliceFail:
 		ok = m.Fail != nil && len(m.Fail.Reason) <= 1024
+	case KHubs:
+		ok = m.Hubs != nil
+	case KHubList:
+		ok = m.HubList != nil
+		if ok {
+			return (&Gossip{Routes: m.HubList.Hubs}).check()
+		}
+	case KSplice, KSpliceReply, KSpliceGo:
+		ok = m.Splice != nil
+		if ok {
+			return m.Splice.check(m.Kind)
+		}
 	default:
 		return fmt.Errorf("unknown kind %q", m.Kind)
 	}
