@@ -77,6 +77,7 @@ type Listener struct {
 	ready   chan *Conn
 	wg      sync.WaitGroup
 	closing sync.Once
+	mu      sync.Mutex // orders ServeConn's wg.Add before Close's Wait
 	stats   struct{ accepted, refused, failed atomic.Uint64 }
 }
 
@@ -222,6 +223,23 @@ func (l *Listener) serve(raw net.Conn) {
 	}
 }
 
+// ServeConn runs the accepting side of the handshake over raw, a
+// connection made some other way (a TCP splice: both ends connected), and
+// hands it to Accept like the listener's own. After Close it closes raw.
+func (l *Listener) ServeConn(raw net.Conn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctx.Err() != nil {
+		raw.Close()
+		return
+	}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		l.serve(raw)
+	}()
+}
+
 // decide applies Accept, then Check.
 func (l *Listener) decide(peer identity.ID, request string) error {
 	if l.cfg.Accept != nil {
@@ -252,7 +270,9 @@ func (l *Listener) Accept() (*Conn, error) {
 func (l *Listener) Close() error {
 	var err error
 	l.closing.Do(func() {
+		l.mu.Lock()
 		l.cancel()
+		l.mu.Unlock()
 		err = l.ln.Close()
 		l.wg.Wait()
 	})

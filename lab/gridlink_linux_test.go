@@ -54,6 +54,9 @@ func TestGrid6GridlinkMatrix(t *testing.T) {
 			want[p.Src+"->"+p.Dst] = "direct"
 		case (p.Src == "das3v" || p.Src == "das3d") && (p.Dst == "rockstar" || p.Dst == "desktop"):
 			want[p.Src+"->"+p.Dst] = "reverse"
+		case p.Src == "desktop" && p.Dst == "rockstar", p.Src == "rockstar" && p.Dst == "desktop":
+			// a port-preserving NAT and a stateful firewall: a TCP splice
+			want[p.Src+"->"+p.Dst] = "splice"
 		default:
 			want[p.Src+"->"+p.Dst] = "routed"
 		}

@@ -26,6 +26,15 @@ func (n *Node) checkDirect(peer identity.ID, req string) error {
 		}
 		return nil
 	}
+	if r.splice {
+		n.mu.Lock()
+		p := n.splices[r.token]
+		n.mu.Unlock()
+		if p == nil || p.peer != peer || p.goes == nil {
+			return fmt.Errorf("no splice %x waiting for %s", r.token, peer.Short())
+		}
+		return nil
+	}
 	if r.reverse {
 		n.mu.Lock()
 		p := n.reverses[r.token]
@@ -56,6 +65,10 @@ func (n *Node) acceptDirect() {
 			continue
 		}
 		peer := identity.Machine{ID: c.Peer}
+		if r.splice {
+			go n.takeSplice(c, r.token)
+			continue
+		}
 		if r.spare {
 			n.mu.Lock()
 			if n.ctx.Err() != nil { // closing: Close has closed the held ones
@@ -103,6 +116,8 @@ func (n *Node) serveMessages() {
 			switch m.Msg.Kind {
 			case wire.KReverse:
 				go n.callBack(m)
+			case wire.KSplice, wire.KSpliceReply, wire.KSpliceGo, wire.KSpliceFail:
+				n.spliceMessage(m)
 			case wire.KReverseFail:
 				n.mu.Lock()
 				p := n.reverses[m.Msg.Fail.Token]

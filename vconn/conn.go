@@ -1,10 +1,11 @@
 // Package vconn sets up virtual connections: a process asks for a
 // connection to another process of the job, by name and port, and gets a
 // net.Conn set up the most direct way the network allows (direct, reverse,
-// routed; splice arrives with NAT traversal). It owns the method race, the
-// per-site method cache, the listener registry and the accept-side commit
-// protocol; finding addresses and dialling them is package direct's,
-// relaying and name lookup the hubs' (package hub).
+// splice, routed). It owns the method race, the per-site method cache, the
+// spare connections, the splice rendezvous, the listener registry and the
+// accept-side commit protocol; finding addresses and dialling them is
+// package direct's, relaying and name lookup the hubs' (package hub), NAT
+// classification and the simultaneous open package nat's.
 package vconn
 
 import (
@@ -24,7 +25,7 @@ type Method string
 const (
 	Direct  Method = "direct"  // the dialler reaches the target's listener
 	Reverse Method = "reverse" // the target dials the dialler back, asked through the hubs
-	Splice  Method = "splice"  // TCP simultaneous open (NAT traversal; not yet)
+	Splice  Method = "splice"  // TCP simultaneous open through NATs and firewalls, arranged through the hubs
 	Routed  Method = "routed"  // data relayed hub to hub
 )
 

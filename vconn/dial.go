@@ -149,27 +149,54 @@ func (n *Node) commit(r result, target identity.Machine, port uint16, start time
 	return n.track(&Conn{Conn: r.conn, method: r.method, local: Addr{Node: n.Machine()}, remote: Addr{Node: target, Port: port}, setup: time.Since(start), spare: r.spare}), nil
 }
 
+// enabled reports whether method m is switched on.
+func (n *Node) enabled(m Method) bool {
+	for _, e := range n.cfg.Methods {
+		if e == m {
+			return true
+		}
+	}
+	return false
+}
+
 // possible says why a method cannot work toward target, or nil.
 func (n *Node) possible(m Method, target identity.Machine) error {
-	enabled := false
-	for _, e := range n.cfg.Methods {
-		enabled = enabled || e == m
-	}
 	switch {
-	case m == Splice:
-		return errors.New("splicing is not implemented yet")
-	case !enabled:
+	case !n.enabled(m):
 		return fmt.Errorf("%s is disabled", m)
 	case m == Direct && len(target.Addrs) == 0:
 		return errors.New("the target lists no addresses")
-	case (m == Reverse || m == Routed) && n.session == nil:
+	case (m == Reverse || m == Routed || m == Splice) && n.session == nil:
 		return errors.New("this node has no hub")
-	case (m == Reverse || m == Routed) && target.Hub.IsZero():
+	case (m == Reverse || m == Routed || m == Splice) && target.Hub.IsZero():
 		return errors.New("the target is not attached to a hub")
 	case m == Reverse && len(n.localMachine().Addrs) == 0:
 		return errors.New("this node has no address to be called back at")
+	case m == Splice:
+		n.mu.Lock()
+		failed, st := n.noSplice[target.Hub], n.nat
+		n.mu.Unlock()
+		if !failed.IsZero() && time.Since(failed) < spliceFailedFor {
+			return fmt.Errorf("splicing to site %s failed %v ago", target.HubName, time.Since(failed).Round(time.Second))
+		}
+		if !st.at.IsZero() && st.err == nil && !st.class.Predictable() {
+			return fmt.Errorf("this host's NAT is %s: its ports cannot be predicted", st.class)
+		}
 	}
 	return nil
+}
+
+// startDelay is a method's head start handicap in a race: direct at once,
+// reverse and splice (both a rendezvous through the hubs) one HeadStart
+// later, routed two.
+func (n *Node) startDelay(m Method) time.Duration {
+	switch m {
+	case Direct:
+		return 0
+	case Reverse, Splice:
+		return n.cfg.HeadStart
+	}
+	return 2 * n.cfg.HeadStart
 }
 
 // race runs the possible methods with head starts and picks the most
@@ -180,7 +207,7 @@ func (n *Node) race(ctx context.Context, target identity.Machine, port uint16) (
 	defer cancel()
 	var methods []Method
 	errs := map[Method]error{}
-	for _, m := range []Method{Direct, Reverse, Routed} {
+	for _, m := range []Method{Direct, Reverse, Splice, Routed} {
 		if err := n.possible(m, target); err != nil {
 			errs[m] = err
 			continue
@@ -193,8 +220,8 @@ func (n *Node) race(ctx context.Context, target identity.Machine, port uint16) (
 	results := make(chan result, len(methods))
 	raceStart := time.Now()
 	startOf := map[Method]time.Time{}
-	for i, m := range methods {
-		delay := time.Duration(i) * n.cfg.HeadStart
+	for _, m := range methods {
+		delay := n.startDelay(m)
 		startOf[m] = raceStart.Add(delay)
 		go func() {
 			select {
@@ -275,15 +302,21 @@ func (n *Node) race(ctx context.Context, target identity.Machine, port uint16) (
 // half, from their own starts, plus a margin. Zero or less: take best now.
 func (n *Node) graceFor(best *result, methods []Method, errs map[Method]error, startOf map[Method]time.Time) time.Duration {
 	rtt := best.elapsed
-	if best.method == Reverse {
+	switch best.method {
+	case Reverse: // two and a half round trips
 		rtt = best.elapsed * 2 / 5
+	case Splice: // three and a half: rendezvous, go, connect, handshake
+		rtt = best.elapsed * 2 / 7
 	}
 	var until time.Time
 	for _, o := range methods {
 		if o.rank() < best.method.rank() && errs[o] == nil && n.plausible(o, best.target) {
 			need := rtt * 5 / 2
-			if o == Reverse {
+			switch o {
+			case Reverse:
 				need = rtt * 3
+			case Splice: // a rendezvous (one and a half), connect, handshake
+				need = rtt * 9 / 2
 			}
 			if t := startOf[o].Add(need + graceMargin); t.After(until) {
 				until = t
@@ -352,6 +385,8 @@ func (n *Node) attempt(ctx context.Context, m Method, target identity.Machine, p
 		c, spared, err = n.directSetup(ctx, target, port)
 	case Reverse:
 		c, err = n.reverse(ctx, target, port)
+	case Splice:
+		c, err = n.splice(ctx, target, port)
 	case Routed:
 		c, err = n.routed(ctx, target, port)
 	default:

@@ -45,8 +45,14 @@ func Explain(m Method, err error) string {
 		return "the target published no address to connect to"
 	case strings.Contains(s, "no address to be called back at"):
 		return "this host has no address the target could connect back to"
-	case strings.Contains(s, "splicing is not implemented"):
-		return "TCP splicing is not available yet"
+	case m == Splice && strings.Contains(s, "cannot be predicted"):
+		return "this host's NAT picks its ports at random, so the port a splice would need cannot be predicted (" + s + ")"
+	case m == Splice && strings.Contains(s, "failed") && strings.Contains(s, "ago"):
+		return "splicing to that site failed recently; it is tried again later (" + s + ")"
+	case m == Splice && strings.Contains(s, "says"):
+		return "the target cannot take part in a splice: " + s
+	case m == Splice && strings.Contains(s, "failed 3 times"):
+		return "both ends tried to connect to each other at once, but the SYNs did not get through: a NAT or firewall in between filters them, or mapped ports other than predicted (" + s + ")"
 	case m == Reverse && strings.Contains(s, "cannot reach") && strings.Contains(s, "network is unreachable"):
 		return "the target is on a non-routed network: it cannot connect out to this host"
 	case m == Reverse && strings.Contains(s, "cannot reach"):

@@ -67,6 +67,9 @@ type Node struct {
 	nspares   int
 	sparing   map[identity.ID]chan struct{} // spares being set up: closed when settled
 	held      map[*direct.Conn]bool         // spares of others waiting for their port
+	splices   map[uint64]*pendingSplice     // by token
+	noSplice  map[identity.ID]time.Time     // per target hub: when splicing there last failed
+	nat       natState
 }
 
 type nameEntry struct {
@@ -90,7 +93,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		cfg.HeadStart = 25 * time.Millisecond
 	}
 	if len(cfg.Methods) == 0 {
-		cfg.Methods = []Method{Direct, Reverse, Routed}
+		cfg.Methods = []Method{Direct, Reverse, Splice, Routed}
 	}
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
@@ -111,6 +114,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		spares:    map[identity.ID][]*spare{},
 		sparing:   map[identity.ID]chan struct{}{},
 		held:      map[*direct.Conn]bool{},
+		splices:   map[uint64]*pendingSplice{},
+		noSplice:  map[identity.ID]time.Time{},
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.direct, err = direct.Listen(ctx, direct.ListenConfig{Creds: creds, Addr: cfg.ListenAddr, Ports: cfg.Ports, Check: n.checkDirect})
@@ -131,9 +136,10 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			n.direct.Close()
 			return nil, fmt.Errorf("vconn: node %s: attach to a hub (%v): %w", cfg.Name, cfg.Hubs, err)
 		}
-		n.wg.Add(2)
+		n.wg.Add(3)
 		go n.serveMessages()
 		go n.serveCircuits()
+		go n.watchNAT()
 	}
 	return n, nil
 }

@@ -11,6 +11,7 @@ import (
 //	c<port>   a connection to a virtual port of the listening node, e.g. "c7000"
 //	r<token>  a reverse setup calling back: token in lower-case hex
 //	s         a spare: the port follows after the handshake (spare.go)
+//	x<token>  a spliced connection: token in lower-case hex (splice.go)
 //
 // After the handshake the dialling side of a virtual connection sends one
 // commit byte, commitByte, once it has chosen the connection: only then does
@@ -20,6 +21,7 @@ const commitByte = 0x01
 
 type request struct {
 	spare   bool
+	splice  bool
 	reverse bool
 	port    uint16
 	token   uint64
@@ -31,6 +33,9 @@ func (r request) String() string {
 	}
 	if r.reverse {
 		return "r" + strconv.FormatUint(r.token, 16)
+	}
+	if r.splice {
+		return "x" + strconv.FormatUint(r.token, 16)
 	}
 	return "c" + strconv.Itoa(int(r.port))
 }
@@ -49,12 +54,12 @@ func parseRequest(s string) (request, error) {
 			return request{}, fmt.Errorf("vconn: bad port in request %q", s)
 		}
 		return request{port: uint16(p)}, nil
-	case 'r':
+	case 'r', 'x':
 		t, err := strconv.ParseUint(s[1:], 16, 64)
 		if err != nil || s[1] == '+' || strconv.FormatUint(t, 16) != s[1:] {
 			return request{}, fmt.Errorf("vconn: bad token in request %q", s)
 		}
-		return request{reverse: true, token: t}, nil
+		return request{reverse: s[0] == 'r', splice: s[0] == 'x', token: t}, nil
 	}
 	return request{}, fmt.Errorf("vconn: unknown request %q", s)
 }

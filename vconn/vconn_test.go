@@ -117,7 +117,7 @@ func waitResolvable(t *testing.T, n *Node, name string) {
 
 func TestEachMethod(t *testing.T) {
 	h := testHub(t, "site")
-	for _, m := range []Method{Direct, Reverse, Routed} {
+	for _, m := range []Method{Direct, Reverse, Splice, Routed} {
 		t.Run(string(m), func(t *testing.T) {
 			a := testNode(t, "a-"+string(m), h, m)
 			b := testNode(t, "b-"+string(m), h, m)
@@ -222,13 +222,13 @@ func TestBadAddresses(t *testing.T) {
 }
 
 func TestRequest(t *testing.T) {
-	for _, r := range []request{{port: 1}, {port: 65535}, {reverse: true, token: 0}, {reverse: true, token: 1<<64 - 1}} {
+	for _, r := range []request{{port: 1}, {port: 65535}, {reverse: true, token: 0}, {reverse: true, token: 1<<64 - 1}, {splice: true, token: 0xbeef}, {spare: true}} {
 		got, err := parseRequest(r.String())
 		if err != nil || got != r {
 			t.Errorf("round trip %v: %v %v", r, got, err)
 		}
 	}
-	for _, bad := range []string{"", "c", "c0", "c070", "c65536", "r", "rG", "r+1", "x1", "r0001", strings.Repeat("r1", 9)} {
+	for _, bad := range []string{"", "c", "c0", "c070", "c65536", "r", "rG", "r+1", "y1", "x", "xg", "s1", "r0001", strings.Repeat("r1", 9)} {
 		if _, err := parseRequest(bad); err == nil {
 			t.Errorf("parseRequest(%q) accepted", bad)
 		}
@@ -238,6 +238,8 @@ func TestRequest(t *testing.T) {
 func FuzzRequest(f *testing.F) {
 	f.Add("c7000")
 	f.Add("r1f")
+	f.Add("x1f")
+	f.Add("s")
 	f.Fuzz(func(t *testing.T, s string) {
 		r, err := parseRequest(s)
 		if err != nil {

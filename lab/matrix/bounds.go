@@ -23,8 +23,9 @@ type Bound struct {
 // Bounds checks every pair's gridlink setup times against the targets:
 // uncached within 3 network round trips + 100 ms; cached direct within
 // plain TCP + 1 RTT, cached routed within one routed round trip + 5 ms,
-// where a round trip is the echo round trip measured on the connection. Reverse has no cached target of its
-// own; it is held to the uncached bound.
+// where a round trip is the echo round trip measured on the connection.
+// Reverse and splice have no cached target of their own; they are held to
+// the uncached bound.
 func Bounds(m *Matrix, t *topology.Topology) []Bound {
 	var out []Bound
 	for _, p := range m.Pairs {

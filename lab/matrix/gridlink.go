@@ -123,7 +123,7 @@ func StartOverlay(ctx context.Context, t *topology.Topology, bin string) (*Overl
 	}
 	for _, s := range t.Sites {
 		h := s.MatrixHost()
-		args := []string{"node", "--name", h.ID(), "--hub", hubFrom(h)}
+		args := []string{"node", "--verbose", "--name", h.ID(), "--hub", hubFrom(h)}
 		if fb := fallbackHub(t, h); fb != "" {
 			args = append(args, "--hub", fb)
 		}

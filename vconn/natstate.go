@@ -1,0 +1,152 @@
+package vconn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/gridlink/gridlink/nat"
+)
+
+// What this node knows about its own NAT (or stateful firewall, or lack of
+// either), learnt from hubs that observe its connections from outside
+// (nat.Observe) and classified by package nat. Splicing needs it to
+// predict the endpoint its next connection will come from.
+const (
+	natProbes     = 4               // observations per probe
+	natProbeEvery = 5 * time.Minute // how long a classification is trusted
+	maxObservers  = 2
+)
+
+type natState struct {
+	class     nat.Class
+	observers []netip.AddrPort
+	at        time.Time
+	err       error
+}
+
+// NAT returns the last classification of this host's NAT and when it was
+// made (zero time: never), or why it could not be made.
+func (n *Node) NAT() (nat.Class, time.Time, error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.nat.class, n.nat.at, n.nat.err
+}
+
+// natClass returns a classification younger than natProbeEvery, probing
+// first if there is none.
+func (n *Node) natClass(ctx context.Context) (natState, error) {
+	n.mu.Lock()
+	st := n.nat
+	n.mu.Unlock()
+	if !st.at.IsZero() && time.Since(st.at) < natProbeEvery && st.err == nil {
+		return st, nil
+	}
+	return n.probeNAT(ctx)
+}
+
+// probeNAT observes this host's connections from up to maxObservers hubs
+// (public ones first: a hub inside our own NAT sees nothing of it) and
+// classifies what they saw.
+func (n *Node) probeNAT(ctx context.Context) (natState, error) {
+	st, err := n.observe(ctx)
+	st.at, st.err = time.Now(), err
+	n.mu.Lock()
+	n.nat = st
+	n.mu.Unlock()
+	return st, err
+}
+
+func (n *Node) observe(ctx context.Context) (natState, error) {
+	if n.session == nil {
+		return natState{}, errors.New("no hub to observe this host from")
+	}
+	hubs, err := n.session.Hubs(ctx)
+	if err != nil {
+		return natState{}, fmt.Errorf("list hubs to observe this host from: %w", err)
+	}
+	var public, private []netip.AddrPort
+	for _, h := range hubs {
+		for _, a := range h.Addrs {
+			if ip := a.Addr().Unmap(); ip.IsPrivate() || ip.IsLoopback() || ip.IsLinkLocalUnicast() {
+				private = append(private, a)
+			} else {
+				public = append(public, a)
+				break // one address per public hub: observers should be distinct hubs
+			}
+		}
+	}
+	observers := public
+	if len(observers) == 0 {
+		observers = private // a private grid: the hubs see what peers see
+	}
+	if len(observers) == 0 {
+		return natState{}, errors.New("no hub lists an address to observe this host from")
+	}
+	var obs []nat.Observation
+	var errs []error
+	for i := 0; len(obs) < natProbes && i < 2*natProbes; i++ {
+		o, err := nat.Observe(ctx, nil, observers[i%min(len(observers), maxObservers)])
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		obs = append(obs, o)
+	}
+	if len(obs) < 2 {
+		return natState{}, fmt.Errorf("too few observations of this host (%d): %w", len(obs), errors.Join(errs...))
+	}
+	return natState{class: nat.Classify(obs), observers: observers[:min(len(observers), maxObservers)]}, nil
+}
+
+// predictEndpoint says where, as seen from outside, the next connection
+// from local port port will come from.
+func (n *Node) predictEndpoint(ctx context.Context, port uint16) (netip.AddrPort, error) {
+	st, err := n.natClass(ctx)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("this host's NAT is not known: %w", err)
+	}
+	c := st.class
+	if !c.Predictable() {
+		return netip.AddrPort{}, fmt.Errorf("this host's NAT is %s: its next port cannot be predicted", c)
+	}
+	if !c.External.IsValid() {
+		return netip.AddrPort{}, fmt.Errorf("this host's NAT (%s) showed no consistent external address", c)
+	}
+	if c.Allocation != nat.Sequential {
+		return netip.AddrPortFrom(c.External, port), nil
+	}
+	// a sequential NAT: see where its counter is now; ours is the next.
+	last, err := nat.Observe(ctx, nil, st.observers[0])
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("observe the NAT's counter: %w", err)
+	}
+	return netip.AddrPortFrom(c.External, nat.Predict(c, last, port, 1)[0]), nil
+}
+
+// watchNAT classifies this host's NAT soon after start, once the hubs have
+// had a moment to learn of each other, and again every natProbeEvery.
+func (n *Node) watchNAT() {
+	defer n.wg.Done()
+	delay := 2 * time.Second
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		ctx, cancel := context.WithTimeout(n.ctx, 30*time.Second)
+		st, err := n.probeNAT(ctx)
+		cancel()
+		switch {
+		case err != nil:
+			n.cfg.Logf("vconn: node %s: cannot classify this host's NAT: %v", n.cfg.Name, err)
+			delay = 30 * time.Second
+		default:
+			n.cfg.Logf("vconn: node %s: NAT %s (observed from %v)", n.cfg.Name, st.class, st.observers)
+			delay = natProbeEvery
+		}
+	}
+}

@@ -1,0 +1,314 @@
+package vconn
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/gridlink/gridlink/direct"
+	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/nat"
+	"github.com/gridlink/gridlink/wire"
+)
+
+// TCP splicing (SmartSockets §3.3.3, with DCUtR's timing): both ends
+// connect to each other at the same moment, each to the endpoint the other
+// predicted for itself, so that each end's NAT or stateful firewall sees an
+// outgoing connection and lets the other's SYN in as its answer.
+//
+//	dialler                           target (through the hubs)
+//	reserve a port, predict endpoint
+//	splice (offer: endpoint, port) ─▶ reserve, predict, check the port
+//	                               ◀─ splice-reply (endpoint)   [or splice-fail]
+//	rtt := time since the offer
+//	splice-go                      ─▶ connect now
+//	wait rtt/2, connect
+//	TLS handshake as the client, request "x<token>" ─▶ handed to Accept
+//
+// An attempt that does not connect within its time-out is retried with
+// new ports, up to spliceAttempts times. The identity check of the
+// handshake still applies: a wrong prediction can at worst reach the wrong
+// machine, which the handshake refuses.
+const (
+	spliceAttempts = 3
+	// spliceReplyWait bounds the wait for each rendezvous message.
+	spliceReplyWait = 5 * time.Second
+	// spliceFailedFor is how long a failed splice toward a site keeps the
+	// method out of races to it.
+	spliceFailedFor = 10 * time.Minute
+)
+
+type pendingSplice struct {
+	peer  identity.ID
+	port  uint16
+	reply chan *wire.Splice // dialler: the target's answers
+	fail  chan string       // dialler: the target's refusal
+	goes  chan int          // target: the go of each attempt
+}
+
+// punchTimeout is how long one attempt may take to connect: the SYNs
+// cross well within the hub path's round trip, and a SYN that missed is
+// retransmitted only after a second, by which time a new attempt is better.
+func punchTimeout(rtt time.Duration) time.Duration {
+	return max(rtt, 10*time.Millisecond)*3/2 + 50*time.Millisecond
+}
+
+func newToken() uint64 {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return binary.BigEndian.Uint64(b[:])
+}
+
+// splice sets up a spliced connection to port on target.
+func (n *Node) splice(ctx context.Context, target identity.Machine, port uint16) (net.Conn, error) {
+	token := newToken()
+	p := &pendingSplice{peer: target.ID, port: port, reply: make(chan *wire.Splice, 4), fail: make(chan string, 1)}
+	n.mu.Lock()
+	n.splices[token] = p
+	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		delete(n.splices, token)
+		n.mu.Unlock()
+	}()
+	var errs []string
+	punched := false
+	for attempt := 0; attempt < spliceAttempts; attempt++ {
+		c, err := n.spliceAttempt(ctx, target, port, token, attempt, p)
+		if err == nil {
+			return c, nil
+		}
+		if errors.Is(err, ErrRefused) || ctx.Err() != nil || errors.Is(err, errSpliceImpossible) {
+			return nil, err
+		}
+		punched = punched || errors.Is(err, errPunch)
+		errs = append(errs, fmt.Sprintf("attempt %d: %v", attempt+1, err))
+		n.cfg.Logf("vconn: splice to %s, attempt %d: %v", target, attempt+1, err)
+	}
+	err := fmt.Errorf("splice to %s failed %d times: %s", target, spliceAttempts, strings.Join(errs, "; "))
+	if punched {
+		// the network itself said no (not the hubs, not a busy moment):
+		// remember it for the site.
+		n.spliceFailed(target)
+	}
+	return nil, err
+}
+
+// errPunch marks attempts that got as far as connecting.
+var errPunch = errors.New("no connection")
+
+// errSpliceImpossible wraps reasons that no retry can change.
+var errSpliceImpossible = errors.New("splicing cannot work")
+
+// spliceFailed keeps splicing out of races to target's site for a while.
+func (n *Node) spliceFailed(target identity.Machine) {
+	if target.Hub.IsZero() {
+		return
+	}
+	n.mu.Lock()
+	n.noSplice[target.Hub] = time.Now()
+	n.mu.Unlock()
+}
+
+func (n *Node) spliceAttempt(ctx context.Context, target identity.Machine, port uint16, token uint64, attempt int, p *pendingSplice) (net.Conn, error) {
+	t0 := time.Now()
+	res, err := nat.ReservePort(netip.IPv4Unspecified())
+	if err != nil {
+		return nil, err
+	}
+	defer res.Close()
+	ep, err := n.predictEndpoint(ctx, res.Addr.Port())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errSpliceImpossible, err)
+	}
+	me := n.Machine()
+	start := time.Now()
+	offer := &wire.Splice{Token: token, Attempt: attempt, From: &me, Port: port, Target: target.ID, Addrs: []netip.AddrPort{ep}}
+	if err := n.session.Send(ctx, target.Hub, target.ID, &wire.Message{Kind: wire.KSplice, Splice: offer}); err != nil {
+		return nil, fmt.Errorf("splice offer to %s: %w", target, err)
+	}
+	var reply *wire.Splice
+	wait := time.NewTimer(spliceReplyWait)
+	defer wait.Stop()
+	for reply == nil {
+		select {
+		case r := <-p.reply:
+			if r.Attempt == attempt {
+				reply = r
+			}
+		case reason := <-p.fail:
+			if rest, ok := strings.CutPrefix(reason, "connection refused: "); ok {
+				return nil, fmt.Errorf("%w: %s", ErrRefused, rest)
+			}
+			return nil, fmt.Errorf("%w: %s says: %s", errSpliceImpossible, target, reason)
+		case <-wait.C:
+			return nil, fmt.Errorf("%s did not answer the splice offer within %v", target, spliceReplyWait)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	rtt := time.Since(start)
+	if err := n.session.Send(ctx, target.Hub, target.ID, &wire.Message{Kind: wire.KSpliceGo, Splice: &wire.Splice{Token: token, Attempt: attempt, Target: target.ID}}); err != nil {
+		return nil, fmt.Errorf("splice go to %s: %w", target, err)
+	}
+	select { // the go reaches the target about half a round trip from now
+	case <-time.After(rtt / 2):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	pctx, cancel := context.WithTimeout(ctx, punchTimeout(rtt))
+	raw, err := nat.Punch(pctx, res, reply.Addrs[0])
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errPunch, err)
+	}
+	n.cfg.Logf("vconn: splice to %s: predicted in %v, answer after %v, connected after %v", target, start.Sub(t0), rtt, time.Since(start))
+	dc, err := n.dialer.Handshake(ctx, raw, target.ID, request{splice: true, token: token}.String())
+	if err != nil {
+		if errors.Is(err, direct.ErrRefused) {
+			return nil, fmt.Errorf("%w (%v)", ErrRefused, err)
+		}
+		return nil, fmt.Errorf("handshake over the splice: %w", err)
+	}
+	return dc, nil
+}
+
+// answerSplice is the target's side of one attempt: reserve, predict,
+// answer, and connect when the go comes.
+func (n *Node) answerSplice(m *wire.Routed) {
+	s := m.Msg.Splice
+	fail := func(reason string) {
+		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+		defer cancel()
+		_ = n.session.Send(ctx, m.FromHub, m.FromNode, &wire.Message{Kind: wire.KSpliceFail, Fail: &wire.Fail{Token: s.Token, Reason: reason}})
+	}
+	if s.Target != n.ID() || s.From.ID != m.FromNode {
+		fail("splice offer for another node or from a node it does not name")
+		return
+	}
+	if n.listener(s.Port) == nil {
+		fail(n.refusal(s.Port))
+		return
+	}
+	if !n.enabled(Splice) {
+		fail("splicing is disabled on " + n.cfg.Name)
+		return
+	}
+	n.mu.Lock()
+	p := n.splices[s.Token]
+	if p == nil {
+		p = &pendingSplice{peer: s.From.ID, port: s.Port, goes: make(chan int, 4)}
+		n.splices[s.Token] = p
+		// forgotten once no attempt can still be running
+		time.AfterFunc(spliceAttempts*2*spliceReplyWait, func() {
+			n.mu.Lock()
+			if n.splices[s.Token] == p {
+				delete(n.splices, s.Token)
+			}
+			n.mu.Unlock()
+		})
+	}
+	n.mu.Unlock()
+	if p.peer != s.From.ID || p.goes == nil {
+		fail("splice token in use")
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, 2*spliceReplyWait)
+	defer cancel()
+	res, err := nat.ReservePort(netip.IPv4Unspecified())
+	if err != nil {
+		fail(err.Error())
+		return
+	}
+	defer res.Close()
+	ep, err := n.predictEndpoint(ctx, res.Addr.Port())
+	if err != nil {
+		fail(err.Error())
+		return
+	}
+	me := n.ID()
+	reply := &wire.Splice{Token: s.Token, Attempt: s.Attempt, Target: me, Addrs: []netip.AddrPort{ep}}
+	start := time.Now()
+	if err := n.session.Send(ctx, m.FromHub, m.FromNode, &wire.Message{Kind: wire.KSpliceReply, Splice: reply}); err != nil {
+		return
+	}
+	for gone := false; !gone; {
+		select {
+		case a := <-p.goes:
+			gone = a == s.Attempt // else a late go of an earlier attempt
+		case <-ctx.Done():
+			return
+		}
+	}
+	pctx, pcancel := context.WithTimeout(ctx, punchTimeout(time.Since(start)))
+	raw, err := nat.Punch(pctx, res, s.Addrs[0])
+	pcancel()
+	if err != nil {
+		n.cfg.Logf("vconn: splice from %s, attempt %d: %v", s.From, s.Attempt+1, err)
+		return
+	}
+	n.direct.ServeConn(raw) // the handshake's request names the token: acceptDirect delivers it
+}
+
+// spliceMessage routes a rendezvous message to the waiting splice.
+func (n *Node) spliceMessage(m *wire.Routed) {
+	token := uint64(0)
+	if m.Msg.Splice != nil {
+		token = m.Msg.Splice.Token
+	} else if m.Msg.Fail != nil {
+		token = m.Msg.Fail.Token
+	}
+	if m.Msg.Kind == wire.KSplice {
+		go n.answerSplice(m)
+		return
+	}
+	n.mu.Lock()
+	p := n.splices[token]
+	n.mu.Unlock()
+	if p == nil || p.peer != m.FromNode {
+		return
+	}
+	switch m.Msg.Kind {
+	case wire.KSpliceReply:
+		if p.reply != nil {
+			select {
+			case p.reply <- m.Msg.Splice:
+			default:
+			}
+		}
+	case wire.KSpliceGo:
+		if p.goes != nil {
+			select {
+			case p.goes <- m.Msg.Splice.Attempt:
+			default:
+			}
+		}
+	case wire.KSpliceFail:
+		if p.fail != nil {
+			select {
+			case p.fail <- m.Msg.Fail.Reason:
+			default:
+			}
+		}
+	}
+}
+
+// takeSplice hands a spliced connection that passed its handshake to the
+// listener of the port its offer named.
+func (n *Node) takeSplice(c *direct.Conn, token uint64) {
+	n.mu.Lock()
+	p := n.splices[token]
+	delete(n.splices, token)
+	n.mu.Unlock()
+	if p == nil || p.peer != c.Peer || p.goes == nil {
+		c.Close()
+		return
+	}
+	n.deliver(c, Splice, identity.Machine{ID: c.Peer}, p.port)
+}
