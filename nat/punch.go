@@ -33,20 +33,34 @@ func ReservePort(ip netip.Addr) (*Reservation, error) {
 func (r *Reservation) Close() error { return r.ln.Close() }
 
 // Punch makes one side of a TCP simultaneous open: it connects from the
-// reserved port to remote while the peer connects the other way to this
-// host's predicted external endpoint, so that each NAT or stateful
-// firewall sees an outgoing connection and lets the other side's SYN in as
-// its reply. A connection from remote that the reservation accepts counts
-// as well. It returns the first connection made, or an error once ctx
-// ends; the reservation is closed either way.
-func Punch(ctx context.Context, r *Reservation, remote netip.AddrPort) (net.Conn, error) {
+// reserved port to each of remotes at once (the peer's predicted
+// endpoints: distinct connections from one local port) while the peer
+// connects the other way to this host's predicted external endpoint, so
+// that each NAT or stateful firewall sees an outgoing connection and lets
+// the other side's SYN in as its reply. A connection from one of remotes
+// that the reservation accepts counts as well. It returns the first
+// connection made, or an error once ctx ends; the reservation is closed
+// either way.
+func Punch(ctx context.Context, r *Reservation, remotes []netip.AddrPort) (net.Conn, error) {
+	if len(remotes) == 0 {
+		r.ln.Close()
+		return nil, errors.New("splice: no endpoint to connect to")
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	type outcome struct {
 		c   net.Conn
 		err error
 	}
-	out := make(chan outcome, 2)
+	out := make(chan outcome, 1+len(remotes))
+	from := func(ap netip.AddrPort) bool {
+		for _, rm := range remotes {
+			if ap.Addr().Unmap() == rm.Addr().Unmap() && ap.Port() == rm.Port() {
+				return true
+			}
+		}
+		return false
+	}
 	go func() {
 		for {
 			c, err := r.ln.Accept()
@@ -54,21 +68,23 @@ func Punch(ctx context.Context, r *Reservation, remote netip.AddrPort) (net.Conn
 				out <- outcome{nil, err}
 				return
 			}
-			if from, _ := netip.ParseAddrPort(c.RemoteAddr().String()); from.Addr().Unmap() == remote.Addr().Unmap() && from.Port() == remote.Port() {
+			if ap, _ := netip.ParseAddrPort(c.RemoteAddr().String()); from(ap) {
 				out <- outcome{c, nil}
 				return
 			}
 			c.Close() // someone else
 		}
 	}()
-	go func() {
-		d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(r.Addr), Control: reuseControl}
-		c, err := d.DialContext(ctx, "tcp", remote.String())
-		out <- outcome{c, err}
-	}()
+	for _, remote := range remotes {
+		go func() {
+			d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(r.Addr), Control: reuseControl}
+			c, err := d.DialContext(ctx, "tcp", remote.String())
+			out <- outcome{c, err}
+		}()
+	}
 	var errs []error
 	var won net.Conn
-	for i := 0; i < 2; i++ {
+	for i := 0; i < 1+len(remotes); i++ {
 		var o outcome
 		select {
 		case o = <-out:
@@ -94,5 +110,5 @@ func Punch(ctx context.Context, r *Reservation, remote netip.AddrPort) (net.Conn
 	if ctx.Err() != nil && len(errs) == 0 {
 		errs = append(errs, ctx.Err())
 	}
-	return nil, fmt.Errorf("splice %s -> %s: %w", r.Addr, remote, errors.Join(errs...))
+	return nil, fmt.Errorf("splice %s -> %v: %w", r.Addr, remotes, errors.Join(errs...))
 }

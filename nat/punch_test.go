@@ -33,8 +33,8 @@ func TestPunchSimultaneousOpen(t *testing.T) {
 			err error
 		}
 		other := make(chan res, 1)
-		go func() { c, err := Punch(ctx, rb, a); other <- res{c, err} }()
-		ca, err := Punch(ctx, ra, b)
+		go func() { c, err := Punch(ctx, rb, []netip.AddrPort{a}); other <- res{c, err} }()
+		ca, err := Punch(ctx, ra, []netip.AddrPort{b})
 		r := <-other
 		cancel()
 		if err != nil || r.err != nil {
@@ -61,7 +61,7 @@ func TestPunchNobody(t *testing.T) {
 	other.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	if _, err := Punch(ctx, r, other.Addr); err == nil {
+	if _, err := Punch(ctx, r, []netip.AddrPort{other.Addr}); err == nil {
 		t.Fatal("punch to a closed port succeeded")
 	}
 }

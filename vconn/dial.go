@@ -117,7 +117,7 @@ func (n *Node) DialMachine(ctx context.Context, target identity.Machine, port ui
 	cached, ok := n.cache[target.Hub]
 	n.mu.Unlock()
 	if ok && !n.cfg.NoCache && n.possible(cached, target) == nil {
-		r := n.attempt(ctx, cached, target, port)
+		r := n.attempt(ctx, cached, target, port, spliceAttempts)
 		if r.err == nil {
 			return n.commit(r, target, port, start)
 		}
@@ -187,13 +187,14 @@ func (n *Node) possible(m Method, target identity.Machine) error {
 }
 
 // startDelay is a method's head start handicap in a race: direct at once,
-// reverse and splice (both a rendezvous through the hubs) one HeadStart
+// and splicing too (its rendezvous through the hubs takes longer than a
+// direct setup, which still wins if it works); reverse one HeadStart
 // later, routed two.
 func (n *Node) startDelay(m Method) time.Duration {
 	switch m {
-	case Direct:
+	case Direct, Splice:
 		return 0
-	case Reverse, Splice:
+	case Reverse:
 		return n.cfg.HeadStart
 	}
 	return 2 * n.cfg.HeadStart
@@ -226,7 +227,7 @@ func (n *Node) race(ctx context.Context, target identity.Machine, port uint16) (
 		go func() {
 			select {
 			case <-time.After(delay):
-				results <- n.attempt(ctx, m, target, port)
+				results <- n.attempt(ctx, m, target, port, 1) // in a race, one splice attempt: routed stands by
 			case <-ctx.Done():
 				results <- result{method: m, err: ctx.Err()}
 			}
@@ -298,8 +299,9 @@ func (n *Node) race(ctx context.Context, target identity.Machine, port uint16) (
 // that are still running, and only those that could plausibly work: each
 // gets until it would have finished had it worked. best's setup time gives
 // the path's round trip (a routed setup takes one, a reverse one about two
-// and a half); direct needs two (connect, handshake), reverse two and a
-// half, from their own starts, plus a margin. Zero or less: take best now.
+// and a half, a splice three and a half); direct and reverse need two and
+// a half, splice three and a half, from their own starts, plus a margin.
+// Zero or less: take best now.
 func (n *Node) graceFor(best *result, methods []Method, errs map[Method]error, startOf map[Method]time.Time) time.Duration {
 	rtt := best.elapsed
 	switch best.method {
@@ -311,12 +313,9 @@ func (n *Node) graceFor(best *result, methods []Method, errs map[Method]error, s
 	var until time.Time
 	for _, o := range methods {
 		if o.rank() < best.method.rank() && errs[o] == nil && n.plausible(o, best.target) {
-			need := rtt * 5 / 2
-			switch o {
-			case Reverse:
-				need = rtt * 3
-			case Splice: // a rendezvous (one and a half), connect, handshake
-				need = rtt * 9 / 2
+			need := rtt * 5 / 2 // direct: connect, handshake; reverse: request, connect, handshake
+			if o == Splice {    // rendezvous (one and a half), connect, handshake
+				need = rtt * 7 / 2
 			}
 			if t := startOf[o].Add(need + graceMargin); t.After(until) {
 				until = t
@@ -374,8 +373,8 @@ func raceError(target identity.Machine, errs map[Method]error) error {
 	return fmt.Errorf("no method reached %s: %s", target, strings.Join(parts, "; "))
 }
 
-// attempt tries one method.
-func (n *Node) attempt(ctx context.Context, m Method, target identity.Machine, port uint16) result {
+// attempt tries one method; a splice gets up to tries attempts.
+func (n *Node) attempt(ctx context.Context, m Method, target identity.Machine, port uint16, tries int) result {
 	start := time.Now()
 	var c net.Conn
 	var err error
@@ -386,7 +385,7 @@ func (n *Node) attempt(ctx context.Context, m Method, target identity.Machine, p
 	case Reverse:
 		c, err = n.reverse(ctx, target, port)
 	case Splice:
-		c, err = n.splice(ctx, target, port)
+		c, err = n.splice(ctx, target, port, tries)
 	case Routed:
 		c, err = n.routed(ctx, target, port)
 	default:

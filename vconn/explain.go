@@ -17,7 +17,7 @@ func (n *Node) Try(ctx context.Context, m Method, target identity.Machine, port 
 	if err := n.possible(m, target); err != nil {
 		return 0, err
 	}
-	r := n.attempt(ctx, m, target, port)
+	r := n.attempt(ctx, m, target, port, 1)
 	if r.conn != nil {
 		r.conn.Close()
 	}
@@ -51,7 +51,7 @@ func Explain(m Method, err error) string {
 		return "splicing to that site failed recently; it is tried again later (" + s + ")"
 	case m == Splice && strings.Contains(s, "says"):
 		return "the target cannot take part in a splice: " + s
-	case m == Splice && strings.Contains(s, "failed 3 times"):
+	case m == Splice && strings.Contains(s, "failed") && strings.Contains(s, "no connection"):
 		return "both ends tried to connect to each other at once, but the SYNs did not get through: a NAT or firewall in between filters them, or mapped ports other than predicted (" + s + ")"
 	case m == Reverse && strings.Contains(s, "cannot reach") && strings.Contains(s, "network is unreachable"):
 		return "the target is on a non-routed network: it cannot connect out to this host"

@@ -101,29 +101,39 @@ func (n *Node) observe(ctx context.Context) (natState, error) {
 	return natState{class: nat.Classify(obs), observers: observers[:min(len(observers), maxObservers)]}, nil
 }
 
-// predictEndpoint says where, as seen from outside, the next connection
-// from local port port will come from.
-func (n *Node) predictEndpoint(ctx context.Context, port uint16) (netip.AddrPort, error) {
+// sequentialGuesses is how many endpoints a node behind a sequential NAT
+// predicts: its counter may move on between the observation and the
+// splice (this node's own other connections, e.g. a racing direct
+// attempt, or other hosts'), and the peer aims at each.
+const sequentialGuesses = 3
+
+// predictEndpoints says where, as seen from outside, the next connection
+// from local port port will come from: one endpoint, or behind a
+// sequential NAT (seq) the sequentialGuesses most likely ones.
+func (n *Node) predictEndpoints(ctx context.Context, port uint16) (eps []netip.AddrPort, seq bool, err error) {
 	st, err := n.natClass(ctx)
 	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("this host's NAT is not known: %w", err)
+		return nil, false, fmt.Errorf("this host's NAT is not known: %w", err)
 	}
 	c := st.class
 	if !c.Predictable() {
-		return netip.AddrPort{}, fmt.Errorf("this host's NAT is %s: its next port cannot be predicted", c)
+		return nil, false, fmt.Errorf("this host's NAT is %s: its next port cannot be predicted", c)
 	}
 	if !c.External.IsValid() {
-		return netip.AddrPort{}, fmt.Errorf("this host's NAT (%s) showed no consistent external address", c)
+		return nil, false, fmt.Errorf("this host's NAT (%s) showed no consistent external address", c)
 	}
 	if c.Allocation != nat.Sequential {
-		return netip.AddrPortFrom(c.External, port), nil
+		return []netip.AddrPort{netip.AddrPortFrom(c.External, port)}, false, nil
 	}
-	// a sequential NAT: see where its counter is now; ours is the next.
+	// a sequential NAT: see where its counter is now; ours is next.
 	last, err := nat.Observe(ctx, nil, st.observers[0])
 	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("observe the NAT's counter: %w", err)
+		return nil, true, fmt.Errorf("observe the NAT's counter: %w", err)
 	}
-	return netip.AddrPortFrom(c.External, nat.Predict(c, last, port, 1)[0]), nil
+	for _, p := range nat.Predict(c, last, port, sequentialGuesses) {
+		eps = append(eps, netip.AddrPortFrom(c.External, p))
+	}
+	return eps, true, nil
 }
 
 // watchNAT classifies this host's NAT soon after start, once the hubs have

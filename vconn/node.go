@@ -332,12 +332,14 @@ func (n *Node) CachedMethods() map[identity.ID]Method {
 	return out
 }
 
-// ForgetCache empties the method, name and address caches and closes the
-// spare connections: the next dial starts from nothing.
+// ForgetCache empties the method, name and address caches, forgets where
+// splicing failed and closes the spare connections: the next dial starts
+// from nothing (but what this host knows of its own NAT).
 func (n *Node) ForgetCache() {
 	n.mu.Lock()
 	n.cache = map[identity.ID]Method{}
 	n.names = map[string]nameEntry{}
+	n.noSplice = map[identity.ID]time.Time{}
 	n.dropSparesLocked()
 	n.mu.Unlock()
 	n.dialer.Forget()

@@ -53,10 +53,11 @@ type pendingSplice struct {
 }
 
 // punchTimeout is how long one attempt may take to connect: the SYNs
-// cross well within the hub path's round trip, and a SYN that missed is
-// retransmitted only after a second, by which time a new attempt is better.
+// cross within the direct path's round trip, shorter than the hub path's
+// (rtt), and a SYN that missed is retransmitted only after a second, by
+// which time a new attempt (or the routed connection) is better.
 func punchTimeout(rtt time.Duration) time.Duration {
-	return max(rtt, 10*time.Millisecond)*3/2 + 50*time.Millisecond
+	return max(rtt, 10*time.Millisecond) + 20*time.Millisecond
 }
 
 func newToken() uint64 {
@@ -65,8 +66,9 @@ func newToken() uint64 {
 	return binary.BigEndian.Uint64(b[:])
 }
 
-// splice sets up a spliced connection to port on target.
-func (n *Node) splice(ctx context.Context, target identity.Machine, port uint16) (net.Conn, error) {
+// splice sets up a spliced connection to port on target, in up to tries
+// attempts.
+func (n *Node) splice(ctx context.Context, target identity.Machine, port uint16, tries int) (net.Conn, error) {
 	token := newToken()
 	p := &pendingSplice{peer: target.ID, port: port, reply: make(chan *wire.Splice, 4), fail: make(chan string, 1)}
 	n.mu.Lock()
@@ -79,7 +81,7 @@ func (n *Node) splice(ctx context.Context, target identity.Machine, port uint16)
 	}()
 	var errs []string
 	punched := false
-	for attempt := 0; attempt < spliceAttempts; attempt++ {
+	for attempt := 0; attempt < max(tries, 1); attempt++ {
 		c, err := n.spliceAttempt(ctx, target, port, token, attempt, p)
 		if err == nil {
 			return c, nil
@@ -91,7 +93,7 @@ func (n *Node) splice(ctx context.Context, target identity.Machine, port uint16)
 		errs = append(errs, fmt.Sprintf("attempt %d: %v", attempt+1, err))
 		n.cfg.Logf("vconn: splice to %s, attempt %d: %v", target, attempt+1, err)
 	}
-	err := fmt.Errorf("splice to %s failed %d times: %s", target, spliceAttempts, strings.Join(errs, "; "))
+	err := fmt.Errorf("splice to %s failed: %s", target, strings.Join(errs, "; "))
 	if punched {
 		// the network itself said no (not the hubs, not a busy moment):
 		// remember it for the site.
@@ -123,13 +125,13 @@ func (n *Node) spliceAttempt(ctx context.Context, target identity.Machine, port 
 		return nil, err
 	}
 	defer res.Close()
-	ep, err := n.predictEndpoint(ctx, res.Addr.Port())
+	eps, seq, err := n.predictEndpoints(ctx, res.Addr.Port())
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errSpliceImpossible, err)
 	}
 	me := n.Machine()
 	start := time.Now()
-	offer := &wire.Splice{Token: token, Attempt: attempt, From: &me, Port: port, Target: target.ID, Addrs: []netip.AddrPort{ep}}
+	offer := &wire.Splice{Token: token, Attempt: attempt, From: &me, Port: port, Target: target.ID, Addrs: eps}
 	if err := n.session.Send(ctx, target.Hub, target.ID, &wire.Message{Kind: wire.KSplice, Splice: offer}); err != nil {
 		return nil, fmt.Errorf("splice offer to %s: %w", target, err)
 	}
@@ -153,7 +155,8 @@ func (n *Node) spliceAttempt(ctx context.Context, target identity.Machine, port 
 			return nil, ctx.Err()
 		}
 	}
-	rtt := time.Since(start)
+	// the round trip of the hub path itself, without the target's time
+	rtt := max(time.Since(start)-time.Duration(reply.HeldUs)*time.Microsecond, time.Millisecond)
 	if err := n.session.Send(ctx, target.Hub, target.ID, &wire.Message{Kind: wire.KSpliceGo, Splice: &wire.Splice{Token: token, Attempt: attempt, Target: target.ID}}); err != nil {
 		return nil, fmt.Errorf("splice go to %s: %w", target, err)
 	}
@@ -163,7 +166,7 @@ func (n *Node) spliceAttempt(ctx context.Context, target identity.Machine, port 
 		return nil, ctx.Err()
 	}
 	pctx, cancel := context.WithTimeout(ctx, punchTimeout(rtt))
-	raw, err := nat.Punch(pctx, res, reply.Addrs[0])
+	raw, err := nat.Punch(pctx, res, aims(reply.Addrs, seq))
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errPunch, err)
@@ -182,6 +185,7 @@ func (n *Node) spliceAttempt(ctx context.Context, target identity.Machine, port 
 // answerSplice is the target's side of one attempt: reserve, predict,
 // answer, and connect when the go comes.
 func (n *Node) answerSplice(m *wire.Routed) {
+	got := time.Now()
 	s := m.Msg.Splice
 	fail := func(reason string) {
 		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
@@ -227,13 +231,13 @@ func (n *Node) answerSplice(m *wire.Routed) {
 		return
 	}
 	defer res.Close()
-	ep, err := n.predictEndpoint(ctx, res.Addr.Port())
+	eps, seq, err := n.predictEndpoints(ctx, res.Addr.Port())
 	if err != nil {
 		fail(err.Error())
 		return
 	}
 	me := n.ID()
-	reply := &wire.Splice{Token: s.Token, Attempt: s.Attempt, Target: me, Addrs: []netip.AddrPort{ep}}
+	reply := &wire.Splice{Token: s.Token, Attempt: s.Attempt, Target: me, Addrs: eps, HeldUs: time.Since(got).Microseconds()}
 	start := time.Now()
 	if err := n.session.Send(ctx, m.FromHub, m.FromNode, &wire.Message{Kind: wire.KSpliceReply, Splice: reply}); err != nil {
 		return
@@ -247,13 +251,25 @@ func (n *Node) answerSplice(m *wire.Routed) {
 		}
 	}
 	pctx, pcancel := context.WithTimeout(ctx, punchTimeout(time.Since(start)))
-	raw, err := nat.Punch(pctx, res, s.Addrs[0])
+	raw, err := nat.Punch(pctx, res, aims(s.Addrs, seq))
 	pcancel()
 	if err != nil {
 		n.cfg.Logf("vconn: splice from %s, attempt %d: %v", s.From, s.Attempt+1, err)
 		return
 	}
 	n.direct.ServeConn(raw) // the handshake's request names the token: acceptDirect delivers it
+}
+
+// aims picks which of the peer's predicted endpoints to connect to: all
+// at once from our one reserved port (each is a distinct connection, and
+// a port-preserving NAT or none keeps our side's endpoint for every one),
+// unless our own NAT is sequential: each connection would then take a new
+// port and spoil our own prediction, so only the most likely one.
+func aims(peer []netip.AddrPort, sequential bool) []netip.AddrPort {
+	if sequential {
+		return peer[:1]
+	}
+	return peer
 }
 
 // spliceMessage routes a rendezvous message to the waiting splice.

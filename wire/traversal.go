@@ -53,12 +53,17 @@ type Splice struct {
 	Port    uint16            `json:"port,omitempty"`
 	Target  identity.ID       `json:"target"`
 	Addrs   []netip.AddrPort  `json:"addrs,omitempty"` // predicted external endpoints, most likely first
+	// HeldUs, in a reply, is how long the target took to answer (µs): the
+	// dialler takes it off the round trip it measures.
+	HeldUs int64 `json:"held_us,omitempty"`
 }
 
 func (s *Splice) check(kind string) error {
 	switch {
 	case s.Attempt < 0 || s.Attempt > 16:
 		return fmt.Errorf("attempt %d", s.Attempt)
+	case s.HeldUs < 0 || s.HeldUs > 60e6:
+		return fmt.Errorf("held %d µs", s.HeldUs)
 	case len(s.Addrs) > maxSpliceAddrs:
 		return fmt.Errorf("%d endpoints, more than %d", len(s.Addrs), maxSpliceAddrs)
 	case kind == KSplice && (s.From == nil || s.Port == 0 || len(s.Addrs) == 0):

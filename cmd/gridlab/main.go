@@ -37,7 +37,7 @@ sites on this machine: hosts are network namespaces, wide-area links run
 through a userspace emulator with delay, rate limit and loss. One lab runs at
 a time. Built-in topologies: ` + strings.Join(topologies.Names(), ", ") + `.`,
 	}
-	root.AddCommand(upCmd(), downCmd(), execCmd(), hostsCmd(), matrixCmd(), overlayCmd(), emulateCmd())
+	root.AddCommand(upCmd(), downCmd(), execCmd(), hostsCmd(), matrixCmd(), traversalCmd(), overlayCmd(), emulateCmd())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "gridlab:", err)
 		os.Exit(1)
@@ -314,6 +314,66 @@ is TOPOLOGY, else brings TOPOLOGY up for the run and down afterwards.`,
 	c.Flags().BoolVar(&withGridlink, "gridlink", true, "also connect through gridlink (hubs on frontends, agents on the nodes)")
 	c.Flags().StringVar(&gridlinkBin, "gridlink-bin", "", "the gridlink binary (default: beside gridlab)")
 	c.Flags().BoolVar(&bounds, "bounds", false, "check gridlink setup times against the connectivity core's targets")
+	return c
+}
+
+func traversalCmd() *cobra.Command {
+	var asJSON bool
+	var attempts int
+	var hubName, gridlinkBin string
+	c := &cobra.Command{
+		Use:   "traversal [TOPOLOGY]",
+		Short: "connect every pair of hosts through gridlink many times and report methods, splice success and setup times",
+		Long: `traversal runs a hub on one public host (port 443) and a node agent on every
+host of TOPOLOGY (default nat-zoo), then makes --attempts uncached connections
+from every host to every other. For each pair it reports the sites' firewall
+and NAT kinds, the method the topology calls for (direct, reverse, splice or
+routed), the methods that won, the share of attempts that spliced where a
+splice is expected, and the median setup time. It uses the running lab if
+it is TOPOLOGY, else brings it up for the run and down afterwards. Port
+mapping is not used.`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := "nat-zoo"
+			if len(args) == 1 {
+				name = args[0]
+			}
+			if attempts < 1 {
+				return errors.New("--attempts must be at least 1")
+			}
+			ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+			defer cancel()
+			t, done, err := ensureUp(name, nil)
+			if err != nil {
+				return err
+			}
+			defer done()
+			hub, err := t.Host(hubName)
+			if err != nil {
+				return fmt.Errorf("--hub: %w", err)
+			}
+			bin := gridlinkBin
+			if bin == "" {
+				exe, _ := os.Executable()
+				bin = filepath.Join(filepath.Dir(exe), "gridlink")
+			}
+			o, hosts, err := matrix.StartTraversalOverlay(ctx, t, bin, hub)
+			if err != nil {
+				return err
+			}
+			defer o.Stop()
+			rep := o.Traversal(ctx, hub, hosts, attempts, os.Stderr)
+			if asJSON {
+				return rep.WriteJSON(os.Stdout)
+			}
+			rep.WriteTable(os.Stdout)
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	c.Flags().IntVar(&attempts, "attempts", 20, "uncached connections per ordered pair")
+	c.Flags().StringVar(&hubName, "hub", "public-server", "the host that runs the hub (needs a public address)")
+	c.Flags().StringVar(&gridlinkBin, "gridlink-bin", "", "the gridlink binary (default: beside gridlab)")
 	return c
 }
 
