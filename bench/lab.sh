@@ -48,3 +48,10 @@ echo
 echo '```'
 $BIN/gridlab matrix grid6 --bounds 2>/dev/null
 echo '```'
+
+echo
+echo "### NAT traversal across nat-zoo (20 uncached connections per ordered pair)"
+echo
+echo '```'
+$BIN/gridlab traversal nat-zoo --attempts 20 2>/dev/null
+echo '```'
