@@ -123,7 +123,7 @@ func (n *Node) predictEndpoints(ctx context.Context, port uint16) (eps []netip.A
 		return nil, false, fmt.Errorf("this host's NAT (%s) showed no consistent external address", c)
 	}
 	if c.Allocation != nat.Sequential {
-		return []netip.AddrPort{netip.AddrPortFrom(c.External, port)}, false, nil
+		return n.lie([]netip.AddrPort{netip.AddrPortFrom(c.External, port)}), false, nil
 	}
 	// a sequential NAT: see where its counter is now; ours is next.
 	last, err := nat.Observe(ctx, nil, st.observers[0])
@@ -133,7 +133,16 @@ func (n *Node) predictEndpoints(ctx context.Context, port uint16) (eps []netip.A
 	for _, p := range nat.Predict(c, last, port, sequentialGuesses) {
 		eps = append(eps, netip.AddrPortFrom(c.External, p))
 	}
-	return eps, true, nil
+	return n.lie(eps), true, nil
+}
+
+// lie lets tests model a hub that lies about observed addresses, or a NAT
+// that changes its mapping during a splice: predictions go wrong.
+func (n *Node) lie(eps []netip.AddrPort) []netip.AddrPort {
+	if n.testPredict != nil {
+		return n.testPredict(eps)
+	}
+	return eps
 }
 
 // watchNAT classifies this host's NAT soon after start, once the hubs have

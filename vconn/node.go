@@ -70,6 +70,9 @@ type Node struct {
 	splices   map[uint64]*pendingSplice     // by token
 	noSplice  map[identity.ID]time.Time     // per target hub: when splicing there last failed
 	nat       natState
+	// testPredict, set by tests only, rewrites this node's splice
+	// predictions (natstate.go).
+	testPredict func([]netip.AddrPort) []netip.AddrPort
 }
 
 type nameEntry struct {

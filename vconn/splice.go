@@ -79,7 +79,7 @@ func (n *Node) splice(ctx context.Context, target identity.Machine, port uint16,
 		delete(n.splices, token)
 		n.mu.Unlock()
 	}()
-	var errs []string
+	var errs []error
 	punched := false
 	for attempt := 0; attempt < max(tries, 1); attempt++ {
 		c, err := n.spliceAttempt(ctx, target, port, token, attempt, p)
@@ -90,10 +90,10 @@ func (n *Node) splice(ctx context.Context, target identity.Machine, port uint16,
 			return nil, err
 		}
 		punched = punched || errors.Is(err, errPunch)
-		errs = append(errs, fmt.Sprintf("attempt %d: %v", attempt+1, err))
+		errs = append(errs, fmt.Errorf("attempt %d: %w", attempt+1, err))
 		n.cfg.Logf("vconn: splice to %s, attempt %d: %v", target, attempt+1, err)
 	}
-	err := fmt.Errorf("splice to %s failed: %s", target, strings.Join(errs, "; "))
+	err := fmt.Errorf("splice to %s failed: %w", target, errors.Join(errs...))
 	if punched {
 		// the network itself said no (not the hubs, not a busy moment):
 		// remember it for the site.

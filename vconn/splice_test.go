@@ -1,0 +1,81 @@
+package vconn
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gridlink/gridlink/identity"
+)
+
+// A wrong prediction (a hub that lied about the observed endpoint, or a
+// NAT that changed its mapping mid-attempt) makes the splice fail with a
+// clear error, and the race falls back to routed; the listener never sees
+// the failed attempt.
+func TestSpliceWrongPrediction(t *testing.T) {
+	h := testHub(t, "site")
+	a := testNode(t, "a", h, Splice, Routed)
+	b := testNode(t, "b", h, Splice, Routed)
+	b.testPredict = func(eps []netip.AddrPort) []netip.AddrPort {
+		out := make([]netip.AddrPort, len(eps))
+		for i, ep := range eps {
+			out[i] = netip.AddrPortFrom(ep.Addr(), ep.Port()^0x4000) // somewhere else
+		}
+		return out
+	}
+	accepted := serveEcho(t, b, 7000)
+	waitResolvable(t, a, "b")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	start := time.Now()
+	c, err := a.Dial(ctx, "b:7000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Method() != Routed {
+		t.Errorf("method %s, want routed after the splice failed", c.Method())
+	}
+	echoCheck(t, c, 1000)
+	c.Close()
+	t.Logf("fell back to routed in %v (routed starts after 2 head starts of 200 ms here)", time.Since(start))
+
+	// the failure is remembered for the site: splicing sits out the next
+	// races there.
+	bm, err := a.Resolve(ctx, mustAddr(t, "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.possible(Splice, bm); err == nil || !strings.Contains(err.Error(), "splicing to site site failed") {
+		t.Errorf("after a failed splice: %v", err)
+	}
+	// splice alone: the error says what happened, in plain words too.
+	a.ForgetCache()
+	bm, err = a.Resolve(ctx, mustAddr(t, "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.Try(ctx, Splice, bm, 7000)
+	if err == nil || !strings.Contains(err.Error(), "splice") || !errors.Is(err, errPunch) {
+		t.Fatalf("splice with a wrong prediction: %v", err)
+	}
+	if why := Explain(Splice, err); !strings.Contains(why, "SYNs did not get through") {
+		t.Errorf("explanation %q", why)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n := accepted.Load(); n != 1 {
+		t.Errorf("listener accepted %d connections, want only the routed one", n)
+	}
+}
+
+func mustAddr(t *testing.T, s string) identity.Addr {
+	t.Helper()
+	a, err := identity.ParseAddr(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
