@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -317,5 +318,24 @@ func TestNATClassification(t *testing.T) {
 			t.Errorf("sequential NAT step %d, want 1", c.Delta)
 		}
 		t.Logf("%s: %v", site, c)
+	}
+}
+
+// While a lab is up, the root namespace cannot send to lab addresses (they
+// are routed to the machine's real network from there): a socket opened
+// outside the namespace a test meant fails at once instead of leaking.
+func TestRootGuard(t *testing.T) {
+	labtest.Up(t, "wan", nil)
+	if out, err := exec.Command("nft", "list", "table", "inet", lab.GuardTable).CombinedOutput(); err != nil {
+		t.Fatalf("no guard table in the root namespace: %v\n%s", err, out)
+	}
+	start := time.Now()
+	c, err := net.DialTimeout("tcp", "198.51.100.10:9", 3*time.Second)
+	if err == nil {
+		c.Close()
+		t.Fatal("the root namespace reached a lab address")
+	}
+	if !errors.Is(err, syscall.EHOSTUNREACH) || time.Since(start) > time.Second {
+		t.Errorf("dial from the root namespace: %v after %v, want an immediate EHOSTUNREACH", err, time.Since(start))
 	}
 }

@@ -38,6 +38,8 @@ func (s Step) Shell() string {
 		head = "ip -batch - <<'EOF'"
 	case s.Tool == "ip":
 		head = fmt.Sprintf("ip -n %s -batch - <<'EOF'", s.NS)
+	case s.Tool == "nft" && s.NS == "":
+		head = "nft -f - <<'EOF'"
 	case s.Tool == "nft":
 		head = fmt.Sprintf("ip netns exec %s nft -f - <<'EOF'", s.NS)
 	case s.Tool == "sysctl":
@@ -142,7 +144,32 @@ func Plan(t *topology.Topology) []Step {
 			steps = append(steps, Step{What: "host " + h.ID(), NS: HostNS(h), Tool: "ip", Body: hb})
 		}
 	}
+	steps = append(steps, Step{What: "guard of the root namespace", Tool: "nft", Body: GuardRuleset()})
 	return steps
 }
 
 func bridgeName(site, net int) string { return fmt.Sprintf("b%dn%d", site, net) }
+
+// GuardTable is the nftables table that keeps the root namespace from
+// sending to lab addresses while a lab is up: the lab's "public" ranges are
+// routed to the machine's real network from there, and a test that opens
+// a socket outside the namespace it meant (a goroutine on another thread
+// than netns.Do's) must fail at once, not leak onto that network.
+const GuardTable = "gridlab-guard"
+
+// GuardRuleset rejects, in the root namespace, every packet to the lab's
+// address ranges.
+func GuardRuleset() []string {
+	var ranges []string
+	for _, p := range topology.LabRanges() {
+		ranges = append(ranges, p.String())
+	}
+	return []string{
+		"table inet " + GuardTable + " {",
+		"  chain output {",
+		"    type filter hook output priority filter; policy accept;",
+		"    ip daddr { " + strings.Join(ranges, ", ") + " } counter reject with icmpx type admin-prohibited",
+		"  }",
+		"}",
+	}
+}

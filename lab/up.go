@@ -186,7 +186,10 @@ func run(s Step) error {
 		}
 		cmd = exec.Command("ip", args...)
 	case "nft":
-		cmd = exec.Command("ip", "netns", "exec", s.NS, "nft", "-f", "-")
+		cmd = exec.Command("nft", "-f", "-")
+		if s.NS != "" {
+			cmd = exec.Command("ip", "netns", "exec", s.NS, "nft", "-f", "-")
+		}
 	default:
 		return fmt.Errorf("lab: unknown tool %q", s.Tool)
 	}
@@ -282,6 +285,11 @@ func down() ([]string, error) {
 		cmd.Stdin = strings.NewReader(b.String())
 		if out, err := cmd.CombinedOutput(); err != nil {
 			errs = append(errs, fmt.Errorf("ip netns del: %v: %s", err, bytes.TrimSpace(out)))
+		}
+	}
+	if exec.Command("nft", "list", "table", "inet", GuardTable).Run() == nil { // the root namespace's guard
+		if out, err := exec.Command("nft", "delete", "table", "inet", GuardTable).CombinedOutput(); err != nil {
+			errs = append(errs, fmt.Errorf("nft delete table inet %s: %v: %s", GuardTable, err, bytes.TrimSpace(out)))
 		}
 	}
 	sshLogs, _ := filepath.Glob(filepath.Join(StateDir, "sshd-*.log"))

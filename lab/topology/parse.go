@@ -49,6 +49,10 @@ var docRanges = []netip.Prefix{
 // docRangesText names docRanges in messages.
 const docRangesText = "198.51.100.0/24, 203.0.113.0/24"
 
+// LabRanges are the public address ranges a lab may use (the parser
+// refuses others), for guards that keep the root namespace out of them.
+func LabRanges() []netip.Prefix { return append([]netip.Prefix(nil), docRanges...) }
+
 func inDocRange(p netip.Prefix) bool {
 	for _, r := range docRanges {
 		if r.Bits() <= p.Bits() && r.Contains(p.Addr()) {
