@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strings"
 	"time"
 
@@ -30,6 +31,13 @@ func (h *Hub) dialHub(ctx context.Context, spec string, want identity.ID, timeou
 	if err != nil {
 		return nil, nil, err
 	}
+	return h.linkOver(ctx, c, want, strings.HasPrefix(spec, "ssh://"))
+}
+
+// linkOver runs the dialling side of a hub link over c, made by a
+// transport or a splice: handshake (checking the peer is want unless want
+// is zero) and the hello exchange. c is closed on error.
+func (h *Hub) linkOver(ctx context.Context, c net.Conn, want identity.ID, tunnel bool) (*peer, *wire.Reader, error) {
 	id, sealer, r, err := secure(ctx, h.cfg.Creds, c, true, want)
 	if err != nil {
 		c.Close()
@@ -42,8 +50,7 @@ func (h *Hub) dialHub(ctx context.Context, spec string, want identity.ID, timeou
 	if d, ok := ctx.Deadline(); ok {
 		_ = c.SetDeadline(d)
 	}
-	mine := &wire.Hello{Role: "hub", Machine: h.machine(), Version: wire.Version, Observed: addrPort(c.RemoteAddr()),
-		Tunnel: strings.HasPrefix(spec, "ssh://")}
+	mine := &wire.Hello{Role: "hub", Machine: h.machine(), Version: wire.Version, Observed: addrPort(c.RemoteAddr()), Tunnel: tunnel}
 	if err := writeHello(c, sealer, mine); err != nil {
 		c.Close()
 		return nil, nil, err
@@ -149,11 +156,13 @@ func (h *Hub) dialLearned(ctx context.Context, id identity.ID) {
 		if len(specs) == 0 {
 			return // the tick starts a new dialler when needed
 		}
+		linked := false
 		for _, spec := range specs {
 			p, rd, err := h.dialHub(ctx, spec, id, learnedDialTimeout)
 			if err != nil {
 				continue
 			}
+			linked = true
 			if err := h.register(p); err != nil {
 				p.l.close(err)
 				break
@@ -161,6 +170,20 @@ func (h *Hub) dialLearned(ctx context.Context, id identity.ID) {
 			h.run(p, rd)
 			backoff = backoffMin
 			break
+		}
+		if !linked && h.shouldSplice(id) {
+			// neither end can reach the other: both behind NATs or
+			// firewalls. Splice a link (the hub with the smaller ID
+			// asks; the other answers).
+			if p, rd, err := h.spliceHub(ctx, id); err != nil {
+				h.logf("hub %s: splice a link to %s: %v", h.cfg.Name, h.hubName(id), err)
+			} else if err := h.register(p); err != nil {
+				p.l.close(err)
+			} else {
+				h.logf("hub %s: spliced a link to %s", h.cfg.Name, p.name)
+				h.run(p, rd)
+				backoff = backoffMin
+			}
 		}
 		if !sleepCtx(ctx, backoff) {
 			return

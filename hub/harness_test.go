@@ -63,6 +63,9 @@ type grid struct {
 	mu      sync.Mutex
 	hubs    map[string]*testHub
 	blocked map[[2]string]bool // pairs of hub names that cannot dial each other
+	// splice lets blocked hubs splice links (on loopback the test's
+	// firewall cannot stop a splice); off, so blocked pairs stay unlinked.
+	splice bool
 }
 
 type testHub struct {
@@ -91,6 +94,7 @@ func (g *grid) hub(name string, peers ...string) *testHub {
 		Peers:    specs,
 		Interval: testInterval,
 		Logf:     testLogf(g.t, ""),
+		NoSplice: !g.splice,
 		Dial: func(ctx context.Context, spec string) (net.Conn, error) {
 			g.mu.Lock()
 			blocked := false
@@ -138,6 +142,11 @@ func (th *testHub) crash() {
 	th.vanish.Store(true)
 	th.ln.Close()
 	th.mu.Lock()
+	// first silence every link, so that no goroutine reacting to one
+	// closed socket gets a word out through another still open.
+	for p := range th.all {
+		p.l.mute()
+	}
 	for p := range th.all {
 		p.l.conn.Close()
 	}

@@ -56,6 +56,9 @@ type Config struct {
 	Dial     func(ctx context.Context, spec string) (net.Conn, error)
 	Interval time.Duration                    // gossip and ping period, default 1s
 	Logf     func(format string, args ...any) // default log.Printf
+	// NoSplice stops this hub from splicing links to hubs it cannot reach
+	// and that cannot reach it (splice.go); by default it does.
+	NoSplice bool
 }
 
 // Hub is a hub server. Make one with New and run it with Serve.
@@ -84,6 +87,10 @@ type Hub struct {
 	wg        sync.WaitGroup
 	trigger   chan struct{}
 	serving   atomic.Bool
+
+	nat          hubNAT                    // this hub's NAT, for splicing (splice.go)
+	splices      map[uint64]*hubSplice     // rendezvous in progress, by token
+	spliceFailed map[identity.ID]time.Time // when splicing a link to a hub last failed
 }
 
 // New checks cfg and binds the hub's listener, so Addr is known at once.
@@ -104,6 +111,9 @@ func New(cfg Config) (*Hub, error) {
 		dialing:  map[identity.ID]bool{},
 		queries:  map[uint64]*query{},
 		trigger:  make(chan struct{}, 1),
+
+		splices:      map[uint64]*hubSplice{},
+		spliceFailed: map[identity.ID]time.Time{},
 	}
 	if h.cfg.Name == "" {
 		h.cfg.Name = h.id.Short()
@@ -222,6 +232,11 @@ func (h *Hub) Serve(ctx context.Context) error {
 	}
 	h.mu.Unlock()
 	if h.vanish.Load() {
+		// silence every link before closing any: a reader that sees its
+		// link go must not get a reset out through another.
+		for _, p := range peers {
+			p.l.mute()
+		}
 		for _, p := range peers {
 			p.l.close(errors.New("hub vanished"))
 		}

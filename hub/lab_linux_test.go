@@ -35,8 +35,11 @@ func labHub(t *testing.T, h *topology.Host, name string, peers ...string) *Hub {
 	t.Helper()
 	var hub *Hub
 	err := netns.Do(lab.HostNS(h), func() (err error) {
+		// NoSplice: splicing opens sockets of its own, which in this
+		// process would be made in the root namespace, not h's (hubs run
+		// as processes inside their namespace splice; lab/matrix tests it).
 		hub, err = New(Config{Name: name, Creds: creds(t), Listen: fmt.Sprintf("0.0.0.0:%d", labHubPort), Peers: peers,
-			Dial: nsDial(h), Interval: 200 * time.Millisecond, Logf: testLogf(t, "")})
+			Dial: nsDial(h), Interval: 200 * time.Millisecond, Logf: testLogf(t, ""), NoSplice: true})
 		return err
 	})
 	if err != nil {

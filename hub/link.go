@@ -264,6 +264,18 @@ func (l *link) close(err error) {
 	})
 }
 
+// mute drops what is queued and makes send refuse from now on, without
+// closing the connection (a vanishing hub's first step).
+func (l *link) mute() {
+	l.qmu.Lock()
+	l.closed = true
+	for _, b := range l.q {
+		putBlock(b)
+	}
+	l.q, l.qlen = nil, 0
+	l.qmu.Unlock()
+}
+
 // closeAfterFlush closes the link once the queue drained (or after d).
 func (l *link) closeAfterFlush(d time.Duration, err error) {
 	go func() {

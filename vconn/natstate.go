@@ -67,38 +67,16 @@ func (n *Node) observe(ctx context.Context) (natState, error) {
 	if err != nil {
 		return natState{}, fmt.Errorf("list hubs to observe this host from: %w", err)
 	}
-	var public, private []netip.AddrPort
+	var byHub [][]netip.AddrPort
 	for _, h := range hubs {
-		for _, a := range h.Addrs {
-			if ip := a.Addr().Unmap(); ip.IsPrivate() || ip.IsLoopback() || ip.IsLinkLocalUnicast() {
-				private = append(private, a)
-			} else {
-				public = append(public, a)
-				break // one address per public hub: observers should be distinct hubs
-			}
-		}
+		byHub = append(byHub, h.Addrs)
 	}
-	observers := public
-	if len(observers) == 0 {
-		observers = private // a private grid: the hubs see what peers see
+	observers := nat.Observers(byHub, maxObservers)
+	c, err := nat.Probe(ctx, observers, natProbes)
+	if err != nil {
+		return natState{}, err
 	}
-	if len(observers) == 0 {
-		return natState{}, errors.New("no hub lists an address to observe this host from")
-	}
-	var obs []nat.Observation
-	var errs []error
-	for i := 0; len(obs) < natProbes && i < 2*natProbes; i++ {
-		o, err := nat.Observe(ctx, nil, observers[i%min(len(observers), maxObservers)])
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		obs = append(obs, o)
-	}
-	if len(obs) < 2 {
-		return natState{}, fmt.Errorf("too few observations of this host (%d): %w", len(obs), errors.Join(errs...))
-	}
-	return natState{class: nat.Classify(obs), observers: observers[:min(len(observers), maxObservers)]}, nil
+	return natState{class: c, observers: observers}, nil
 }
 
 // sequentialGuesses is how many endpoints a node behind a sequential NAT
@@ -115,25 +93,11 @@ func (n *Node) predictEndpoints(ctx context.Context, port uint16) (eps []netip.A
 	if err != nil {
 		return nil, false, fmt.Errorf("this host's NAT is not known: %w", err)
 	}
-	c := st.class
-	if !c.Predictable() {
-		return nil, false, fmt.Errorf("this host's NAT is %s: its next port cannot be predicted", c)
-	}
-	if !c.External.IsValid() {
-		return nil, false, fmt.Errorf("this host's NAT (%s) showed no consistent external address", c)
-	}
-	if c.Allocation != nat.Sequential {
-		return n.lie([]netip.AddrPort{netip.AddrPortFrom(c.External, port)}), false, nil
-	}
-	// a sequential NAT: see where its counter is now; ours is next.
-	last, err := nat.Observe(ctx, nil, st.observers[0])
+	eps, seq, err = nat.Endpoints(ctx, st.class, st.observers[0], port, sequentialGuesses)
 	if err != nil {
-		return nil, true, fmt.Errorf("observe the NAT's counter: %w", err)
+		return nil, seq, err
 	}
-	for _, p := range nat.Predict(c, last, port, sequentialGuesses) {
-		eps = append(eps, netip.AddrPortFrom(c.External, p))
-	}
-	return n.lie(eps), true, nil
+	return n.lie(eps), seq, nil
 }
 
 // lie lets tests model a hub that lies about observed addresses, or a NAT

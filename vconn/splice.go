@@ -166,7 +166,7 @@ func (n *Node) spliceAttempt(ctx context.Context, target identity.Machine, port 
 		return nil, ctx.Err()
 	}
 	pctx, cancel := context.WithTimeout(ctx, punchTimeout(rtt))
-	raw, err := nat.Punch(pctx, res, aims(reply.Addrs, seq))
+	raw, err := nat.Punch(pctx, res, nat.Aim(reply.Addrs, seq))
 	cancel()
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errPunch, err)
@@ -251,25 +251,13 @@ func (n *Node) answerSplice(m *wire.Routed) {
 		}
 	}
 	pctx, pcancel := context.WithTimeout(ctx, punchTimeout(time.Since(start)))
-	raw, err := nat.Punch(pctx, res, aims(s.Addrs, seq))
+	raw, err := nat.Punch(pctx, res, nat.Aim(s.Addrs, seq))
 	pcancel()
 	if err != nil {
 		n.cfg.Logf("vconn: splice from %s, attempt %d: %v", s.From, s.Attempt+1, err)
 		return
 	}
 	n.direct.ServeConn(raw) // the handshake's request names the token: acceptDirect delivers it
-}
-
-// aims picks which of the peer's predicted endpoints to connect to: all
-// at once from our one reserved port (each is a distinct connection, and
-// a port-preserving NAT or none keeps our side's endpoint for every one),
-// unless our own NAT is sequential: each connection would then take a new
-// port and spoil our own prediction, so only the most likely one.
-func aims(peer []netip.AddrPort, sequential bool) []netip.AddrPort {
-	if sequential {
-		return peer[:1]
-	}
-	return peer
 }
 
 // spliceMessage routes a rendezvous message to the waiting splice.
