@@ -111,10 +111,12 @@ type Status struct {
 	Observed string            `json:"observed,omitempty"`
 	Conns    []vconn.ConnInfo  `json:"conns"`
 	Cache    map[string]string `json:"cache"` // target hub -> method
+	NAT      NATInfo           `json:"nat"`
+	PortMap  PortMapInfo       `json:"port_map"`
 }
 
 func (a *Agent) status(w http.ResponseWriter, r *http.Request) {
-	st := Status{Node: a.node.Machine(), Conns: a.node.Conns(), Cache: map[string]string{}}
+	st := Status{Node: a.node.Machine(), Conns: a.node.Conns(), Cache: map[string]string{}, NAT: natInfo(a.node), PortMap: portMapInfo(a.node)}
 	if s := a.node.Session(); s != nil {
 		st.Observed = s.Observed().String()
 	}

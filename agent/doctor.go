@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -31,7 +33,9 @@ type MethodCheck struct {
 // Diagnosis is the answer of POST /doctor.
 type Diagnosis struct {
 	Node     identity.Machine  `json:"node"`
-	Host     []string          `json:"host"` // findings about this host, in plain words
+	Host     []string          `json:"host"`     // findings about this host, in plain words
+	NAT      NATInfo           `json:"nat"`      // this host's NAT, as the hubs observed it
+	PortMap  PortMapInfo       `json:"port_map"` // whether a port mapping was obtained
 	Target   *identity.Machine `json:"target,omitempty"`
 	Methods  []MethodCheck     `json:"methods,omitempty"`
 	Verdict  string            `json:"verdict,omitempty"`
@@ -43,7 +47,7 @@ func (a *Agent) doctor(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, "doctor", &req) {
 		return
 	}
-	d := Diagnosis{Node: a.node.Machine(), Host: a.hostFindings()}
+	d := Diagnosis{Node: a.node.Machine(), Host: a.hostFindings(), NAT: natInfo(a.node), PortMap: portMapInfo(a.node)}
 	if req.Addr == "" {
 		writeJSON(w, d)
 		return
@@ -98,6 +102,9 @@ func (a *Agent) doctor(w http.ResponseWriter, r *http.Request) {
 // hostFindings describes this host's connectivity in plain words.
 func (a *Agent) hostFindings() []string {
 	m := a.node.Machine()
+	// a port mapping's endpoint is the gateway's address, not this host's.
+	mapped := a.node.PortMap().Advertised
+	m.Addrs = slices.DeleteFunc(slices.Clone(m.Addrs), func(ap netip.AddrPort) bool { return ap == mapped })
 	var out, pub, priv []string
 	for _, ap := range m.Addrs {
 		if ap.Addr().IsPrivate() {

@@ -40,7 +40,7 @@ func doctorCmd() *cobra.Command {
 				return json.NewEncoder(os.Stdout).Encode(d)
 			}
 			fmt.Printf("this host: node %s (%s)\n", d.Node.Name, d.Node.ID.Short())
-			for _, f := range d.Host {
+			for _, f := range append(d.Host, d.NAT.Words(), d.PortMap.Words()) {
 				fmt.Printf("  - %s\n", f)
 			}
 			if addr == "" {

@@ -88,12 +88,13 @@ func hostname() string {
 func nodeCmd() *cobra.Command {
 	var name, keyFile, ports, control string
 	var hubs, prefer []string
-	var verbose, discover bool
+	var verbose, discover, portMap bool
 	c := &cobra.Command{
 		Use:   "node",
 		Short: "run this host's node agent (other gridlink commands talk to it)",
 		Example: `  gridlink node --name das3v-n1 --hub 198.51.100.10:7946
-  gridlink node --hub 10.4.0.10:7946 --ports 40000-40100 --prefer 10.2.0.0/24`,
+  gridlink node --hub 10.4.0.10:7946 --ports 40000-40100 --prefer 10.2.0.0/24
+  gridlink node --hub 198.51.100.10:7946 --portmap   # behind a home router: ask it for an inbound port`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			key, err := loadKey(keyFile)
@@ -121,7 +122,7 @@ func nodeCmd() *cobra.Command {
 				fmt.Fprintf(os.Stderr, "gridlink node: discovered hub %s at %s\n", found[0].Name, found[0].Addr)
 			}
 			a, err := agent.Start(ctx, agent.Config{Control: control, Node: vconn.Config{
-				Name: name, Key: key, Hubs: hubs, Ports: pr, Preferred: pref, Logf: logf(verbose)}})
+				Name: name, Key: key, Hubs: hubs, Ports: pr, Preferred: pref, PortMap: portMap, Logf: logf(verbose)}})
 			if err != nil {
 				return err
 			}
@@ -140,6 +141,7 @@ func nodeCmd() *cobra.Command {
 	f.StringVar(&control, "control", "", "control socket (default @gridlink-agent)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log connection setup")
 	f.BoolVar(&discover, "discover", false, "without --hub: find the site's hub by UDP multicast")
+	f.BoolVar(&portMap, "portmap", false, "ask the NAT gateway for an inbound port (UPnP IGD, NAT-PMP) and advertise it; deleted when the node stops")
 	return c
 }
 
@@ -225,6 +227,7 @@ func statusCmd() *cobra.Command {
 			for h, m := range st.Cache {
 				fmt.Printf("cached: hub %s -> %s\n", h, m)
 			}
+			fmt.Printf("%s\n%s\n", st.NAT.Words(), st.PortMap.Words())
 			return nil
 		},
 	}

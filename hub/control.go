@@ -33,6 +33,8 @@ func (h *Hub) control(p *peer, m *wire.Message) error {
 		h.lookup(p, m.Lookup)
 	case m.Kind == wire.KHubs && !p.isHub:
 		h.answerHubs(p, m.Hubs)
+	case m.Kind == wire.KMachine && !p.isHub:
+		return h.updateNode(p, m.Machine)
 	default:
 		role := "node"
 		if p.isHub {

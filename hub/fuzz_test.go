@@ -48,6 +48,7 @@ func FuzzFrames(f *testing.F) {
 	f.Add(wire.Append(nil, wire.TControl, 0, wire.Encode(&wire.Message{Kind: wire.KRouted, Routed: &wire.Routed{ToHub: someone, ToNode: someone, TTL: 2,
 		Msg: &wire.Message{Kind: wire.KReverse, Reverse: &wire.Reverse{Token: 1, From: identity.Machine{ID: someone}, Port: 1}}}})))
 	f.Add(wire.Append(nil, wire.TControl, 0, wire.Encode(&wire.Message{Kind: wire.KFound, Found: &wire.Found{Query: 1}})))
+	f.Add(wire.Append(nil, wire.TControl, 0, wire.Encode(&wire.Message{Kind: wire.KMachine, Machine: &identity.Machine{ID: someone, Name: "node-peer"}})))
 
 	h, err := New(Config{Name: "fuzz", Creds: creds(f), Listen: "127.0.0.1:0", Logf: quiet})
 	if err != nil {
@@ -69,7 +70,7 @@ func FuzzFrames(f *testing.F) {
 			h.unregister(p, errClosedByPeer)
 		}
 		// The session side of a link.
-		s := &Session{cfg: SessionConfig{Machine: identity.Machine{ID: someone, Name: "n"}}, logf: quiet, lookups: map[uint64]chan []identity.Machine{},
+		s := &Session{cfg: SessionConfig{Machine: identity.Machine{ID: someone, Name: "n"}}, machine: identity.Machine{ID: someone, Name: "n"}, logf: quiet, lookups: map[uint64]chan []identity.Machine{},
 			messages: make(chan *wire.Routed, 1), incoming: make(chan *Incoming, 1), done: make(chan struct{})}
 		a, c := net.Pipe()
 		go io.Copy(io.Discard, c)

@@ -55,10 +55,7 @@ func (h *Hub) newPeer(c net.Conn, sealer *wire.Sealer, hello *wire.Hello, dialed
 	p.machine = hello.Machine
 	p.machine.Addrs = slices.Clone(p.machine.Addrs)
 	if !p.isHub {
-		p.machine.Hub, p.machine.HubName = h.id, h.cfg.Name
-		if obs := p.l.remote; obs.IsValid() && !slices.Contains(p.machine.Observed, obs) && len(p.machine.Observed) < 8 {
-			p.machine.Observed = append(slices.Clone(p.machine.Observed), obs)
-		}
+		p.machine = h.nodeRecord(hello.Machine, p.l.remote)
 	}
 	p.nextCirc = firstCircuit(dialed)
 	p.circuits = map[uint32]circRef{}

@@ -19,8 +19,10 @@ import (
 
 // SessionConfig configures a node's session with its hub.
 type SessionConfig struct {
-	Creds   *pki.Credentials // required
-	Machine identity.Machine // this node (ID must match Creds; zero: taken from Creds); the session fills Hub and HubName
+	Creds *pki.Credentials // required
+	// Machine is this node (ID must match Creds; zero: taken from Creds);
+	// the session fills Hub and HubName. Session.SetMachine replaces it.
+	Machine identity.Machine
 	// Hubs are hub transport specs to try, in order. On loss of the hub the
 	// session re-attaches to the next that answers (with backoff); its
 	// circuits are reset.
@@ -49,9 +51,10 @@ type Session struct {
 	logf func(string, ...any)
 
 	mu         sync.Mutex
-	cur        *slink        // nil while re-attaching
-	ready      chan struct{} // closed while attached
-	curIdx     int           // index in cfg.Hubs of the current hub
+	cur        *slink           // nil while re-attaching
+	machine    identity.Machine // what the hub is told: cfg.Machine, then SetMachine's
+	ready      chan struct{}    // closed while attached
+	curIdx     int              // index in cfg.Hubs of the current hub
 	lookups    map[uint64]chan []identity.Machine
 	hubQueries map[uint64]chan []wire.RouteAd
 	nextQ      uint64
@@ -68,6 +71,7 @@ type slink struct {
 	l        *link
 	hub      identity.Machine
 	observed netip.AddrPort
+	sent     identity.Machine // the machine this link's hub was last told (under s.mu)
 
 	mu       sync.Mutex
 	circuits map[uint32]*Circuit // nil once the link is gone
@@ -143,7 +147,7 @@ func Attach(ctx context.Context, cfg SessionConfig) (*Session, error) {
 	if cfg.Dial == nil {
 		cfg.Dial = dialTCP
 	}
-	s := &Session{cfg: cfg, logf: cfg.Logf, ready: make(chan struct{}), lookups: map[uint64]chan []identity.Machine{}, hubQueries: map[uint64]chan []wire.RouteAd{},
+	s := &Session{cfg: cfg, machine: cfg.Machine, logf: cfg.Logf, ready: make(chan struct{}), lookups: map[uint64]chan []identity.Machine{}, hubQueries: map[uint64]chan []wire.RouteAd{},
 		messages: make(chan *wire.Routed, messageQueue), incoming: make(chan *Incoming, incomingQueue), done: make(chan struct{})}
 	if s.logf == nil {
 		s.logf = log.Printf
@@ -218,7 +222,8 @@ func (s *Session) attachTo(ctx context.Context, spec string) (*slink, error) {
 	if d, ok := ctx.Deadline(); ok {
 		_ = c.SetDeadline(d)
 	}
-	if err := writeHello(c, sealer, &wire.Hello{Role: "node", Machine: s.cfg.Machine, Version: wire.Version}); err != nil {
+	me := s.self()
+	if err := writeHello(c, sealer, &wire.Hello{Role: "node", Machine: me, Version: wire.Version}); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -236,7 +241,7 @@ func (s *Session) attachTo(ctx context.Context, spec string) (*slink, error) {
 	if hub.Name == "" {
 		hub.Name = hub.ID.Short()
 	}
-	sl := &slink{s: s, hub: hub, observed: hello.Observed, circuits: map[uint32]*Circuit{}, nextCirc: firstCircuit(true)}
+	sl := &slink{s: s, hub: hub, observed: hello.Observed, sent: me, circuits: map[uint32]*Circuit{}, nextCirc: firstCircuit(true)}
 	sl.l = newLink(c, sealer, fmt.Sprintf("hub %s (%s)", hub.Name, c.RemoteAddr()))
 	s.wg.Add(1)
 	go func() {
@@ -255,6 +260,7 @@ func (s *Session) install(sl *slink, idx int) {
 		return
 	}
 	s.cur, s.curIdx = sl, idx
+	s.catchUpLocked(sl)
 	select {
 	case <-s.ready: // the lost link was not detached yet: still marked ready
 	default:
@@ -361,9 +367,9 @@ func (s *Session) Hub() identity.Machine {
 
 // Machine is this node's identifier with its current hub filled in.
 func (s *Session) Machine() identity.Machine {
-	m := s.cfg.Machine
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	m := s.machine
 	if s.cur != nil {
 		m.Hub, m.HubName = s.cur.hub.ID, s.cur.hub.Name
 		if s.cur.observed.IsValid() {

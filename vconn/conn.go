@@ -2,10 +2,12 @@
 // connection to another process of the job, by name and port, and gets a
 // net.Conn set up the most direct way the network allows (direct, reverse,
 // splice, routed). It owns the method race, the per-site method cache, the
-// spare connections, the splice rendezvous, the listener registry and the
-// accept-side commit protocol; finding addresses and dialling them is
+// spare connections, the splice rendezvous, the listener registry, the
+// accept-side commit protocol, and keeping and advertising the node's port
+// mapping (Config.PortMap); finding addresses and dialling them is
 // package direct's, relaying and name lookup the hubs' (package hub), NAT
-// classification and the simultaneous open package nat's.
+// classification and the simultaneous open package nat's, talking to the
+// NAT gateway package portmap's.
 package vconn
 
 import (

@@ -41,7 +41,13 @@ type Config struct {
 	// target it reached directly, for the next setup (spare.go): default
 	// 20s, at most 50s; negative: no spares.
 	SpareTTL time.Duration
-	Logf     func(format string, args ...any)
+	// PortMap asks the NAT gateway for an inbound mapping of the direct
+	// listener's port (UPnP IGD or NAT-PMP) and advertises its external
+	// endpoint (portmap.go). Off by default: those protocols probe the
+	// local network (SSDP multicast, requests to the gateway), which no
+	// one should get by surprise; `gridlink node --portmap` turns it on.
+	PortMap bool
+	Logf    func(format string, args ...any)
 }
 
 // Node is one process's presence in the overlay: its identity, its direct
@@ -73,6 +79,7 @@ type Node struct {
 	// testPredict, set by tests only, rewrites this node's splice
 	// predictions (natstate.go).
 	testPredict func([]netip.AddrPort) []netip.AddrPort
+	pm          portMapState // Config.PortMap (portmap.go)
 }
 
 type nameEntry struct {
@@ -144,12 +151,14 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		go n.serveCircuits()
 		go n.watchNAT()
 	}
+	n.startPortMap()
 	return n, nil
 }
 
-// localMachine is this node's identifier without hub information.
+// localMachine is this node's identifier without hub information: its
+// listener's addresses and a port mapping's.
 func (n *Node) localMachine() identity.Machine {
-	return n.direct.Machine(n.cfg.Key.ID(), n.cfg.Name)
+	return n.withMapped(n.direct.Machine(n.cfg.Key.ID(), n.cfg.Name))
 }
 
 // Machine is this node's machine identifier, with its hub.
@@ -171,7 +180,8 @@ func (n *Node) Name() string { return n.cfg.Name }
 // Session is the node's hub session, or nil.
 func (n *Node) Session() *hub.Session { return n.session }
 
-// Close shuts the node down: listeners, connections, hub session.
+// Close shuts the node down: listeners, connections, hub session, port
+// mapping (deleted at the gateway before Close returns).
 func (n *Node) Close() error {
 	n.cancel()
 	n.direct.Close()

@@ -26,6 +26,12 @@ const (
 	KReverse = "reverse"
 	// KReverseFail tells the asker that a reverse setup failed, and why.
 	KReverseFail = "reverse-fail"
+	// KMachine is a node telling its hub, on their link, its new machine
+	// identifier (Machine: e.g. with an address a port mapping added), to
+	// replace the one of its hello. Its ID and name must stay those of
+	// the hello; the hub fills in the hub fields and the address it
+	// observes. It is never routed.
+	KMachine = "machine"
 )
 
 // Version is the protocol version hellos carry.
@@ -47,17 +53,18 @@ const (
 
 // Message is one control message: Kind says which field is set.
 type Message struct {
-	Kind    string     `json:"kind"`
-	Hello   *Hello     `json:"hello,omitempty"`
-	Gossip  *Gossip    `json:"gossip,omitempty"`
-	Routed  *Routed    `json:"routed,omitempty"`
-	Lookup  *Lookup    `json:"lookup,omitempty"`
-	Found   *Found     `json:"found,omitempty"`
-	Reverse *Reverse   `json:"reverse,omitempty"`
-	Fail    *Fail      `json:"fail,omitempty"`
-	Hubs    *HubsQuery `json:"hubs,omitempty"`
-	HubList *HubList   `json:"hub_list,omitempty"`
-	Splice  *Splice    `json:"splice,omitempty"`
+	Kind    string            `json:"kind"`
+	Hello   *Hello            `json:"hello,omitempty"`
+	Gossip  *Gossip           `json:"gossip,omitempty"`
+	Routed  *Routed           `json:"routed,omitempty"`
+	Lookup  *Lookup           `json:"lookup,omitempty"`
+	Found   *Found            `json:"found,omitempty"`
+	Reverse *Reverse          `json:"reverse,omitempty"`
+	Fail    *Fail             `json:"fail,omitempty"`
+	Hubs    *HubsQuery        `json:"hubs,omitempty"`
+	HubList *HubList          `json:"hub_list,omitempty"`
+	Splice  *Splice           `json:"splice,omitempty"`
+	Machine *identity.Machine `json:"machine,omitempty"`
 }
 
 // Hello introduces one end of a hub link. A hub answers a node's hello with
@@ -215,7 +222,7 @@ func strictUnmarshal(p []byte, v any) error {
 
 func (m *Message) check(depth int) error {
 	set := 0
-	for _, p := range []bool{m.Hello != nil, m.Gossip != nil, m.Routed != nil, m.Lookup != nil, m.Found != nil, m.Reverse != nil, m.Fail != nil, m.Hubs != nil, m.HubList != nil, m.Splice != nil} {
+	for _, p := range []bool{m.Hello != nil, m.Gossip != nil, m.Routed != nil, m.Lookup != nil, m.Found != nil, m.Reverse != nil, m.Fail != nil, m.Hubs != nil, m.HubList != nil, m.Splice != nil, m.Machine != nil} {
 		if p {
 			set++
 		}
@@ -240,7 +247,7 @@ func (m *Message) check(depth int) error {
 		if r == nil || r.Msg == nil || r.TTL < 0 || r.TTL > maxTTL || depth > 0 {
 			return fmt.Errorf("bad routed envelope")
 		}
-		if r.Msg.Kind == KRouted || r.Msg.Kind == KHello || r.Msg.Kind == KGossip {
+		if r.Msg.Kind == KRouted || r.Msg.Kind == KHello || r.Msg.Kind == KGossip || r.Msg.Kind == KMachine {
 			return fmt.Errorf("cannot route a %s message", r.Msg.Kind)
 		}
 		return r.Msg.check(depth + 1)
@@ -268,6 +275,11 @@ func (m *Message) check(depth int) error {
 		ok = m.HubList != nil
 		if ok {
 			return (&Gossip{Routes: m.HubList.Hubs}).check()
+		}
+	case KMachine:
+		ok = m.Machine != nil
+		if ok {
+			return checkMachine(m.Machine)
 		}
 	case KSplice, KSpliceReply, KSpliceGo:
 		ok = m.Splice != nil

@@ -83,6 +83,7 @@ func TestMessages(t *testing.T) {
 		{Kind: KFound, Found: &Found{Query: 1, Matches: []identity.Machine{m}}},
 		{Kind: KReverse, Reverse: &Reverse{Token: 9, From: m, Port: 80, Target: m.ID}},
 		{Kind: KReverseFail, Fail: &Fail{Token: 9, Reason: "connection refused"}},
+		{Kind: KMachine, Machine: &m},
 	}
 	for _, msg := range msgs {
 		got, err := Decode(Encode(msg))
@@ -101,6 +102,14 @@ func TestMessages(t *testing.T) {
 		`{"kind":"gossip","gossip":{"routes":[{"state":2}]}}`:                                "route without a hub",
 		`{"kind":"gossip","gossip":{"routes":[{"hub":"` + m.ID.String() + `","hops":256}]}}`: "256 hops",
 		`{"kind":"gossip","gossip":{"routes":[{"hub":"` + m.ID.String() + `","nodes":-1}]}}`: "negative",
+		`{"kind":"machine"}`:                                 "0 bodies, want exactly 1",
+		`{"kind":"machine","machine":{}}`:                    "machine without an ID",
+		`{"kind":"machine","lookup":{"query":1,"node":"x"}}`: "missing or malformed body",
+		`{"kind":"machine","machine":{"id":"x"}}`:            "control message",
+		`{"kind":"machine","machine":{"id":"` + m.ID.String() + `","addrs":["1.2.3.4:5"],"port":1}}`:                                  "unknown field",
+		`{"kind":"machine","machine":{"id":"` + m.ID.String() + `","name":"` + strings.Repeat("n", 65) + `"}}`:                        "name too long",
+		`{"kind":"machine","machine":{"id":"` + m.ID.String() + `","addrs":[` + strings.Repeat(`"1.2.3.4:5",`, 32) + `"1.2.3.4:6"]}}`: "more than 32 addresses",
+		`{"kind":"routed","routed":{"ttl":1,"msg":{"kind":"machine","machine":{"id":"` + m.ID.String() + `"}}}}`:                      "cannot route a machine message",
 	}
 	for in, want := range bad {
 		if _, err := Decode([]byte(in)); err == nil || !errors.Is(err, ErrFrame) || !strings.Contains(err.Error(), want) {
@@ -177,6 +186,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(Encode(&Message{Kind: KHello, Hello: &Hello{Role: "hub", Machine: m}}))
 	f.Add(Encode(&Message{Kind: KGossip, Gossip: &Gossip{Routes: []RouteAd{{Hub: m.ID, Name: "g", State: 2, Hops: 1, Addrs: m.Addrs}}}}))
 	f.Add(Encode(&Message{Kind: KRouted, Routed: &Routed{FromHub: m.ID, ToHub: m.ID, Msg: &Message{Kind: KReverse, Reverse: &Reverse{From: m, Port: 1}}}}))
+	f.Add(Encode(&Message{Kind: KMachine, Machine: &m}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		msg, err := Decode(b)
 		if err != nil {
