@@ -88,9 +88,9 @@ type Hub struct {
 	trigger   chan struct{}
 	serving   atomic.Bool
 
-	nat          hubNAT                    // this hub's NAT, for splicing (splice.go)
-	splices      map[uint64]*hubSplice     // rendezvous in progress, by token
-	spliceFailed map[identity.ID]time.Time // when splicing a link to a hub last failed
+	nat          hubNAT                        // this hub's NAT, for splicing (splice.go)
+	splices      map[uint64]*hubSplice         // rendezvous in progress, by token
+	spliceFailed map[identity.ID]spliceFailure // when splicing a link to a hub last failed, and how often
 }
 
 // New checks cfg and binds the hub's listener, so Addr is known at once.
@@ -113,7 +113,7 @@ func New(cfg Config) (*Hub, error) {
 		trigger:  make(chan struct{}, 1),
 
 		splices:      map[uint64]*hubSplice{},
-		spliceFailed: map[identity.ID]time.Time{},
+		spliceFailed: map[identity.ID]spliceFailure{},
 	}
 	if h.cfg.Name == "" {
 		h.cfg.Name = h.id.Short()

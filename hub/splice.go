@@ -18,14 +18,35 @@ import (
 // NATs or stateful firewalls) but hear of each other through the overlay
 // splice a TCP connection, as nodes do (see package vconn), with routed
 // hub messages for the rendezvous, and run an ordinary hub link over it.
-// The hub with the smaller ID offers; the other answers. Each learns its
-// own NAT from public hubs' observations (nat.Probe).
+// The hub with the smaller ID offers; the other answers. A refusal or a
+// failed punch delays the next offer to that hub, from 5 s doubling up to
+// 5 min. Each learns its own NAT from public hubs' observations
+// (nat.Probe), neighbours first.
 const (
-	spliceReplyWait  = 5 * time.Second
-	spliceRetryAfter = time.Minute // after a failed splice to a hub
-	natTrusted       = 5 * time.Minute
-	spliceGuesses    = 3
+	spliceReplyWait = 5 * time.Second
+	// after a failed splice to a hub, the next waits spliceRetryMin,
+	// doubling with each failure up to spliceRetryMax.
+	spliceRetryMin = 5 * time.Second
+	spliceRetryMax = 5 * time.Minute
+	natTrusted     = 5 * time.Minute
+	// spliceGuesses: a hub behind a sequential NAT makes connections of its
+	// own all the time (links, dials to learned hubs), which move the
+	// counter on: it guesses wider than a node does.
+	spliceGuesses = 5
 )
+
+type spliceFailure struct {
+	at    time.Time
+	count int
+}
+
+func (f spliceFailure) retryAfter() time.Duration {
+	d := spliceRetryMin
+	for i := 1; i < f.count && d < spliceRetryMax; i++ {
+		d *= 2
+	}
+	return min(d, spliceRetryMax)
+}
 
 type hubSplice struct {
 	peer  identity.ID
@@ -50,7 +71,7 @@ func (h *Hub) shouldSplice(id identity.ID) bool {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if t, ok := h.spliceFailed[id]; ok && time.Since(t) < spliceRetryAfter {
+	if f, ok := h.spliceFailed[id]; ok && time.Since(f.at) < f.retryAfter() {
 		return false
 	}
 	st := h.nat
@@ -65,13 +86,20 @@ func (h *Hub) natClass(ctx context.Context) (hubNAT, error) {
 	if !st.at.IsZero() && st.err == nil && time.Since(st.at) < natTrusted {
 		return st, nil
 	}
-	var byHub [][]netip.AddrPort
+	// neighbours first: hubs this one reached, so they can be reached
+	// (a far hub's public address may sit behind a firewall).
+	var near, far [][]netip.AddrPort
 	for _, r := range h.Routes() {
-		if r.Reachable() && r.Hub != h.id {
-			byHub = append(byHub, r.Addrs)
+		switch {
+		case !r.Reachable() || r.Hub == h.id:
+		case r.Hops == 1:
+			near = append(near, r.Addrs)
+		default:
+			far = append(far, r.Addrs)
 		}
 	}
-	st = hubNAT{observers: nat.Observers(byHub, 2), at: time.Now()}
+	byHub := append(near, far...)
+	st = hubNAT{observers: nat.Observers(byHub, 3), at: time.Now()}
 	st.class, st.err = nat.Probe(ctx, st.observers, 4)
 	h.mu.Lock()
 	h.nat = st
@@ -103,7 +131,13 @@ func (h *Hub) spliceHub(ctx context.Context, id identity.ID) (*peer, *wire.Reade
 		// the other hub refused, or the network did: not again soon. (No
 		// answer at all is retried sooner: its routes may be catching up.)
 		h.mu.Lock()
-		h.spliceFailed[id] = time.Now()
+		f := h.spliceFailed[id]
+		h.spliceFailed[id] = spliceFailure{at: time.Now(), count: f.count + 1}
+		h.mu.Unlock()
+	}
+	if err == nil {
+		h.mu.Lock()
+		delete(h.spliceFailed, id)
 		h.mu.Unlock()
 	}
 	return p, rd, err

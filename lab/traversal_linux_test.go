@@ -2,11 +2,14 @@ package lab_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gridlink/gridlink/lab/labtest"
 	"github.com/gridlink/gridlink/lab/matrix"
+	"github.com/gridlink/gridlink/lab/topology"
 )
 
 // NAT traversal across nat-zoo: every ordered pair of hosts connects on
@@ -55,5 +58,54 @@ func TestNATZooTraversal(t *testing.T) {
 	}
 	if rep.Summary.SpliceRate < 0.95 {
 		t.Errorf("splicing succeeded in %.1f%% of the attempts where expected, want at least 95%%", 100*rep.Summary.SpliceRate)
+	}
+}
+
+// Hubs behind NATs and firewalls that can only reach a public hub splice
+// links between themselves: their routes to each other become one hop,
+// except to and from the hub behind the random NAT, which stays two hops
+// away (through the public hub).
+func TestNATZooSplicedHubLinks(t *testing.T) {
+	bin := gridlinkBin(t)
+	topo := labtest.Up(t, "nat-zoo", nil)
+	ctx := context.Background()
+	host := func(name string) *topology.Host { return labtest.Host(t, topo, name) }
+	behind := []*topology.Host{host("preserve-h"), host("sequential-h"), host("fwdrop-h"), host("random-h")}
+	o, err := matrix.StartHubs(ctx, topo, bin, host("public-server"), behind)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Stop()
+	want := func(a, b *topology.Host) int {
+		if a.Site.NAT == topology.NATRandom || b.Site.NAT == topology.NATRandom {
+			return 2
+		}
+		return 1
+	}
+	deadline := time.Now().Add(45 * time.Second)
+	for {
+		var wrong []string
+		for _, a := range behind {
+			hops, err := o.HubHops(ctx, a)
+			if err != nil {
+				wrong = append(wrong, err.Error())
+				continue
+			}
+			for _, b := range behind {
+				if a != b && hops[b.ID()] != want(a, b) {
+					wrong = append(wrong, fmt.Sprintf("%s -> %s: %d hops, want %d", a.ID(), b.ID(), hops[b.ID()], want(a, b)))
+				}
+			}
+		}
+		if len(wrong) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			for _, a := range behind {
+				t.Logf("hub on %s:\n%s", a.ID(), o.HubLog(a))
+			}
+			t.Fatalf("hub links not spliced within 45s:\n%s", strings.Join(wrong, "\n"))
+		}
+		time.Sleep(time.Second)
 	}
 }

@@ -156,10 +156,25 @@ func portStep(a, b uint16) int {
 	return d
 }
 
-// commonStep returns the step d if most steps equal d and the others are
-// small multiples of it, allowing a few outliers (the counter wrapping,
-// a burst of other hosts' mappings), else 0.
+// commonStep returns the step of a sequential NAT: the greatest common
+// divisor when every step is small, else d if most steps equal d and the
+// others are small multiples of it, allowing a few outliers (the counter
+// wrapping, a burst of other hosts' mappings); else 0.
 func commonStep(steps []int) int {
+	// every step small: a sequential NAT whose counter other connections
+	// (this host's own, other hosts') moved on in between, by irregular
+	// amounts. A random allocator practically never gives that.
+	g := 0
+	for _, s := range steps {
+		if s <= 0 || s > maxDelta {
+			g = 0
+			break
+		}
+		g = gcd(g, s)
+	}
+	if g > 0 && len(steps) >= 2 {
+		return g
+	}
 	count := map[int]int{}
 	for _, s := range steps {
 		if s > 0 && s <= maxDelta {
@@ -185,6 +200,13 @@ func commonStep(steps []int) int {
 		return 0
 	}
 	return best
+}
+
+func gcd(a, b int) int {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
 
 // mapping tells endpoint-independent from endpoint-dependent mapping by

@@ -38,7 +38,10 @@ func TestClassify(t *testing.T) {
 		{"sequential +1", []uint16{40001, 40100, 45000, 50000}, []uint16{20010, 20011, 20012, 20013}, Sequential, 1},
 		{"sequential +2 with gaps", []uint16{1, 2, 3, 4, 5, 6}, []uint16{30000, 30002, 30006, 30008, 30010, 30012}, Sequential, 2},
 		{"sequential, counter wraps", []uint16{1, 2, 3, 4, 5}, []uint16{20997, 20998, 20999, 20000, 20001}, Sequential, 1},
+		{"sequential, moved on irregularly by other connections", []uint16{1, 2, 3, 4}, []uint16{20019, 20020, 20023, 20025}, Sequential, 1},
+		{"sequential +2, moved on irregularly", []uint16{1, 2, 3, 4}, []uint16{20010, 20014, 20016, 20022}, Sequential, 2},
 		{"random", []uint16{1, 2, 3, 4, 5}, []uint16{53211, 1401, 33012, 61200, 9044}, Random, 0},
+		{"random, two steps small by chance", []uint16{1, 2, 3, 4}, []uint16{30000, 30005, 30011, 52000}, Random, 0},
 		{"one observation", []uint16{40001}, []uint16{20010}, Unknown, 0},
 	}
 	for _, c := range cases {

@@ -33,17 +33,20 @@ func Observers(byHub [][]netip.AddrPort, max int) []netip.AddrPort {
 }
 
 // Probe makes n observations of this host's connections, round-robin over
-// observers, and classifies them.
+// observers (dropping any that cannot be reached), and classifies them.
 func Probe(ctx context.Context, observers []netip.AddrPort, n int) (Class, error) {
 	if len(observers) == 0 {
 		return Class{}, errors.New("no hub lists an address to observe this host from")
 	}
 	var obs []Observation
 	var errs []error
-	for i := 0; len(obs) < n && i < 2*n; i++ {
-		o, err := Observe(ctx, nil, observers[i%len(observers)])
+	live := append([]netip.AddrPort(nil), observers...)
+	for i := 0; len(obs) < n && i < 2*n && len(live) > 0; i++ {
+		k := i % len(live)
+		o, err := Observe(ctx, nil, live[k])
 		if err != nil {
 			errs = append(errs, err)
+			live = append(live[:k], live[k+1:]...) // unreachable from here: drop it
 			continue
 		}
 		obs = append(obs, o)

@@ -206,6 +206,15 @@ func (o *Overlay) HubStatus(ctx context.Context, site string) string {
 	return fmt.Sprintf("%s--- log (tail) ---\n%s", out, log)
 }
 
+// HubLog is the tail of the log of the hub on host h.
+func (o *Overlay) HubLog(h *topology.Host) string {
+	log, _ := os.ReadFile(filepath.Join(lab.StateDir, fmt.Sprintf("gridlink-%s-hub.log", h.ID())))
+	if len(log) > 3000 {
+		log = log[len(log)-3000:]
+	}
+	return string(log)
+}
+
 // Run runs a gridlink command on host h.
 func (o *Overlay) Run(ctx context.Context, h *topology.Host, args ...string) ([]byte, error) {
 	return o.run(ctx, h, args...)

@@ -248,3 +248,44 @@ func (r *TraversalReport) WriteTable(w io.Writer) {
 	fmt.Fprintf(w, "%d pairs, %d attempts, %d connected; %d pairs as expected; splicing expected for %d pairs, succeeded in %.1f%% of their attempts\n",
 		s.Pairs, s.Attempts, s.Connected, s.AsExpected, s.SplicePairs, 100*s.SpliceRate)
 }
+
+// StartHubs starts a hub on public (listening on TraversalHubPort) and one
+// on each of behind, which peer with it only: hubs behind NATs and
+// firewalls that must find each other through it.
+func StartHubs(ctx context.Context, t *topology.Topology, bin string, public *topology.Host, behind []*topology.Host) (*Overlay, error) {
+	o := &Overlay{t: t, bin: bin, hubs: map[string]*exec.Cmd{}}
+	if err := o.start(public, "hub", []string{"hub", "--verbose", "--name", public.ID(), "--listen", fmt.Sprintf("0.0.0.0:%d", TraversalHubPort)}); err != nil {
+		return nil, err
+	}
+	spec := fmt.Sprintf("%s:%d", public.PrimaryAddr(), TraversalHubPort)
+	for _, h := range behind {
+		if err := o.start(h, "hub", []string{"hub", "--verbose", "--name", h.ID(), "--listen", fmt.Sprintf("0.0.0.0:%d", HubPort), "--peer", spec}); err != nil {
+			o.Stop()
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+// HubHops returns, for the hub running on h, the hop count of its route to
+// every other hub, by name (a neighbour is 1 hop away).
+func (o *Overlay) HubHops(ctx context.Context, h *topology.Host) (map[string]int, error) {
+	out, err := o.run(ctx, h, "status", "--hub", "--json")
+	if err != nil {
+		return nil, err
+	}
+	var st struct {
+		Routes []struct {
+			Name string `json:"Name"`
+			Hops int    `json:"Hops"`
+		} `json:"routes"`
+	}
+	if err := json.Unmarshal(out, &st); err != nil {
+		return nil, fmt.Errorf("hub status on %s: %w", h.ID(), err)
+	}
+	hops := map[string]int{}
+	for _, r := range st.Routes {
+		hops[r.Name] = r.Hops
+	}
+	return hops, nil
+}
