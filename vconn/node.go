@@ -71,10 +71,11 @@ type Node struct {
 	conns     map[*Conn]struct{}
 	spares    map[identity.ID][]*spare // by target
 	nspares   int
-	sparing   map[identity.ID]chan struct{} // spares being set up: closed when settled
-	held      map[*direct.Conn]bool         // spares of others waiting for their port
-	splices   map[uint64]*pendingSplice     // by token
-	noSplice  map[identity.ID]time.Time     // per target hub: when splicing there last failed
+	sparing   map[identity.ID]*spareFlight // spares being set up, by target
+	inflight  int                          // spares being set up, all targets
+	held      map[*direct.Conn]bool        // spares of others waiting for their port
+	splices   map[uint64]*pendingSplice    // by token
+	noSplice  map[identity.ID]time.Time    // per target hub: when splicing there last failed
 	nat       natState
 	// testPredict, set by tests only, rewrites this node's splice
 	// predictions (natstate.go).
@@ -122,7 +123,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		names:     map[string]nameEntry{},
 		conns:     map[*Conn]struct{}{},
 		spares:    map[identity.ID][]*spare{},
-		sparing:   map[identity.ID]chan struct{}{},
+		sparing:   map[identity.ID]*spareFlight{},
 		held:      map[*direct.Conn]bool{},
 		splices:   map[uint64]*pendingSplice{},
 		noSplice:  map[identity.ID]time.Time{},

@@ -100,43 +100,61 @@ func (n *Node) Spares() int {
 	return n.nspares
 }
 
-// refillSpare opens a spare to target in the background, unless spares are
-// off, sparesPerTarget are kept or one is on its way, or the node keeps
-// too many. Once it is there, the next one follows.
+// spareFlight counts the spares on their way to one target; settled is
+// closed (and replaced) each time one arrives or fails.
+type spareFlight struct {
+	n       int
+	settled chan struct{}
+}
+
+// refillSpare opens spares to target in the background, in parallel, until
+// sparesPerTarget are kept or on their way, unless spares are off or the
+// node keeps too many.
 func (n *Node) refillSpare(target identity.Machine) {
 	ttl := n.spareTTL()
 	n.mu.Lock()
-	if ttl == 0 || len(n.spares[target.ID]) >= sparesPerTarget || n.sparing[target.ID] != nil || n.nspares+len(n.sparing) >= maxSpares || n.ctx.Err() != nil {
-		n.mu.Unlock()
+	defer n.mu.Unlock()
+	if ttl == 0 || n.ctx.Err() != nil {
 		return
 	}
-	settled := make(chan struct{})
-	n.sparing[target.ID] = settled
-	n.wg.Add(1)
-	n.mu.Unlock()
-	go func() {
-		defer n.wg.Done()
-		ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
-		c, err := n.dialer.Dial(ctx, target, request{spare: true}.String())
-		cancel()
-		n.mu.Lock()
+	f := n.sparing[target.ID]
+	if f == nil {
+		f = &spareFlight{settled: make(chan struct{})}
+	}
+	for len(n.spares[target.ID])+f.n < sparesPerTarget && n.nspares+n.inflight < maxSpares {
+		f.n++
+		n.inflight++
+		n.sparing[target.ID] = f
+		n.wg.Add(1)
+		go n.openSpare(target, f, ttl)
+	}
+}
+
+// openSpare sets up one spare to target and keeps it for ttl.
+func (n *Node) openSpare(target identity.Machine, f *spareFlight, ttl time.Duration) {
+	defer n.wg.Done()
+	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+	c, err := n.dialer.Dial(ctx, target, request{spare: true}.String())
+	cancel()
+	n.mu.Lock()
+	f.n--
+	n.inflight--
+	close(f.settled)
+	f.settled = make(chan struct{})
+	if f.n == 0 {
 		delete(n.sparing, target.ID)
-		ok := err == nil && n.ctx.Err() == nil && len(n.spares[target.ID]) < sparesPerTarget
-		if ok {
-			s := &spare{conn: c}
-			s.timer = time.AfterFunc(ttl, func() { n.expire(target.ID, s) })
-			n.spares[target.ID] = append(n.spares[target.ID], s)
-			n.nspares++
-		}
-		n.mu.Unlock()
-		close(settled)
-		if err == nil && !ok {
-			c.Close()
-		}
-		if ok {
-			n.refillSpare(target)
-		}
-	}()
+	}
+	ok := err == nil && n.ctx.Err() == nil && len(n.spares[target.ID]) < sparesPerTarget
+	if ok {
+		s := &spare{conn: c}
+		s.timer = time.AfterFunc(ttl, func() { n.expire(target.ID, s) })
+		n.spares[target.ID] = append(n.spares[target.ID], s)
+		n.nspares++
+	}
+	n.mu.Unlock()
+	if err == nil && !ok {
+		c.Close()
+	}
 }
 
 // expire closes spare s of target if it is still kept.
@@ -171,8 +189,11 @@ func (n *Node) directSetup(ctx context.Context, target identity.Machine, port ui
 		}
 		n.cfg.Logf("vconn: spare connection to %s: %v; dialling afresh", target, err)
 	}
+	var coming chan struct{}
 	n.mu.Lock()
-	coming := n.sparing[target.ID]
+	if f := n.sparing[target.ID]; f != nil {
+		coming = f.settled
+	}
 	n.mu.Unlock()
 	fresh := func(ctx context.Context) (net.Conn, error) {
 		dc, err := n.dialer.Dial(ctx, target, request{port: port}.String())
