@@ -45,7 +45,7 @@ func TestGrid6GridlinkMatrix(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer o.Stop()
-	o.AddGridlink(ctx, m, 30*time.Second)
+	o.AddGridlink(ctx, m, 45*time.Second)
 
 	want := map[string]string{}
 	for _, p := range m.Pairs {

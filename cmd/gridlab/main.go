@@ -284,7 +284,7 @@ is TOPOLOGY, else brings TOPOLOGY up for the run and down afterwards.`,
 				if err != nil {
 					return err
 				}
-				o.AddGridlink(ctx, m, 20*time.Second)
+				o.AddGridlink(ctx, m, 45*time.Second)
 				o.Stop()
 			}
 			if asJSON {

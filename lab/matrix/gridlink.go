@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"sync"
 	"syscall"
@@ -206,6 +207,42 @@ func (o *Overlay) HubStatus(ctx context.Context, site string) string {
 	return fmt.Sprintf("%s--- log (tail) ---\n%s", out, log)
 }
 
+// WaitStable waits, at most max, until no hub's routes have changed their
+// hop counts for quiet: the overlay has settled (links spliced, routes
+// converged). It reports whether it settled.
+func (o *Overlay) WaitStable(ctx context.Context, quiet, max time.Duration) bool {
+	deadline := time.Now().Add(max)
+	last, since := "", time.Now()
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		var b strings.Builder
+		for _, s := range o.t.Sites {
+			if _, ok := o.hubs[s.Name]; !ok {
+				continue
+			}
+			hops, err := o.HubHops(ctx, HubHost(s))
+			if err != nil {
+				fmt.Fprintf(&b, "%s: %v;", s.Name, err)
+				continue
+			}
+			names := make([]string, 0, len(hops))
+			for n := range hops {
+				names = append(names, n)
+			}
+			sort.Strings(names)
+			for _, n := range names {
+				fmt.Fprintf(&b, "%s>%s=%d;", s.Name, n, hops[n])
+			}
+		}
+		if cur := b.String(); cur != last {
+			last, since = cur, time.Now()
+		} else if time.Since(since) >= quiet {
+			return true
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	return false
+}
+
 // HubLog is the tail of the log of the hub on host h.
 func (o *Overlay) HubLog(h *topology.Host) string {
 	log, _ := os.ReadFile(filepath.Join(lab.StateDir, fmt.Sprintf("gridlink-%s-hub.log", h.ID())))
@@ -304,6 +341,9 @@ func (o *Overlay) AddGridlink(ctx context.Context, m *Matrix, settle time.Durati
 		}()
 	}
 	wg.Wait()
+	// and the hub overlay settled: hubs that cannot reach each other
+	// splice links in the first seconds, which changes routes.
+	o.WaitStable(ctx, 3*time.Second, time.Until(deadline))
 	for i := range m.Pairs {
 		p := &m.Pairs[i]
 		r := o.Ping(ctx, o.t.Site(p.Src).MatrixHost(), o.t.Site(p.Dst).MatrixHost())
