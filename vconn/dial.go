@@ -314,8 +314,14 @@ func (n *Node) graceFor(best *result, methods []Method, errs map[Method]error, s
 	for _, o := range methods {
 		if o.rank() < best.method.rank() && errs[o] == nil && n.plausible(o, best.target) {
 			need := rtt * 5 / 2 // direct: connect, handshake; reverse: request, connect, handshake
-			if o == Splice {    // rendezvous (one and a half), connect, handshake
+			switch {
+			case o == Splice: // rendezvous (one and a half), connect, handshake
 				need = rtt * 7 / 2
+			case best.method == Splice:
+				// direct and reverse cost less than the splice that won:
+				// had they worked, they would have finished within as
+				// long from their own start, however loaded the machine.
+				need = max(need, best.elapsed)
 			}
 			if t := startOf[o].Add(need + graceMargin); t.After(until) {
 				until = t
