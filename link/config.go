@@ -1,0 +1,68 @@
+package link
+
+import (
+	"fmt"
+	"net"
+	"time"
+)
+
+// Config configures a Writer or a Reader. The zero value works.
+type Config struct {
+	// BlockSize is the most a Writer puts in one block (default 256 KiB,
+	// at most MaxBlock). A Write of fewer bytes sends a smaller block: the
+	// Writer does not hold bytes back (wrap it in a bufio.Writer to
+	// gather small writes).
+	BlockSize int
+	// SendQueue bounds the bytes a Writer holds that no connection has
+	// taken yet (default 4 MiB, at least BlockSize): it queues at most
+	// SendQueue/BlockSize blocks, and Write blocks while the queue is
+	// full. Each connection also holds the one block it is sending.
+	SendQueue int
+	// ReorderBuffer bounds what a Reader holds: blocks received and not
+	// yet read, each counted as its payload plus BlockCost bytes (default
+	// 16 MiB, at least 2*(MaxBlock+BlockCost)). Of it, MaxBlock+BlockCost
+	// is kept for the block the stream needs next (see Reader).
+	ReorderBuffer int
+	// AbortTimeout bounds how long a Writer tries to send abort blocks
+	// when it gives up (default 1s).
+	AbortTimeout time.Duration
+}
+
+// BlockCost is what a Reader counts for each block it holds, on top of
+// its payload, so that many tiny blocks cannot exceed the reorder buffer.
+const BlockCost = 64
+
+const (
+	defaultBlockSize     = 256 << 10
+	defaultSendQueue     = 4 << 20
+	defaultReorderBuffer = 16 << 20
+	reserve              = MaxBlock + BlockCost
+)
+
+func (c Config) withDefaults() Config {
+	if c.BlockSize <= 0 {
+		c.BlockSize = defaultBlockSize
+	}
+	c.BlockSize = min(c.BlockSize, MaxBlock)
+	if c.SendQueue <= 0 {
+		c.SendQueue = defaultSendQueue
+	}
+	c.SendQueue = max(c.SendQueue, c.BlockSize)
+	if c.ReorderBuffer <= 0 {
+		c.ReorderBuffer = defaultReorderBuffer
+	}
+	c.ReorderBuffer = max(c.ReorderBuffer, 2*reserve)
+	if c.AbortTimeout <= 0 {
+		c.AbortTimeout = time.Second
+	}
+	return c
+}
+
+// streamName names connection number id of a Writer or Reader (numbered
+// from 0 in the order they were given) in errors.
+func streamName(id int, c net.Conn) string {
+	if a := c.RemoteAddr(); a != nil && a.String() != "" && a.Network() != "pipe" {
+		return fmt.Sprintf("stream %d (%s)", id, a)
+	}
+	return fmt.Sprintf("stream %d", id)
+}

@@ -1,0 +1,175 @@
+package link
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"io"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// slowConn delays and cuts the Writes (or the Reads) of a connection: a
+// stream slower than the others, by a random amount per call.
+type slowConn struct {
+	net.Conn
+	delay time.Duration // at most this long before each call
+	chunk int           // at most this many bytes per call
+	reads bool          // slow down Read instead of Write
+}
+
+func (c *slowConn) Write(p []byte) (int, error) {
+	if c.reads || c.delay == 0 {
+		return c.Conn.Write(p)
+	}
+	n := 0
+	for len(p) > 0 {
+		k := min(len(p), c.chunk)
+		time.Sleep(rand.N(c.delay))
+		m, err := c.Conn.Write(p[:k])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		p = p[k:]
+	}
+	return n, nil
+}
+
+func (c *slowConn) Read(p []byte) (int, error) {
+	if !c.reads || c.delay == 0 {
+		return c.Conn.Read(p)
+	}
+	time.Sleep(rand.N(c.delay))
+	return c.Conn.Read(p[:min(len(p), c.chunk)])
+}
+
+// net is a source of connected pairs: net.Pipe or loopback TCP.
+type pairs struct {
+	t  *testing.T
+	ln net.Listener
+}
+
+func newPairs(t *testing.T) *pairs {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return &pairs{t: t, ln: ln}
+}
+
+func (p *pairs) tcp() (net.Conn, net.Conn) {
+	p.t.Helper()
+	c, err := net.Dial("tcp", p.ln.Addr().String())
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	s, err := p.ln.Accept()
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	p.t.Cleanup(func() { c.Close(); s.Close() })
+	return c, s
+}
+
+// random returns a pair of either kind; either end may be slowed down.
+func (p *pairs) random(rng *rand.Rand) (w, r net.Conn) {
+	if rng.IntN(2) == 0 {
+		w, r = net.Pipe()
+	} else {
+		w, r = p.tcp()
+	}
+	switch rng.IntN(3) {
+	case 0:
+		w = &slowConn{Conn: w, delay: time.Duration(rng.IntN(2000)) * time.Microsecond, chunk: 1 + rng.IntN(64<<10)}
+	case 1:
+		r = &slowConn{Conn: r, delay: time.Duration(rng.IntN(2000)) * time.Microsecond, chunk: 1 + rng.IntN(64<<10), reads: true}
+	}
+	return w, r
+}
+
+func randomData(rng *rand.Rand, n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(rng.Uint32())
+	}
+	return b
+}
+
+// readAll reads r to its end in goroutine; the result comes on the channel.
+type readResult struct {
+	data []byte
+	err  error
+}
+
+func readAll(r io.Reader) <-chan readResult {
+	ch := make(chan readResult, 1)
+	go func() {
+		var buf bytes.Buffer
+		_, err := io.Copy(&buf, r)
+		ch <- readResult{buf.Bytes(), err}
+	}()
+	return ch
+}
+
+func wait[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(60 * time.Second):
+		t.Fatalf("%s: timed out", what)
+		panic("unreachable")
+	}
+}
+
+func sameData(t *testing.T, got, want []byte) {
+	t.Helper()
+	if sha256.Sum256(got) != sha256.Sum256(want) {
+		i := 0
+		for i < len(got) && i < len(want) && got[i] == want[i] {
+			i++
+		}
+		t.Fatalf("received %d bytes, sent %d: they differ from byte %d on", len(got), len(want), i)
+	}
+}
+
+// rawStreams gives a Reader n connections whose other ends the test
+// writes raw blocks to.
+func rawStreams(t *testing.T, cfg Config, n int) (*Reader, []net.Conn) {
+	var ends, conns []net.Conn
+	for range n {
+		a, b := net.Pipe()
+		ends, conns = append(ends, a), append(conns, b)
+	}
+	r := NewReader(cfg, conns...)
+	t.Cleanup(func() {
+		for _, e := range ends {
+			e.Close()
+		}
+		r.Close()
+	})
+	return r, ends
+}
+
+// send writes blocks to c in a goroutine; the returned group waits for it.
+func send(c net.Conn, blocks ...[]byte) *sync.WaitGroup {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for _, b := range blocks {
+			if _, err := c.Write(b); err != nil {
+				return
+			}
+		}
+	})
+	return &wg
+}
+
+func data(off uint64, p string) []byte {
+	return AppendBlock(nil, Header{Kind: KindData, Offset: off}, []byte(p))
+}
+
+func end(total uint64) []byte { return AppendBlock(nil, Header{Kind: KindEnd, Offset: total}, nil) }

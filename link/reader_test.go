@@ -1,0 +1,196 @@
+package link
+
+import (
+	"errors"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"testing"
+	"time"
+)
+
+// protocolError waits for the Reader's failure and checks it.
+func protocolError(t *testing.T, r *Reader, want ...string) {
+	t.Helper()
+	res := wait(t, readAll(r), "reader")
+	if !errors.Is(res.err, ErrBlock) {
+		t.Fatalf("got %q, %v; want an error wrapping ErrBlock", res.data, res.err)
+	}
+	for _, w := range want {
+		if !strings.Contains(res.err.Error(), w) {
+			t.Errorf("error %q does not say %q", res.err, w)
+		}
+	}
+	t.Log(res.err)
+}
+
+func TestDuplicateBlock(t *testing.T) {
+	r, ends := rawStreams(t, Config{}, 2)
+	send(ends[0], data(5, "world")).Wait()
+	send(ends[1], data(5, "world"))
+	protocolError(t, r, "overlaps", "data [5, 10)")
+}
+
+func TestOverlappingBlock(t *testing.T) {
+	r, ends := rawStreams(t, Config{}, 2)
+	send(ends[0], data(5, "world")).Wait()
+	send(ends[1], data(3, "xyz"))
+	protocolError(t, r, "overlaps", "data [3, 6)")
+}
+
+func TestBlockBelowReceived(t *testing.T) {
+	r, ends := rawStreams(t, Config{}, 2)
+	send(ends[0], data(0, "hello")).Wait()
+	buf := make([]byte, 5)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		t.Fatal(err)
+	}
+	send(ends[1], data(2, "ll"))
+	protocolError(t, r, "stream 1", "already received")
+}
+
+func TestOutOfOrderOnOneStream(t *testing.T) {
+	r, ends := rawStreams(t, Config{}, 1)
+	send(ends[0], data(10, "later"), data(0, "early"))
+	protocolError(t, r, "stream 0", "same stream")
+}
+
+func TestBlockBeyondTotal(t *testing.T) {
+	r, ends := rawStreams(t, Config{}, 2)
+	send(ends[0], end(5)).Wait()
+	send(ends[1], data(3, "abc"))
+	protocolError(t, r, "stream 1", "beyond the end")
+}
+
+func TestEndBelowReceived(t *testing.T) {
+	r, ends := rawStreams(t, Config{}, 2)
+	send(ends[0], data(10, "abc")).Wait()
+	send(ends[1], end(5))
+	protocolError(t, r, "stream 1", "ends the stream at 5")
+}
+
+func TestOffsetOutOfRange(t *testing.T) {
+	r, ends := rawStreams(t, Config{}, 1)
+	send(ends[0], data(math.MaxInt64-1, "abc"))
+	protocolError(t, r, "stream 0", "beyond any stream")
+}
+
+func TestInconsistentTotals(t *testing.T) {
+	r, ends := rawStreams(t, Config{}, 2)
+	send(ends[0], end(10))
+	send(ends[1], end(20))
+	protocolError(t, r, "ends the stream at")
+}
+
+func TestOversizedBlock(t *testing.T) {
+	r, ends := rawStreams(t, Config{}, 2)
+	var hdr [HeaderSize]byte
+	Header{Kind: KindData, Length: MaxBlock + 1}.Put(hdr[:])
+	send(ends[1], hdr[:])
+	protocolError(t, r, "stream 1", "data block of 1048577 bytes")
+}
+
+// TestReorderBound: a slow stream holds the next block while fast ones
+// race ahead; the reorder buffer fills up to its bound and no further,
+// and the transfer completes (no deadlock).
+func TestReorderBound(t *testing.T) {
+	cfg := Config{BlockSize: 32 << 10, ReorderBuffer: 1} // the minimum
+	var wc, rc []net.Conn
+	for i := range 4 {
+		a, b := net.Pipe()
+		if i == 0 {
+			a = &slowConn{Conn: a, delay: 40 * time.Millisecond, chunk: 8 << 10}
+		}
+		wc, rc = append(wc, a), append(rc, b)
+	}
+	w, r := NewWriter(cfg, wc...), NewReader(cfg, rc...)
+	defer r.Close()
+	sent := randomData(rand.New(rand.NewPCG(5, 6)), 12<<20)
+	got := readAll(r)
+	werr := make(chan error, 1)
+	go func() {
+		_, err := w.Write(sent)
+		if cerr := w.Close(); err == nil {
+			err = cerr
+		}
+		werr <- err
+	}()
+	if err := wait(t, werr, "writer"); err != nil {
+		t.Fatal(err)
+	}
+	res := wait(t, got, "reader")
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	sameData(t, res.data, sent)
+	st := r.Stats()
+	t.Logf("reorder buffer: at most %d of %d bytes", st.MaxBuffered, st.Bound)
+	if st.Bound != 2*reserve {
+		t.Errorf("bound %d, want the minimum %d", st.Bound, 2*reserve)
+	}
+	if st.MaxBuffered > st.Bound {
+		t.Errorf("held %d bytes, more than the bound %d", st.MaxBuffered, st.Bound)
+	}
+	if st.MaxBuffered < st.Bound/2 {
+		t.Errorf("held at most %d bytes: the fast streams never filled the buffer, the test tests nothing", st.MaxBuffered)
+	}
+}
+
+// TestBackpressure: a Reader whose application does not read stops
+// reading its connections at the bound, and the Writer's Write blocks.
+func TestBackpressure(t *testing.T) {
+	cfg := Config{BlockSize: 64 << 10, SendQueue: 256 << 10}
+	var wc, rc []net.Conn
+	for range 3 {
+		a, b := net.Pipe()
+		wc, rc = append(wc, a), append(rc, b)
+	}
+	w, r := NewWriter(cfg, wc...), NewReader(cfg, rc...)
+	defer r.Close()
+	sent := randomData(rand.New(rand.NewPCG(7, 8)), 24<<20)
+	werr := make(chan error, 1)
+	go func() {
+		_, err := w.Write(sent)
+		if cerr := w.Close(); err == nil {
+			err = cerr
+		}
+		werr <- err
+	}()
+	time.Sleep(300 * time.Millisecond)
+	st, ws := r.Stats(), w.Stats()
+	t.Logf("stalled: reader holds %d of %d bytes, writer sent %d, queued %d blocks", st.Buffered, st.Bound, ws.Written, ws.Queued)
+	if st.Buffered > st.Bound || st.Received > int64(st.Bound) {
+		t.Errorf("reader received %d bytes, holds %d, bound %d", st.Received, st.Buffered, st.Bound)
+	}
+	if ws.Written > int64(st.Bound)+3*64<<10 {
+		t.Errorf("writer sent %d bytes to a reader that holds at most %d", ws.Written, st.Bound)
+	}
+	select {
+	case err := <-werr:
+		t.Fatalf("writer finished against a stalled reader: %v", err)
+	default:
+	}
+	res := wait(t, readAll(r), "reader")
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	sameData(t, res.data, sent)
+	if err := wait(t, werr, "writer"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestReaderClose(t *testing.T) {
+	r, _ := rawStreams(t, Config{}, 2)
+	got := readAll(r)
+	time.Sleep(10 * time.Millisecond)
+	r.Close()
+	if res := wait(t, got, "reader"); !errors.Is(res.err, ErrClosed) {
+		t.Fatalf("Read after Close: %v", res.err)
+	}
+	if err := r.AddStream(nil); !errors.Is(err, ErrClosed) {
+		t.Fatalf("AddStream after Close: %v", err)
+	}
+}
