@@ -31,8 +31,9 @@ const (
 	natTrusted     = 5 * time.Minute
 	// spliceGuesses: a hub behind a sequential NAT makes connections of its
 	// own all the time (links, dials to learned hubs), which move the
-	// counter on: it guesses wider than a node does.
-	spliceGuesses = 5
+	// counter on: it guesses wider than a node does (as many as a splice
+	// message carries).
+	spliceGuesses = 8
 )
 
 type spliceFailure struct {

@@ -82,7 +82,7 @@ func TestNATZooSplicedHubLinks(t *testing.T) {
 		}
 		return 1
 	}
-	deadline := time.Now().Add(45 * time.Second)
+	deadline := time.Now().Add(90 * time.Second)
 	for {
 		var wrong []string
 		for _, a := range behind {
@@ -104,7 +104,7 @@ func TestNATZooSplicedHubLinks(t *testing.T) {
 			for _, a := range behind {
 				t.Logf("hub on %s:\n%s", a.ID(), o.HubLog(a))
 			}
-			t.Fatalf("hub links not spliced within 45s:\n%s", strings.Join(wrong, "\n"))
+			t.Fatalf("hub links not spliced within 90s:\n%s", strings.Join(wrong, "\n"))
 		}
 		time.Sleep(time.Second)
 	}
