@@ -163,38 +163,33 @@ func (h *Hub) spliceOnce(ctx context.Context, id identity.ID) (*peer, *wire.Read
 		delete(h.splices, token)
 		h.mu.Unlock()
 	}()
-	res, err := nat.ReservePort(netip.IPv4Unspecified())
-	if err != nil {
-		return nil, nil, err
-	}
-	defer res.Close()
-	eps, seq, err := h.predict(ctx, res.Addr.Port())
-	if err != nil {
-		return nil, nil, err
-	}
 	me := h.machine()
-	start := time.Now()
-	h.sendTo(id, &wire.Message{Kind: wire.KSplice, Splice: &wire.Splice{Token: token, From: &me, Port: 1, Target: id, Addrs: eps}})
-	var reply *wire.Splice
-	select {
-	case reply = <-s.reply:
-	case reason := <-s.fail:
-		return nil, nil, &spliceAnswered{fmt.Errorf("%s cannot splice: %s", h.hubName(id), reason)}
-	case <-time.After(spliceReplyWait):
-		return nil, nil, fmt.Errorf("%s did not answer the splice offer within %v", h.hubName(id), spliceReplyWait)
-	case <-ctx.Done():
-		return nil, nil, ctx.Err()
+	offer := func(eps []netip.AddrPort) error {
+		h.sendTo(id, &wire.Message{Kind: wire.KSplice, Splice: &wire.Splice{Token: token, From: &me, Port: 1, Target: id, Addrs: eps}})
+		return nil
 	}
-	rtt := max(time.Since(start)-time.Duration(reply.HeldUs)*time.Microsecond, time.Millisecond)
-	h.sendTo(id, &wire.Message{Kind: wire.KSpliceGo, Splice: &wire.Splice{Token: token, Target: id}})
-	if !sleepCtx(ctx, rtt/2) {
-		return nil, nil, ctx.Err()
+	await := func(ctx context.Context) ([]netip.AddrPort, time.Duration, error) {
+		select {
+		case r := <-s.reply:
+			return r.Addrs, time.Duration(r.HeldUs) * time.Microsecond, nil
+		case reason := <-s.fail:
+			return nil, 0, &spliceAnswered{fmt.Errorf("%s cannot splice: %s", h.hubName(id), reason)}
+		case <-time.After(spliceReplyWait):
+			return nil, 0, fmt.Errorf("%s did not answer the splice offer within %v", h.hubName(id), spliceReplyWait)
+		case <-ctx.Done():
+			return nil, 0, ctx.Err()
+		}
 	}
-	pctx, cancel := context.WithTimeout(ctx, max(rtt, 10*time.Millisecond)+20*time.Millisecond)
-	c, err := nat.Punch(pctx, res, nat.Aim(reply.Addrs, seq))
-	cancel()
+	sendGo := func() error {
+		h.sendTo(id, &wire.Message{Kind: wire.KSpliceGo, Splice: &wire.Splice{Token: token, Target: id}})
+		return nil
+	}
+	c, err := nat.Offer(ctx, h.predict, offer, await, sendGo)
+	if errors.Is(err, nat.ErrPunch) {
+		err = &spliceAnswered{err}
+	}
 	if err != nil {
-		return nil, nil, &spliceAnswered{err}
+		return nil, nil, err
 	}
 	lctx, lcancel := context.WithTimeout(ctx, dialTimeout)
 	defer lcancel()
@@ -275,27 +270,23 @@ func (h *Hub) answerSplice(r *wire.Routed) {
 	}()
 	ctx, cancel := context.WithTimeout(ctx, 2*spliceReplyWait)
 	defer cancel()
-	res, err := nat.ReservePort(netip.IPv4Unspecified())
-	if err != nil {
+	reply := func(eps []netip.AddrPort, held time.Duration) error {
+		h.sendTo(r.FromHub, &wire.Message{Kind: wire.KSpliceReply, Splice: &wire.Splice{Token: o.Token, Target: h.id, Addrs: eps, HeldUs: held.Microseconds()}})
+		return nil
+	}
+	awaitGo := func(ctx context.Context) error {
+		select {
+		case <-s.goes:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	c, err := nat.Answer(ctx, got, o.Addrs, h.predict, reply, awaitGo)
+	if errors.Is(err, nat.ErrPredict) {
 		fail(err.Error())
 		return
 	}
-	defer res.Close()
-	eps, seq, err := h.predict(ctx, res.Addr.Port())
-	if err != nil {
-		fail(err.Error())
-		return
-	}
-	start := time.Now()
-	h.sendTo(r.FromHub, &wire.Message{Kind: wire.KSpliceReply, Splice: &wire.Splice{Token: o.Token, Target: h.id, Addrs: eps, HeldUs: time.Since(got).Microseconds()}})
-	select {
-	case <-s.goes:
-	case <-ctx.Done():
-		return
-	}
-	pctx, pcancel := context.WithTimeout(ctx, max(time.Since(start), 10*time.Millisecond)+20*time.Millisecond)
-	c, err := nat.Punch(pctx, res, nat.Aim(o.Addrs, seq))
-	pcancel()
 	if err != nil {
 		h.logf("hub %s: splice from %s: %v", h.cfg.Name, h.hubName(r.FromHub), err)
 		return

@@ -52,14 +52,6 @@ type pendingSplice struct {
 	goes  chan int          // target: the go of each attempt
 }
 
-// punchTimeout is how long one attempt may take to connect: the SYNs
-// cross within the direct path's round trip, shorter than the hub path's
-// (rtt), and a SYN that missed is retransmitted only after a second, by
-// which time a new attempt (or the routed connection) is better.
-func punchTimeout(rtt time.Duration) time.Duration {
-	return max(rtt, 10*time.Millisecond) + 20*time.Millisecond
-}
-
 func newToken() uint64 {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
@@ -103,7 +95,7 @@ func (n *Node) splice(ctx context.Context, target identity.Machine, port uint16,
 }
 
 // errPunch marks attempts that got as far as connecting.
-var errPunch = errors.New("no connection")
+var errPunch = nat.ErrPunch
 
 // errSpliceImpossible wraps reasons that no retry can change.
 var errSpliceImpossible = errors.New("splicing cannot work")
@@ -119,59 +111,49 @@ func (n *Node) spliceFailed(target identity.Machine) {
 }
 
 func (n *Node) spliceAttempt(ctx context.Context, target identity.Machine, port uint16, token uint64, attempt int, p *pendingSplice) (net.Conn, error) {
-	t0 := time.Now()
-	res, err := nat.ReservePort(netip.IPv4Unspecified())
+	start := time.Now()
+	send := func(kind string, sp *wire.Splice) error {
+		if err := n.session.Send(ctx, target.Hub, target.ID, &wire.Message{Kind: kind, Splice: sp}); err != nil {
+			return fmt.Errorf("%s to %s: %w", kind, target, err)
+		}
+		return nil
+	}
+	me := n.Machine()
+	offer := func(eps []netip.AddrPort) error {
+		return send(wire.KSplice, &wire.Splice{Token: token, Attempt: attempt, From: &me, Port: port, Target: target.ID, Addrs: eps})
+	}
+	await := func(ctx context.Context) ([]netip.AddrPort, time.Duration, error) {
+		wait := time.NewTimer(spliceReplyWait)
+		defer wait.Stop()
+		for {
+			select {
+			case r := <-p.reply:
+				if r.Attempt == attempt { // else a late answer to an earlier attempt
+					return r.Addrs, time.Duration(r.HeldUs) * time.Microsecond, nil
+				}
+			case reason := <-p.fail:
+				if rest, ok := strings.CutPrefix(reason, "connection refused: "); ok {
+					return nil, 0, fmt.Errorf("%w: %s", ErrRefused, rest)
+				}
+				return nil, 0, fmt.Errorf("%w: %s says: %s", errSpliceImpossible, target, reason)
+			case <-wait.C:
+				return nil, 0, fmt.Errorf("%s did not answer the splice offer within %v", target, spliceReplyWait)
+			case <-ctx.Done():
+				return nil, 0, ctx.Err()
+			}
+		}
+	}
+	sendGo := func() error {
+		return send(wire.KSpliceGo, &wire.Splice{Token: token, Attempt: attempt, Target: target.ID})
+	}
+	raw, err := nat.Offer(ctx, n.predictEndpoints, offer, await, sendGo)
+	if errors.Is(err, nat.ErrPredict) {
+		return nil, fmt.Errorf("%w: %v", errSpliceImpossible, err)
+	}
 	if err != nil {
 		return nil, err
 	}
-	defer res.Close()
-	eps, seq, err := n.predictEndpoints(ctx, res.Addr.Port())
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errSpliceImpossible, err)
-	}
-	me := n.Machine()
-	start := time.Now()
-	offer := &wire.Splice{Token: token, Attempt: attempt, From: &me, Port: port, Target: target.ID, Addrs: eps}
-	if err := n.session.Send(ctx, target.Hub, target.ID, &wire.Message{Kind: wire.KSplice, Splice: offer}); err != nil {
-		return nil, fmt.Errorf("splice offer to %s: %w", target, err)
-	}
-	var reply *wire.Splice
-	wait := time.NewTimer(spliceReplyWait)
-	defer wait.Stop()
-	for reply == nil {
-		select {
-		case r := <-p.reply:
-			if r.Attempt == attempt {
-				reply = r
-			}
-		case reason := <-p.fail:
-			if rest, ok := strings.CutPrefix(reason, "connection refused: "); ok {
-				return nil, fmt.Errorf("%w: %s", ErrRefused, rest)
-			}
-			return nil, fmt.Errorf("%w: %s says: %s", errSpliceImpossible, target, reason)
-		case <-wait.C:
-			return nil, fmt.Errorf("%s did not answer the splice offer within %v", target, spliceReplyWait)
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	// the round trip of the hub path itself, without the target's time
-	rtt := max(time.Since(start)-time.Duration(reply.HeldUs)*time.Microsecond, time.Millisecond)
-	if err := n.session.Send(ctx, target.Hub, target.ID, &wire.Message{Kind: wire.KSpliceGo, Splice: &wire.Splice{Token: token, Attempt: attempt, Target: target.ID}}); err != nil {
-		return nil, fmt.Errorf("splice go to %s: %w", target, err)
-	}
-	select { // the go reaches the target about half a round trip from now
-	case <-time.After(rtt / 2):
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-	pctx, cancel := context.WithTimeout(ctx, punchTimeout(rtt))
-	raw, err := nat.Punch(pctx, res, nat.Aim(reply.Addrs, seq))
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errPunch, err)
-	}
-	n.cfg.Logf("vconn: splice to %s: predicted in %v, answer after %v, connected after %v", target, start.Sub(t0), rtt, time.Since(start))
+	n.cfg.Logf("vconn: splice to %s: connected after %v", target, time.Since(start))
 	dc, err := n.dialer.Handshake(ctx, raw, target.ID, request{splice: true, token: token}.String())
 	if err != nil {
 		if errors.Is(err, direct.ErrRefused) {
@@ -225,34 +207,27 @@ func (n *Node) answerSplice(m *wire.Routed) {
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, 2*spliceReplyWait)
 	defer cancel()
-	res, err := nat.ReservePort(netip.IPv4Unspecified())
-	if err != nil {
-		fail(err.Error())
-		return
+	reply := func(eps []netip.AddrPort, held time.Duration) error {
+		return n.session.Send(ctx, m.FromHub, m.FromNode, &wire.Message{Kind: wire.KSpliceReply,
+			Splice: &wire.Splice{Token: s.Token, Attempt: s.Attempt, Target: n.ID(), Addrs: eps, HeldUs: held.Microseconds()}})
 	}
-	defer res.Close()
-	eps, seq, err := n.predictEndpoints(ctx, res.Addr.Port())
-	if err != nil {
-		fail(err.Error())
-		return
-	}
-	me := n.ID()
-	reply := &wire.Splice{Token: s.Token, Attempt: s.Attempt, Target: me, Addrs: eps, HeldUs: time.Since(got).Microseconds()}
-	start := time.Now()
-	if err := n.session.Send(ctx, m.FromHub, m.FromNode, &wire.Message{Kind: wire.KSpliceReply, Splice: reply}); err != nil {
-		return
-	}
-	for gone := false; !gone; {
-		select {
-		case a := <-p.goes:
-			gone = a == s.Attempt // else a late go of an earlier attempt
-		case <-ctx.Done():
-			return
+	awaitGo := func(ctx context.Context) error {
+		for {
+			select {
+			case a := <-p.goes:
+				if a == s.Attempt { // else a late go of an earlier attempt
+					return nil
+				}
+			case <-ctx.Done():
+				return ctx.Err()
+			}
 		}
 	}
-	pctx, pcancel := context.WithTimeout(ctx, punchTimeout(time.Since(start)))
-	raw, err := nat.Punch(pctx, res, nat.Aim(s.Addrs, seq))
-	pcancel()
+	raw, err := nat.Answer(ctx, got, s.Addrs, n.predictEndpoints, reply, awaitGo)
+	if errors.Is(err, nat.ErrPredict) {
+		fail(err.Error())
+		return
+	}
 	if err != nil {
 		n.cfg.Logf("vconn: splice from %s, attempt %d: %v", s.From, s.Attempt+1, err)
 		return

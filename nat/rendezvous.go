@@ -1,0 +1,111 @@
+package nat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+)
+
+// The two sides of one splice attempt, with the timing both follow (after
+// libp2p's DCUtR): the offering side measures the round trip of the path
+// the rendezvous messages take (minus the time the answering side held the
+// offer), sends go, and connects half that round trip later, when the go
+// reaches the other side, which connects on it. How the messages travel
+// (routed through hubs, for nodes and for hubs alike) is the caller's.
+
+// ErrPredict wraps a failure to predict this host's endpoint: no retry
+// helps until the NAT is known and predictable.
+var ErrPredict = errors.New("cannot predict this host's endpoint")
+
+// ErrPunch wraps a simultaneous open that made no connection in time.
+var ErrPunch = errors.New("no connection")
+
+// Predictor predicts this host's external endpoints for a connection from
+// local port: one, or several behind a sequential NAT (sequential).
+type Predictor func(ctx context.Context, port uint16) (eps []netip.AddrPort, sequential bool, err error)
+
+// PunchTimeout is how long a simultaneous open may take once it starts:
+// the SYNs cross within the direct path's round trip, shorter than the
+// rendezvous path's (rtt), and a SYN that missed is retransmitted only
+// after a second, by which time a new attempt (or a relay) is better.
+func PunchTimeout(rtt time.Duration) time.Duration {
+	return max(rtt, 10*time.Millisecond) + 20*time.Millisecond
+}
+
+// Offer runs the offering side of one attempt: reserve a port, predict,
+// offer (send the prediction), await the answer (the peer's endpoints and
+// how long it held the offer), send go, wait half the round trip, punch.
+// Errors from offer, await and sendGo are returned as they are.
+func Offer(ctx context.Context, predict Predictor,
+	offer func(eps []netip.AddrPort) error,
+	await func(ctx context.Context) (peer []netip.AddrPort, held time.Duration, err error),
+	sendGo func() error) (net.Conn, error) {
+	res, err := ReservePort(netip.IPv4Unspecified())
+	if err != nil {
+		return nil, err
+	}
+	defer res.Close()
+	eps, seq, err := predict(ctx, res.Addr.Port())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrPredict, err)
+	}
+	start := time.Now()
+	if err := offer(eps); err != nil {
+		return nil, err
+	}
+	peer, held, err := await(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rtt := max(time.Since(start)-held, time.Millisecond)
+	if err := sendGo(); err != nil {
+		return nil, err
+	}
+	select { // the go reaches the other side about half a round trip from now
+	case <-time.After(rtt / 2):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	pctx, cancel := context.WithTimeout(ctx, PunchTimeout(rtt))
+	defer cancel()
+	c, err := Punch(pctx, res, Aim(peer, seq))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrPunch, err)
+	}
+	return c, nil
+}
+
+// Answer runs the answering side of one attempt, for an offer of peer's
+// endpoints that arrived at got: reserve a port, predict, reply (this
+// side's endpoints and how long it held the offer), wait for the go,
+// punch. Errors from reply and awaitGo are returned as they are.
+func Answer(ctx context.Context, got time.Time, peer []netip.AddrPort, predict Predictor,
+	reply func(eps []netip.AddrPort, held time.Duration) error,
+	awaitGo func(ctx context.Context) error) (net.Conn, error) {
+	res, err := ReservePort(netip.IPv4Unspecified())
+	if err != nil {
+		return nil, err
+	}
+	defer res.Close()
+	eps, seq, err := predict(ctx, res.Addr.Port())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrPredict, err)
+	}
+	start := time.Now()
+	if err := reply(eps, time.Since(got)); err != nil {
+		return nil, err
+	}
+	if err := awaitGo(ctx); err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, PunchTimeout(time.Since(start)))
+	defer cancel()
+	c, err := Punch(pctx, res, Aim(peer, seq))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrPunch, err)
+	}
+	return c, nil
+}
