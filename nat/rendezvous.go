@@ -35,6 +35,20 @@ func PunchTimeout(rtt time.Duration) time.Duration {
 	return max(rtt, 10*time.Millisecond) + 20*time.Millisecond
 }
 
+// prepare reserves a port and predicts this host's endpoints for it.
+func prepare(ctx context.Context, predict Predictor) (*Reservation, []netip.AddrPort, bool, error) {
+	res, err := ReservePort(netip.IPv4Unspecified())
+	if err != nil {
+		return nil, nil, false, err
+	}
+	eps, seq, err := predict(ctx, res.Addr.Port())
+	if err != nil {
+		res.Close()
+		return nil, nil, false, fmt.Errorf("%w: %v", ErrPredict, err)
+	}
+	return res, eps, seq, nil
+}
+
 // Offer runs the offering side of one attempt: reserve a port, predict,
 // offer (send the prediction), await the answer (the peer's endpoints and
 // how long it held the offer), send go, wait half the round trip, punch.
@@ -43,15 +57,11 @@ func Offer(ctx context.Context, predict Predictor,
 	offer func(eps []netip.AddrPort) error,
 	await func(ctx context.Context) (peer []netip.AddrPort, held time.Duration, err error),
 	sendGo func() error) (net.Conn, error) {
-	res, err := ReservePort(netip.IPv4Unspecified())
+	res, eps, seq, err := prepare(ctx, predict)
 	if err != nil {
 		return nil, err
 	}
 	defer res.Close()
-	eps, seq, err := predict(ctx, res.Addr.Port())
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrPredict, err)
-	}
 	start := time.Now()
 	if err := offer(eps); err != nil {
 		return nil, err
@@ -85,15 +95,11 @@ func Offer(ctx context.Context, predict Predictor,
 func Answer(ctx context.Context, got time.Time, peer []netip.AddrPort, predict Predictor,
 	reply func(eps []netip.AddrPort, held time.Duration) error,
 	awaitGo func(ctx context.Context) error) (net.Conn, error) {
-	res, err := ReservePort(netip.IPv4Unspecified())
+	res, eps, seq, err := prepare(ctx, predict)
 	if err != nil {
 		return nil, err
 	}
 	defer res.Close()
-	eps, seq, err := predict(ctx, res.Addr.Port())
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrPredict, err)
-	}
 	start := time.Now()
 	if err := reply(eps, time.Since(got)); err != nil {
 		return nil, err
