@@ -121,8 +121,8 @@ func ParseObserved(b []byte) (netip.AddrPort, error) {
 		return netip.AddrPort{}, fmt.Errorf("%w: observation %q does not start with %q", ErrFrame, b, observedPrefix)
 	}
 	ap, err := netip.ParseAddrPort(string(rest))
-	if err != nil || ap.Port() == 0 {
-		return netip.AddrPort{}, fmt.Errorf("%w: observation %q: not an address and port", ErrFrame, b)
+	if err != nil || ap.Port() == 0 || ap.Addr().Zone() != "" {
+		return netip.AddrPort{}, fmt.Errorf("%w: observation %q: not an address (without zone) and port", ErrFrame, b)
 	}
 	return netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), nil
 }

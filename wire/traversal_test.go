@@ -56,7 +56,7 @@ func TestObserved(t *testing.T) {
 	if got, err := ParseObserved([]byte("OBSERVED [::ffff:1.2.3.4]:5")); err != nil || got.String() != "1.2.3.4:5" {
 		t.Errorf("mapped address: %v %v", got, err)
 	}
-	for _, in := range []string{"", "OBSERVED", "OBSERVED 1.2.3.4", "OBSERVED 1.2.3.4:0", "SEEN 1.2.3.4:5\n", "OBSERVED " + strings.Repeat("1", 60)} {
+	for _, in := range []string{"", "OBSERVED", "OBSERVED 1.2.3.4", "OBSERVED 1.2.3.4:0", "SEEN 1.2.3.4:5\n", "OBSERVED " + strings.Repeat("1", 60), "OBSERVED [fe80::1%eth0]:5"} {
 		if _, err := ParseObserved([]byte(in)); !errors.Is(err, ErrFrame) {
 			t.Errorf("ParseObserved(%q): %v", in, err)
 		}
@@ -66,6 +66,7 @@ func TestObserved(t *testing.T) {
 func FuzzParseObserved(f *testing.F) {
 	f.Add([]byte("OBSERVED 203.0.113.17:40001\n"))
 	f.Add([]byte("OBSERVED [2001:db8::1]:9\n"))
+	f.Add([]byte("OBSERVED [fe80::1%zzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzzz]:9")) // 64 bytes, a zone
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ap, err := ParseObserved(b)
 		if err != nil {
