@@ -75,10 +75,11 @@ func Endpoints(ctx context.Context, c Class, observer netip.AddrPort, port uint1
 	if err != nil {
 		return nil, true, fmt.Errorf("observe the NAT's counter: %w", err)
 	}
-	// a step of 2 may be a step of 1 that other connections made look
-	// like 2 (the classifier takes the steps' common divisor): guess every
-	// port then, the most likely first.
-	if c.Delta <= 2 {
+	// a small step may be a step of 1 that other connections made look
+	// larger (the classifier takes the steps' common divisor: 3, 6, 3 says
+	// 3): guess every port then, the most likely first; a true step of up
+	// to 4 still has its next ports among the guesses.
+	if c.Delta <= 4 {
 		c.Delta = 1
 	}
 	for _, p := range Predict(c, last, port, guesses) {
