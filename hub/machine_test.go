@@ -119,15 +119,7 @@ func TestSetMachineRefusals(t *testing.T) {
 // another node or under another name, and of a hub that sends one; the
 // record stays as it was.
 func TestMachineMessageRules(t *testing.T) {
-	logs := &logBuf{t: t}
-	h, err := New(Config{Name: "h", Creds: creds(t), Listen: "127.0.0.1:0", Interval: testInterval, Logf: logs.logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- h.Serve(ctx) }()
-	defer func() { cancel(); <-served }()
+	h, logs := loggedHub(t)
 	addr := h.Addr().String()
 	good := attachNode(t, "good", addr)
 	for i, tc := range []struct {

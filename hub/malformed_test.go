@@ -89,6 +89,22 @@ func (n *rawNode) seal(t *testing.T, b []byte) []byte {
 	}
 }
 
+// loggedHub serves a hub on loopback for the rest of the test, collecting
+// its log.
+func loggedHub(t *testing.T) (*Hub, *logBuf) {
+	t.Helper()
+	logs := &logBuf{t: t}
+	h, err := New(Config{Name: "h", Creds: creds(t), Listen: "127.0.0.1:0", Interval: testInterval, Logf: logs.logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- h.Serve(ctx) }()
+	t.Cleanup(func() { cancel(); <-served })
+	return h, logs
+}
+
 // closedByHub reads c until the hub closes it.
 func closedByHub(t *testing.T, c net.Conn) {
 	t.Helper()
@@ -100,15 +116,7 @@ func closedByHub(t *testing.T, c net.Conn) {
 }
 
 func TestMalformedFrames(t *testing.T) {
-	logs := &logBuf{t: t}
-	h, err := New(Config{Name: "h", Creds: creds(t), Listen: "127.0.0.1:0", Interval: testInterval, Logf: logs.logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- h.Serve(ctx) }()
-	defer func() { cancel(); <-served }()
+	h, logs := loggedHub(t)
 	addr := h.Addr().String()
 	good1 := attachNode(t, "good1", addr)
 	good2 := attachNode(t, "good2", addr)

@@ -15,15 +15,7 @@ import (
 // A hub tells a connection that asks where it comes from, and still serves
 // links on the same port; a garbage preamble is logged and dropped.
 func TestObserve(t *testing.T) {
-	logs := &logBuf{t: t}
-	h, err := New(Config{Name: "h", Creds: creds(t), Listen: "127.0.0.1:0", Interval: testInterval, Logf: logs.logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- h.Serve(ctx) }()
-	defer func() { cancel(); <-served }()
+	h, logs := loggedHub(t)
 
 	for i := 0; i < 3; i++ {
 		c, err := net.Dial("tcp", h.Addr().String())

@@ -133,14 +133,18 @@ func (n *Node) serveMessages() {
 	}
 }
 
+// sendFail tells the sender of m that its request (token) failed, and
+// why: a reverse-fail or splice-fail message.
+func (n *Node) sendFail(m *wire.Routed, kind string, token uint64, reason string) {
+	ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+	defer cancel()
+	_ = n.session.Send(ctx, m.FromHub, m.FromNode, &wire.Message{Kind: kind, Fail: &wire.Fail{Token: token, Reason: reason}})
+}
+
 // callBack answers a reverse request: dial the asker's direct listener.
 func (n *Node) callBack(m *wire.Routed) {
 	rev := m.Msg.Reverse
-	fail := func(reason string) {
-		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
-		defer cancel()
-		_ = n.session.Send(ctx, m.FromHub, m.FromNode, &wire.Message{Kind: wire.KReverseFail, Fail: &wire.Fail{Token: rev.Token, Reason: reason}})
-	}
+	fail := func(reason string) { n.sendFail(m, wire.KReverseFail, rev.Token, reason) }
 	if rev.Target != n.ID() || rev.From.ID != m.FromNode {
 		fail("reverse request for another node or from a node it does not name")
 		return

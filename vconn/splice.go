@@ -169,11 +169,7 @@ func (n *Node) spliceAttempt(ctx context.Context, target identity.Machine, port 
 func (n *Node) answerSplice(m *wire.Routed) {
 	got := time.Now()
 	s := m.Msg.Splice
-	fail := func(reason string) {
-		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
-		defer cancel()
-		_ = n.session.Send(ctx, m.FromHub, m.FromNode, &wire.Message{Kind: wire.KSpliceFail, Fail: &wire.Fail{Token: s.Token, Reason: reason}})
-	}
+	fail := func(reason string) { n.sendFail(m, wire.KSpliceFail, s.Token, reason) }
 	if s.Target != n.ID() || s.From.ID != m.FromNode {
 		fail("splice offer for another node or from a node it does not name")
 		return
