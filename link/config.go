@@ -26,6 +26,11 @@ type Config struct {
 	// AbortTimeout bounds how long a Writer tries to send abort blocks
 	// when it gives up (default 1s).
 	AbortTimeout time.Duration
+	// Retired, if set, is called by a Reader with the connection (as given
+	// to AddStream) on which the sender sent a retire block, before the
+	// Reader closes it: a two-way link retires its own sending half of
+	// that connection in answer.
+	Retired func(net.Conn)
 }
 
 // BlockCost is what a Reader counts for each block it holds, on top of

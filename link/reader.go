@@ -196,6 +196,9 @@ func (r *Reader) run(s *rstream) {
 			r.end(s, h, string(reason))
 			return
 		case KindRetire:
+			if r.cfg.Retired != nil {
+				r.cfg.Retired(s.c)
+			}
 			return
 		}
 	}

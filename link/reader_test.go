@@ -194,3 +194,36 @@ func TestReaderClose(t *testing.T) {
 		t.Fatalf("AddStream after Close: %v", err)
 	}
 }
+
+// A retire block tells Config.Retired which connection the sender
+// retired; the stream goes on over the others.
+func TestRetiredHook(t *testing.T) {
+	retired := make(chan net.Conn, 2)
+	var conns []net.Conn
+	var ends []net.Conn
+	for range 2 {
+		a, b := net.Pipe()
+		ends, conns = append(ends, a), append(conns, b)
+	}
+	r := NewReader(Config{Retired: func(c net.Conn) { retired <- c }}, conns...)
+	t.Cleanup(func() {
+		for _, e := range ends {
+			e.Close()
+		}
+		r.Close()
+	})
+	send(ends[0], data(0, "ab"), AppendBlock(nil, Header{Kind: KindRetire}, nil))
+	if c := wait(t, retired, "the retire hook"); c != conns[0] {
+		t.Fatalf("retired %v, want the first connection", c)
+	}
+	send(ends[1], data(2, "cd"), end(4))
+	got := wait(t, readAll(r), "the stream")
+	if got.err != nil || string(got.data) != "abcd" {
+		t.Fatalf("read %q, %v; want abcd", got.data, got.err)
+	}
+	select {
+	case c := <-retired:
+		t.Fatalf("the end block also called the hook (%v)", c)
+	default:
+	}
+}
