@@ -149,7 +149,7 @@ func clientHandshake(ctx context.Context, creds *pki.Credentials, raw net.Conn, 
 		}
 		return nil
 	}
-	tc := tls.Client(raw, cfg)
+	tc := tls.Client(pki.NoReadAhead(raw), cfg) // see pki.Beneath
 	if err := tc.HandshakeContext(ctx); err != nil {
 		raw.Close()
 		var pe *pki.PeerError

@@ -193,7 +193,7 @@ func (l *Listener) serve(raw net.Conn) {
 	ctx, cancel := context.WithTimeout(l.ctx, l.cfg.HandshakeTimeout)
 	defer cancel()
 	var st serverState
-	tc := tls.Server(raw, serverConfig(l.cert, &st, l.decide))
+	tc := tls.Server(pki.NoReadAhead(raw), serverConfig(l.cert, &st, l.decide))
 	from := raw.RemoteAddr().String()
 	if err := tc.HandshakeContext(ctx); err != nil {
 		raw.Close()

@@ -25,7 +25,34 @@ const recordHeaderLen = 5
 // beyond its handshake once the handshake returns, and conn can carry
 // another protocol from there on. (TLS 1.3 sends nothing after the
 // handshake unless session tickets are on; Credentials keep them off.)
-func NoReadAhead(conn net.Conn) net.Conn { return &recordConn{Conn: conn} }
+// A connection already wrapped is returned as it is.
+//
+// Reading a record in two reads (header, then body) costs nothing
+// measurable: BenchmarkTLSRead.
+func NoReadAhead(conn net.Conn) net.Conn {
+	if rc, ok := conn.(*recordConn); ok {
+		return rc
+	}
+	return &recordConn{Conn: conn}
+}
+
+// Beneath returns the connection under tc's records, for a protocol that
+// authenticates with a TLS handshake and then carries data in the clear
+// (link's authenticated-plain mode): the caller stops using tc and reads
+// and writes the returned connection. tc must run over NoReadAhead, the
+// last record read through tc must have been consumed whole by the
+// application, and neither end may send TLS records from then on: the
+// protocol on top decides the point where both ends switch.
+func Beneath(tc *tls.Conn) (net.Conn, error) {
+	rc, ok := tc.NetConn().(*recordConn)
+	if !ok {
+		return nil, errors.New("pki: TLS connection not over NoReadAhead: it may have read past its records")
+	}
+	if rc.nhdr != 0 || rc.left != 0 {
+		return nil, errors.New("pki: TLS connection is in the middle of a record")
+	}
+	return rc.Conn, nil
+}
 
 type recordConn struct {
 	net.Conn

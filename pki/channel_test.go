@@ -3,6 +3,7 @@ package pki
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"io"
 	"testing"
 	"time"
@@ -102,5 +103,80 @@ func TestRecordConnStopsAtBoundary(t *testing.T) {
 	n, _ := b.Read(buf)
 	if string(buf[:n]) != "raw tail" {
 		t.Fatalf("raw read after the records: %q", buf[:n])
+	}
+}
+
+// Beneath hands over the connection under a TLS session after an exchange
+// of records: the bytes that follow, sent raw, arrive raw.
+func TestBeneath(t *testing.T) {
+	alice, bob := creds(t, 1), creds(t, 2)
+	a, b := tcpPair(t)
+	defer a.Close()
+	defer b.Close()
+	a.SetDeadline(time.Now().Add(5 * time.Second))
+	b.SetDeadline(time.Now().Add(5 * time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	type end struct {
+		got string
+		err error
+	}
+	serve := make(chan end, 1)
+	go func() {
+		tc, _, err := bob.Server(ctx, b, nil) // Server wraps b itself
+		if err != nil {
+			serve <- end{err: err}
+			return
+		}
+		hello := make([]byte, 5)
+		if _, err := io.ReadFull(tc, hello); err != nil {
+			serve <- end{err: err}
+			return
+		}
+		if _, err := tc.Write([]byte("agreed")); err != nil {
+			serve <- end{err: err}
+			return
+		}
+		raw, err := Beneath(tc)
+		if err != nil {
+			serve <- end{err: err}
+			return
+		}
+		tail := make([]byte, 10)
+		_, err = io.ReadFull(raw, tail)
+		serve <- end{string(hello) + "|" + string(tail), err}
+	}()
+	tc, _, err := alice.Client(ctx, a, bob.Key.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tc.Write([]byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	reply := make([]byte, 6)
+	if _, err := io.ReadFull(tc, reply); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := Beneath(tc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if raw != a {
+		t.Fatalf("Beneath returned %T, not the TCP connection", raw)
+	}
+	if _, err := raw.Write([]byte("clear tail")); err != nil {
+		t.Fatal(err)
+	}
+	srv := <-serve
+	if srv.err != nil || srv.got != "hello|clear tail" {
+		t.Fatalf("server read %q, %v; want hello|clear tail", srv.got, srv.err)
+	}
+
+	// A TLS connection that may have read ahead is refused.
+	c, d := tcpPair(t)
+	defer c.Close()
+	defer d.Close()
+	if _, err := Beneath(tls.Client(c, &tls.Config{})); err == nil {
+		t.Fatal("Beneath accepted a TLS connection without NoReadAhead")
 	}
 }

@@ -112,10 +112,11 @@ func (c *Credentials) config(verify func(identity.ID) error) *tls.Config {
 
 // Client runs the handshake as the dialling side over conn and checks that
 // the peer is want (any peer if want is zero). It returns the secured
-// connection and the peer's ID.
+// connection and the peer's ID. The connection reads no further than its
+// records (NoReadAhead), so it can be left for the clear (Beneath).
 func (c *Credentials) Client(ctx context.Context, conn net.Conn, want identity.ID) (*tls.Conn, identity.ID, error) {
 	var got identity.ID
-	tc := tls.Client(conn, c.config(func(id identity.ID) error {
+	tc := tls.Client(NoReadAhead(conn), c.config(func(id identity.ID) error {
 		got = id
 		if !want.IsZero() && id != want {
 			return &PeerError{Want: want, Got: id}
@@ -129,7 +130,7 @@ func (c *Credentials) Client(ctx context.Context, conn net.Conn, want identity.I
 // decides whether the peer may connect.
 func (c *Credentials) Server(ctx context.Context, conn net.Conn, accept func(identity.ID) error) (*tls.Conn, identity.ID, error) {
 	var got identity.ID
-	tc := tls.Server(conn, c.config(func(id identity.ID) error {
+	tc := tls.Server(NoReadAhead(conn), c.config(func(id identity.ID) error {
 		got = id
 		if accept != nil {
 			return accept(id)

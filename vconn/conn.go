@@ -11,13 +11,17 @@
 package vconn
 
 import (
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/pki"
 )
 
 // Method is a connection setup method.
@@ -62,7 +66,8 @@ func (a Addr) String() string {
 }
 
 // Conn is a virtual connection. Its bytes are protected end to end by the
-// TLS session that proved the peer's identity, whatever the method.
+// TLS session that proved the peer's identity, whatever the method, unless
+// both ends leave that session for the clear (Clear).
 type Conn struct {
 	net.Conn
 	method Method
@@ -70,6 +75,7 @@ type Conn struct {
 	remote Addr
 	setup  time.Duration
 	spare  bool
+	clear  bool // left TLS: Conn is the connection beneath
 	onDone func()
 	done   sync.Once
 }
@@ -92,6 +98,38 @@ func (c *Conn) LocalAddr() net.Addr { return c.local }
 
 // RemoteAddr returns the other end's virtual address.
 func (c *Conn) RemoteAddr() net.Addr { return c.remote }
+
+// Clear leaves the TLS session: from now on the connection's bytes travel
+// as they are, authenticated by the handshake only (JPARSS's
+// "authenticated plain", for speed where confidentiality and integrity are
+// not needed). Both ends must call it at the same point of the byte
+// stream: the protocol on top agrees on that point over TLS first, and no
+// TLS record may be in flight either way (each end has read, whole, every
+// record the other sent before it switched). Package link does this.
+func (c *Conn) Clear() error {
+	if c.clear {
+		return errors.New("vconn: connection is already in the clear")
+	}
+	var tc *tls.Conn
+	switch t := c.Conn.(type) {
+	case *tls.Conn:
+		tc = t
+	case *direct.Conn:
+		tc = t.Conn
+	default:
+		return fmt.Errorf("vconn: %s connection is not a TLS session (%T)", c.method, c.Conn)
+	}
+	raw, err := pki.Beneath(tc)
+	if err != nil {
+		return fmt.Errorf("vconn: cannot leave TLS: %w", err)
+	}
+	c.Conn, c.clear = raw, true
+	return nil
+}
+
+// Encrypted says whether the connection's bytes are still protected by its
+// TLS session (see Clear).
+func (c *Conn) Encrypted() bool { return !c.clear }
 
 // CloseWrite half-closes the connection: the peer reads EOF, this end
 // can still read.
