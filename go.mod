@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/huin/goupnp v1.3.1
 	github.com/jackpal/go-nat-pmp v1.1.0
+	github.com/klauspost/compress v1.18.2
 	github.com/spf13/cobra v1.10.1
 	golang.org/x/crypto v0.57.0
 	golang.org/x/sys v0.48.0

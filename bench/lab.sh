@@ -23,6 +23,7 @@ $BIN/gridlab exec a -- $BIN/gridlink hub --name a --listen 0.0.0.0:7946 >/dev/nu
 sleep 0.5
 $BIN/gridlab exec a -- $BIN/gridlink node --name a --hub 127.0.0.1:7946 >/dev/null 2>&1 &
 $BIN/gridlab exec b -- $BIN/gridlink node --name b --hub 198.51.100.10:7946 >/dev/null 2>&1 &
+$BIN/gridlab exec b -- $BIN/gridlink perf --serve --name b-perf --hub 198.51.100.10:7946 >/dev/null 2>&1 &
 for i in $(seq 50); do $BIN/gridlab exec a -- $BIN/gridlink ping --dials 1 --count 1 b >/dev/null 2>&1 && break; sleep 0.2; done
 
 plain=(); glink=()
@@ -30,7 +31,7 @@ for i in $(seq $RUNS); do
   $BIN/gridlab exec b -- iperf3 -s -1 -D
   sleep 0.3
   plain+=("$($BIN/gridlab exec a -- iperf3 -c 198.51.100.26 -t $SECS -J | python3 -c 'import json,sys; print(json.load(sys.stdin)["end"]["sum_received"]["bits_per_second"]/1e6)')")
-  glink+=("$($BIN/gridlab exec a -- $BIN/gridlink perf b -t $SECS --json | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["mbit_per_s"]) if not r.get("error") else sys.exit(r["error"])')")
+  glink+=("$($BIN/gridlab exec a -- $BIN/gridlink perf b-perf --hub 127.0.0.1:7946 -t $SECS --json | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r["mbit_per_s"]) if not r.get("error") else sys.exit(r["error"])')")
 done
 p=$(printf '%s\n' "${plain[@]}" | median); g=$(printf '%s\n' "${glink[@]}" | median)
 echo "### Direct virtual connection vs plain TCP, wan topology (rtt $RTT, $RATE)"

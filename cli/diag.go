@@ -65,37 +65,6 @@ func doctorCmd() *cobra.Command {
 	return c
 }
 
-func perfCmd() *cobra.Command {
-	var control string
-	var seconds float64
-	var asJSON bool
-	c := &cobra.Command{
-		Use:   "perf NODE[:PORT]",
-		Short: "measure throughput to a node's sink (one stream; parallel streams and compression come with fast links)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(seconds*float64(time.Second))+60*time.Second)
-			defer cancel()
-			res, err := agent.Dial(control).Perf(ctx, agent.PerfRequest{Addr: args[0], Seconds: seconds})
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return json.NewEncoder(os.Stdout).Encode(res)
-			}
-			if res.Error != "" {
-				return fmt.Errorf("perf %s: %s", args[0], res.Error)
-			}
-			fmt.Printf("%s (%s): %.1f Mbit/s, %d bytes in %.2f s\n", res.Addr, res.Method, res.Mbps, res.Bytes, res.Seconds)
-			return nil
-		},
-	}
-	c.Flags().StringVar(&control, "control", "", "agent control socket (default @gridlink-agent)")
-	c.Flags().Float64VarP(&seconds, "time", "t", 5, "seconds to send")
-	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	return c
-}
-
 // HubControl is the hub's status socket (abstract, per network namespace).
 const HubControl = "@gridlink-hub"
 

@@ -85,10 +85,58 @@ func hostname() string {
 	return h
 }
 
+// nodeFlags are the flags of every command that runs a node.
+type nodeFlags struct {
+	name, keyFile, ports string
+	hubs, prefer         []string
+	verbose, discover    bool
+	portMap              bool
+}
+
+func (nf *nodeFlags) add(c *cobra.Command, defaultName string) {
+	f := c.Flags()
+	f.StringVar(&nf.name, "name", defaultName, "node name, unique in the job")
+	f.StringArrayVar(&nf.hubs, "hub", nil, "hub to attach to, HOST:PORT (repeatable: tried in order)")
+	f.StringVar(&nf.keyFile, "key", "", "key file (created if missing); default: a fresh key")
+	f.StringVar(&nf.ports, "ports", "", "confine the direct listener to LO-HI")
+	f.StringArrayVar(&nf.prefer, "prefer", nil, "network to try first for direct connections (repeatable)")
+	f.BoolVarP(&nf.verbose, "verbose", "v", false, "log connection setup")
+	f.BoolVar(&nf.discover, "discover", false, "without --hub: find the site's hub by UDP multicast")
+	f.BoolVar(&nf.portMap, "portmap", false, "ask the NAT gateway for an inbound port (UPnP IGD, NAT-PMP) and advertise it; deleted when the node stops")
+}
+
+// config checks the flags and returns the node's configuration,
+// discovering the site's hub if asked to.
+func (nf *nodeFlags) config(ctx context.Context, who string) (vconn.Config, error) {
+	key, err := loadKey(nf.keyFile)
+	if err != nil {
+		return vconn.Config{}, err
+	}
+	pr, err := parsePorts(nf.ports)
+	if err != nil {
+		return vconn.Config{}, err
+	}
+	pref, err := parsePrefixes(nf.prefer)
+	if err != nil {
+		return vconn.Config{}, err
+	}
+	hubs := nf.hubs
+	if nf.discover && len(hubs) == 0 {
+		found, err := hub.Discover(ctx, 2*time.Second)
+		if err != nil {
+			return vconn.Config{}, err
+		}
+		for _, f := range found {
+			hubs = append(hubs, f.Addr.String())
+		}
+		fmt.Fprintf(os.Stderr, "%s: discovered hub %s at %s\n", who, found[0].Name, found[0].Addr)
+	}
+	return vconn.Config{Name: nf.name, Key: key, Hubs: hubs, Ports: pr, Preferred: pref, PortMap: nf.portMap, Logf: logf(nf.verbose)}, nil
+}
+
 func nodeCmd() *cobra.Command {
-	var name, keyFile, ports, control string
-	var hubs, prefer []string
-	var verbose, discover, portMap bool
+	var nf nodeFlags
+	var control string
 	c := &cobra.Command{
 		Use:   "node",
 		Short: "run this host's node agent (other gridlink commands talk to it)",
@@ -97,32 +145,13 @@ func nodeCmd() *cobra.Command {
   gridlink node --hub 198.51.100.10:7946 --portmap   # behind a home router: ask it for an inbound port`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			key, err := loadKey(keyFile)
-			if err != nil {
-				return err
-			}
-			pr, err := parsePorts(ports)
-			if err != nil {
-				return err
-			}
-			pref, err := parsePrefixes(prefer)
-			if err != nil {
-				return err
-			}
 			ctx, cancel := signalContext()
 			defer cancel()
-			if discover && len(hubs) == 0 {
-				found, err := hub.Discover(ctx, 2*time.Second)
-				if err != nil {
-					return err
-				}
-				for _, f := range found {
-					hubs = append(hubs, f.Addr.String())
-				}
-				fmt.Fprintf(os.Stderr, "gridlink node: discovered hub %s at %s\n", found[0].Name, found[0].Addr)
+			cfg, err := nf.config(ctx, "gridlink node")
+			if err != nil {
+				return err
 			}
-			a, err := agent.Start(ctx, agent.Config{Control: control, Node: vconn.Config{
-				Name: name, Key: key, Hubs: hubs, Ports: pr, Preferred: pref, PortMap: portMap, Logf: logf(verbose)}})
+			a, err := agent.Start(ctx, agent.Config{Control: control, Node: cfg})
 			if err != nil {
 				return err
 			}
@@ -132,16 +161,8 @@ func nodeCmd() *cobra.Command {
 			return a.Close()
 		},
 	}
-	f := c.Flags()
-	f.StringVar(&name, "name", hostname(), "node name, unique in the job")
-	f.StringArrayVar(&hubs, "hub", nil, "hub to attach to, HOST:PORT (repeatable: tried in order)")
-	f.StringVar(&keyFile, "key", "", "key file (created if missing); default: a fresh key")
-	f.StringVar(&ports, "ports", "", "confine the direct listener to LO-HI")
-	f.StringArrayVar(&prefer, "prefer", nil, "network to try first for direct connections (repeatable)")
-	f.StringVar(&control, "control", "", "control socket (default @gridlink-agent)")
-	f.BoolVarP(&verbose, "verbose", "v", false, "log connection setup")
-	f.BoolVar(&discover, "discover", false, "without --hub: find the site's hub by UDP multicast")
-	f.BoolVar(&portMap, "portmap", false, "ask the NAT gateway for an inbound port (UPnP IGD, NAT-PMP) and advertise it; deleted when the node stops")
+	nf.add(c, hostname())
+	c.Flags().StringVar(&control, "control", "", "control socket (default @gridlink-agent)")
 	return c
 }
 

@@ -3,15 +3,26 @@
 // stream into blocks that carry their offset in the stream and sends each
 // on whichever connection can take it, and a Reader reads blocks from all
 // its connections at once and puts them back in order. Connections can be
-// added and retired while data flows.
+// added and retired while data flows. Blocks may be compressed (S2 or
+// zstd, from github.com/klauspost/compress), each on its own, and with
+// CompressAuto the Writer decides per block whether and how.
 //
-// It owns the block format, striping, reassembly and their flow control
-// (a bounded send queue, a bounded reorder buffer). It leaves out setting
-// the connections up (direct, reverse, splice, routed, TLS or not: package
-// vconn's, the caller's), negotiating the options and choosing the number
-// of streams automatically, compression and encryption: later increments
-// of issue 5. The connections given to a Writer or Reader are its own from
-// then on: it closes them.
+// On top of that, Dial and Listen make links: one two-way byte stream
+// between two nodes over one or several virtual connections (package
+// vconn) set up like the first, whatever the method, with options agreed
+// in a hello on the first connection (hello.go): the number of streams (a
+// number, or Auto: tune.go grows it while throughput grows), compression
+// for both directions, and encryption (TLS 1.3 as vconn sets it up, or
+// authenticated plain: the handshake proves both ends, then the bytes
+// travel in the clear). A link of one stream without compression is the
+// virtual connection itself, with a hello in front and no wait.
+//
+// It owns the block format, striping, reassembly, compression and their
+// flow control (a bounded send queue, a bounded reorder buffer), the link
+// hello and the stream tuner. It leaves out setting the connections up and
+// their handshakes (package vconn's) and measuring links (package perf's).
+// The connections given to a Writer or Reader are its own from then on: it
+// closes them.
 //
 // # Block
 //
@@ -19,15 +30,33 @@
 //
 //	offset size field
 //	0      1    kind     KindData, KindEnd or KindRetire
-//	1      1    flags    0, except FlagAbort on an end block
+//	1      1    flags    Data: 0, FlagS2 or FlagZstd (never both). End: 0
+//	                     or FlagAbort. Retire: 0
 //	2      2    reserved must be 0
 //	4      8    offset   big-endian. Data: the offset of the payload's first
-//	                     byte in the logical stream. End: the stream's total
-//	                     length; 0 with FlagAbort. Retire: 0
-//	12     4    length   big-endian payload length. Data: 1 to MaxBlock.
-//	                     End: 0, or with FlagAbort the reason (UTF-8 text
-//	                     for people), at most MaxReason. Retire: 0
+//	                     (decoded) byte in the logical stream. End: the
+//	                     stream's total length; 0 with FlagAbort. Retire: 0
+//	12     4    length   big-endian payload length, as on the wire. Data: 1
+//	                     to MaxBlock; at least 5 if compressed. End: 0, or
+//	                     with FlagAbort the reason (UTF-8 text for people),
+//	                     at most MaxReason. Retire: 0
 //	16     ...  payload
+//
+// A compressed data block's payload is its decoded length, then the
+// codec's bytes:
+//
+//	offset size field
+//	0      4    decoded  big-endian: the bytes of the stream the block
+//	                     carries, 1 to MaxBlock, more than the payload's
+//	                     length (a block that does not shrink goes as it is)
+//	4      ...  codec    FlagS2: one S2 block (github.com/klauspost/compress/s2
+//	                     block format, not the stream format). FlagZstd:
+//	                     zstd frames (RFC 8878) with windows of at most
+//	                     MaxBlock (the Writer sends one frame, with its
+//	                     content size and checksum)
+//
+// Decoded, it must be exactly the declared length; it tiles the stream as
+// an uncompressed block of that length would.
 //
 // On each connection the Writer sends data blocks in increasing offset
 // order; the blocks of all connections together tile [0, total) exactly
@@ -82,6 +111,11 @@ const (
 	// FlagAbort, on an end block only, says the sender aborted the stream
 	// rather than closing it.
 	FlagAbort = 0x01
+	// FlagS2, on a data block only, says its payload is compressed with S2.
+	FlagS2 = 0x02
+	// FlagZstd, on a data block only, says its payload is compressed with
+	// zstd.
+	FlagZstd = 0x04
 )
 
 // ErrBlock is wrapped by every error about a malformed block or a block
@@ -99,6 +133,8 @@ type Header struct {
 
 func (h Header) String() string {
 	switch {
+	case h.Kind == KindData && codecOf(h.Flags) != codecNone:
+		return fmt.Sprintf("%s data at %d (%d bytes on the wire)", codecOf(h.Flags), h.Offset, h.Length)
 	case h.Kind == KindData:
 		return fmt.Sprintf("data [%d, %d)", h.Offset, h.Offset+uint64(h.Length))
 	case h.Kind == KindEnd && h.Flags&FlagAbort != 0:
@@ -116,7 +152,12 @@ func (h Header) Put(b []byte) {
 	binary.BigEndian.PutUint32(b[12:], h.Length)
 }
 
-// ParseHeader decodes and checks a block header.
+// allowedFlags are the flags each kind may carry.
+var allowedFlags = [...]uint8{KindData: FlagS2 | FlagZstd, KindEnd: FlagAbort, KindRetire: 0}
+
+// ParseHeader decodes and checks a block header. For a compressed data
+// block it checks the header only: the Reader checks the decoded length
+// and the codec's bytes.
 func ParseHeader(b []byte) (Header, error) {
 	if len(b) < HeaderSize {
 		return Header{}, fmt.Errorf("%w: header of %d bytes, want %d", ErrBlock, len(b), HeaderSize)
@@ -125,10 +166,14 @@ func ParseHeader(b []byte) (Header, error) {
 	switch {
 	case h.Kind != KindData && h.Kind != KindEnd && h.Kind != KindRetire:
 		return Header{}, fmt.Errorf("%w: unknown kind %d", ErrBlock, b[0])
-	case b[2] != 0 || b[3] != 0 || h.Flags&^FlagAbort != 0 || (h.Flags != 0 && h.Kind != KindEnd):
-		return Header{}, fmt.Errorf("%w: %s block with reserved bits set (%#x %#x %#x)", ErrBlock, h.Kind, b[1], b[2], b[3])
+	case b[2] != 0 || b[3] != 0 || h.Flags&^allowedFlags[h.Kind] != 0:
+		return Header{}, fmt.Errorf("%w: %s block with unknown or reserved bits set (%#x %#x %#x)", ErrBlock, h.Kind, b[1], b[2], b[3])
+	case h.Kind == KindData && h.Flags == FlagS2|FlagZstd:
+		return Header{}, fmt.Errorf("%w: data block with both codec flags set (%#x)", ErrBlock, h.Flags)
 	case h.Kind == KindData && (h.Length == 0 || h.Length > MaxBlock):
 		return Header{}, fmt.Errorf("%w: data block of %d bytes, want 1 to %d", ErrBlock, h.Length, MaxBlock)
+	case h.Kind == KindData && h.Flags != 0 && h.Length <= lenPrefix:
+		return Header{}, fmt.Errorf("%w: %s data block of %d bytes, want at least %d", ErrBlock, codecOf(h.Flags), h.Length, lenPrefix+1)
 	case h.Kind == KindData && h.Offset > math.MaxInt64-uint64(h.Length):
 		return Header{}, fmt.Errorf("%w: data block at offset %d beyond any stream", ErrBlock, h.Offset)
 	case h.Kind == KindEnd && h.Offset > math.MaxInt64:

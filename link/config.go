@@ -23,6 +23,11 @@ type Config struct {
 	// 16 MiB, at least 2*(MaxBlock+BlockCost)). Of it, MaxBlock+BlockCost
 	// is kept for the block the stream needs next (see Reader).
 	ReorderBuffer int
+	// Compression says how a Writer compresses data blocks (default
+	// CompressOff). Compressing, a Writer runs GOMAXPROCS workers and each
+	// queued block also keeps room for its compressed form (see Writer).
+	// A Reader ignores it: it decodes whatever codec a block says.
+	Compression Compression
 	// AbortTimeout bounds how long a Writer tries to send abort blocks
 	// when it gives up (default 1s).
 	AbortTimeout time.Duration

@@ -99,6 +99,22 @@ func randomData(rng *rand.Rand, n int) []byte {
 	return b
 }
 
+// mixedData returns n bytes: random bytes, text (TextData) or both, in
+// chunks of random lengths.
+func mixedData(rng *rand.Rand, n int) []byte {
+	kind := rng.IntN(3)
+	b := make([]byte, 0, n)
+	for len(b) < n {
+		k := min(n-len(b), 1+rng.IntN(512<<10))
+		if kind == 0 || kind == 2 && rng.IntN(2) == 0 {
+			b = append(b, randomData(rng, k)...)
+		} else {
+			b = append(b, TextData(rng.Int64(), k)...)
+		}
+	}
+	return b
+}
+
 // readAll reads r to its end in goroutine; the result comes on the channel.
 type readResult struct {
 	data []byte
@@ -173,3 +189,44 @@ func data(off uint64, p string) []byte {
 }
 
 func end(total uint64) []byte { return AppendBlock(nil, Header{Kind: KindEnd, Offset: total}, nil) }
+
+// rateLink is a shared bottleneck: the connections wrapped by conn together
+// send at most rate bytes per second, as over one slow network link.
+type rateLink struct {
+	mu   sync.Mutex
+	rate float64
+	next time.Time // when the link is free again
+}
+
+func newRateLink(bytesPerSec float64) *rateLink { return &rateLink{rate: bytesPerSec} }
+
+func (l *rateLink) conn(c net.Conn) net.Conn { return &rateConn{Conn: c, link: l} }
+
+type rateConn struct {
+	net.Conn
+	link *rateLink
+}
+
+// Write sends p in pieces of at most 64 KiB, each once the link is free.
+func (c *rateConn) Write(p []byte) (int, error) {
+	n := 0
+	for len(p) > 0 {
+		k := min(len(p), 64<<10)
+		l := c.link
+		l.mu.Lock()
+		start := time.Now()
+		if l.next.After(start) {
+			start = l.next
+		}
+		l.next = start.Add(time.Duration(float64(k) / l.rate * float64(time.Second)))
+		l.mu.Unlock()
+		time.Sleep(time.Until(start))
+		m, err := c.Conn.Write(p[:k])
+		n += m
+		if err != nil {
+			return n, err
+		}
+		p = p[k:]
+	}
+	return n, nil
+}

@@ -10,9 +10,10 @@ import (
 	"time"
 )
 
-// TestStriping is the property test: random data of random sizes over 1
-// to 8 streams of random kinds and speeds, streams added and removed while
-// data flows, arrives whole and in order.
+// TestStriping is the property test: random data of random sizes (random
+// bytes, text or both in turns) over 1 to 8 streams of random kinds and
+// speeds, with any Compression, streams added and removed while data
+// flows, arrives whole and in order.
 func TestStriping(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
@@ -27,14 +28,15 @@ func TestStriping(t *testing.T) {
 		if round == 0 {
 			size = 6 << 20
 		}
-		cfg := Config{BlockSize: 1 + rng.IntN(300<<10), SendQueue: rng.IntN(2 << 20), ReorderBuffer: rng.IntN(8 << 20)}
+		cfg := Config{BlockSize: 1 + rng.IntN(300<<10), SendQueue: rng.IntN(2 << 20), ReorderBuffer: rng.IntN(8 << 20),
+			Compression: Compression(rng.IntN(4))}
 		n := 1 + rng.IntN(8)
 		var wc, rc []net.Conn
 		for range n {
 			w, r := pairs.random(rng)
 			wc, rc = append(wc, w), append(rc, r)
 		}
-		sent := randomData(rng, size)
+		sent := mixedData(rng, size)
 		w, r := NewWriter(cfg, wc...), NewReader(cfg, rc...)
 		got := readAll(r)
 		errc := make(chan error, 1)
@@ -90,8 +92,13 @@ func TestStriping(t *testing.T) {
 			t.Errorf("round %d: reorder buffer held %d bytes, bound %d", round, st.MaxBuffered, st.Bound)
 		}
 		r.Close()
-		t.Logf("round %d: %d bytes, %d streams, %d added or removed, block %d, reorder max %d of %d",
-			round, size, n, changes, cfg.BlockSize, st.MaxBuffered, st.Bound)
+		ws := w.Stats()
+		if ws.Written != int64(size) || st.Wire != ws.Wire || st.Blocks != ws.Blocks {
+			t.Errorf("round %d: writer sent %d bytes as %d on the wire in %+v; reader got %d in %+v",
+				round, ws.Written, ws.Wire, ws.Blocks, st.Wire, st.Blocks)
+		}
+		t.Logf("round %d: %d bytes (%d on the wire, %s), %d streams, %d added or removed, block %d, reorder max %d of %d",
+			round, size, ws.Wire, cfg.Compression, n, changes, cfg.BlockSize, st.MaxBuffered, st.Bound)
 	}
 }
 

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
+	"time"
 )
 
 // ErrAborted is wrapped by the error a Reader returns when the sender
@@ -28,10 +30,14 @@ var ErrAborted = errors.New("link: stream aborted by the sender")
 // # Memory and backpressure
 //
 // The Reader holds at most Config.ReorderBuffer bytes of blocks (each
-// counted as its payload plus BlockCost), received and not yet read. A
-// connection's goroutine reads a block's header, then waits for room
-// before it reads the payload, so a full buffer stops reading from the
-// connections, and TCP flow control stops their senders.
+// counted as its decoded payload plus BlockCost), received and not yet
+// read. A connection's goroutine reads a block's header (and a compressed
+// block's decoded length), then waits for room before it reads the
+// payload, so a full buffer stops reading from the connections, and TCP
+// flow control stops their senders. Besides, a goroutine decoding a
+// compressed block holds its compressed bytes (fewer than the decoded
+// ones, from a shared pool) until it is decoded: decoding runs in the
+// connections' goroutines, in parallel across connections.
 //
 // The last MaxBlock+BlockCost bytes of the buffer are kept for the block
 // the stream needs next (its offset is the first byte not yet received):
@@ -52,10 +58,12 @@ type Reader struct {
 	cond sync.Cond // broadcast on every change of the fields below
 	wg   sync.WaitGroup
 
-	streams []*rstream
-	nextID  int
-	closed  bool
-	err     error
+	streams  []*rstream
+	nextID   int
+	closed   bool
+	deadline time.Time   // of Read; zero: none
+	timer    *time.Timer // wakes Read at the deadline
+	err      error
 
 	pending    []*rblock // blocks received and not fully read, by offset
 	readOff    uint64    // bytes returned by Read
@@ -65,8 +73,10 @@ type Reader struct {
 	totalFrom  string // the stream that announced the total
 	buffered   int    // held or reserved, counted against ReorderBuffer
 	maxBuf     int
-	received   int64
-	lostStream string // a stream lost after the data was complete, for Stats
+	received   int64       // stream bytes
+	wire       int64       // payload bytes as on the wire
+	blocks     CodecBlocks // data blocks by codec
+	lostStream string      // a stream lost after the data was complete, for Stats
 }
 
 type rstream struct {
@@ -113,6 +123,9 @@ func (r *Reader) Read(p []byte) (int, error) {
 		if r.err != nil {
 			return 0, r.err
 		}
+		if !r.deadline.IsZero() && !time.Now().Before(r.deadline) {
+			return 0, os.ErrDeadlineExceeded
+		}
 		n := 0
 		for len(r.pending) > 0 && n < len(p) {
 			b := r.pending[0]
@@ -135,6 +148,51 @@ func (r *Reader) Read(p []byte) (int, error) {
 		}
 		r.cond.Wait()
 	}
+}
+
+// SetReadDeadline makes Read fail with os.ErrDeadlineExceeded from t on
+// (never, for the zero t), as net.Conn's does.
+func (r *Reader) SetReadDeadline(t time.Time) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.deadline = t
+	if r.timer != nil {
+		r.timer.Stop()
+		r.timer = nil
+	}
+	if !t.IsZero() {
+		r.timer = time.AfterFunc(time.Until(t), func() {
+			r.mu.Lock()
+			r.cond.Broadcast()
+			r.mu.Unlock()
+		})
+	}
+	r.cond.Broadcast()
+	return nil
+}
+
+// awaitEnds waits up to d for the last block of every connection, once
+// every byte of the stream has arrived, and reports whether they all came.
+// A link closing after its peer's end waits for them so that it never
+// closes a connection with bytes unread: that would reset it, destroying
+// what it still had to send.
+func (r *Reader) awaitEnds(d time.Duration) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.haveTotal || r.next != r.total {
+		return len(r.streams) == 0
+	}
+	t := time.AfterFunc(d, func() {
+		r.mu.Lock()
+		r.cond.Broadcast()
+		r.mu.Unlock()
+	})
+	defer t.Stop()
+	deadline := time.Now().Add(d)
+	for len(r.streams) > 0 && r.err == nil && time.Now().Before(deadline) {
+		r.cond.Wait()
+	}
+	return len(r.streams) == 0
 }
 
 // Close closes every connection and stops the Reader; Read then returns
@@ -175,16 +233,7 @@ func (r *Reader) run(s *rstream) {
 		}
 		switch h.Kind {
 		case KindData:
-			if !r.admit(s, h) {
-				return
-			}
-			p := make([]byte, h.Length)
-			if _, err := io.ReadFull(s.c, p); err != nil {
-				r.release(h)
-				r.lost(s, err)
-				return
-			}
-			if !r.insert(s, h, p) {
+			if !r.readData(s, h) {
 				return
 			}
 		case KindEnd:

@@ -1,6 +1,8 @@
 package link
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
 	"math"
@@ -225,5 +227,60 @@ func TestRetiredHook(t *testing.T) {
 	case c := <-retired:
 		t.Fatalf("the end block also called the hook (%v)", c)
 	default:
+	}
+}
+
+// cut returns a copy of the data block b without its last n bytes.
+func cut(b []byte, n int) []byte {
+	b = bytes.Clone(b[:len(b)-n])
+	binary.BigEndian.PutUint32(b[12:], uint32(len(b)-HeaderSize))
+	return b
+}
+
+// Compressed blocks decode, whatever the Reader's own setting.
+func TestCompressedBlocks(t *testing.T) {
+	text := TextData(4, 10000)
+	r, ends := rawStreams(t, Config{Compression: CompressOff}, 2)
+	send(ends[0], compressed(codecS2, 0, text[:6000]), data(9000, string(text[9000:])), end(10000))
+	send(ends[1], compressed(codecZstd, 6000, text[6000:9000]), end(10000))
+	res := wait(t, readAll(r), "reader")
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	sameData(t, res.data, text)
+	st := r.Stats()
+	if st.Blocks != (CodecBlocks{None: 1, S2: 1, Zstd: 1}) || st.Received != 10000 || st.Wire >= 10000 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+func TestBadCompressedBlocks(t *testing.T) {
+	text := TextData(5, 3000)
+	s2b, zb := compressed(codecS2, 0, text), compressed(codecZstd, 0, text)
+	wireLen := len(s2b) - HeaderSize
+	for _, tc := range []struct {
+		name  string
+		block []byte
+		want  string
+	}{
+		{"decoded over MaxBlock", setPrefix(s2b, MaxBlock+1), "decodes to 1048577 bytes, want 1 to 1048576"},
+		{"decoded nothing", setPrefix(zb, 0), "decodes to 0 bytes"},
+		{"not smaller", setPrefix(s2b, wireLen), "compressed, not smaller"},
+		{"s2 size mismatch", setPrefix(s2b, 3001), "s2 data of 3000 bytes, the block says 3001"},
+		{"zstd says more", setPrefix(zb, 3001), "zstd data of 3000 bytes, the block says 3001"},
+		{"zstd says less", setPrefix(zb, 2999), "zstd data of more than the 2999 bytes the block says"},
+		{"s2 cut short", cut(s2b, 10), "corrupt s2 data"},
+		{"zstd cut short", cut(zb, 10), "corrupt zstd data"},
+		{"zstd window", zstdWindowBlock(0, 13, text[:200]), "zstd window too large"},
+		{"both codecs", hdr(Header{Kind: KindData, Flags: FlagS2 | FlagZstd, Length: 100}), "both codec flags"},
+		{"unknown flag", hdr(Header{Kind: KindData, Flags: 0x10, Length: 100}), "unknown or reserved bits"},
+		{"no room for the size", hdr(Header{Kind: KindData, Flags: FlagZstd, Length: 4}), "zstd data block of 4 bytes, want at least 5"},
+		{"decoded beyond any stream", compressed(codecS2, math.MaxInt64-2000, text), "beyond any stream"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, ends := rawStreams(t, Config{}, 1)
+			send(ends[0], tc.block, end(3000))
+			protocolError(t, r, "stream 0", tc.want)
+		})
 	}
 }

@@ -61,8 +61,9 @@ func (r *Reader) check(s *rstream, h Header) error {
 }
 
 // insert puts the payload p of the data block h, admitted before, into the
-// reorder buffer. It reports false if the Reader has failed.
-func (r *Reader) insert(s *rstream, h Header, p []byte) bool {
+// reorder buffer; it came compressed with c in wire bytes. It reports false
+// if the Reader has failed.
+func (r *Reader) insert(s *rstream, h Header, p []byte, c codec, wire uint32) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	defer r.cond.Broadcast()
@@ -93,6 +94,8 @@ func (r *Reader) insert(s *rstream, h Header, p []byte) bool {
 	}
 	r.pending = slices.Insert(r.pending, i, &rblock{off: h.Offset, p: p})
 	r.received += int64(h.Length)
+	r.wire += int64(wire)
+	r.blocks.add(c)
 	s.last = end
 	for ; i < len(r.pending) && r.pending[i].off == r.next; i++ {
 		r.next = r.pending[i].end()

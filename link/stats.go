@@ -2,44 +2,76 @@ package link
 
 // WriterStats describes a Writer.
 type WriterStats struct {
-	Queued  int          // blocks queued that no connection has taken yet
-	Written int64        // payload bytes sent
-	Streams []StreamStat // the connections, in the order they were added
+	Queued  int   // blocks queued that no connection has taken yet
+	Written int64 // stream bytes sent (data block payloads before compression)
+	// Wire is the data block payload bytes sent, as on the wire: Written
+	// less what compression saved (headers are not counted).
+	Wire   int64
+	Blocks CodecBlocks // data blocks sent, by codec
+	// Adaptive describes CompressAuto's estimates and current choice, for
+	// people; empty with other settings.
+	Adaptive string
+	Streams  []StreamStat // the connections, in the order they were added
+}
+
+// CodecBlocks counts data blocks by how their payload went.
+type CodecBlocks struct {
+	None int64 // as it was
+	S2   int64 // compressed with S2
+	Zstd int64 // compressed with zstd
+}
+
+func (b *CodecBlocks) add(c codec) {
+	switch c {
+	case codecS2:
+		b.S2++
+	case codecZstd:
+		b.Zstd++
+	default:
+		b.None++
+	}
 }
 
 // StreamStat describes one connection of a Writer.
 type StreamStat struct {
 	Name   string
 	Blocks int64 // data blocks sent
-	Bytes  int64 // payload bytes sent
+	Bytes  int64 // stream bytes sent
+	Wire   int64 // payload bytes sent, as on the wire
 }
 
 // Stats returns the Writer's counters.
 func (w *Writer) Stats() WriterStats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	st := WriterStats{Queued: len(w.queue), Written: w.wrote.Load()}
+	st := WriterStats{Queued: len(w.queue), Written: w.wrote.Load(), Wire: w.wire.Load(),
+		Blocks: CodecBlocks{None: w.codecs[codecNone].Load(), S2: w.codecs[codecS2].Load(), Zstd: w.codecs[codecZstd].Load()}}
+	if w.auto != nil {
+		st.Adaptive = w.auto.String()
+	}
 	for _, s := range w.streams {
-		st.Streams = append(st.Streams, StreamStat{Name: s.name, Blocks: s.blocks.Load(), Bytes: s.bytes.Load()})
+		st.Streams = append(st.Streams, StreamStat{Name: s.name, Blocks: s.blocks.Load(), Bytes: s.bytes.Load(), Wire: s.wire.Load()})
 	}
 	return st
 }
 
 // ReaderStats describes a Reader.
 type ReaderStats struct {
-	Streams     int    // connections still being read
-	Received    int64  // payload bytes received
-	Delivered   int64  // bytes returned by Read
-	Buffered    int    // bytes held now, as counted against Bound
-	MaxBuffered int    // the most ever held
-	Bound       int    // Config.ReorderBuffer in effect
-	Lost        string // a connection that ended early after the data was complete
+	Streams     int         // connections still being read
+	Received    int64       // stream bytes received (decoded)
+	Wire        int64       // data block payload bytes received, as on the wire
+	Blocks      CodecBlocks // data blocks received, by codec
+	Delivered   int64       // bytes returned by Read
+	Buffered    int         // bytes held now, as counted against Bound
+	MaxBuffered int         // the most ever held
+	Bound       int         // Config.ReorderBuffer in effect
+	Lost        string      // a connection that ended early after the data was complete
 }
 
 // Stats returns the Reader's counters.
 func (r *Reader) Stats() ReaderStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return ReaderStats{Streams: len(r.streams), Received: r.received, Delivered: int64(r.readOff),
+	return ReaderStats{Streams: len(r.streams), Received: r.received, Wire: r.wire, Blocks: r.blocks, Delivered: int64(r.readOff),
 		Buffered: r.buffered, MaxBuffered: r.maxBuf, Bound: r.cfg.ReorderBuffer, Lost: r.lostStream}
 }

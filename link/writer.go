@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,11 +21,45 @@ var ErrClosed = errors.New("link: closed")
 // a slow one fewer. Write blocks while the queue is full: that is the
 // backpressure of the slowest receiver or network.
 //
+// # Compression
+//
+// With Config.Compression set, Write also hands each block to compress to
+// a pool of GOMAXPROCS compression workers as it queues it. The workers
+// compress blocks while the connections send earlier ones; a connection
+// that takes a block from the queue waits for its worker to be done with
+// it (usually long done: the queue is many blocks deep). So compression
+// runs alongside sending, on every core, whatever the number of
+// connections, and the queue stays the one ordered queue the Reader's
+// progress argument needs (see Reader): each connection still sends its
+// blocks in increasing offset order, taken in order, and a block taken
+// is sent as soon as a worker (which waits for nothing) is done with it.
+// Compressing in the connections' goroutines instead would stall a
+// connection while it compresses and tie the parallelism to the number of
+// connections; a separate stage feeding the queue would need its own
+// reordering. Each queued block also keeps room for its compressed form
+// (blocks and their buffers are reused).
+//
+// A block that does not shrink by at least 1/64 goes as it is. With
+// CompressAuto, Write chooses per block between no compression (the block
+// skips the workers), S2 and zstd: the one expected to move the most
+// stream bytes per second, from the rate the connections carry (measured
+// while they always had a block to send), each codec's measured speed per
+// worker and recent ratio, and the rate the Writer recently reached with
+// a codec. So that it notices when the data changes, a worker compresses
+// a 64 KiB sample of a block now and then with each codec not in use
+// (every 16th block, at most every 50ms, unless the workers are busy),
+// and at once when the ratio of the codec in use jumps. See
+// compress_auto.go for the rule.
+//
 // Write and Close are not meant to be called concurrently with each other;
 // AddStream, RemoveStream, Abort and Stats may be called any time.
 type Writer struct {
 	cfg   Config
-	queue chan outBlock
+	queue chan *outBlock
+
+	dmu     sync.Mutex // guards the write deadline
+	expired chan struct{}
+	dtimer  *time.Timer
 
 	wmu     sync.Mutex // serializes Write and Close
 	off     uint64     // offset of the next byte written
@@ -39,12 +74,30 @@ type Writer struct {
 	reason  string // sent in abort blocks
 	dead    chan struct{}
 	wg      sync.WaitGroup
-	wrote   atomic.Int64
+
+	pool      sync.Pool      // *outBlock, their buffers reused
+	work      chan *outBlock // to the compression workers; nil without compression
+	auto      *auto          // CompressAuto's estimates and choice
+	trials    chan *trial    // samples for the workers to try codecs on
+	trialPool sync.Pool      // *trial
+
+	wrote    atomic.Int64 // stream bytes sent
+	wire     atomic.Int64 // data payload bytes sent
+	codecs   [numCodecs]atomic.Int64
+	starved  atomic.Int64 // ns the connections waited for a block, summed
+	blocked  atomic.Int64 // ns Write waited for room
+	nstreams atomic.Int64 // connections sending
 }
 
+// outBlock is a data block on its way out.
 type outBlock struct {
-	off uint64
-	p   []byte
+	off   uint64
+	raw   []byte        // the stream's bytes
+	wire  []byte        // what goes on the wire: raw, or a payload in buf
+	codec codec         // how wire is compressed
+	want  codec         // how to compress it; codecNone: no worker takes it
+	buf   []byte        // room for a compressed payload
+	ready chan struct{} // a worker is done with a block it took
 }
 
 type wstream struct {
@@ -57,13 +110,15 @@ type wstream struct {
 	err      error // set before done is closed
 	blocks   atomic.Int64
 	bytes    atomic.Int64
+	wire     atomic.Int64
 }
 
 // NewWriter returns a Writer sending over conns (possibly none yet: see
 // AddStream). The Writer owns the connections and closes them.
 func NewWriter(cfg Config, conns ...net.Conn) *Writer {
 	cfg = cfg.withDefaults()
-	w := &Writer{cfg: cfg, queue: make(chan outBlock, max(1, cfg.SendQueue/cfg.BlockSize)), dead: make(chan struct{})}
+	w := &Writer{cfg: cfg, queue: make(chan *outBlock, max(1, cfg.SendQueue/cfg.BlockSize)), dead: make(chan struct{})}
+	w.startCompression()
 	for _, c := range conns {
 		_ = w.AddStream(c)
 	}
@@ -82,6 +137,7 @@ func (w *Writer) AddStream(c net.Conn) error {
 	w.nextID++
 	w.streams = append(w.streams, s)
 	w.wg.Add(1)
+	w.nstreams.Add(1)
 	go w.run(s)
 	return nil
 }
@@ -145,10 +201,22 @@ func (w *Writer) Write(p []byte) (int, error) {
 			return n, err
 		}
 		k := min(len(p), w.cfg.BlockSize)
-		b := outBlock{off: w.off, p: append([]byte(nil), p[:k]...)}
-		select {
-		case w.queue <- b:
-		case <-w.dead:
+		// The deadline bounds the wait for room for a block; once the
+		// first stage has taken a block, it is sent.
+		expired := w.expiry()
+		b := w.newBlock(w.off, p[:k])
+		first := w.queue
+		if b.want != codecNone {
+			first = w.work
+		}
+		switch w.put(first, b, expired) {
+		case putExpired:
+			w.pool.Put(b)
+			return n, os.ErrDeadlineExceeded
+		case putDead:
+			return n, w.failure()
+		}
+		if first != w.queue && w.put(w.queue, b, nil) != putDone {
 			return n, w.failure()
 		}
 		w.off += uint64(k)
@@ -156,6 +224,31 @@ func (w *Writer) Write(p []byte) (int, error) {
 		p = p[k:]
 	}
 	return n, nil
+}
+
+// SetWriteDeadline makes Write fail with os.ErrDeadlineExceeded once it
+// has waited for room until t (never, for the zero t), as net.Conn's does.
+func (w *Writer) SetWriteDeadline(t time.Time) error {
+	w.dmu.Lock()
+	defer w.dmu.Unlock()
+	if w.dtimer != nil {
+		w.dtimer.Stop()
+	}
+	w.expired, w.dtimer = nil, nil
+	if t.IsZero() {
+		return nil
+	}
+	ch := make(chan struct{})
+	w.expired = ch
+	w.dtimer = time.AfterFunc(time.Until(t), func() { close(ch) })
+	return nil
+}
+
+// expiry returns a channel closed at the write deadline (nil: none).
+func (w *Writer) expiry() <-chan struct{} {
+	w.dmu.Lock()
+	defer w.dmu.Unlock()
+	return w.expired
 }
 
 // Close sends what is queued, then an end block with the stream's total
@@ -171,6 +264,9 @@ func (w *Writer) Close() error {
 	w.closing = true
 	w.total = w.off
 	close(w.queue)
+	if w.work != nil {
+		close(w.work)
+	}
 	w.wmu.Unlock()
 
 	w.mu.Lock()
@@ -238,33 +334,86 @@ func (w *Writer) fail(err error, reason string) {
 func (w *Writer) run(s *wstream) {
 	defer w.wg.Done()
 	defer close(s.done)
+	defer w.nstreams.Add(-1)
 	for {
-		select {
-		case <-w.dead:
+		b, ev := w.take(s)
+		switch ev {
+		case takeDead:
 			w.sendAbort(s)
 			return
-		default:
-		}
-		select {
-		case b, ok := <-w.queue:
-			if !ok {
-				w.check(s, s.send(Header{Kind: KindEnd, Offset: w.total}, nil))
-				return
-			}
-			if !w.check(s, s.send(Header{Kind: KindData, Offset: b.off}, b.p)) {
-				return
-			}
-			s.blocks.Add(1)
-			s.bytes.Add(int64(len(b.p)))
-			w.wrote.Add(int64(len(b.p)))
-		case <-s.retire:
+		case takeRetire:
 			w.check(s, s.send(Header{Kind: KindRetire}, nil))
 			return
-		case <-w.dead:
-			w.sendAbort(s)
+		case takeEnd:
+			w.check(s, s.send(Header{Kind: KindEnd, Offset: w.total}, nil))
 			return
 		}
+		if !w.check(s, s.send(Header{Kind: KindData, Flags: b.codec.flag(), Offset: b.off}, b.wire)) {
+			return
+		}
+		s.blocks.Add(1)
+		s.bytes.Add(int64(len(b.raw)))
+		s.wire.Add(int64(len(b.wire)))
+		w.wrote.Add(int64(len(b.raw)))
+		w.wire.Add(int64(len(b.wire)))
+		w.codecs[b.codec].Add(1)
+		w.pool.Put(b)
 	}
+}
+
+type takeEvent int
+
+const (
+	takeBlock  takeEvent = iota
+	takeEnd              // the queue is closed and empty: the stream ends
+	takeRetire           // s is retired
+	takeDead             // the Writer failed
+)
+
+// take returns the next block for s to send, ready to go, or what else
+// happened. A retirement or failure goes before the blocks still queued.
+// The time s waits for a block counts as starved.
+func (w *Writer) take(s *wstream) (*outBlock, takeEvent) {
+	select {
+	case <-w.dead:
+		return nil, takeDead
+	case <-s.retire:
+		return nil, takeRetire
+	default:
+	}
+	var b *outBlock
+	ok := true
+	select {
+	case b, ok = <-w.queue:
+	default:
+		start := time.Now()
+		select {
+		case b, ok = <-w.queue:
+		case <-s.retire:
+			return nil, takeRetire
+		case <-w.dead:
+			return nil, takeDead
+		}
+		w.starved.Add(int64(time.Since(start)))
+	}
+	if !ok {
+		return nil, takeEnd
+	}
+	if b.want == codecNone {
+		return b, takeBlock
+	}
+	select {
+	case <-b.ready:
+	default:
+		start := time.Now()
+		select {
+		case <-b.ready:
+		case <-w.dead:
+			return nil, takeDead
+		}
+		w.starved.Add(int64(time.Since(start)))
+	}
+	return b, takeBlock
 }
 
 // check records a failed send on s and fails the Writer; it reports

@@ -78,7 +78,7 @@ func (n *Node) Resolve(ctx context.Context, a identity.Addr) (identity.Machine, 
 	}
 	switch len(match) {
 	case 0:
-		return identity.Machine{}, fmt.Errorf("no node %q is attached to any hub", a)
+		return identity.Machine{}, fmt.Errorf("no node %q is attached to any hub: %w", a, hub.ErrNotFound)
 	case 1:
 	default:
 		var names []string

@@ -107,9 +107,12 @@ type spareFlight struct {
 	settled chan struct{}
 }
 
-// refillSpare opens spares to target in the background, in parallel, until
-// sparesPerTarget are kept or on their way, unless spares are off or the
-// node keeps too many.
+// refillSpare opens spares to target in the background, one after the
+// other, until sparesPerTarget are kept, unless spares are off, one fails,
+// or the node keeps too many. One at a time, because the next dial is
+// likely soon (back-to-back dials are why there are spares at all) and two
+// handshakes at once would both finish later: on a short round trip the
+// CPU the handshakes take is most of a setup's time.
 func (n *Node) refillSpare(target identity.Machine) {
 	ttl := n.spareTTL()
 	n.mu.Lock()
@@ -121,7 +124,7 @@ func (n *Node) refillSpare(target identity.Machine) {
 	if f == nil {
 		f = &spareFlight{settled: make(chan struct{})}
 	}
-	for len(n.spares[target.ID])+f.n < sparesPerTarget && n.nspares+n.inflight < maxSpares {
+	if f.n == 0 && len(n.spares[target.ID]) < sparesPerTarget && n.nspares+n.inflight < maxSpares {
 		f.n++
 		n.inflight++
 		n.sparing[target.ID] = f
@@ -154,6 +157,9 @@ func (n *Node) openSpare(target identity.Machine, f *spareFlight, ttl time.Durat
 	n.mu.Unlock()
 	if err == nil && !ok {
 		c.Close()
+	}
+	if ok {
+		n.refillSpare(target) // the next one
 	}
 }
 

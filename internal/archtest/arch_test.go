@@ -22,7 +22,7 @@ var layers = [][]string{
 	{"vconn"},
 	{"link"},
 	{"agent"}, // the node agent: holds a node, serves the local control API
-	{"xfer", "socks", "forward", "vip"},
+	{"xfer", "socks", "forward", "vip", "perf"},
 	{""}, // the top-level API package gridlink
 	{"cli", "dashboard"},
 	{"lab"}, // the emulated grid: may drive the product, never the reverse

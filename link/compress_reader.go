@@ -1,0 +1,51 @@
+package link
+
+import (
+	"fmt"
+	"io"
+)
+
+// readData reads the payload of the data block h on s, once the reorder
+// buffer has room for it, decodes it if it is compressed, and inserts it.
+// It reports false if s is done: the Reader failed or closed, or s broke.
+func (r *Reader) readData(s *rstream, h Header) bool {
+	c, block := codecOf(h.Flags), h
+	if c != codecNone {
+		var prefix [lenPrefix]byte
+		if _, err := io.ReadFull(s.c, prefix[:]); err != nil {
+			r.lost(s, err)
+			return false
+		}
+		var err error
+		if block, err = decodedSize(h, prefix[:]); err != nil {
+			r.fail(fmt.Errorf("%w (on %s)", err, s.name))
+			return false
+		}
+	}
+	if !r.admit(s, block) {
+		return false
+	}
+	p := make([]byte, block.Length)
+	var err, bad error
+	if c == codecNone {
+		_, err = io.ReadFull(s.c, p)
+	} else {
+		bp := wirePool.Get().(*[]byte)
+		src := (*bp)[:h.Length-lenPrefix]
+		if _, err = io.ReadFull(s.c, src); err == nil {
+			bad = decompress(c, p, src)
+		}
+		wirePool.Put(bp)
+	}
+	switch {
+	case err != nil:
+		r.release(block)
+		r.lost(s, err)
+		return false
+	case bad != nil:
+		r.release(block)
+		r.fail(fmt.Errorf("%w: %s: %s: %v", ErrBlock, s.name, h, bad))
+		return false
+	}
+	return r.insert(s, block, p, c, h.Length)
+}

@@ -1,0 +1,404 @@
+package link
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/gridlink/gridlink/vconn"
+)
+
+// Auto as Options.Streams grows the number of streams while throughput
+// grows (see tune.go).
+const Auto = -1
+
+// DefaultMaxStreams bounds the streams of a link unless Options.MaxStreams
+// or ListenOptions.MaxStreams say otherwise.
+const DefaultMaxStreams = 64
+
+// Options are a dialler's link options. The zero value is one stream,
+// encrypted, without compression: a plain virtual connection with a
+// 24-byte hello in front and no wait for a reply.
+type Options struct {
+	// Streams is the number of parallel connections: 0 or 1 for one, N
+	// for N, Auto to start with one and grow while throughput grows.
+	Streams int
+	// MaxStreams bounds Auto and N (default DefaultMaxStreams); the
+	// acceptor may bound them lower (ListenOptions.MaxStreams).
+	MaxStreams int
+	// Compression, for both directions (default off).
+	Compression Compression
+	// Plain asks for authenticated plain: the TLS handshake proves both
+	// ends as always, then the data travels in the clear, unprotected,
+	// for speed. The acceptor must allow it (ListenOptions.AllowPlain).
+	Plain bool
+	// Config tunes the blocks and buffers of a link with several streams
+	// or compression; Compression above overrides its Compression.
+	Config Config
+}
+
+func (o Options) maxStreams() int {
+	if o.MaxStreams <= 0 {
+		return DefaultMaxStreams
+	}
+	return o.MaxStreams
+}
+
+// blocks says whether the link needs blocks: several streams (or maybe
+// several, with Auto) or compression.
+func (o Options) blocks() bool {
+	return o.Streams > 1 || o.Streams == Auto || o.Compression != CompressOff
+}
+
+// ErrRefused is wrapped by the error of a link the acceptor refused.
+var ErrRefused = errors.New("link: refused")
+
+// Conn is a link: one two-way byte stream over one or several virtual
+// connections to the same peer and port. It is a net.Conn.
+//
+// A link of one stream without compression is the virtual connection
+// itself (TLS or in the clear). Otherwise each direction is striped over
+// all the connections in blocks (Writer, Reader); a connection that fails
+// fails the link (Read and Write report it, naming the connection), never
+// silently truncates it.
+type Conn struct {
+	first *vconn.Conn
+	id    LinkID
+	plain bool
+	comp  Compression
+	role  string // "dialler" or "acceptor", for errors
+
+	// with blocks
+	w *Writer
+	r *Reader
+
+	mu      sync.Mutex
+	conns   []*vconn.Conn
+	refused string // why the acceptor stopped taking streams
+	closed  bool
+	onClose func()
+	tune    *tuner
+	joinErr error // the last failed join, for Stats
+}
+
+// Dial sets up a link to addr (NODE:PORT[@HUB], see vconn.Node.Dial) with
+// options o. With several streams it returns once all have joined (or
+// failed to: the link goes on with those that did); with Auto, after the
+// first, growing from there in the background.
+func Dial(ctx context.Context, n *vconn.Node, addr string, o Options) (*Conn, error) {
+	c0, err := n.Dial(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	var id LinkID
+	_, _ = rand.Read(id[:])
+	h := hello{kind: helloOpen, compress: o.Compression, link: id}
+	blocks := o.blocks()
+	switch {
+	case o.Plain:
+		h.flags |= flagPlain
+	case !blocks:
+		h.flags |= flagNoReply
+	}
+	if blocks {
+		h.flags |= flagBlocks
+	}
+	start := time.Now()
+	c := &Conn{first: c0, id: id, plain: o.Plain, comp: o.Compression, role: "dialler", conns: []*vconn.Conn{c0}}
+	if err := c.greet(ctx, c0, h); err != nil {
+		c0.Close()
+		return nil, err
+	}
+	if !blocks {
+		return c, nil
+	}
+	cfg := o.Config
+	cfg.Compression = o.Compression
+	c.startBlocks(cfg)
+	rtt := time.Since(start)
+	switch {
+	case o.Streams == Auto:
+		c.tune = startTuner(dialled{c, n}, rtt, o.maxStreams())
+	case o.Streams > 1:
+		c.join(ctx, n, min(o.Streams, o.maxStreams())-1)
+	}
+	return c, nil
+}
+
+// greet sends h on vc and, unless h says not to wait, reads the reply and
+// leaves TLS if the link is plain.
+func (c *Conn) greet(ctx context.Context, vc *vconn.Conn, h hello) error {
+	if dl, ok := ctx.Deadline(); ok {
+		_ = vc.SetDeadline(dl)
+		defer vc.SetDeadline(time.Time{})
+	}
+	stop := context.AfterFunc(ctx, func() { _ = vc.SetDeadline(time.Now()) })
+	defer stop()
+	if _, err := vc.Write(h.append(nil)); err != nil {
+		return fmt.Errorf("link to %s: sending hello: %w", vc.RemoteAddr(), err)
+	}
+	if h.flags&flagNoReply != 0 {
+		return nil
+	}
+	r, err := readReply(vc)
+	if err != nil {
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		}
+		return fmt.Errorf("link to %s: %w", vc.RemoteAddr(), err)
+	}
+	if r.status == replyRefused {
+		return fmt.Errorf("%w: %s: %s", ErrRefused, vc.RemoteAddr(), r.reason)
+	}
+	if (r.flags&flagPlain != 0) != (h.flags&flagPlain != 0) {
+		return fmt.Errorf("link to %s: %w: the acceptor answered plain=%v to plain=%v", vc.RemoteAddr(), ErrHello, r.flags&flagPlain != 0, h.flags&flagPlain != 0)
+	}
+	if h.flags&flagPlain != 0 {
+		if err := vc.Clear(); err != nil {
+			return fmt.Errorf("link to %s: %w", vc.RemoteAddr(), err)
+		}
+	}
+	return nil
+}
+
+// startBlocks makes the link carry blocks over its first connection.
+func (c *Conn) startBlocks(cfg Config) {
+	cfg.Retired = c.retired
+	s, r := newDuplex(c.first)
+	c.mu.Lock()
+	c.w = NewWriter(cfg, s)
+	c.r = NewReader(cfg, r)
+	c.mu.Unlock()
+}
+
+// retired answers the peer's retiring a connection by retiring our
+// sending half of it too.
+func (c *Conn) retired(recv net.Conn) {
+	h, ok := recv.(*half)
+	if !ok {
+		return
+	}
+	go func() { _ = c.w.RemoveStream(h.d.sendHalf) }()
+}
+
+// join adds k connections in parallel and waits for them.
+func (c *Conn) join(ctx context.Context, n *vconn.Node, k int) int {
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	added := 0
+	for range k {
+		wg.Go(func() {
+			if err := c.joinOne(ctx, n); err != nil {
+				c.mu.Lock()
+				c.joinErr = err
+				c.mu.Unlock()
+				return
+			}
+			mu.Lock()
+			added++
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return added
+}
+
+// joinOne sets up one more connection of the link.
+func (c *Conn) joinOne(ctx context.Context, n *vconn.Node) error {
+	c.mu.Lock()
+	refused, closed := c.refused, c.closed
+	c.mu.Unlock()
+	if closed {
+		return ErrClosed
+	}
+	if refused != "" {
+		return fmt.Errorf("%w: %s", ErrRefused, refused)
+	}
+	remote := c.first.RemoteAddr().(vconn.Addr)
+	vc, err := n.DialMachine(ctx, c.first.Peer(), remote.Port)
+	if err != nil {
+		return fmt.Errorf("link %s: another stream: %w", c.id, err)
+	}
+	h := hello{kind: helloJoin, flags: flagBlocks, compress: c.comp, link: c.id}
+	if c.plain {
+		h.flags |= flagPlain
+	}
+	if err := c.greet(ctx, vc, h); err != nil {
+		vc.Close()
+		if errors.Is(err, ErrRefused) {
+			c.mu.Lock()
+			c.refused = err.Error()
+			c.mu.Unlock()
+		}
+		return err
+	}
+	return c.attach(vc)
+}
+
+// attach makes vc carry blocks both ways. If the link is closing, vc
+// carries none: its sending half says so with a retire block.
+func (c *Conn) attach(vc *vconn.Conn) error {
+	c.mu.Lock()
+	if c.closed || c.w == nil {
+		c.mu.Unlock()
+		vc.Close()
+		return ErrClosed
+	}
+	c.conns = append(c.conns, vc)
+	c.mu.Unlock()
+	s, r := newDuplex(vc)
+	if err := c.r.AddStream(r); err != nil {
+		vc.Close()
+		return err
+	}
+	if err := c.w.AddStream(s); err != nil {
+		_ = vc.SetWriteDeadline(time.Now().Add(5 * time.Second))
+		_, _ = vc.Write(AppendBlock(nil, Header{Kind: KindRetire}, nil))
+		_ = s.Close()
+	}
+	return nil
+}
+
+// Read reads the link's next bytes.
+func (c *Conn) Read(p []byte) (int, error) {
+	if c.r == nil {
+		return c.first.Read(p)
+	}
+	return c.r.Read(p)
+}
+
+// Write sends p.
+func (c *Conn) Write(p []byte) (int, error) {
+	if c.w == nil {
+		return c.first.Write(p)
+	}
+	return c.w.Write(p)
+}
+
+// CloseWrite ends this direction: the peer reads everything written, then
+// EOF. It waits until every block is sent.
+func (c *Conn) CloseWrite() error {
+	if c.w == nil {
+		return c.first.CloseWrite()
+	}
+	return c.w.Close()
+}
+
+// Close sends what was written (as CloseWrite does, giving up after
+// lingerTimeout if the peer does not read) and closes every connection,
+// once it has read their last blocks if the peer had ended its direction.
+func (c *Conn) Close() error {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil
+	}
+	c.closed = true
+	conns := append([]*vconn.Conn(nil), c.conns...)
+	onClose := c.onClose
+	c.mu.Unlock()
+	if c.tune != nil {
+		c.tune.stop()
+	}
+	if onClose != nil {
+		onClose()
+	}
+	if c.w == nil {
+		return c.first.Close()
+	}
+	for _, vc := range conns {
+		_ = vc.SetWriteDeadline(time.Now().Add(lingerTimeout))
+	}
+	err := c.w.Close()
+	if errors.Is(err, ErrClosed) {
+		err = nil // CloseWrite came first
+	}
+	c.r.awaitEnds(5 * time.Second)
+	c.r.Close() // each connection closes as its two halves are done
+	return err
+}
+
+// lingerTimeout bounds how long Close waits for the peer.
+const lingerTimeout = 30 * time.Second
+
+// LocalAddr is this end's virtual address (of the first connection).
+func (c *Conn) LocalAddr() net.Addr { return c.first.LocalAddr() }
+
+// RemoteAddr is the peer's virtual address.
+func (c *Conn) RemoteAddr() net.Addr { return c.first.RemoteAddr() }
+
+// SetDeadline sets both deadlines.
+func (c *Conn) SetDeadline(t time.Time) error {
+	if err := c.SetReadDeadline(t); err != nil {
+		return err
+	}
+	return c.SetWriteDeadline(t)
+}
+
+// SetReadDeadline bounds Read.
+func (c *Conn) SetReadDeadline(t time.Time) error {
+	if c.r == nil {
+		return c.first.SetReadDeadline(t)
+	}
+	return c.r.SetReadDeadline(t)
+}
+
+// SetWriteDeadline bounds Write.
+func (c *Conn) SetWriteDeadline(t time.Time) error {
+	if c.w == nil {
+		return c.first.SetWriteDeadline(t)
+	}
+	return c.w.SetWriteDeadline(t)
+}
+
+// Method is how the first connection was set up (the others are set up
+// the same way, unless the network changed).
+func (c *Conn) Method() vconn.Method { return c.first.Method() }
+
+// Peer is the virtual connection to the peer that the link began with.
+func (c *Conn) First() *vconn.Conn { return c.first }
+
+// Encrypted says whether the link's bytes travel inside TLS.
+func (c *Conn) Encrypted() bool { return !c.plain }
+
+// ID is the link's ID.
+func (c *Conn) ID() LinkID { return c.id }
+
+// Stats describes a link.
+type Stats struct {
+	Streams     int // connections carrying blocks now (1 without blocks)
+	Compression Compression
+	Encrypted   bool
+	Writer      WriterStats // zero without blocks
+	Reader      ReaderStats // zero without blocks
+	// JoinError is why the last stream that failed to join did.
+	JoinError string
+}
+
+// Stats returns the link's counters.
+func (c *Conn) Stats() Stats {
+	st := Stats{Streams: 1, Compression: c.comp, Encrypted: !c.plain}
+	if c.w != nil {
+		st.Writer = c.w.Stats()
+		st.Reader = c.r.Stats()
+		st.Streams = len(st.Writer.Streams)
+	}
+	c.mu.Lock()
+	if c.joinErr != nil {
+		st.JoinError = c.joinErr.Error()
+	}
+	c.mu.Unlock()
+	return st
+}
+
+func (c *Conn) String() string {
+	mode := "tls"
+	if c.plain {
+		mode = "plain"
+	}
+	return fmt.Sprintf("link %s %s -> %s (%s, %s, %d streams, compression %s)", c.id, c.LocalAddr(), c.RemoteAddr(), c.Method(), mode, c.Stats().Streams, c.comp)
+}

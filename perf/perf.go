@@ -1,0 +1,211 @@
+// Package perf measures links between nodes, as iperf3 measures TCP: a
+// client sends data of a chosen kind over a link with chosen options for a
+// while, the server counts what arrives, and the client reports the rate,
+// per interval and overall. It owns the measuring protocol, the data
+// sources and the report; the links are package link's, the nodes package
+// vconn's, the command line package cli's.
+//
+// # Protocol
+//
+// Over a link to the server's port (Port unless told otherwise) the client
+// sends any bytes and half-closes; the server reads to EOF, then answers
+// with the number of bytes it read as 8 bytes, big-endian, and closes. The
+// client's rate is that count over the time until the answer, so bytes
+// still in buffers are never counted as sent.
+package perf
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/gridlink/gridlink/link"
+)
+
+// Port is the default virtual port of a perf server (iperf3's TCP port).
+const Port = 5201
+
+// Serve answers perf clients on l until ctx ends or l is closed.
+func Serve(ctx context.Context, l *link.Listener, logf func(string, ...any)) error {
+	stop := context.AfterFunc(ctx, func() { l.Close() })
+	defer stop()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		go func() {
+			start := time.Now()
+			n, err := serveOne(c)
+			if logf != nil {
+				lc := c.(*link.Conn)
+				st := lc.Stats()
+				if err != nil {
+					logf("perf: %s: %d bytes, then %v", lc, n, err)
+				} else {
+					logf("perf: %s: %d bytes in %.2f s, %.1f Mbit/s (%d streams)", lc.RemoteAddr(), n, time.Since(start).Seconds(), float64(n)*8/time.Since(start).Seconds()/1e6, st.Streams)
+				}
+			}
+		}()
+	}
+}
+
+// serveOne reads to EOF and answers with the count.
+func serveOne(c net.Conn) (int64, error) {
+	defer c.Close()
+	buf := make([]byte, 256<<10)
+	var n int64
+	for {
+		k, err := c.Read(buf)
+		n += int64(k)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return n, err
+		}
+	}
+	_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	_, err := c.Write(binary.BigEndian.AppendUint64(nil, uint64(n)))
+	if err == nil {
+		err = c.(*link.Conn).CloseWrite()
+	}
+	return n, err
+}
+
+// Options say what a client measures.
+type Options struct {
+	Link     link.Options
+	Data     string        // "zero" (default), "random" or "text"
+	Duration time.Duration // how long to send (default 10s)
+	Omit     time.Duration // left out of the steady rate, as iperf3's --omit (default 0)
+	Interval time.Duration // between interval reports (default 1s)
+	// Report, if set, is called with each interval as it ends.
+	Report func(Interval)
+}
+
+// Interval is the rate in one interval, from what the client handed to
+// the link.
+type Interval struct {
+	T       float64 `json:"t"` // seconds since the start, at the interval's end
+	Mbps    float64 `json:"mbit_per_s"`
+	Streams int     `json:"streams"`
+}
+
+// Result is a client's report.
+type Result struct {
+	Addr     string  `json:"addr"`
+	Method   string  `json:"method"`
+	Streams  int     `json:"streams"` // at the end
+	Compress string  `json:"compress"`
+	Encrypt  bool    `json:"encrypt"`
+	Data     string  `json:"data"`
+	Seconds  float64 `json:"seconds"` // from the first byte to the server's answer
+	Bytes    int64   `json:"bytes"`   // what the server received
+	// WireBytes is what the link sent for them: less with compression.
+	WireBytes int64   `json:"wire_bytes"`
+	Mbps      float64 `json:"mbit_per_s"`
+	// SteadyMbps leaves out the first Omit seconds.
+	SteadyMbps float64         `json:"steady_mbit_per_s"`
+	WireMbps   float64         `json:"wire_mbit_per_s"`
+	Intervals  []Interval      `json:"intervals"`
+	Tuning     []link.TuneStep `json:"tuning,omitempty"`
+	TuneStop   string          `json:"tune_stop,omitempty"`
+	SetupMS    float64         `json:"setup_ms"`
+	Error      string          `json:"error,omitempty"`
+}
+
+func (o Options) withDefaults() Options {
+	if o.Data == "" {
+		o.Data = "zero"
+	}
+	if o.Duration <= 0 {
+		o.Duration = 10 * time.Second
+	}
+	if o.Interval <= 0 {
+		o.Interval = time.Second
+	}
+	return o
+}
+
+// Run sends over c for o.Duration and reports. c was dialled with
+// o.Link; Run closes it.
+func Run(c *link.Conn, o Options, setup time.Duration) (Result, error) {
+	o = o.withDefaults()
+	if c != nil {
+		defer c.Close()
+	}
+	if o.Omit >= o.Duration {
+		return Result{}, fmt.Errorf("perf: omitting %v of a %v run leaves nothing to measure", o.Omit, o.Duration)
+	}
+	res := Result{Addr: c.RemoteAddr().String(), Method: string(c.Method()), Compress: o.Link.Compression.String(),
+		Encrypt: c.Encrypted(), Data: o.Data, SetupMS: float64(setup.Microseconds()) / 1000}
+	src, err := NewSource(o.Data)
+	if err != nil {
+		return res, err
+	}
+	buf := make([]byte, 256<<10)
+	start := time.Now()
+	end := start.Add(o.Duration)
+	nextReport := start.Add(o.Interval)
+	var sent, lastSent, atOmit int64
+	omitted := o.Omit <= 0
+	lastT := start
+	for {
+		now := time.Now()
+		if !omitted && now.Sub(start) >= o.Omit {
+			atOmit, omitted = sent, true
+		}
+		if !now.Before(nextReport) {
+			iv := Interval{T: now.Sub(start).Seconds(), Mbps: float64(sent-lastSent) * 8 / now.Sub(lastT).Seconds() / 1e6, Streams: c.Stats().Streams}
+			res.Intervals = append(res.Intervals, iv)
+			if o.Report != nil {
+				o.Report(iv)
+			}
+			lastSent, lastT = sent, now
+			nextReport = nextReport.Add(o.Interval)
+		}
+		if !now.Before(end) {
+			break
+		}
+		src(buf)
+		n, err := c.Write(buf)
+		sent += int64(n)
+		if err != nil {
+			return res, fmt.Errorf("perf: sending to %s: %w", res.Addr, err)
+		}
+	}
+	omitAt := start.Add(o.Omit)
+	if err := c.CloseWrite(); err != nil {
+		return res, fmt.Errorf("perf: ending the stream to %s: %w", res.Addr, err)
+	}
+	_ = c.SetReadDeadline(time.Now().Add(60 * time.Second))
+	var ans [8]byte
+	if _, err := io.ReadFull(c, ans[:]); err != nil {
+		return res, fmt.Errorf("perf: no count from the server %s: %w", res.Addr, err)
+	}
+	done := time.Now()
+	st := c.Stats()
+	res.Streams = st.Streams
+	res.Tuning, res.TuneStop = c.Tuning()
+	res.Bytes = int64(binary.BigEndian.Uint64(ans[:]))
+	if res.Bytes != sent {
+		return res, fmt.Errorf("perf: sent %d bytes, the server %s received %d", sent, res.Addr, res.Bytes)
+	}
+	res.WireBytes = res.Bytes
+	if st.Writer.Wire > 0 {
+		res.WireBytes = st.Writer.Wire
+	}
+	res.Seconds = done.Sub(start).Seconds()
+	res.Mbps = float64(res.Bytes) * 8 / res.Seconds / 1e6
+	res.WireMbps = float64(res.WireBytes) * 8 / res.Seconds / 1e6
+	res.SteadyMbps = float64(res.Bytes-atOmit) * 8 / done.Sub(omitAt).Seconds() / 1e6
+	return res, nil
+}
