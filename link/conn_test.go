@@ -19,7 +19,7 @@ import (
 
 // site runs a hub on loopback and two nodes attached to it, a and b,
 // which set up connections by the given methods only (all if none).
-func site(t *testing.T, methods ...vconn.Method) (a, b *vconn.Node) {
+func site(t testing.TB, methods ...vconn.Method) (a, b *vconn.Node) {
 	t.Helper()
 	key, _ := identity.NewKey()
 	creds, _ := pki.NewCredentials(key)
@@ -102,7 +102,7 @@ func roundTrip(t *testing.T, c *Conn, size int) {
 	}
 }
 
-func dial(t *testing.T, a *vconn.Node, addr string, o Options) *Conn {
+func dial(t testing.TB, a *vconn.Node, addr string, o Options) *Conn {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
