@@ -17,6 +17,7 @@ import (
 	"github.com/gridlink/gridlink"
 	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/link"
 	"github.com/gridlink/gridlink/pki"
 )
 
@@ -105,4 +106,42 @@ func Example_grpc() {
 	}
 	fmt.Println(res.Status)
 	// Output: SERVING
+}
+
+// A bulk transfer over four parallel streams with adaptive compression:
+// the options are the dialler's, the listener only says what it allows.
+func Example_parallelStreams() {
+	hubAddr, stop := startHub()
+	defer stop()
+	server, client := startNode("bulk-server", hubAddr), startNode("bulk-client", hubAddr)
+	defer server.Close()
+	defer client.Close()
+
+	ln, err := server.ListenWith("9000", gridlink.ListenOptions{MaxStreams: 8})
+	if err != nil {
+		log.Fatal(err)
+	}
+	got := make(chan int64)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer c.Close()
+		n, _ := io.Copy(io.Discard, c)
+		got <- n
+	}()
+
+	c, err := client.DialWith(context.Background(), "bulk-server:9000",
+		gridlink.LinkOptions{Streams: 4, Compression: link.CompressAuto})
+	if err != nil {
+		log.Fatal(err)
+	}
+	data := make([]byte, 64<<20)
+	if _, err := c.Write(data); err != nil {
+		log.Fatal(err)
+	}
+	c.Close() // sends what is queued, then the end
+	fmt.Println(<-got, "bytes over", c.(*link.Conn).Stats().Streams, "streams")
+	// Output: 67108864 bytes over 4 streams
 }

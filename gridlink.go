@@ -8,6 +8,14 @@
 // ports. Dial and Listen speak net.Conn and net.Listener, so gridlink fits
 // wherever a dial function fits: net/http's Transport.DialContext, gRPC's
 // WithContextDialer, and so on.
+//
+// Every connection is a link (package link): by default one stream,
+// encrypted with TLS 1.3, without compression, and then it costs nothing
+// over the virtual connection beneath. DialWith asks for more: parallel
+// streams (a number, or automatic), compression (S2, zstd, or adaptive per
+// block), or authenticated plain (the handshake proves both ends, the data
+// travels in the clear), whatever method set the connection up. ListenWith
+// says what a listener allows.
 package gridlink
 
 import (
@@ -20,12 +28,25 @@ import (
 	"sync"
 
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/link"
 	"github.com/gridlink/gridlink/vconn"
 )
 
 // Config configures a node; its zero value works (see vconn.Config for
 // every field and its default).
 type Config = vconn.Config
+
+// LinkOptions are a connection's options (see link.Options); the zero
+// value is one encrypted stream without compression.
+type LinkOptions = link.Options
+
+// ListenOptions are a listener's policy (see link.ListenOptions); the zero
+// value accepts encrypted connections of up to 64 streams.
+type ListenOptions = link.ListenOptions
+
+// AutoStreams as LinkOptions.Streams grows the number of parallel streams
+// while throughput grows.
+const AutoStreams = link.Auto
 
 // Node is this process's presence in the overlay.
 type Node struct{ n *vconn.Node }
@@ -43,7 +64,17 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 // Dial connects to a virtual address NODE:PORT[@HUB], where NODE is a node
 // name or ID.
 func (n *Node) Dial(ctx context.Context, addr string) (net.Conn, error) {
-	return n.n.Dial(ctx, addr)
+	return n.DialWith(ctx, addr, LinkOptions{})
+}
+
+// DialWith is Dial with link options: parallel streams, compression,
+// authenticated plain.
+func (n *Node) DialWith(ctx context.Context, addr string, o LinkOptions) (net.Conn, error) {
+	c, err := link.Dial(ctx, n.n, addr, o)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // DialContext is Dial with the signature of net.Dialer.DialContext, for
@@ -51,7 +82,7 @@ func (n *Node) Dial(ctx context.Context, addr string) (net.Conn, error) {
 func (n *Node) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	switch network {
 	case "", "tcp", "tcp4", "tcp6":
-		return n.n.Dial(ctx, addr)
+		return n.Dial(ctx, addr)
 	}
 	return nil, fmt.Errorf("gridlink: network %q: only stream connections are supported", network)
 }
@@ -59,11 +90,21 @@ func (n *Node) DialContext(ctx context.Context, network, addr string) (net.Conn,
 // Listen listens on a port of this node: "7000", ":7000", or a well-known
 // service name ("echo"). "0" picks a free port.
 func (n *Node) Listen(port string) (net.Listener, error) {
+	return n.ListenWith(port, ListenOptions{})
+}
+
+// ListenWith is Listen with a policy: whether to allow authenticated
+// plain, how many streams a connection may have.
+func (n *Node) ListenWith(port string, o ListenOptions) (net.Listener, error) {
 	p, err := parsePort(port)
 	if err != nil {
 		return nil, err
 	}
-	return n.n.Listen(p)
+	l, err := link.Listen(n.n, p, o)
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 // Name is the node's name; ID its ID.

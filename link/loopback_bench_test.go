@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"io"
+	"math/rand/v2"
 	"net"
 	"slices"
 	"testing"
@@ -15,7 +16,7 @@ import (
 // BenchmarkLinkLoopback moves 256 MiB per round over one-stream links on
 // loopback, TLS and authenticated plain, direct and routed through one
 // hub, against plain loopback TCP in the same rounds. It reports the
-// median ratio of each to plain TCP over 5 interleaved rounds.
+// median ratio of each to plain TCP over 5 rounds, each running every kind once in a random order.
 func BenchmarkLinkLoopback(b *testing.B) {
 	const size, rounds = 256 << 20, 5
 	buf := make([]byte, 256<<10)
@@ -28,7 +29,17 @@ func BenchmarkLinkLoopback(b *testing.B) {
 				}
 				go func() {
 					defer c.Close()
-					n, _ := io.Copy(io.Discard, c)
+					// the same reads for every kind (io.Copy would pick
+					// different buffer sizes for a *net.TCPConn)
+					rbuf := make([]byte, 256<<10)
+					var n int64
+					for {
+						k, err := c.Read(rbuf)
+						n += int64(k)
+						if err != nil {
+							break
+						}
+					}
 					_, _ = c.Write(binary.BigEndian.AppendUint64(nil, uint64(n)))
 				}()
 			}
@@ -73,29 +84,40 @@ func BenchmarkLinkLoopback(b *testing.B) {
 		sinkOn(l)
 		kinds = append(kinds, kind{string(m) + "-tls", a, Options{}}, kind{string(m) + "-plain", a, Options{Plain: true}})
 	}
+	tcpDial := func() net.Conn {
+		c, err := net.Dial("tcp", tcpLn.Addr().String())
+		if err != nil {
+			b.Fatal(err)
+		}
+		return c
+	}
 	for range b.N {
 		ratios := map[string][]float64{}
 		for r := range rounds + 1 {
-			c, err := net.Dial("tcp", tcpLn.Addr().String())
-			if err != nil {
-				b.Fatal(err)
-			}
-			plain := push(c)
-			for _, k := range kinds {
+			// Every kind once per round, in a new random order: a loaded
+			// VM's speed drifts within a round too.
+			took := map[string]time.Duration{}
+			for _, i := range rand.Perm(len(kinds) + 1) {
+				if i == len(kinds) {
+					took["tcp"] = push(tcpDial())
+					continue
+				}
+				k := kinds[i]
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				c, err := Dial(ctx, k.a, "b:9", k.o)
 				cancel()
 				if err != nil {
 					b.Fatal(err)
 				}
-				d := push(c)
-				if r > 0 { // the first round warms up
-					ratios[k.name] = append(ratios[k.name], plain.Seconds()/d.Seconds())
-				}
+				took[k.name] = push(c)
 			}
-			if r > 0 {
-				ratios["plain-MB/s"] = append(ratios["plain-MB/s"], size/plain.Seconds()/1e6)
+			if r == 0 {
+				continue // the first round warms up
 			}
+			for _, k := range kinds {
+				ratios[k.name] = append(ratios[k.name], took["tcp"].Seconds()/took[k.name].Seconds())
+			}
+			ratios["plain-MB/s"] = append(ratios["plain-MB/s"], size/took["tcp"].Seconds()/1e6)
 		}
 		for name, rs := range ratios {
 			slices.Sort(rs)
