@@ -62,30 +62,39 @@ func tune(t *testing.T, m *model, limit int) ([]TuneStep, string, int) {
 	return tu.steps, tu.why, m.streams
 }
 
-// The tuner doubles while a doubling raises the rate by 10% or more.
+// The tuner grows while a step raises the rate by 10% or more: by 4x
+// while the rate scales with the streams, else by 2x.
 func TestTunerGrowsUntilStall(t *testing.T) {
-	// 12 streams fill the path: 8 give 8/12, 16 give all (+50%), 32 nothing more.
+	// 12 streams fill the path: 1 -> 2 doubles the rate (linear: next x4),
+	// 8 give 8/12 (linear again), 32 all (+50%, not linear: next x2), 64
+	// nothing more.
 	m := &model{perStream: 1e6, capacity: 12e6, joinable: 100}
-	steps, why, streams := tune(t, m, 64)
-	if streams != 32 || why != "throughput stopped growing" {
-		t.Fatalf("stopped at %d streams (%q), want 32 after the doubling that did not help; steps %v", streams, why, steps)
+	steps, why, streams := tune(t, m, 128)
+	if streams != 64 || why != "throughput stopped growing" {
+		t.Fatalf("stopped at %d streams (%q), want 64 after the step that did not help; steps %v", streams, why, steps)
 	}
-	for i, want := range []int{1, 2, 4, 8, 16, 32} {
+	for i, want := range []int{1, 2, 8, 32, 64} {
 		if i >= len(steps) || steps[i].Streams != want {
-			t.Fatalf("steps %v, want streams 1, 2, 4, ... 32", steps)
+			t.Fatalf("steps %v, want streams 1, 2, 8, 32, 64", steps)
 		}
 	}
-	if r := steps[4].Mbps; r < 0.8*96 || r > 1.2*96 {
-		t.Errorf("16 streams measured %.1f Mbit/s, the model carries 96", r)
+	if r := steps[3].Mbps; r < 0.8*96 || r > 1.2*96 {
+		t.Errorf("32 streams measured %.1f Mbit/s, the model carries 96", r)
+	}
+	// A path that 3 streams fill: 2 add 100%, 8 add 50%: x2 from there.
+	m = &model{perStream: 1e6, capacity: 3e6, joinable: 100}
+	steps, _, streams = tune(t, m, 128)
+	if streams != 16 || len(steps) != 4 || steps[2].Streams != 8 {
+		t.Fatalf("a path of 3 streams: stopped at %d, steps %v; want 1, 2, 8, 16", streams, steps)
 	}
 }
 
 func TestTunerBounds(t *testing.T) {
 	m := &model{perStream: 1e6, capacity: 1e9, joinable: 100}
-	if _, why, streams := tune(t, m, 8); streams != 8 || why != "at the bound" {
+	if _, why, streams := tune(t, m, 8); streams != 8 || why != "at the bound" { // 1, 2, 8
 		t.Errorf("limit 8: stopped at %d (%q)", streams, why)
 	}
-	m = &model{perStream: 1e6, capacity: 1e9, joinable: 3}
+	m = &model{perStream: 1e6, capacity: 1e9, joinable: 3} // 1, 2, then 2 of the 6 asked for
 	if _, why, streams := tune(t, m, 64); streams != 4 || why != "no stream could join: refused: the most this listener allows" {
 		t.Errorf("acceptor taking 3 more: stopped at %d (%q)", streams, why)
 	}

@@ -117,9 +117,13 @@ type Result struct {
 	WireMbps   float64         `json:"wire_mbit_per_s"`
 	Intervals  []Interval      `json:"intervals"`
 	Tuning     []link.TuneStep `json:"tuning,omitempty"`
-	TuneStop   string          `json:"tune_stop,omitempty"`
-	SetupMS    float64         `json:"setup_ms"`
-	Error      string          `json:"error,omitempty"`
+	// Blocks counts the data blocks sent by codec; Adaptive is the
+	// adaptive compression's last estimate and choice, for people.
+	Blocks   link.CodecBlocks `json:"blocks"`
+	Adaptive string           `json:"adaptive,omitempty"`
+	TuneStop string           `json:"tune_stop,omitempty"`
+	SetupMS  float64          `json:"setup_ms"`
+	Error    string           `json:"error,omitempty"`
 }
 
 func (o Options) withDefaults() Options {
@@ -195,6 +199,7 @@ func Run(c *link.Conn, o Options, setup time.Duration) (Result, error) {
 	st := c.Stats()
 	res.Streams = st.Streams
 	res.Tuning, res.TuneStop = c.Tuning()
+	res.Blocks, res.Adaptive = st.Writer.Blocks, st.Writer.Adaptive
 	res.Bytes = int64(binary.BigEndian.Uint64(ans[:]))
 	if res.Bytes != sent {
 		return res, fmt.Errorf("perf: sent %d bytes, the server %s received %d", sent, res.Addr, res.Bytes)
