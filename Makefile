@@ -43,6 +43,7 @@ demo: deps build
 bench: deps build
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./lab/wan/ ./hub/ ./link/
 	bench/lab.sh
+	bench/links.sh
 
 # Longer fuzzing of every fuzz target, FUZZTIME each.
 fuzz:

@@ -6,6 +6,11 @@
 # Prints markdown. Everything it starts runs inside lab namespaces and is
 # torn down at the end, also on failure.
 set -euo pipefail
+LOCK=${LOCK:-/run/gridlab/test.lock} # the lab tests' lock (lab/labtest)
+if [ -z "${LAB_LOCKED:-}" ]; then
+  mkdir -p "$(dirname "$LOCK")"
+  LAB_LOCKED=1 exec flock -o "$LOCK" "$BASH" "$(realpath "$0")" "$@"
+fi
 cd "$(dirname "$0")/.."
 BIN=${BIN:-bin}
 RTT=${RTT:-20ms}

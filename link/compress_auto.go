@@ -37,7 +37,7 @@ import (
 //     queued before went out meanwhile).
 //
 // A choice holds for at least two windows. A rate reached with a codec is
-// forgotten after autoStale, and so is net while compressing: the Writer
+// forgotten after autoStale or when the number of connections changes, and so is net while compressing: the Writer
 // then sends uncompressed for two windows to measure the network again
 // (while compressing is the bottleneck, net is never measured).
 const (
@@ -186,6 +186,12 @@ func (a *auto) endWindow(now time.Time, cnt sendCounters) {
 	if a.trace != nil {
 		a.trace("%v window with %s: %.1f MB/s of stream, %.1f on the wire, connections starved %.0f%%, Write blocked %.0f%%",
 			now.Sub(a.start).Round(time.Millisecond), a.mode, raw/secs/1e6, wire/secs/1e6, 100*starved, 100*blocked)
+	}
+	if cnt.streams != a.at.streams {
+		// Another number of connections: the rates reached with each
+		// codec were measured on another network (a link growing its
+		// streams would otherwise hold on to what a codec reached with few).
+		a.est.reached = [numCodecs]float64{}
 	}
 	a.start, a.at = now, cnt
 	if wire > 0 {

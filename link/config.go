@@ -21,7 +21,11 @@ type Config struct {
 	// ReorderBuffer bounds what a Reader holds: blocks received and not
 	// yet read, each counted as its payload plus BlockCost bytes (default
 	// 16 MiB, at least 2*(MaxBlock+BlockCost)). Of it, MaxBlock+BlockCost
-	// is kept for the block the stream needs next (see Reader).
+	// is kept for the block the stream needs next (see Reader). A Reader
+	// with many connections raises its bound to ReorderPerStream for each
+	// connection it has had at once: blocks arrive out of order by about a
+	// block per connection, and a bound below that stalls the fast
+	// connections while the next block crawls along a slow one.
 	ReorderBuffer int
 	// Compression says how a Writer compresses data blocks (default
 	// CompressOff). Compressing, a Writer runs GOMAXPROCS workers and each
@@ -41,6 +45,11 @@ type Config struct {
 // BlockCost is what a Reader counts for each block it holds, on top of
 // its payload, so that many tiny blocks cannot exceed the reorder buffer.
 const BlockCost = 64
+
+// ReorderPerStream is what a Reader's bound grows by for each connection
+// beyond ReorderBuffer/ReorderPerStream (see Config.ReorderBuffer): two
+// blocks of the default size.
+const ReorderPerStream = 2 * defaultBlockSize
 
 const (
 	defaultBlockSize     = 256 << 10

@@ -71,7 +71,8 @@ type Reader struct {
 	total      uint64
 	haveTotal  bool
 	totalFrom  string // the stream that announced the total
-	buffered   int    // held or reserved, counted against ReorderBuffer
+	buffered   int    // held or reserved, counted against bound
+	bound      int    // Config.ReorderBuffer, raised with the connections
 	maxBuf     int
 	received   int64       // stream bytes
 	wire       int64       // payload bytes as on the wire
@@ -90,6 +91,7 @@ type rstream struct {
 // AddStream). The Reader owns the connections and closes them.
 func NewReader(cfg Config, conns ...net.Conn) *Reader {
 	r := &Reader{cfg: cfg.withDefaults()}
+	r.bound = r.cfg.ReorderBuffer
 	r.cond.L = &r.mu
 	for _, c := range conns {
 		_ = r.AddStream(c)
@@ -107,6 +109,7 @@ func (r *Reader) AddStream(c net.Conn) error {
 	s := &rstream{id: r.nextID, name: streamName(r.nextID, c), c: c}
 	r.nextID++
 	r.streams = append(r.streams, s)
+	r.bound = max(r.bound, len(r.streams)*ReorderPerStream) // never lowered: what was admitted stays admitted
 	r.wg.Add(1)
 	go r.run(s)
 	return nil

@@ -27,7 +27,7 @@ func (r *Reader) admit(s *rstream, h Header) bool {
 			r.failLocked(err)
 			return false
 		}
-		if r.buffered+cost <= r.cfg.ReorderBuffer-reserve || (h.Offset == r.next && r.buffered+cost <= r.cfg.ReorderBuffer) {
+		if r.buffered+cost <= r.bound-reserve || (h.Offset == r.next && r.buffered+cost <= r.bound) {
 			r.buffered += cost
 			r.maxBuf = max(r.maxBuf, r.buffered)
 			return true

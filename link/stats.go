@@ -64,7 +64,7 @@ type ReaderStats struct {
 	Delivered   int64       // bytes returned by Read
 	Buffered    int         // bytes held now, as counted against Bound
 	MaxBuffered int         // the most ever held
-	Bound       int         // Config.ReorderBuffer in effect
+	Bound       int         // the bound in effect (Config.ReorderBuffer, raised with the connections)
 	Lost        string      // a connection that ended early after the data was complete
 }
 
@@ -73,5 +73,5 @@ func (r *Reader) Stats() ReaderStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return ReaderStats{Streams: len(r.streams), Received: r.received, Wire: r.wire, Blocks: r.blocks, Delivered: int64(r.readOff),
-		Buffered: r.buffered, MaxBuffered: r.maxBuf, Bound: r.cfg.ReorderBuffer, Lost: r.lostStream}
+		Buffered: r.buffered, MaxBuffered: r.maxBuf, Bound: r.bound, Lost: r.lostStream}
 }

@@ -112,7 +112,8 @@ type Result struct {
 	// WireBytes is what the link sent for them: less with compression.
 	WireBytes int64   `json:"wire_bytes"`
 	Mbps      float64 `json:"mbit_per_s"`
-	// SteadyMbps leaves out the first Omit seconds.
+	// SteadyMbps leaves out the first Omit seconds, and counts what the
+	// link took until the last write (all of which the server confirmed).
 	SteadyMbps float64         `json:"steady_mbit_per_s"`
 	WireMbps   float64         `json:"wire_mbit_per_s"`
 	Intervals  []Interval      `json:"intervals"`
@@ -186,7 +187,7 @@ func Run(c *link.Conn, o Options, setup time.Duration) (Result, error) {
 			return res, fmt.Errorf("perf: sending to %s: %w", res.Addr, err)
 		}
 	}
-	omitAt := start.Add(o.Omit)
+	omitAt, wrote := start.Add(o.Omit), time.Now()
 	if err := c.CloseWrite(); err != nil {
 		return res, fmt.Errorf("perf: ending the stream to %s: %w", res.Addr, err)
 	}
@@ -211,6 +212,11 @@ func Run(c *link.Conn, o Options, setup time.Duration) (Result, error) {
 	res.Seconds = done.Sub(start).Seconds()
 	res.Mbps = float64(res.Bytes) * 8 / res.Seconds / 1e6
 	res.WireMbps = float64(res.WireBytes) * 8 / res.Seconds / 1e6
-	res.SteadyMbps = float64(res.Bytes-atOmit) * 8 / done.Sub(omitAt).Seconds() / 1e6
+	// The steady rate is what the link took from the omit time to the
+	// last write, as iperf3's sender counts: the server has confirmed it
+	// all arrived, and the link holds about as much queued at both ends
+	// of that span. (The rate over the whole run, Mbps, counts up to the
+	// server's answer instead: it includes draining the queue.)
+	res.SteadyMbps = float64(sent-atOmit) * 8 / wrote.Sub(omitAt).Seconds() / 1e6
 	return res, nil
 }
