@@ -121,7 +121,8 @@ import json, sys
 loss, case, rnd, kind, out, rc, c0, c1, sock, bg, times, ticks = sys.argv[1:]
 b0, t0, s0 = map(int, c0.split()); b1, t1, s1 = map(int, c1.split())
 tb, conns = map(int, sock.split())
-real, user, sys_ = map(float, times.split())
+# (no time line: the run was cut short; its CPU is then not known)
+real, user, sys_ = map(float, times.split()) if len(times.split()) == 3 else (float("nan"), 0.0, 0.0)
 srv, emu, hz = map(int, ticks.split())
 raw = open(out).read()
 rec = {"loss": loss, "case": case, "round": int(rnd), "kind": kind, "cpu": 100 * (b1 - b0) / max(t1 - t0, 1),
