@@ -142,6 +142,7 @@ func (c *Conn) greet(ctx context.Context, vc *vconn.Conn, h hello) error {
 		return fmt.Errorf("link to %s: sending hello: %w", vc.RemoteAddr(), err)
 	}
 	if h.flags&flagNoReply != 0 {
+		vc.KeepTLS()
 		return nil
 	}
 	r, err := readReply(vc)
@@ -161,6 +162,8 @@ func (c *Conn) greet(ctx context.Context, vc *vconn.Conn, h hello) error {
 		if err := vc.Clear(); err != nil {
 			return fmt.Errorf("link to %s: %w", vc.RemoteAddr(), err)
 		}
+	} else {
+		vc.KeepTLS()
 	}
 	return nil
 }

@@ -140,7 +140,9 @@ func (l *Listener) handle(vc *vconn.Conn) {
 			l.mu.Unlock()
 		}
 	}
-	if h.flags&flagNoReply == 0 && !l.agree(vc, h) {
+	if h.flags&flagNoReply != 0 {
+		vc.KeepTLS()
+	} else if !l.agree(vc, h) {
 		c.Close()
 		return
 	}
@@ -168,6 +170,7 @@ func (l *Listener) agree(vc *vconn.Conn, h hello) bool {
 	if h.flags&flagPlain != 0 {
 		return vc.Clear() == nil
 	}
+	vc.KeepTLS()
 	return true
 }
 

@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/tls"
 	"io"
+	"net"
+	"strings"
 	"testing"
 	"time"
 )
@@ -172,11 +174,80 @@ func TestBeneath(t *testing.T) {
 		t.Fatalf("server read %q, %v; want hello|clear tail", srv.got, srv.err)
 	}
 
+	// Nor one that was told it may read ahead.
+	x, y := tcpPair(t)
+	defer x.Close()
+	defer y.Close()
+	go func() { _, _, _ = bob.Server(ctx, y, nil) }()
+	tx, _, err := alice.Client(ctx, x, bob.Key.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ReadAhead(tx)
+	if _, err := Beneath(tx); err == nil || !strings.Contains(err.Error(), "reads ahead") {
+		t.Fatalf("Beneath after ReadAhead: %v", err)
+	}
+
 	// A TLS connection that may have read ahead is refused.
 	c, d := tcpPair(t)
 	defer c.Close()
 	defer d.Close()
 	if _, err := Beneath(tls.Client(c, &tls.Config{})); err == nil {
 		t.Fatal("Beneath accepted a TLS connection without NoReadAhead")
+	}
+}
+
+// countConn counts the writes to a connection.
+type countConn struct {
+	net.Conn
+	writes int
+}
+
+func (c *countConn) Write(p []byte) (int, error) { c.writes++; return c.Conn.Write(p) }
+
+// WriteRecords gathers a large write's records into few writes, and the
+// bytes arrive intact.
+func TestWriteRecords(t *testing.T) {
+	alice, bob := creds(t, 1), creds(t, 2)
+	a, b := tcpPair(t)
+	defer a.Close()
+	defer b.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got := make(chan []byte, 1)
+	go func() {
+		tc, _, err := bob.Server(ctx, b, nil)
+		if err != nil {
+			got <- nil
+			return
+		}
+		data, _ := io.ReadAll(tc)
+		got <- data
+	}()
+	cc := &countConn{Conn: a}
+	tc, _, err := alice.Client(ctx, cc, bob.Key.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 1<<20)
+	for i := range data {
+		data[i] = byte(i * 13)
+	}
+	before := cc.writes
+	if n, err := WriteRecords(tc, data); n != len(data) || err != nil {
+		t.Fatalf("WriteRecords: %d, %v", n, err)
+	}
+	if w := cc.writes - before; w > 8 {
+		t.Errorf("1 MiB (64 records) took %d writes, want at most 8", w)
+	}
+	tc.Close()
+	if r := <-got; !bytes.Equal(r, data) {
+		t.Fatalf("received %d bytes, not the %d sent", len(r), len(data))
+	}
+
+	// A write once the connection beneath is gone fails.
+	cc.Conn.Close()
+	if _, err := WriteRecords(tc, data); err == nil {
+		t.Fatal("a write to a closed connection succeeded")
 	}
 }

@@ -127,6 +127,30 @@ func (c *Conn) Clear() error {
 	return nil
 }
 
+// Write writes p; over TLS, its records go out in as few writes as fit in
+// 256 KiB (pki.WriteRecords).
+func (c *Conn) Write(p []byte) (int, error) {
+	switch t := c.Conn.(type) {
+	case *tls.Conn:
+		return pki.WriteRecords(t, p)
+	case *direct.Conn:
+		return pki.WriteRecords(t.Conn, p)
+	}
+	return c.Conn.Write(p)
+}
+
+// KeepTLS says the connection stays in its TLS session (Clear will not be
+// called): its reads may then run ahead of the records, a read per record
+// fewer.
+func (c *Conn) KeepTLS() {
+	switch t := c.Conn.(type) {
+	case *tls.Conn:
+		pki.ReadAhead(t)
+	case *direct.Conn:
+		pki.ReadAhead(t.Conn)
+	}
+}
+
 // Encrypted says whether the connection's bytes are still protected by its
 // TLS session (see Clear).
 func (c *Conn) Encrypted() bool { return !c.clear }
