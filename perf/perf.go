@@ -50,7 +50,8 @@ func Serve(ctx context.Context, l *link.Listener, logf func(string, ...any)) err
 				if err != nil {
 					logf("perf: %s: %d bytes, then %v", lc, n, err)
 				} else {
-					logf("perf: %s: %d bytes in %.2f s, %.1f Mbit/s (%d streams)", lc.RemoteAddr(), n, time.Since(start).Seconds(), float64(n)*8/time.Since(start).Seconds()/1e6, st.Streams)
+					logf("perf: %s: %d bytes in %.2f s, %.1f Mbit/s (%d streams; reorder buffer peak %d of %d bytes)", lc.RemoteAddr(), n,
+						time.Since(start).Seconds(), float64(n)*8/time.Since(start).Seconds()/1e6, st.Streams, st.Reader.MaxBuffered, st.Reader.Bound)
 				}
 			}
 		}()
