@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -129,7 +130,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		noSplice:  map[identity.ID]time.Time{},
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	n.direct, err = direct.Listen(ctx, direct.ListenConfig{Creds: creds, Addr: cfg.ListenAddr, Ports: cfg.Ports, Check: n.checkDirect})
+	n.direct, err = direct.Listen(ctx, direct.ListenConfig{Creds: creds, Addr: cfg.ListenAddr, Ports: cfg.Ports, Check: n.checkDirect,
+		Logger: slog.New(logfHandler{logf: cfg.Logf})})
 	if err != nil {
 		return nil, fmt.Errorf("vconn: node %s: direct listener: %w", cfg.Name, err)
 	}
