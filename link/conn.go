@@ -70,7 +70,6 @@ type Conn struct {
 	id    LinkID
 	plain bool
 	comp  Compression
-	role  string // "dialler" or "acceptor", for errors
 
 	// with blocks
 	w *Writer
@@ -108,7 +107,7 @@ func Dial(ctx context.Context, n *vconn.Node, addr string, o Options) (*Conn, er
 		h.flags |= flagBlocks
 	}
 	start := time.Now()
-	c := &Conn{first: c0, id: id, plain: o.Plain, comp: o.Compression, role: "dialler", conns: []*vconn.Conn{c0}}
+	c := &Conn{first: c0, id: id, plain: o.Plain, comp: o.Compression, conns: []*vconn.Conn{c0}}
 	if err := c.greet(ctx, c0, h); err != nil {
 		c0.Close()
 		return nil, err
@@ -362,7 +361,7 @@ func (c *Conn) SetWriteDeadline(t time.Time) error {
 // the same way, unless the network changed).
 func (c *Conn) Method() vconn.Method { return c.first.Method() }
 
-// Peer is the virtual connection to the peer that the link began with.
+// First is the virtual connection the link began with.
 func (c *Conn) First() *vconn.Conn { return c.first }
 
 // Encrypted says whether the link's bytes travel inside TLS.

@@ -123,7 +123,7 @@ func (l *Listener) handle(vc *vconn.Conn) {
 		vc.Close()
 		return
 	}
-	c := &Conn{first: vc, id: h.link, plain: h.flags&flagPlain != 0, comp: h.compress, role: "acceptor", conns: []*vconn.Conn{vc}}
+	c := &Conn{first: vc, id: h.link, plain: h.flags&flagPlain != 0, comp: h.compress, conns: []*vconn.Conn{vc}}
 	blocks := h.flags&flagBlocks != 0
 	var a *accepted
 	if blocks {

@@ -110,13 +110,8 @@ func (c *Conn) Clear() error {
 	if c.clear {
 		return errors.New("vconn: connection is already in the clear")
 	}
-	var tc *tls.Conn
-	switch t := c.Conn.(type) {
-	case *tls.Conn:
-		tc = t
-	case *direct.Conn:
-		tc = t.Conn
-	default:
+	tc := c.session()
+	if tc == nil {
 		return fmt.Errorf("vconn: %s connection is not a TLS session (%T)", c.method, c.Conn)
 	}
 	raw, err := pki.Beneath(tc)
@@ -130,11 +125,8 @@ func (c *Conn) Clear() error {
 // Write writes p; over TLS, its records go out in as few writes as fit in
 // 256 KiB (pki.WriteRecords).
 func (c *Conn) Write(p []byte) (int, error) {
-	switch t := c.Conn.(type) {
-	case *tls.Conn:
-		return pki.WriteRecords(t, p)
-	case *direct.Conn:
-		return pki.WriteRecords(t.Conn, p)
+	if tc := c.session(); tc != nil {
+		return pki.WriteRecords(tc, p)
 	}
 	return c.Conn.Write(p)
 }
@@ -143,12 +135,20 @@ func (c *Conn) Write(p []byte) (int, error) {
 // called): its reads may then run ahead of the records, a read per record
 // fewer.
 func (c *Conn) KeepTLS() {
+	if tc := c.session(); tc != nil {
+		pki.ReadAhead(tc)
+	}
+}
+
+// session is the connection's TLS session: nil once it left it (Clear).
+func (c *Conn) session() *tls.Conn {
 	switch t := c.Conn.(type) {
 	case *tls.Conn:
-		pki.ReadAhead(t)
+		return t
 	case *direct.Conn:
-		pki.ReadAhead(t.Conn)
+		return t.Conn
 	}
+	return nil
 }
 
 // Encrypted says whether the connection's bytes are still protected by its
