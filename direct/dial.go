@@ -24,6 +24,11 @@ type Dialer struct {
 	Stagger   time.Duration  // head start of each attempt over the next; default 30ms
 	Timeout   time.Duration  // per attempt (connect and handshake); default 5s (ssh tunnels: SSHConfig.Timeout)
 	SSH       *SSHConfig     // nil: no ssh tunnels
+	// Admit judges the listener once its certificate chain is checked (the
+	// credentials' pki.Trust) and may refuse it; nil: any listener the
+	// credentials admit. Its error's text reaches the listener in the
+	// handshake's verdict.
+	Admit func(peer pki.Peer, request string) error
 	// Local returns this host's interface prefixes for Order; default:
 	// LocalPrefixes at each Dial.
 	Local func() []netip.Prefix
@@ -256,7 +261,7 @@ func (d *Dialer) attempt(race context.Context, c candidate, want identity.ID, re
 	if err == nil {
 		phase = "tls handshake"
 		var conn *Conn
-		if conn, err = clientHandshake(ctx, d.Creds, raw, want, request); err == nil {
+		if conn, err = clientHandshake(ctx, d.Creds, raw, want, request, d.Admit); err == nil {
 			return conn, nil
 		}
 		if errors.Is(err, pki.ErrWrongPeer) || errors.Is(err, ErrRefused) {
@@ -288,7 +293,7 @@ func (d *Dialer) Handshake(ctx context.Context, conn net.Conn, want identity.ID,
 		conn.Close()
 		return nil, fmt.Errorf("direct: handshake: %w", err)
 	}
-	c, err := clientHandshake(ctx, d.Creds, conn, want, request)
+	c, err := clientHandshake(ctx, d.Creds, conn, want, request, d.Admit)
 	if err != nil {
 		return nil, fmt.Errorf("direct: handshake with %s: %w", conn.RemoteAddr(), err)
 	}

@@ -325,9 +325,9 @@ func TestDialPKIServer(t *testing.T) {
 			return
 		}
 		defer raw.Close()
-		tc, id, err := srv.Server(context.Background(), raw, nil)
-		if err == nil && id != cli.Key.ID() {
-			err = errors.New("wrong client " + id.Short())
+		tc, err := srv.Server(context.Background(), raw, nil)
+		if err == nil && tc.Peer.ID != cli.Key.ID() {
+			err = errors.New("wrong client " + tc.Peer.ID.Short())
 		}
 		if err == nil {
 			_, err = tc.Write([]byte("x"))
@@ -347,7 +347,7 @@ func TestDialPKIServer(t *testing.T) {
 	go func() {
 		raw, err := ln.Accept()
 		if err == nil {
-			_, _, _ = srv.Server(context.Background(), raw, nil)
+			_, _ = srv.Server(context.Background(), raw, nil)
 			raw.Close()
 		}
 	}()

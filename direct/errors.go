@@ -1,18 +1,18 @@
 package direct
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/pki"
 )
 
 // Conn is a direct connection whose peer has proved its identity.
 type Conn struct {
-	*tls.Conn
+	*pki.Conn // TLS, and the peer's verdict read before the first byte
 	Peer    identity.ID // the other side, as proved in the handshake
 	Request string      // the ALPN request ("" for none)
 	// Via is how the connection was made: the address dialled ("IP:PORT")

@@ -128,7 +128,7 @@ func baseConfig(cert *tls.Certificate) *tls.Config {
 // zero) and returns the connection, or an error wrapping pki.ErrWrongPeer
 // (a *pki.PeerError) or ErrRefused (a *RefusedError). raw is closed on
 // error.
-func clientHandshake(ctx context.Context, creds *pki.Credentials, raw net.Conn, want identity.ID, request string) (*Conn, error) {
+func clientHandshake(ctx context.Context, creds *pki.Credentials, raw net.Conn, want identity.ID, request string, admit func(pki.Peer, string) error) (*Conn, error) {
 	cert, err := certificate(creds)
 	if err != nil {
 		raw.Close()
@@ -160,7 +160,15 @@ func clientHandshake(ctx context.Context, creds *pki.Credentials, raw net.Conn, 
 	}
 	switch proto := tc.ConnectionState().NegotiatedProtocol; proto {
 	case requestProto(request):
-		return &Conn{Conn: tc, Peer: got, Request: request}, nil
+		var judge func(pki.Peer) error
+		if admit != nil {
+			judge = func(p pki.Peer) error { return admit(p, request) }
+		}
+		pc, err := creds.Settle(tc, judge)
+		if err != nil {
+			return nil, err
+		}
+		return &Conn{Conn: pc, Peer: got, Request: request}, nil
 	case RefusedALPN:
 		reason, rerr := readRefusal(ctx, tc)
 		tc.Close()

@@ -50,6 +50,11 @@ type ListenConfig struct {
 	// The claim binds: a dialler whose certificate proves another ID fails
 	// the handshake and never reaches Listener.Accept.
 	Check func(peer identity.ID, request string) error
+	// Admit judges the dialler once its certificate chain is checked (the
+	// credentials' pki.Trust) and may refuse it (access control by
+	// subject or group); nil: any dialler the credentials admit. Its
+	// error's text reaches the dialler in the handshake's verdict.
+	Admit func(peer pki.Peer, request string) error
 	// HandshakeTimeout bounds each incoming handshake; default 10s.
 	HandshakeTimeout time.Duration
 	// Local returns this host's interface prefixes for Machine; default:
@@ -214,8 +219,18 @@ func (l *Listener) serve(raw net.Conn) {
 		tc.Close()
 		return
 	}
+	var admit func(pki.Peer) error
+	if l.cfg.Admit != nil {
+		admit = func(p pki.Peer) error { return l.cfg.Admit(p, st.request) }
+	}
+	pc, err := l.cfg.Creds.Settle(tc, admit)
+	if err != nil {
+		l.stats.refused.Add(1)
+		l.log.Info("direct: refused", "from", from, "request", st.request, "err", err)
+		return
+	}
 	l.stats.accepted.Add(1)
-	c := &Conn{Conn: tc, Peer: st.claim, Request: st.request, Via: from}
+	c := &Conn{Conn: pc, Peer: st.claim, Request: st.request, Via: from}
 	select {
 	case l.ready <- c:
 	case <-l.ctx.Done():

@@ -83,7 +83,7 @@ func routedTLS(b *testing.B, src, dst *Session, srcCreds, dstCreds *pki.Credenti
 			return
 		}
 		in.Accept()
-		tc, _, err := dstCreds.Server(context.Background(), in.Circuit, nil)
+		tc, err := dstCreds.Server(context.Background(), in.Circuit, nil)
 		if err != nil {
 			return
 		}
@@ -93,7 +93,7 @@ func routedTLS(b *testing.B, src, dst *Session, srcCreds, dstCreds *pki.Credenti
 	if err != nil {
 		b.Fatal(err)
 	}
-	tc, _, err := srcCreds.Client(context.Background(), cir, dst.Machine().ID)
+	tc, err := srcCreds.Client(context.Background(), cir, dst.Machine().ID, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func BenchmarkHopLatency(b *testing.B) {
 		if err != nil {
 			return
 		}
-		tc, _, err := sc.Server(context.Background(), c, nil)
+		tc, err := sc.Server(context.Background(), c, nil)
 		if err == nil {
 			echoConn(tc)
 		}
@@ -256,7 +256,7 @@ func BenchmarkHopLatency(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	direct, _, err := cc.Client(context.Background(), raw, sc.Key.ID())
+	direct, err := cc.Client(context.Background(), raw, sc.Key.ID(), nil)
 	if err != nil {
 		b.Fatal(err)
 	}

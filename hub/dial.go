@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/pki/ca"
 	"github.com/gridlink/gridlink/wire"
 )
 
@@ -38,11 +39,12 @@ func (h *Hub) dialHub(ctx context.Context, spec string, want identity.ID, timeou
 // transport or a splice: handshake (checking the peer is want unless want
 // is zero) and the hello exchange. c is closed on error.
 func (h *Hub) linkOver(ctx context.Context, c net.Conn, want identity.ID, tunnel bool) (*peer, *wire.Reader, error) {
-	id, sealer, r, err := secure(ctx, h.cfg.Creds, c, true, want)
+	sec, err := secure(ctx, h.cfg.Creds, c, true, want, ca.Hub)
 	if err != nil {
 		c.Close()
 		return nil, nil, err
 	}
+	id, sealer, r := sec.peer, sec.s, sec.r
 	if id == h.id {
 		c.Close()
 		return nil, nil, errors.New("that is this hub itself")
@@ -52,6 +54,10 @@ func (h *Hub) linkOver(ctx context.Context, c net.Conn, want identity.ID, tunnel
 	}
 	mine := &wire.Hello{Role: "hub", Machine: h.machine(), Version: wire.Version, Observed: addrPort(c.RemoteAddr()), Tunnel: tunnel}
 	if err := writeHello(c, sealer, mine); err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	if err := sec.verdict(); err != nil {
 		c.Close()
 		return nil, nil, err
 	}

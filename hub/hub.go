@@ -293,17 +293,28 @@ func (h *Hub) serveConn(ctx context.Context, raw net.Conn) {
 	}
 	c := raw // the link writes here (writev); it reads through replay
 	hctx, cancel := context.WithTimeout(ctx, handshakeTimeout)
-	id, sealer, r, err := secure(hctx, h.cfg.Creds, replay, false, identity.ID{})
+	sec, err := secure(hctx, h.cfg.Creds, replay, false, identity.ID{}, "")
 	cancel()
 	if err != nil {
-		h.logf("hub %s: %v", h.cfg.Name, err)
+		h.logf("hub %s: connection from %s: %v", h.cfg.Name, c.RemoteAddr(), err)
 		c.Close()
 		return
 	}
+	id, sealer, r := sec.peer, sec.s, sec.r
 	_ = c.SetDeadline(time.Now().Add(handshakeTimeout))
+	if err := sec.verdict(); err != nil {
+		h.logf("hub %s: connection from %s (%s): %v", h.cfg.Name, c.RemoteAddr(), id.Short(), err)
+		c.Close()
+		return
+	}
 	hello, err := readHello(r, id)
 	if err != nil {
 		h.logf("hub %s: connection from %s (%s): %v", h.cfg.Name, c.RemoteAddr(), id.Short(), err)
+		c.Close()
+		return
+	}
+	if err := admitRole(sec.tc.Peer, hello.Role); err != nil {
+		h.logf("hub %s: connection from %s: %v", h.cfg.Name, c.RemoteAddr(), err)
 		c.Close()
 		return
 	}

@@ -58,11 +58,15 @@ func dialRaw(t *testing.T, addr, name string) *rawNode {
 		t.Fatal(err)
 	}
 	cr := creds(t)
-	hubID, sealer, r, err := secure(context.Background(), cr, c, true, identity.ID{})
+	sec, err := secure(context.Background(), cr, c, true, identity.ID{}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
+	hubID, sealer, r := sec.peer, sec.s, sec.r
 	if err := writeHello(c, sealer, &wire.Hello{Role: "node", Machine: identity.Machine{ID: cr.Key.ID(), Name: name}, Version: wire.Version}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sec.verdict(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := readHello(r, hubID); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
+	"github.com/gridlink/gridlink/pki/ca"
 	"github.com/gridlink/gridlink/wire"
 )
 
@@ -214,16 +215,21 @@ func (s *Session) attachTo(ctx context.Context, spec string) (*slink, error) {
 	if err != nil {
 		return nil, err
 	}
-	hubID, sealer, r, err := secure(ctx, s.cfg.Creds, c, true, identity.ID{})
+	sec, err := secure(ctx, s.cfg.Creds, c, true, identity.ID{}, ca.Hub)
 	if err != nil {
 		c.Close()
 		return nil, err
 	}
+	hubID, sealer, r := sec.peer, sec.s, sec.r
 	if d, ok := ctx.Deadline(); ok {
 		_ = c.SetDeadline(d)
 	}
 	me := s.self()
 	if err := writeHello(c, sealer, &wire.Hello{Role: "node", Machine: me, Version: wire.Version}); err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := sec.verdict(); err != nil {
 		c.Close()
 		return nil, err
 	}

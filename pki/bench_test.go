@@ -2,7 +2,6 @@ package pki
 
 import (
 	"context"
-	"crypto/tls"
 	"io"
 	"net"
 	"testing"
@@ -49,15 +48,15 @@ func BenchmarkTLSRead(b *testing.B) {
 			s = NoReadAhead(s)
 		}
 		type res struct {
-			c   *tls.Conn
+			c   *Conn
 			err error
 		}
 		ch := make(chan res, 1)
 		go func() {
-			c, _, err := srv.Server(context.Background(), s, nil)
+			c, err := srv.Server(context.Background(), s, nil)
 			ch <- res{c, err}
 		}()
-		c, _, err := cli.Client(context.Background(), a, srv.Key.ID())
+		c, err := cli.Client(context.Background(), a, srv.Key.ID(), nil)
 		if err != nil {
 			b.Fatal(err)
 		}

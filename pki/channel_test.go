@@ -28,12 +28,15 @@ func TestNoReadAheadSwitch(t *testing.T) {
 		}
 		serve := make(chan end, 1)
 		go func() {
-			tc, _, err := bob.Server(ctx, NoReadAhead(b), nil)
+			tc, err := bob.Server(ctx, NoReadAhead(b), nil)
 			if err != nil {
 				serve <- end{err: err}
 				return
 			}
-			s, r, err := ChannelKeys(tc, "test", false)
+			s, r, err := ChannelKeys(tc.Conn, "test", false)
+			if err == nil {
+				err = tc.Verdict() // the verdict is the last record: raw bytes follow
+			}
 			if err == nil {
 				_, err = b.Write([]byte("raw from the server"))
 			}
@@ -43,12 +46,15 @@ func TestNoReadAheadSwitch(t *testing.T) {
 			}
 			serve <- end{s, r, got, err}
 		}()
-		tc, _, err := alice.Client(ctx, NoReadAhead(a), bob.Key.ID())
+		tc, err := alice.Client(ctx, NoReadAhead(a), bob.Key.ID(), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cs, cr, err := ChannelKeys(tc, "test", true)
+		cs, cr, err := ChannelKeys(tc.Conn, "test", true)
 		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tc.Verdict(); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := a.Write([]byte("raw from the client")); err != nil {
@@ -125,7 +131,7 @@ func TestBeneath(t *testing.T) {
 	}
 	serve := make(chan end, 1)
 	go func() {
-		tc, _, err := bob.Server(ctx, b, nil) // Server wraps b itself
+		tc, err := bob.Server(ctx, b, nil) // Server wraps b itself
 		if err != nil {
 			serve <- end{err: err}
 			return
@@ -139,7 +145,7 @@ func TestBeneath(t *testing.T) {
 			serve <- end{err: err}
 			return
 		}
-		raw, err := Beneath(tc)
+		raw, err := Beneath(tc.Conn)
 		if err != nil {
 			serve <- end{err: err}
 			return
@@ -148,7 +154,7 @@ func TestBeneath(t *testing.T) {
 		_, err = io.ReadFull(raw, tail)
 		serve <- end{string(hello) + "|" + string(tail), err}
 	}()
-	tc, _, err := alice.Client(ctx, a, bob.Key.ID())
+	tc, err := alice.Client(ctx, a, bob.Key.ID(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +165,7 @@ func TestBeneath(t *testing.T) {
 	if _, err := io.ReadFull(tc, reply); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := Beneath(tc)
+	raw, err := Beneath(tc.Conn)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,13 +184,13 @@ func TestBeneath(t *testing.T) {
 	x, y := tcpPair(t)
 	defer x.Close()
 	defer y.Close()
-	go func() { _, _, _ = bob.Server(ctx, y, nil) }()
-	tx, _, err := alice.Client(ctx, x, bob.Key.ID())
+	go func() { _, _ = bob.Server(ctx, y, nil) }()
+	tx, err := alice.Client(ctx, x, bob.Key.ID(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ReadAhead(tx)
-	if _, err := Beneath(tx); err == nil || !strings.Contains(err.Error(), "reads ahead") {
+	ReadAhead(tx.Conn)
+	if _, err := Beneath(tx.Conn); err == nil || !strings.Contains(err.Error(), "reads ahead") {
 		t.Fatalf("Beneath after ReadAhead: %v", err)
 	}
 
@@ -216,16 +222,19 @@ func TestWriteRecords(t *testing.T) {
 	defer cancel()
 	got := make(chan []byte, 1)
 	go func() {
-		tc, _, err := bob.Server(ctx, b, nil)
+		tc, err := bob.Server(ctx, b, nil)
 		if err != nil {
 			got <- nil
 			return
 		}
-		data, _ := io.ReadAll(tc)
+		data, err := io.ReadAll(tc)
+		if err != nil {
+			t.Log(err)
+		}
 		got <- data
 	}()
 	cc := &countConn{Conn: a}
-	tc, _, err := alice.Client(ctx, cc, bob.Key.ID())
+	tc, err := alice.Client(ctx, cc, bob.Key.ID(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +243,7 @@ func TestWriteRecords(t *testing.T) {
 		data[i] = byte(i * 13)
 	}
 	before := cc.writes
-	if n, err := WriteRecords(tc, data); n != len(data) || err != nil {
+	if n, err := tc.WriteRecords(data); n != len(data) || err != nil {
 		t.Fatalf("WriteRecords: %d, %v", n, err)
 	}
 	if w := cc.writes - before; w > 8 {
@@ -247,7 +256,7 @@ func TestWriteRecords(t *testing.T) {
 
 	// A write once the connection beneath is gone fails.
 	cc.Conn.Close()
-	if _, err := WriteRecords(tc, data); err == nil {
+	if _, err := tc.WriteRecords(data); err == nil {
 		t.Fatal("a write to a closed connection succeeded")
 	}
 }

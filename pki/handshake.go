@@ -1,16 +1,25 @@
 // Package pki proves identities over connections: every gridlink
 // connection, direct or relayed, starts with a TLS 1.3 handshake in which
-// both ends present a certificate for their Ed25519 key, and each checks
-// that the other's key is the one it meant to reach. It owns certificates
-// and their verification; the keys themselves are package identity's.
+// both ends present a certificate for their Ed25519 key, each checks that
+// the other's key is the one it meant to reach, and each sends its verdict
+// on the other (verdict.go) before any data.
 //
-// Today a certificate is self-signed and proves only possession of the key
-// (the ID). A grid CA, proxy certificates and revocation (the security issue)
-// slot in through Credentials.Chain and Policy without changing callers.
+// A node's or hub's credentials are either a self-signed certificate (an
+// open grid: the certificate proves the key, the ID, and nothing else) or
+// a chain from a grid CA (Certified): a hub's or node's certificate for
+// its identity key, or a user's proxy chain whose proxy key is the
+// identity key. With a Trust, an end admits only peers whose chain the
+// Trust validates (package chain: the CAs, revocation, RFC 3820 proxies);
+// a judge given to Client or Server can refuse more (access control).
+//
+// It owns certificates, their verification and the verdict; the keys
+// themselves are package identity's, issuing certificates packages ca and
+// proxy's.
 package pki
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -21,15 +30,90 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/pki/chain"
 )
 
 // ALPN is the protocol name both ends must agree on.
 const ALPN = "gridlink/1"
 
-// Credentials are what a node or hub shows in a handshake.
+// Credentials are what a node or hub shows in a handshake, and whom it
+// admits.
 type Credentials struct {
-	Key  identity.Key
-	cert tls.Certificate
+	Key   identity.Key
+	cert  tls.Certificate
+	trust *Trust // nil: an open grid, any key is admitted
+}
+
+// Certified makes credentials presenting chain (leaf first, up to the
+// end-entity certificate; the CA's may follow) for key, admitting the
+// peers trust validates. The leaf must certify key, and trust must
+// validate chain itself: a misconfigured node fails here, not at its
+// first connection.
+func Certified(key identity.Key, chain []*x509.Certificate, trust *Trust) (*Credentials, error) {
+	if key.IsZero() {
+		return nil, errors.New("pki: no key")
+	}
+	if len(chain) == 0 {
+		return nil, errors.New("pki: no certificate")
+	}
+	if trust == nil {
+		return nil, errors.New("pki: certified credentials need a Trust (the CA certificates)")
+	}
+	if pub, ok := chain[0].PublicKey.(ed25519.PublicKey); !ok || !pub.Equal(key.Private().Public()) {
+		return nil, fmt.Errorf("pki: certificate %s is not for this key (ID %s)", chain[0].Subject, key.ID().Short())
+	}
+	raw := make([][]byte, len(chain))
+	for i, c := range chain {
+		raw[i] = c.Raw
+	}
+	if _, err := trust.Verify(raw); err != nil {
+		return nil, fmt.Errorf("pki: own certificate: %w", err)
+	}
+	return &Credentials{Key: key, trust: trust, cert: tls.Certificate{Certificate: raw, PrivateKey: key.Private(), Leaf: chain[0]}}, nil
+}
+
+// Trust is what these credentials admit: nil for an open grid.
+func (c *Credentials) Trust() *Trust { return c.trust }
+
+// Peer is who the other end of a handshake proved to be.
+type Peer struct {
+	ID identity.ID // the peer's identity key
+	// Chain is what the peer's certificate chain proves (its subject,
+	// role, groups, proxy restriction); nil in an open grid.
+	Chain *chain.Result
+}
+
+// String names the peer: its subject and ID, or its ID.
+func (p Peer) String() string {
+	if p.Chain == nil {
+		return p.ID.Short()
+	}
+	s := p.Chain.Name + " (" + string(p.Chain.Role)
+	if p.Chain.Proxies > 0 {
+		s += " proxy"
+	}
+	return s + ", " + p.ID.Short() + ")"
+}
+
+// Allows reports whether the peer may use service: always in an open
+// grid, else unless its proxy chain is restricted to other services.
+func (p Peer) Allows(service string) bool { return p.Chain == nil || p.Chain.Allows(service) }
+
+// Check says who the chain (as TLS delivers it, leaf first) proves, or why
+// these credentials do not admit it.
+func (c *Credentials) Check(raw [][]byte) (Peer, error) {
+	id, err := peerID(raw)
+	if err != nil {
+		return Peer{}, err
+	}
+	if c.trust == nil {
+		return Peer{ID: id}, nil
+	}
+	res, err := c.trust.Verify(raw)
+	if err != nil {
+		return Peer{ID: id}, err
+	}
+	return Peer{ID: id, Chain: res}, nil
 }
 
 // NewCredentials makes credentials for key with a self-signed certificate.
@@ -111,41 +195,62 @@ func (c *Credentials) config(verify func(identity.ID) error) *tls.Config {
 }
 
 // Client runs the handshake as the dialling side over conn and checks that
-// the peer is want (any peer if want is zero). It returns the secured
-// connection and the peer's ID. The connection reads no further than its
+// the peer is want (any peer if want is zero; a wrong peer fails the
+// handshake with a *PeerError). It then judges the peer: its chain must
+// satisfy the credentials' Trust, and judge (nil: any) may refuse it. It
+// returns the secured connection, this end's verdict sent, or the
+// refusal (*DeniedError). The connection reads no further than its
 // records (NoReadAhead), so it can be left for the clear (Beneath).
-func (c *Credentials) Client(ctx context.Context, conn net.Conn, want identity.ID) (*tls.Conn, identity.ID, error) {
-	var got identity.ID
+func (c *Credentials) Client(ctx context.Context, conn net.Conn, want identity.ID, judge func(Peer) error) (*Conn, error) {
 	tc := tls.Client(NoReadAhead(conn), c.config(func(id identity.ID) error {
-		got = id
 		if !want.IsZero() && id != want {
 			return &PeerError{Want: want, Got: id}
 		}
 		return nil
 	}))
-	return finish(ctx, tc, &got)
+	return c.finish(ctx, tc, judge)
 }
 
-// Server runs the handshake as the accepting side; accept (nil: anyone)
-// decides whether the peer may connect.
-func (c *Credentials) Server(ctx context.Context, conn net.Conn, accept func(identity.ID) error) (*tls.Conn, identity.ID, error) {
-	var got identity.ID
-	tc := tls.Server(NoReadAhead(conn), c.config(func(id identity.ID) error {
-		got = id
-		if accept != nil {
-			return accept(id)
-		}
-		return nil
-	}))
-	return finish(ctx, tc, &got)
+// Server runs the handshake as the accepting side and judges the peer
+// like Client.
+func (c *Credentials) Server(ctx context.Context, conn net.Conn, judge func(Peer) error) (*Conn, error) {
+	tc := tls.Server(NoReadAhead(conn), c.config(func(identity.ID) error { return nil }))
+	return c.finish(ctx, tc, judge)
 }
 
-func finish(ctx context.Context, tc *tls.Conn, got *identity.ID) (*tls.Conn, identity.ID, error) {
+func (c *Credentials) finish(ctx context.Context, tc *tls.Conn, judge func(Peer) error) (*Conn, error) {
 	if err := tc.HandshakeContext(ctx); err != nil {
-		return nil, *got, fmt.Errorf("handshake with %s: %w", tc.RemoteAddr(), err)
+		var pe *PeerError
+		if errors.As(err, &pe) {
+			return nil, pe
+		}
+		return nil, fmt.Errorf("handshake with %s: %w", tc.RemoteAddr(), err)
 	}
 	if tc.ConnectionState().NegotiatedProtocol != ALPN {
-		return nil, *got, fmt.Errorf("handshake with %s: peer does not speak %s", tc.RemoteAddr(), ALPN)
+		tc.Close()
+		return nil, fmt.Errorf("handshake with %s: peer does not speak %s", tc.RemoteAddr(), ALPN)
 	}
-	return tc, *got, nil
+	return c.Settle(tc, judge)
+}
+
+// Settle judges the peer of a finished handshake (its chain, then judge,
+// which may be nil) and sends this end's verdict: the Conn, or the
+// refusal (*DeniedError; the connection is then closed). It is for callers
+// that run the TLS handshake themselves (package direct); Client and
+// Server call it.
+func (c *Credentials) Settle(tc *tls.Conn, judge func(Peer) error) (*Conn, error) {
+	st := tc.ConnectionState()
+	raw := make([][]byte, len(st.PeerCertificates))
+	for i, cert := range st.PeerCertificates {
+		raw[i] = cert.Raw
+	}
+	peer, err := c.Check(raw)
+	if err == nil && judge != nil {
+		err = judge(peer)
+	}
+	conn := &Conn{Conn: tc, Peer: peer}
+	if err := conn.admit(err); err != nil {
+		return nil, err
+	}
+	return conn, nil
 }

@@ -3,7 +3,9 @@ package pki
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -27,7 +29,7 @@ type result struct {
 	err error
 }
 
-func handshake(t *testing.T, cli, srv *Credentials, want identity.ID, accept func(identity.ID) error) (client, server result) {
+func handshake(t *testing.T, cli, srv *Credentials, want identity.ID, accept func(Peer) error) (client, server result) {
 	a, b := tcpPair(t)
 	defer a.Close()
 	defer b.Close()
@@ -35,17 +37,31 @@ func handshake(t *testing.T, cli, srv *Credentials, want identity.ID, accept fun
 	defer cancel()
 	done := make(chan result)
 	go func() {
-		_, id, err := srv.Server(ctx, b, accept)
+		c, err := srv.Server(ctx, b, accept)
 		if err != nil {
-			b.Close()
+			done <- result{err: err}
+			return
 		}
-		done <- result{id, err}
+		// The client's verdict, then its data ("ok") or EOF.
+		buf := make([]byte, 2)
+		_, err = io.ReadFull(c, buf)
+		done <- result{c.Peer.ID, err}
 	}()
-	_, id, err := cli.Client(ctx, a, want)
+	c, err := cli.Client(ctx, a, want, nil)
 	if err != nil {
 		a.Close()
+		return result{err: err}, <-done
 	}
-	return result{id, err}, <-done
+	if _, err := c.Write([]byte("ok")); err != nil {
+		return result{c.Peer.ID, err}, <-done
+	}
+	// The server's verdict: a refusal shows here.
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	_, err = c.Read(make([]byte, 1))
+	if err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		err = nil
+	}
+	return result{c.Peer.ID, err}, <-done
 }
 
 func TestHandshake(t *testing.T) {
@@ -63,10 +79,14 @@ func TestHandshake(t *testing.T) {
 	if !strings.Contains(c.err.Error(), "reached the wrong machine: expected "+carol.Key.ID().Short()) {
 		t.Errorf("message %q", c.err)
 	}
-	// bob refuses alice.
-	_, s = handshake(t, alice, bob, identity.ID{}, func(id identity.ID) error { return errors.New("not a member") })
-	if s.err == nil || !strings.Contains(s.err.Error(), "not a member") {
-		t.Errorf("refusal: %v", s.err)
+	// bob refuses alice: both ends say why.
+	c, s = handshake(t, alice, bob, identity.ID{}, func(Peer) error { return errors.New("not a member") })
+	if !errors.Is(s.err, ErrDenied) || !strings.Contains(s.err.Error(), "not a member") {
+		t.Errorf("refusal, server: %v", s.err)
+	}
+	var de *DeniedError
+	if !errors.As(c.err, &de) || !de.ByPeer || de.Reason != "not a member" {
+		t.Errorf("refusal, client: %v", c.err)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/wire"
 )
 
@@ -155,7 +156,13 @@ func (n *Node) callBack(m *wire.Routed) {
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
 	defer cancel()
+	n.mu.Lock()
+	n.callbacks[rev.Token] = rev.Port
+	n.mu.Unlock()
 	c, err := n.dialer.Dial(ctx, rev.From, request{reverse: true, token: rev.Token}.String())
+	n.mu.Lock()
+	delete(n.callbacks, rev.Token)
+	n.mu.Unlock()
 	if err != nil {
 		fail(fmt.Sprintf("%s cannot reach %s's listener: %v", n.cfg.Name, rev.From, err))
 		return
@@ -184,11 +191,11 @@ func (n *Node) serveCircuits() {
 			go func() {
 				ctx, cancel := context.WithTimeout(n.ctx, 30*time.Second)
 				defer cancel()
-				tc, _, err := n.creds.Server(ctx, in.Circuit, func(id identity.ID) error {
-					if id != in.Open.From.ID {
-						return fmt.Errorf("circuit opened by %s but handshake by %s", in.Open.From.ID.Short(), id.Short())
+				tc, err := n.creds.Server(ctx, in.Circuit, func(p pki.Peer) error {
+					if p.ID != in.Open.From.ID {
+						return fmt.Errorf("circuit opened by %s but handshake by %s", in.Open.From.ID.Short(), p.ID.Short())
 					}
-					return nil
+					return n.access(in.Open.Port, p)
 				})
 				if err != nil {
 					in.Circuit.Close()

@@ -11,7 +11,6 @@
 package vconn
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -110,11 +109,14 @@ func (c *Conn) Clear() error {
 	if c.clear {
 		return errors.New("vconn: connection is already in the clear")
 	}
-	tc := c.session()
-	if tc == nil {
+	pc := c.session()
+	if pc == nil {
 		return fmt.Errorf("vconn: %s connection is not a TLS session (%T)", c.method, c.Conn)
 	}
-	raw, err := pki.Beneath(tc)
+	if err := pc.Verdict(); err != nil {
+		return err
+	}
+	raw, err := pki.Beneath(pc.Conn)
 	if err != nil {
 		return fmt.Errorf("vconn: cannot leave TLS: %w", err)
 	}
@@ -125,8 +127,8 @@ func (c *Conn) Clear() error {
 // Write writes p; over TLS, its records go out in as few writes as fit in
 // 256 KiB (pki.WriteRecords).
 func (c *Conn) Write(p []byte) (int, error) {
-	if tc := c.session(); tc != nil {
-		return pki.WriteRecords(tc, p)
+	if pc := c.session(); pc != nil {
+		return pc.WriteRecords(p)
 	}
 	return c.Conn.Write(p)
 }
@@ -135,15 +137,15 @@ func (c *Conn) Write(p []byte) (int, error) {
 // called): its reads may then run ahead of the records, a read per record
 // fewer.
 func (c *Conn) KeepTLS() {
-	if tc := c.session(); tc != nil {
-		pki.ReadAhead(tc)
+	if pc := c.session(); pc != nil {
+		pki.ReadAhead(pc.Conn)
 	}
 }
 
 // session is the connection's TLS session: nil once it left it (Clear).
-func (c *Conn) session() *tls.Conn {
+func (c *Conn) session() *pki.Conn {
 	switch t := c.Conn.(type) {
-	case *tls.Conn:
+	case *pki.Conn:
 		return t
 	case *direct.Conn:
 		return t.Conn

@@ -441,7 +441,7 @@ func (n *Node) routed(ctx context.Context, target identity.Machine, port uint16)
 	if err != nil {
 		return nil, err
 	}
-	tc, _, err := n.creds.Client(ctx, circuit, target.ID)
+	tc, err := n.creds.Client(ctx, circuit, target.ID, nil)
 	if err != nil {
 		circuit.Close()
 		if errors.Is(err, hub.ErrRefused) {

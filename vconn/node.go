@@ -48,7 +48,11 @@ type Config struct {
 	// local network (SSDP multicast, requests to the gateway), which no
 	// one should get by surprise; `gridlink node --portmap` turns it on.
 	PortMap bool
-	Logf    func(format string, args ...any)
+	// Creds are what the node shows and whom it admits: pki.Certified
+	// credentials for a grid with a CA (Key is then Creds.Key); default:
+	// a self-signed certificate for Key, an open grid admitting any key.
+	Creds *pki.Credentials
+	Logf  func(format string, args ...any)
 }
 
 // Node is one process's presence in the overlay: its identity, its direct
@@ -67,6 +71,7 @@ type Node struct {
 	mu        sync.Mutex
 	listeners map[uint16]*Listener
 	reverses  map[uint64]*pendingReverse
+	callbacks map[uint64]uint16 // reverse setups we call back: token → our port
 	cache     map[identity.ID]Method // per target hub
 	names     map[string]nameEntry
 	conns     map[*Conn]struct{}
@@ -94,6 +99,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Name == "" {
 		cfg.Name, _ = os.Hostname()
 	}
+	if cfg.Creds != nil {
+		cfg.Key = cfg.Creds.Key
+	}
 	if cfg.Key.IsZero() {
 		k, err := identity.NewKey()
 		if err != nil {
@@ -110,14 +118,17 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	creds, err := pki.NewCredentials(cfg.Key)
-	if err != nil {
-		return nil, err
+	creds := cfg.Creds
+	if creds == nil {
+		var err error
+		if creds, err = pki.NewCredentials(cfg.Key); err != nil {
+			return nil, err
+		}
 	}
 	n := &Node{
 		cfg:       cfg,
 		creds:     creds,
-		dialer:    &direct.Dialer{Creds: creds, Preferred: cfg.Preferred, SSH: cfg.SSH},
+		callbacks: map[uint64]uint16{},
 		listeners: map[uint16]*Listener{},
 		reverses:  map[uint64]*pendingReverse{},
 		cache:     map[identity.ID]Method{},
@@ -129,8 +140,12 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		splices:   map[uint64]*pendingSplice{},
 		noSplice:  map[identity.ID]time.Time{},
 	}
+	n.dialer = &direct.Dialer{Creds: creds, Preferred: cfg.Preferred, SSH: cfg.SSH,
+		Admit: func(p pki.Peer, req string) error { return n.admitDirect(p, req, true) }}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
+	var err error
 	n.direct, err = direct.Listen(ctx, direct.ListenConfig{Creds: creds, Addr: cfg.ListenAddr, Ports: cfg.Ports, Check: n.checkDirect,
+		Admit:  func(p pki.Peer, req string) error { return n.admitDirect(p, req, false) },
 		Logger: slog.New(logfHandler{logf: cfg.Logf})})
 	if err != nil {
 		return nil, fmt.Errorf("vconn: node %s: direct listener: %w", cfg.Name, err)
@@ -208,7 +223,12 @@ func (n *Node) Close() error {
 }
 
 // Listen opens a virtual listener on port (0: a free port from 49152 up).
-func (n *Node) Listen(port uint16) (*Listener, error) {
+func (n *Node) Listen(port uint16) (*Listener, error) { return n.ListenAllow(port, nil) }
+
+// ListenAllow opens a virtual listener on port that admits only the
+// dialers allow accepts (nil: every member of the grid; see pki.Members).
+// Its refusals reach the dialler with the error's text.
+func (n *Node) ListenAllow(port uint16, allow func(pki.Peer) error) (*Listener, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if port == 0 {
@@ -222,7 +242,7 @@ func (n *Node) Listen(port uint16) (*Listener, error) {
 	if n.listeners[port] != nil {
 		return nil, fmt.Errorf("vconn: port %d is already in use on node %s", port, n.cfg.Name)
 	}
-	l := &Listener{node: n, port: port, queue: make(chan *Conn, 64), done: make(chan struct{})}
+	l := &Listener{node: n, port: port, allow: allow, queue: make(chan *Conn, 64), done: make(chan struct{})}
 	n.listeners[port] = l
 	return l, nil
 }
@@ -244,6 +264,7 @@ var ErrRefused = errors.New("connection refused")
 type Listener struct {
 	node  *Node
 	port  uint16
+	allow func(pki.Peer) error
 	queue chan *Conn
 	done  chan struct{}
 	once  sync.Once

@@ -326,8 +326,8 @@ func (n *Node) holdSpare(c *direct.Conn, peer identity.Machine) {
 		return
 	}
 	_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
-	if n.listener(port) == nil {
-		reason := n.refusal(port)
+	if err := n.access(port, c.Conn.Peer); err != nil {
+		reason := err.Error()
 		if len(reason) > 255 {
 			reason = reason[:255]
 		}

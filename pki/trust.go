@@ -1,0 +1,216 @@
+package pki
+
+import (
+	"bytes"
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gridlink/gridlink/pki/ca"
+	"github.com/gridlink/gridlink/pki/chain"
+)
+
+// Trust is what a hub or node admits: chains to the configured grid CAs
+// (package chain), minus what their revocation lists revoke. Its verifier
+// is swapped atomically when a new revocation list arrives, so
+// connections being set up never see half of an update. Safe for
+// concurrent use.
+type Trust struct {
+	cfg chain.Config
+	v   atomic.Pointer[chain.Verifier]
+
+	mu      sync.Mutex // guards the files being watched
+	crlFile string
+	crlStat fileStamp
+}
+
+// NewTrust makes a Trust from a chain configuration (Roots required).
+func NewTrust(cfg chain.Config) (*Trust, error) {
+	v, err := chain.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	t := &Trust{cfg: cfg}
+	t.v.Store(v)
+	return t, nil
+}
+
+// LoadTrust reads the CA certificates from caFile (PEM) and, if crlFile is
+// not empty, the revocation list from crlFile (PEM), which Watch then
+// rereads when it changes.
+func LoadTrust(caFile, crlFile string) (*Trust, error) {
+	data, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("pki: CA certificates: %w", err)
+	}
+	roots, err := ca.ParseCertificates(data)
+	if err != nil {
+		return nil, fmt.Errorf("pki: CA certificates %s: %w", caFile, err)
+	}
+	cfg := chain.Config{Roots: roots}
+	var stamp fileStamp
+	if crlFile != "" {
+		crl, st, err := readCRL(crlFile)
+		if err != nil {
+			return nil, err
+		}
+		cfg.CRLs, stamp = []*x509.RevocationList{crl}, st
+	}
+	t, err := NewTrust(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("pki: %s: %w", caFile, err)
+	}
+	t.crlFile, t.crlStat = crlFile, stamp
+	return t, nil
+}
+
+// Verify validates a chain as TLS delivers it (leaf first), now.
+func (t *Trust) Verify(raw [][]byte) (*chain.Result, error) {
+	return t.v.Load().Verify(raw, time.Time{})
+}
+
+// Roots are the configured CA certificates.
+func (t *Trust) Roots() []*x509.Certificate { return t.cfg.Roots }
+
+// SetCRL takes a new revocation list (signed by one of the CAs) for
+// connections set up from now on. A list older than the one in force
+// (lower CRL number) is refused.
+func (t *Trust) SetCRL(crl *x509.RevocationList) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cfg := t.cfg
+	for _, old := range cfg.CRLs {
+		if bytes.Equal(old.RawIssuer, crl.RawIssuer) && old.Number != nil && crl.Number != nil && crl.Number.Cmp(old.Number) < 0 {
+			return fmt.Errorf("pki: revocation list number %v is older than the one in force (%v)", crl.Number, old.Number)
+		}
+	}
+	var crls []*x509.RevocationList
+	for _, old := range cfg.CRLs {
+		if !bytes.Equal(old.RawIssuer, crl.RawIssuer) {
+			crls = append(crls, old)
+		}
+	}
+	cfg.CRLs = append(crls, crl)
+	v, err := chain.New(cfg)
+	if err != nil {
+		return err
+	}
+	t.cfg = cfg
+	t.v.Store(v)
+	return nil
+}
+
+// Reload rereads the revocation list file given to LoadTrust if it
+// changed. It reports whether a new list was taken.
+func (t *Trust) Reload() (bool, error) {
+	t.mu.Lock()
+	file, stamp := t.crlFile, t.crlStat
+	t.mu.Unlock()
+	if file == "" {
+		return false, nil
+	}
+	st, err := stampOf(file)
+	if err != nil {
+		return false, fmt.Errorf("pki: revocation list: %w", err)
+	}
+	if st == stamp {
+		return false, nil
+	}
+	crl, st, err := readCRL(file)
+	if err != nil {
+		return false, err
+	}
+	if err := t.SetCRL(crl); err != nil {
+		return false, fmt.Errorf("pki: %s: %w", file, err)
+	}
+	t.mu.Lock()
+	t.crlStat = st
+	t.mu.Unlock()
+	return true, nil
+}
+
+// Watch calls Reload every interval (zero: 10 s) until ctx ends, telling
+// logf (if not nil) what it took or why it could not.
+func (t *Trust) Watch(ctx context.Context, interval time.Duration, logf func(string, ...any)) {
+	if interval <= 0 {
+		interval = 10 * time.Second
+	}
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		took, err := t.Reload()
+		if logf == nil {
+			continue
+		}
+		switch {
+		case err != nil:
+			logf("revocation list not reloaded: %v", err)
+		case took:
+			logf("revocation list %s reloaded", t.crlFile)
+		}
+	}
+}
+
+type fileStamp struct {
+	size int64
+	mod  time.Time
+}
+
+func stampOf(path string) (fileStamp, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fileStamp{}, err
+	}
+	return fileStamp{fi.Size(), fi.ModTime()}, nil
+}
+
+func readCRL(path string) (*x509.RevocationList, fileStamp, error) {
+	st, err := stampOf(path)
+	if err != nil {
+		return nil, st, fmt.Errorf("pki: revocation list: %w", err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, st, fmt.Errorf("pki: revocation list: %w", err)
+	}
+	crl, err := ca.ParseCRL(data)
+	if err != nil {
+		return nil, st, fmt.Errorf("pki: revocation list %s: %w", path, err)
+	}
+	if crl == nil {
+		return nil, st, errors.New("pki: revocation list " + path + " is empty")
+	}
+	return crl, st, nil
+}
+
+// Members returns an access rule (for a listener's Allow) admitting peers
+// whose certificate names one of names (the CN: a user's login, a node's
+// or hub's name) or who belong to one of groups. In an open grid, where
+// peers have no certificates to show, it admits no one.
+func Members(names, groups []string) func(Peer) error {
+	return func(p Peer) error {
+		if p.Chain == nil {
+			return fmt.Errorf("%s has no certificate from a grid CA", p)
+		}
+		if slices.Contains(names, p.Chain.Name) {
+			return nil
+		}
+		for _, g := range p.Chain.Groups {
+			if slices.Contains(groups, g) {
+				return nil
+			}
+		}
+		return fmt.Errorf("%s is neither one of %v nor in a group of %v", p.Chain.Subject(), names, groups)
+	}
+}

@@ -1,0 +1,86 @@
+package vconn
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/gridlink/gridlink/pki"
+)
+
+// Access control. Every virtual connection is mutually authenticated end
+// to end: with a grid CA (Config.Creds), both ends' certificate chains are
+// checked in the handshake, whatever the setup method, and relaying hubs
+// see only ciphertext. On top, the accepting end asks its listener: a
+// proxy chain restricted to some services may reach only those (Service
+// names the port), and a listener's Allow may refuse by subject or group
+// (pki.Members). A refusal's reason reaches the dialler: in the
+// handshake's verdict (direct, reverse, splice, routed), or in the answer
+// to a spare's port request.
+
+// ServiceName is the name a port goes by in proxy restrictions: a
+// well-known service's name ("echo"), else "port-N".
+func ServiceName(port uint16) string {
+	for name, p := range services {
+		if p == port {
+			return name
+		}
+	}
+	return "port-" + strconv.Itoa(int(port))
+}
+
+// access decides whether peer may connect to port: a listener there, the
+// peer's proxy restriction, and the listener's Allow.
+func (n *Node) access(port uint16, peer pki.Peer) error {
+	l := n.listener(port)
+	if l == nil {
+		return fmt.Errorf("%s", n.refusal(port))
+	}
+	if svc := ServiceName(port); !peer.Allows(svc) {
+		return fmt.Errorf("%s may not use %s at %s: its proxy is restricted to %v", peer, svc, n.cfg.Name, peer.Chain.Restriction)
+	}
+	if l.allow != nil {
+		if err := l.allow(peer); err != nil {
+			return fmt.Errorf("%s at %s refuses %s: %w", ServiceName(port), n.cfg.Name, peer, err)
+		}
+	}
+	return nil
+}
+
+// admitDirect judges the other end of a direct handshake by what it asked
+// for: a connection to one of our ports (we accept), or a reverse setup
+// calling back (we are the target calling the dialler: it wants our port).
+// Spares name their port later (holdSpare); splices are judged by the
+// target, which knows the port.
+func (n *Node) admitDirect(peer pki.Peer, req string, dialling bool) error {
+	r, err := parseRequest(req)
+	if err != nil {
+		return err
+	}
+	switch {
+	case r.spare:
+		return nil
+	case r.reverse:
+		if !dialling {
+			return nil // our own reverse setup: the target judges us
+		}
+		n.mu.Lock()
+		port, ok := n.callbacks[r.token]
+		n.mu.Unlock()
+		if !ok {
+			return nil
+		}
+		return n.access(port, peer)
+	case r.splice:
+		n.mu.Lock()
+		p := n.splices[r.token]
+		n.mu.Unlock()
+		if p == nil || p.goes == nil {
+			return nil // we dial: the target judges us
+		}
+		return n.access(p.port, peer)
+	}
+	if dialling {
+		return nil
+	}
+	return n.access(r.port, peer)
+}
