@@ -16,7 +16,6 @@ import (
 	"github.com/gridlink/gridlink/agent"
 	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/hub"
-	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/vconn"
 )
 
@@ -28,6 +27,7 @@ func hubCmd() *cobra.Command {
 	var name, listen, keyFile, sshCfg, known string
 	var peers, ids []string
 	var useSSH, verbose, announce bool
+	var sf secFlags
 	c := &cobra.Command{
 		Use:   "hub",
 		Short: "run a hub: links to other hubs, routes for the nodes attached to it",
@@ -39,7 +39,7 @@ func hubCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			creds, err := pki.NewCredentials(key)
+			creds, trust, err := sf.credentials(key)
 			if err != nil {
 				return err
 			}
@@ -50,6 +50,9 @@ func hubCmd() *cobra.Command {
 			}
 			ctx, cancel := signalContext()
 			defer cancel()
+			if trust != nil {
+				go trust.Watch(ctx, 0, func(f string, a ...any) { fmt.Fprintf(os.Stderr, "hub %s: "+f+"\n", append([]any{name}, a...)...) })
+			}
 			stop, err := serveHubStatus(h, HubControl)
 			if err != nil {
 				return err
@@ -77,6 +80,7 @@ func hubCmd() *cobra.Command {
 	f.StringArrayVar(&ids, "identity", nil, "ssh private key file (repeatable, implies --ssh)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log links, routes and circuits")
 	f.BoolVar(&announce, "announce", false, "answer hub discovery queries (UDP multicast on this host's networks)")
+	sf.add(c)
 	return c
 }
 
@@ -91,6 +95,7 @@ type nodeFlags struct {
 	hubs, prefer         []string
 	verbose, discover    bool
 	portMap              bool
+	sec                  secFlags
 }
 
 func (nf *nodeFlags) add(c *cobra.Command, defaultName string) {
@@ -103,12 +108,17 @@ func (nf *nodeFlags) add(c *cobra.Command, defaultName string) {
 	f.BoolVarP(&nf.verbose, "verbose", "v", false, "log connection setup")
 	f.BoolVar(&nf.discover, "discover", false, "without --hub: find the site's hub by UDP multicast")
 	f.BoolVar(&nf.portMap, "portmap", false, "ask the NAT gateway for an inbound port (UPnP IGD, NAT-PMP) and advertise it; deleted when the node stops")
+	nf.sec.add(c)
 }
 
 // config checks the flags and returns the node's configuration,
 // discovering the site's hub if asked to.
 func (nf *nodeFlags) config(ctx context.Context, who string) (vconn.Config, error) {
 	key, err := loadKey(nf.keyFile)
+	if err != nil {
+		return vconn.Config{}, err
+	}
+	creds, _, err := nf.sec.credentials(key)
 	if err != nil {
 		return vconn.Config{}, err
 	}
@@ -131,7 +141,7 @@ func (nf *nodeFlags) config(ctx context.Context, who string) (vconn.Config, erro
 		}
 		fmt.Fprintf(os.Stderr, "%s: discovered hub %s at %s\n", who, found[0].Name, found[0].Addr)
 	}
-	return vconn.Config{Name: nf.name, Key: key, Hubs: hubs, Ports: pr, Preferred: pref, PortMap: nf.portMap, Logf: logf(nf.verbose)}, nil
+	return vconn.Config{Name: nf.name, Key: key, Creds: creds, Hubs: hubs, Ports: pr, Preferred: pref, PortMap: nf.portMap, Logf: logf(nf.verbose)}, nil
 }
 
 func nodeCmd() *cobra.Command {

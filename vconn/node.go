@@ -169,6 +169,13 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		go n.serveCircuits()
 		go n.watchNAT()
 	}
+	if t := creds.Trust(); t != nil {
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			t.Watch(n.ctx, 0, cfg.Logf)
+		}()
+	}
 	n.startPortMap()
 	return n, nil
 }
