@@ -54,6 +54,7 @@ func (h *Hub) linkOver(ctx context.Context, c net.Conn, want identity.ID, tunnel
 	}
 	mine := &wire.Hello{Role: "hub", Machine: h.machine(), Version: wire.Version, Observed: addrPort(c.RemoteAddr()), Tunnel: tunnel}
 	if err := writeHello(c, sealer, mine); err != nil {
+		err = sec.explain(err)
 		c.Close()
 		return nil, nil, err
 	}

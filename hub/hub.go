@@ -297,7 +297,9 @@ func (h *Hub) serveConn(ctx context.Context, raw net.Conn) {
 	cancel()
 	if err != nil {
 		h.logf("hub %s: connection from %s: %v", h.cfg.Name, c.RemoteAddr(), err)
-		c.Close()
+		if !errors.Is(err, pki.ErrDenied) { // a refusal closes once its reason is out
+			c.Close()
+		}
 		return
 	}
 	id, sealer, r := sec.peer, sec.s, sec.r

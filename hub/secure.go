@@ -34,6 +34,9 @@ type secured struct {
 // read before the link's first frame, which follows it.
 func (l *secured) verdict() error { return l.tc.Verdict() }
 
+// explain turns a failed write into the peer's refusal, if it refused us.
+func (l *secured) explain(err error) error { return l.tc.Explain(err) }
+
 // secure runs the TLS handshake over c, as the dialling end (client, which
 // checks that the peer is want unless want is zero) or the accepting end,
 // judges the peer (its certificate chain against the hub's or node's

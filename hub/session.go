@@ -175,6 +175,8 @@ func (s *Session) attachLoop(ctx context.Context, start int) (*slink, int, error
 	n := len(s.cfg.Hubs)
 	errs := make([]string, n)
 	for {
+		var denied error
+		refusals := 0
 		for k := range n {
 			i := (start + k) % n
 			sl, err := s.attachTo(ctx, s.cfg.Hubs[i])
@@ -182,9 +184,18 @@ func (s *Session) attachLoop(ctx context.Context, start int) (*slink, int, error
 				return sl, i, nil
 			}
 			errs[i] = s.cfg.Hubs[i] + ": " + err.Error()
+			if errors.Is(err, pki.ErrDenied) {
+				refusals++
+				denied = err
+			}
 			if ctx.Err() != nil {
 				break
 			}
+		}
+		if refusals == n {
+			// Every hub refused this node's certificate: trying again
+			// will not change that.
+			return nil, 0, fmt.Errorf("hub: every hub refused this node (%s): %w", strings.Join(compact(errs), "; "), denied)
 		}
 		select {
 		case <-ctx.Done():
@@ -226,6 +237,7 @@ func (s *Session) attachTo(ctx context.Context, spec string) (*slink, error) {
 	}
 	me := s.self()
 	if err := writeHello(c, sealer, &wire.Hello{Role: "node", Machine: me, Version: wire.Version}); err != nil {
+		err = sec.explain(err)
 		c.Close()
 		return nil, err
 	}
@@ -331,6 +343,9 @@ func (s *Session) maintain() {
 		nsl, nidx, err := s.attachLoop(ctx, (idx+1)%len(s.cfg.Hubs))
 		cancel()
 		if err != nil {
+			if errors.Is(err, pki.ErrDenied) {
+				s.logf("hub: node %s: %v", s.cfg.Machine, err)
+			}
 			return // closed
 		}
 		s.logf("hub: node %s: attached to hub %s", s.cfg.Machine, nsl.hub.Name)

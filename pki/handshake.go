@@ -254,3 +254,14 @@ func (c *Credentials) Settle(tc *tls.Conn, judge func(Peer) error) (*Conn, error
 	}
 	return conn, nil
 }
+
+// Unchecked makes credentials presenting chain for key, like Certified but
+// without checking that the chain belongs to key or that trust accepts it:
+// for tests of what peers refuse (expired, revoked, tampered chains).
+func Unchecked(key identity.Key, chain []*x509.Certificate, trust *Trust) *Credentials {
+	raw := make([][]byte, len(chain))
+	for i, c := range chain {
+		raw[i] = c.Raw
+	}
+	return &Credentials{Key: key, trust: trust, cert: tls.Certificate{Certificate: raw, PrivateKey: key.Private()}}
+}

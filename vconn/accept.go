@@ -1,6 +1,7 @@
 package vconn
 
 import (
+	"errors"
 	"context"
 	"fmt"
 	"time"
@@ -198,7 +199,9 @@ func (n *Node) serveCircuits() {
 					return n.access(in.Open.Port, p)
 				})
 				if err != nil {
-					in.Circuit.Close()
+					if !errors.Is(err, pki.ErrDenied) { // a refusal closes once its reason is out
+						in.Circuit.Close()
+					}
 					return
 				}
 				n.deliver(tc, Routed, in.Open.From, in.Open.Port)

@@ -1,0 +1,207 @@
+package vconn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/pki"
+	"github.com/gridlink/gridlink/pki/ca"
+	"github.com/gridlink/gridlink/pki/pkitest"
+	"github.com/gridlink/gridlink/pki/proxy"
+)
+
+// logBook collects a component's log lines.
+type logBook struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (b *logBook) logf(f string, a ...any) {
+	b.mu.Lock()
+	b.lines = append(b.lines, fmt.Sprintf(f, a...))
+	b.mu.Unlock()
+}
+
+// wait waits until a line contains all of parts.
+func (b *logBook) wait(t *testing.T, what string, parts ...string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		b.mu.Lock()
+		for _, l := range b.lines {
+			all := true
+			for _, p := range parts {
+				all = all && strings.Contains(l, p)
+			}
+			if all {
+				b.mu.Unlock()
+				return
+			}
+		}
+		b.mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t.Errorf("%s: no log line with %q; lines:\n%s", what, parts, strings.Join(b.lines, "\n"))
+}
+
+func certHub(t *testing.T, name string, creds *pki.Credentials, logs *logBook, peers ...string) *hub.Hub {
+	t.Helper()
+	h, err := hub.New(hub.Config{Name: name, Creds: creds, Listen: "127.0.0.1:0", Peers: peers, Interval: 100 * time.Millisecond, Logf: logs.logf})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = h.Serve(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return h
+}
+
+func certNode(t *testing.T, name string, creds *pki.Credentials, logs *logBook, h *hub.Hub) (*Node, error) {
+	cfg := Config{Name: name, Creds: creds, ListenAddr: "127.0.0.1", Logf: logs.logf}
+	if h != nil {
+		cfg.Hubs = []string{h.Addr().String()}
+	}
+	n, err := Start(context.Background(), cfg)
+	if err == nil {
+		t.Cleanup(func() { n.Close() })
+	}
+	return n, err
+}
+
+// In a grid with a CA, an outsider of every kind can attach to no hub,
+// link no hub and reach no service, and both ends say why.
+func TestOutsidersRefused(t *testing.T) {
+	g := pkitest.New(t, "testgrid")
+	hubLogs, nodeLogs := &logBook{}, &logBook{}
+	h := certHub(t, "hub", g.Member(t, ca.Hub, "hub"), hubLogs)
+	member, err := certNode(t, "member", g.Member(t, ca.Node, "member"), nodeLogs, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveEcho(t, member, 7)
+	target := member.Machine()
+
+	for _, o := range g.Outsiders(t) {
+		t.Run(strings.ReplaceAll(o.Case, " ", "_"), func(t *testing.T) {
+			raw := make([][]byte, len(o.Chain))
+			for i, c := range o.Chain {
+				raw[i] = c.Raw
+			}
+			_, verr := g.Trust.Verify(raw)
+			if !errors.Is(verr, o.Want) {
+				t.Fatalf("the grid's verdict on %s: %v, want %v", o.Case, verr, o.Want)
+			}
+			reason := verr.Error()
+			// Attach to the hub.
+			_, err := certNode(t, "outsider", o.Creds, &logBook{}, h)
+			if !errors.Is(err, pki.ErrDenied) || !strings.Contains(err.Error(), reason) {
+				t.Errorf("attach: %v; want a refusal saying %q", err, reason)
+			}
+			hubLogs.wait(t, "hub's record of the attach", o.Creds.Key.ID().Short(), reason)
+
+			// Link a hub, dialling or dialled.
+			outLogs := &logBook{}
+			oh := certHub(t, "outhub", pki.Unchecked(o.Creds.Key, o.Chain, g.Trust), outLogs, h.Addr().String())
+			outLogs.wait(t, "outsider hub dialling", "not admitted", reason)
+			hubLogs.wait(t, "member hub dialled", "not admitted", reason)
+			if len(h.Links()) != 1 {
+				t.Errorf("member hub has %d links, want its member node's only", len(h.Links()))
+			}
+			_ = oh
+
+			// Reach a service directly (no hub).
+			on, err := certNode(t, "outsider", o.Creds, &logBook{}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			c, err := on.DialMachine(ctx, target, 7)
+			if err == nil {
+				_, err = io.ReadFull(c, make([]byte, 1))
+				c.Close()
+			}
+			if !errors.Is(err, pki.ErrDenied) || !strings.Contains(err.Error(), reason) {
+				t.Errorf("service: %v; want a refusal saying %q", err, reason)
+			}
+			nodeLogs.wait(t, "service's record", "refused", reason)
+		})
+	}
+}
+
+// Members reach each other by every method; a restricted proxy reaches
+// only its services; a listener admits only the users it names.
+func TestMembersAndAccess(t *testing.T) {
+	g := pkitest.New(t, "testgrid")
+	logs := &logBook{}
+	h := certHub(t, "hub", g.Member(t, ca.Hub, "hub"), logs)
+	srv, err := certNode(t, "srv", g.Member(t, ca.Node, "srv"), logs, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveEcho(t, srv, 7)
+	l, err := srv.ListenAllow(9000, pki.Members(nil, []string{"physics"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
+		}
+	}()
+	alice, bob := g.User(t, "alice", "physics"), g.User(t, "bob", "chemistry")
+	for _, m := range []Method{Direct, Routed} {
+		t.Run(string(m), func(t *testing.T) {
+			dial := func(creds *pki.Credentials, port uint16) error {
+				n, err := Start(context.Background(), Config{Name: "u", Creds: creds, ListenAddr: "127.0.0.1", Hubs: []string{h.Addr().String()}, Methods: []Method{m}})
+				if err != nil {
+					return err
+				}
+				defer n.Close()
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				c, err := n.DialMachine(ctx, srv.Machine(), port)
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				if _, err := c.Write([]byte("x")); err != nil {
+					return err
+				}
+				_, err = io.ReadFull(c, make([]byte, 1))
+				return err
+			}
+			if err := dial(g.Proxy(t, alice, proxy.Options{}), 9000); err != nil {
+				t.Errorf("alice (physics) to the physics service: %v", err)
+			}
+			if err := dial(g.Proxy(t, bob, proxy.Options{}), 9000); !errors.Is(err, pki.ErrDenied) || !strings.Contains(err.Error(), "neither one of") {
+				t.Errorf("bob (chemistry) to the physics service: %v", err)
+			}
+			if err := dial(g.Proxy(t, bob, proxy.Options{}), 7); err != nil {
+				t.Errorf("bob to echo: %v", err)
+			}
+			restricted := g.Proxy(t, alice, proxy.Options{Restrict: []string{"echo"}})
+			if err := dial(restricted, 7); err != nil {
+				t.Errorf("alice's echo-only proxy to echo: %v", err)
+			}
+			if err := dial(restricted, 9000); !errors.Is(err, pki.ErrDenied) || !strings.Contains(err.Error(), "restricted to [echo]") {
+				t.Errorf("alice's echo-only proxy to port 9000: %v", err)
+			}
+		})
+	}
+}
