@@ -12,9 +12,9 @@ import (
 
 // Conn is a direct connection whose peer has proved its identity.
 type Conn struct {
-	*pki.Conn // TLS, and the peer's verdict read before the first byte
-	Peer    identity.ID // the other side, as proved in the handshake
-	Request string      // the ALPN request ("" for none)
+	*pki.Conn             // TLS, and the peer's verdict read before the first byte
+	Peer      identity.ID // the other side, as proved in the handshake
+	Request   string      // the ALPN request ("" for none)
 	// Via is how the connection was made: the address dialled ("IP:PORT")
 	// or the ssh transport spec, or on the accepting side the dialler's
 	// address.

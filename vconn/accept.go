@@ -1,8 +1,8 @@
 package vconn
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 

@@ -71,7 +71,7 @@ type Node struct {
 	mu        sync.Mutex
 	listeners map[uint16]*Listener
 	reverses  map[uint64]*pendingReverse
-	callbacks map[uint64]uint16 // reverse setups we call back: token → our port
+	callbacks map[uint64]uint16      // reverse setups we call back: token → our port
 	cache     map[identity.ID]Method // per target hub
 	names     map[string]nameEntry
 	conns     map[*Conn]struct{}
