@@ -47,6 +47,8 @@ type Agent struct {
 	srv  *http.Server
 	echo *vconn.Listener
 	logf func(format string, args ...any)
+	// services names exposed ports (expose --name).
+	services services
 }
 
 // Start brings the node up and serves the control API and echo service.
@@ -73,6 +75,12 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	go serve(sink, sinkConn)
+	dir, err := node.Listen(ServicesPort)
+	if err != nil {
+		node.Close()
+		return nil, err
+	}
+	go serve(dir, a.answer)
 	if cfg.AllowExit {
 		ex, err := link.Listen(node, ExitPort, link.ListenOptions{AllowPlain: true})
 		if err != nil {

@@ -9,7 +9,7 @@ import (
 
 // Event lines: the framing of the agent's stream requests before their
 // raw bytes (see stream.go) and of the exit service's request and answer
-// (see exit.go).
+// (see exit.go), and of the service directory (services.go).
 //
 //	EVENT = a JSON object (Event) on one line, at most MaxEventLine bytes
 //	        including the terminating '\n'
@@ -23,8 +23,10 @@ type Event struct {
 	Bound string `json:"bound,omitempty"` // a listener's virtual address (bind, expose)
 	Peer  string `json:"peer,omitempty"`  // the accepted peer (bind), the address an exit reached
 	Dial  string `json:"dial,omitempty"`  // exit request: HOST:PORT to dial
-	Error string `json:"error,omitempty"`
-	Kind  string `json:"kind,omitempty"` // error kind (see Kind*)
+	// Service is a directory request: the name of an exposed service.
+	Service string `json:"service,omitempty"`
+	Error   string `json:"error,omitempty"`
+	Kind    string `json:"kind,omitempty"` // error kind (see Kind*)
 }
 
 // Error kinds: why a stream request or an exit's dial failed, for callers

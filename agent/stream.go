@@ -82,6 +82,9 @@ type ExposeRequest struct {
 	Local      string `json:"local"`          // TCP HOST:PORT the agent dials for each link
 	Port       uint16 `json:"port,omitempty"` // virtual port; 0: a free one
 	AllowPlain bool   `json:"allow_plain,omitempty"`
+	// Name, if set, names the service in the agent's directory: others
+	// dial NODE:NAME (see ServicesPort).
+	Name string `json:"name,omitempty"`
 }
 
 // VirtualAddr is addr with a trailing GridDomain on its node removed.
@@ -166,12 +169,15 @@ func (a *Agent) connect(w http.ResponseWriter, r *http.Request) {
 	if req.Exit != "" {
 		up, err = a.dialExit(ctx, req.Exit, req.Addr, lo)
 	} else {
-		addr := VirtualAddr(req.Addr)
-		if _, perr := identity.ParseAddr(addr); perr != nil {
+		va, perr := identity.ParseAddr(VirtualAddr(req.Addr))
+		if perr != nil {
 			streamFail(w, http.StatusBadRequest, KindBadRequest, perr)
 			return
 		}
-		up, err = link.Dial(ctx, a.node, addr, lo)
+		var addr string
+		if addr, err = a.resolveService(ctx, va); err == nil {
+			up, err = link.Dial(ctx, a.node, addr, lo)
+		}
 	}
 	if err != nil {
 		var se *StreamError
@@ -270,6 +276,14 @@ func (a *Agent) expose(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer l.Close()
+	if req.Name != "" {
+		remove, err := a.services.add(req.Name, l.Addr().(vconn.Addr).Port)
+		if err != nil {
+			streamFail(w, http.StatusConflict, KindBadRequest, err)
+			return
+		}
+		defer remove()
+	}
 	c, err := upgrade(w)
 	if err != nil {
 		return

@@ -66,7 +66,7 @@ func TestStreamExposeConnect(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	ex, err := cb.Expose(ctx, ExposeRequest{Local: hashServer(t), Port: 2222})
+	ex, err := cb.Expose(ctx, ExposeRequest{Local: hashServer(t), Port: 2222, Name: "hash"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,8 +74,15 @@ func TestStreamExposeConnect(t *testing.T) {
 	if ex.Addr != "beta:2222" {
 		t.Errorf("exposed at %s, want beta:2222", ex.Addr)
 	}
-	for _, opts := range []LinkOptions{{}, {Streams: 4, Compression: "s2"}} {
-		c, err := ca.Connect(ctx, ConnectRequest{Addr: "beta.grid:2222", Link: opts})
+	if _, err := cb.Expose(ctx, ExposeRequest{Local: "127.0.0.1:1", Name: "hash"}); err == nil || !strings.Contains(err.Error(), "already taken") {
+		t.Errorf("a second service named hash: %v", err)
+	}
+	for i, opts := range []LinkOptions{{}, {Streams: 4, Compression: "s2"}} {
+		addr := "beta.grid:2222"
+		if i == 1 {
+			addr = "beta:hash" // by its name in beta's directory
+		}
+		c, err := ca.Connect(ctx, ConnectRequest{Addr: addr, Link: opts})
 		if err != nil {
 			t.Fatalf("%+v: %v", opts, err)
 		}
@@ -116,6 +123,7 @@ func TestStreamErrors(t *testing.T) {
 	}{
 		{ConnectRequest{Addr: "nosuchnode.grid:22"}, KindUnknownName},
 		{ConnectRequest{Addr: "beta:4444"}, KindRefused},
+		{ConnectRequest{Addr: "beta:nosuchservice"}, KindRefused},
 		{ConnectRequest{Addr: "beta:22", Link: LinkOptions{Compression: "lzma"}}, KindBadRequest},
 		{ConnectRequest{Addr: "be ta:22"}, KindBadRequest},
 		{ConnectRequest{Addr: "127.0.0.1:1", Exit: "beta"}, KindNotAllowed},
@@ -221,6 +229,7 @@ func TestStreamExit(t *testing.T) {
 func FuzzEvent(f *testing.F) {
 	f.Add(appendEvent(nil, Event{Bound: "alpha:49152"}))
 	f.Add(appendEvent(nil, Event{Error: "x", Kind: KindRefused}))
+	f.Add(appendEvent(nil, Event{Service: "web"}))
 	f.Add([]byte("{}\n"))
 	f.Add([]byte("{\"peer\":1}\n"))
 	f.Add(bytes.Repeat([]byte(" "), MaxEventLine+1))

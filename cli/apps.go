@@ -154,9 +154,11 @@ func exposeCmd() *cobra.Command {
 		Long: `expose asks this host's node agent to listen on a virtual port (LOCALPORT
 unless --port says otherwise) and to join every link that arrives there to
 a new TCP connection to 127.0.0.1:LOCALPORT (or --local). Other hosts reach
-it as NODE.grid:PORT with gridlink socks, forward or nc.`,
-		Example: `  gridlink expose 22                 # this node's sshd, as NODE.grid:22
-  gridlink expose 8000 --port 80      # a web server, as NODE.grid:80`,
+it as NODE.grid:PORT with gridlink socks, forward or nc; with --name also as
+NODE:NAME (forward and nc: SOCKS ports are numbers), looked up in this
+agent's service directory.`,
+		Example: `  gridlink expose 22                        # this node's sshd, as NODE.grid:22
+  gridlink expose 8000 --port 80 --name web  # a web server, as NODE.grid:80 and NODE:web`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			lp, err := strconv.ParseUint(args[0], 10, 16)
@@ -172,19 +174,20 @@ it as NODE.grid:PORT with gridlink socks, forward or nc.`,
 			if local == "" {
 				local = net.JoinHostPort("127.0.0.1", args[0])
 			}
-			if name != "" {
-				return fmt.Errorf("--name %q: named services are not supported yet; use the node's name and --port", name)
-			}
 			ctx, cancel := signalContext()
 			defer cancel()
-			return forward.Expose(ctx, agent.Dial(control), agent.ExposeRequest{Local: local, Port: uint16(port), AllowPlain: allowPlain}, func(addr string) {
-				fmt.Fprintf(os.Stderr, "gridlink expose: %s reachable as %s (%s)\n", local, addr, agent.GridDomain)
+			return forward.Expose(ctx, agent.Dial(control), agent.ExposeRequest{Local: local, Port: uint16(port), AllowPlain: allowPlain, Name: name}, func(addr string) {
+				if name != "" {
+					fmt.Fprintf(os.Stderr, "gridlink expose: %s reachable as %s and by name as %s:%s\n", local, addr, addr[:strings.LastIndexByte(addr, ':')], name)
+					return
+				}
+				fmt.Fprintf(os.Stderr, "gridlink expose: %s reachable as %s\n", local, addr)
 			})
 		},
 	}
 	f := c.Flags()
 	f.IntVar(&port, "port", 0, "virtual port (default LOCALPORT)")
-	f.StringVar(&name, "name", "", "service name (not supported yet)")
+	f.StringVar(&name, "name", "", "also name the service: others dial NODE:NAME (gridlink nc, forward)")
 	f.StringVar(&local, "local", "", "TCP address to join links to (default 127.0.0.1:LOCALPORT)")
 	f.BoolVar(&allowPlain, "allow-plain", false, "accept authenticated-plain links (--encrypt off)")
 	f.StringVar(&control, "control", "", "agent control socket (default @gridlink-agent)")

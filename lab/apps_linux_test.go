@@ -231,7 +231,8 @@ Subsystem sftp /usr/lib/openssh/sftp-server
 }
 
 // curl fetches a page from Python's http.server on hiroshi-n1, exposed as
-// hiroshi-n1.grid:80, through gridlink socks on desktop-pc.
+// hiroshi-n1.grid:80 (and named web), through gridlink socks on desktop-pc,
+// then through gridlink forward to hiroshi-n1:web.
 func (L *appsLab) curl(t *testing.T, ctx context.Context) {
 	dir := t.TempDir()
 	page := fmt.Sprintf("<html>gridlink apps test %d</html>\n", time.Now().UnixNano())
@@ -239,7 +240,7 @@ func (L *appsLab) curl(t *testing.T, ctx context.Context) {
 		t.Fatal(err)
 	}
 	srv := startIn(t, L.hiroshi, "http-server", python, "-m", "http.server", "8000", "--bind", "127.0.0.1", "--directory", dir)
-	ex := startIn(t, L.hiroshi, "expose-http", L.bin, "expose", "8000", "--port", "80")
+	ex := startIn(t, L.hiroshi, "expose-http", L.bin, "expose", "8000", "--port", "80", "--name", "web")
 	ex.waitLog(t, "reachable as hiroshi-n1:80", 10*time.Second)
 	var out []byte
 	for i := 0; ; i++ { // http.server may still be starting
@@ -256,6 +257,13 @@ func (L *appsLab) curl(t *testing.T, ctx context.Context) {
 	}
 	if string(out) != page {
 		t.Fatalf("curl got %q, want %q", out, page)
+	}
+	// and through gridlink forward, by the service's name.
+	fw := startIn(t, L.desktop, "forward-web", L.bin, "forward", "127.0.0.1:8081", "hiroshi-n1:web")
+	fw.waitLog(t, "gridlink forward:", 10*time.Second)
+	out = runIn(t, ctx, L.desktop, nil, "curl", "-sS", "--fail", "--max-time", "30", "http://127.0.0.1:8081/page.html")
+	if string(out) != page {
+		t.Fatalf("curl through gridlink forward got %q, want %q", out, page)
 	}
 }
 
