@@ -7,6 +7,17 @@
 // The control API is HTTP with JSON bodies over a unix socket. Its default
 // address is the abstract socket "@gridlink-agent", which Linux scopes to
 // the network namespace: one agent per host, also in the lab.
+//
+// Programs that do not link gridlink go through the agent: a stream
+// request (stream.go) upgrades its control connection into the bytes of
+// an overlay link (connect), of a bind's one peer, or keeps an exposed
+// service published while it stays open. So gridlink nc, forward and socks
+// start no node of their own and use the agent's method cache, spares and
+// hub session; the price is one unix-socket copy on the data path (see
+// BENCHMARKS.md, unmodified applications). Every agent also answers on
+// its service directory port (services.go) and, only with AllowExit, on
+// the exit port (exit.go), which dials ordinary TCP hosts for SOCKS clients
+// elsewhere.
 package agent
 
 import (
