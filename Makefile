@@ -8,7 +8,7 @@ FUZZTIME ?= 60s
 # miniupnpd-nftables is the IGD of igd=on lab sites: the daemon alone (the
 # nftables build, like the lab's NATs), not the miniupnpd package, whose
 # system service would start in the root namespace.
-DEBS     := iproute2 nftables iputils-ping iperf3 socat openssh-server openssh-client miniupnpd-nftables
+DEBS     := iproute2 nftables iputils-ping iperf3 socat openssh-server openssh-client miniupnpd-nftables curl python3-socks python3-socksio
 
 .PHONY: all build deps test unit lab-test demo bench fuzz down clean
 all: build
@@ -44,6 +44,7 @@ bench: deps build
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./lab/wan/ ./hub/ ./link/
 	bench/lab.sh
 	bench/links.sh
+	bench/apps.sh
 
 # Longer fuzzing of every fuzz target, FUZZTIME each.
 fuzz:

@@ -1,12 +1,23 @@
 // Package agent is the node agent: the long-running process (`gridlink
 // node`) that holds a node's identity, hub session and method cache, and
-// serves the local control API that the CLI (ping, status, and later nc,
-// socks, forward) uses. It owns the agent's lifecycle, its built-in echo
+// serves the local control API that the CLI (ping, status, perf, nc,
+// socks, forward, expose) uses. It owns the agent's lifecycle, its built-in echo
 // service and the control protocol; connection setup is package vconn's.
 //
 // The control API is HTTP with JSON bodies over a unix socket. Its default
 // address is the abstract socket "@gridlink-agent", which Linux scopes to
 // the network namespace: one agent per host, also in the lab.
+//
+// Programs that do not link gridlink go through the agent: a stream
+// request (stream.go) upgrades its control connection into the bytes of
+// an overlay link (connect), of a bind's one peer, or keeps an exposed
+// service published while it stays open. So gridlink nc, forward and socks
+// start no node of their own and use the agent's method cache, spares and
+// hub session; the price is one unix-socket copy on the data path (see
+// BENCHMARKS.md, unmodified applications). Every agent also answers on
+// its service directory port (services.go) and, only with AllowExit, on
+// the exit port (exit.go), which dials ordinary TCP hosts for SOCKS clients
+// elsewhere.
 package agent
 
 import (
@@ -21,6 +32,7 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/link"
 	"github.com/gridlink/gridlink/vconn"
 )
 
@@ -34,6 +46,9 @@ const EchoPort = 7
 type Config struct {
 	Node    vconn.Config
 	Control string // control socket; default DefaultControl
+	// AllowExit serves the exit service (ExitPort): other nodes' SOCKS
+	// clients may then reach any TCP address this host can. Off by default.
+	AllowExit bool
 }
 
 // Agent is a running node agent.
@@ -42,6 +57,9 @@ type Agent struct {
 	ln   net.Listener
 	srv  *http.Server
 	echo *vconn.Listener
+	logf func(format string, args ...any)
+	// services names exposed ports (expose --name).
+	services services
 }
 
 // Start brings the node up and serves the control API and echo service.
@@ -53,7 +71,10 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{node: node}
+	a := &Agent{node: node, logf: cfg.Node.Logf}
+	if a.logf == nil {
+		a.logf = func(string, ...any) {}
+	}
 	if a.echo, err = node.Listen(EchoPort); err != nil {
 		node.Close()
 		return nil, err
@@ -65,6 +86,20 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	go serve(sink, sinkConn)
+	dir, err := node.Listen(ServicesPort)
+	if err != nil {
+		node.Close()
+		return nil, err
+	}
+	go serve(dir, a.answer)
+	if cfg.AllowExit {
+		ex, err := link.Listen(node, ExitPort, link.ListenOptions{AllowPlain: true})
+		if err != nil {
+			node.Close()
+			return nil, err
+		}
+		go a.serveExit(ex)
+	}
 	if a.ln, err = net.Listen("unix", cfg.Control); err != nil {
 		node.Close()
 		return nil, fmt.Errorf("agent: control socket %s: %w (is another agent running here?)", cfg.Control, err)
@@ -74,6 +109,9 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 	mux.HandleFunc("POST /ping", a.ping)
 	mux.HandleFunc("POST /doctor", a.doctor)
 	mux.HandleFunc("POST /perf", a.perf)
+	mux.HandleFunc("POST /connect", a.connect)
+	mux.HandleFunc("POST /bind", a.bind)
+	mux.HandleFunc("POST /expose", a.expose)
 	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go a.srv.Serve(a.ln)
 	return a, nil
@@ -237,7 +275,8 @@ func writeJSON(w http.ResponseWriter, v any) {
 
 // Client talks to a running agent's control API.
 type Client struct {
-	hc *http.Client
+	hc      *http.Client
+	control string
 }
 
 // Dial returns a client for the agent at control ("" = DefaultControl).
@@ -245,7 +284,7 @@ func Dial(control string) *Client {
 	if control == "" {
 		control = DefaultControl
 	}
-	return &Client{hc: &http.Client{Transport: &http.Transport{
+	return &Client{control: control, hc: &http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", control)

@@ -25,7 +25,8 @@ func Root() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(versionCmd(), hubCmd(), nodeCmd(), pingCmd(), statusCmd(), doctorCmd(), perfCmd(), caCmd(), certCmd(), proxyCmd())
+	root.AddCommand(versionCmd(), hubCmd(), nodeCmd(), pingCmd(), statusCmd(), doctorCmd(), perfCmd(),
+		socksCmd(), exposeCmd(), forwardCmd(), ncCmd(), caCmd(), certCmd(), proxyCmd())
 	return root
 }
 

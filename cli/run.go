@@ -147,6 +147,7 @@ func (nf *nodeFlags) config(ctx context.Context, who string) (vconn.Config, erro
 func nodeCmd() *cobra.Command {
 	var nf nodeFlags
 	var control string
+	var allowExit bool
 	c := &cobra.Command{
 		Use:   "node",
 		Short: "run this host's node agent (other gridlink commands talk to it)",
@@ -161,7 +162,7 @@ func nodeCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			a, err := agent.Start(ctx, agent.Config{Control: control, Node: cfg})
+			a, err := agent.Start(ctx, agent.Config{Control: control, Node: cfg, AllowExit: allowExit})
 			if err != nil {
 				return err
 			}
@@ -173,6 +174,7 @@ func nodeCmd() *cobra.Command {
 	}
 	nf.add(c, hostname())
 	c.Flags().StringVar(&control, "control", "", "control socket (default @gridlink-agent)")
+	c.Flags().BoolVar(&allowExit, "allow-exit", false, "let other nodes' SOCKS clients reach TCP hosts from here (gridlink socks --exit)")
 	return c
 }
 

@@ -1,0 +1,141 @@
+package agent
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// stream sends a stream request to the agent on its own control
+// connection and returns the upgraded connection. The connection is the
+// unix socket itself (so copies to and from TCP can splice) unless the
+// agent's first bytes arrived with the answer.
+func (c *Client) stream(ctx context.Context, path string, body any) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.control)
+	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
+			return nil, ErrNoAgent
+		}
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest("POST", "http://agent"+path, bytes.NewReader(b))
+	req.Header.Set("Connection", "Upgrade")
+	req.Header.Set("Upgrade", StreamProto)
+	req.Header.Set("Content-Type", "application/json")
+	br := bufio.NewReaderSize(conn, 4096)
+	var resp *http.Response
+	if err = req.Write(conn); err == nil {
+		resp, err = http.ReadResponse(br, req)
+	}
+	if !stop() || err != nil {
+		conn.Close()
+		if err == nil {
+			err = ctx.Err()
+		}
+		return nil, fmt.Errorf("agent: %s: %w", path, err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		defer conn.Close()
+		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		var se StreamError
+		if json.Unmarshal(msg, &se) == nil && se.Msg != "" {
+			return nil, &se
+		}
+		return nil, &StreamError{Kind: KindFailed, Msg: "agent: " + strings.TrimSpace(string(msg))}
+	}
+	if br.Buffered() > 0 {
+		return &prefixConn{Conn: conn, r: io.MultiReader(br, conn)}, nil
+	}
+	return conn, nil
+}
+
+// Connect asks the agent for a link to a virtual address (or, with Exit,
+// to a TCP address through an exit node) and returns its byte stream.
+// Errors are *StreamError, whose Kind says why.
+func (c *Client) Connect(ctx context.Context, req ConnectRequest) (net.Conn, error) {
+	return c.stream(ctx, "/connect", req)
+}
+
+// Listening is an overlay listener the agent holds for a client: a bind
+// (one peer) or an exposed service. Closing it ends the listener.
+type Listening struct {
+	conn net.Conn
+	// Addr is the listener's virtual address, NAME:PORT.
+	Addr string
+}
+
+func (c *Client) listen(ctx context.Context, path string, req any) (*Listening, error) {
+	conn, err := c.stream(ctx, path, req)
+	if err != nil {
+		return nil, err
+	}
+	ev, err := readEvent(conn)
+	if err == nil && ev.Bound == "" {
+		err = fmt.Errorf("agent: %s: %s", path, orElse(ev.Error, "no bound address"))
+	}
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return &Listening{conn: conn, Addr: ev.Bound}, nil
+}
+
+func orElse(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// Bind asks the agent to listen on the overlay for one peer.
+func (c *Client) Bind(ctx context.Context, req BindRequest) (*Listening, error) {
+	return c.listen(ctx, "/bind", req)
+}
+
+// Accept waits for a bind's peer and returns its connection and virtual
+// address. It can be called once.
+func (l *Listening) Accept(ctx context.Context) (net.Conn, string, error) {
+	stop := context.AfterFunc(ctx, func() { l.conn.Close() })
+	ev, err := readEvent(l.conn)
+	if !stop() {
+		return nil, "", ctx.Err()
+	}
+	if err == nil && ev.Peer == "" {
+		err = &StreamError{Kind: orElse(ev.Kind, KindFailed), Msg: orElse(ev.Error, "bind: no peer")}
+	}
+	if err != nil {
+		l.conn.Close()
+		return nil, "", err
+	}
+	return l.conn, ev.Peer, nil
+}
+
+// Expose asks the agent to publish the local TCP service req.Local on
+// the overlay, for as long as the returned Listening stays open.
+func (c *Client) Expose(ctx context.Context, req ExposeRequest) (*Listening, error) {
+	return c.listen(ctx, "/expose", req)
+}
+
+// Wait blocks until the agent ends an exposure (it stopped).
+func (l *Listening) Wait() error {
+	_, err := io.Copy(io.Discard, l.conn)
+	if err == nil {
+		err = errors.New("agent: the agent ended the exposure")
+	}
+	return err
+}
+
+// Close ends the listener.
+func (l *Listening) Close() error { return l.conn.Close() }

@@ -1,0 +1,246 @@
+package cli
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gridlink/gridlink/agent"
+	"github.com/gridlink/gridlink/forward"
+	"github.com/gridlink/gridlink/link"
+	"github.com/gridlink/gridlink/socks"
+)
+
+// linkFlags are the link options of socks, forward and nc.
+type linkFlags struct {
+	streams, compress, encrypt string
+	control                    string
+}
+
+func (lf *linkFlags) add(c *cobra.Command) {
+	f := c.Flags()
+	f.StringVarP(&lf.streams, "streams", "P", "1", "parallel streams of each link: a number, or auto")
+	f.StringVar(&lf.compress, "compress", "off", "compression: off, s2, zstd or auto")
+	f.StringVar(&lf.encrypt, "encrypt", "on", "on: TLS 1.3; off: authenticated plain (the far side must allow it)")
+	f.StringVar(&lf.control, "control", "", "agent control socket (default @gridlink-agent)")
+}
+
+func (lf *linkFlags) options() (agent.LinkOptions, error) {
+	var o agent.LinkOptions
+	switch lf.streams {
+	case "auto":
+		o.Streams = link.Auto
+	default:
+		n, err := strconv.Atoi(lf.streams)
+		if err != nil || n < 1 {
+			return o, fmt.Errorf("--streams %q: want a number from 1 or auto", lf.streams)
+		}
+		o.Streams = n
+	}
+	if _, err := link.ParseCompression(lf.compress); err != nil {
+		return o, fmt.Errorf("--compress: %w", err)
+	}
+	o.Compression = lf.compress
+	switch lf.encrypt {
+	case "on":
+	case "off":
+		o.Plain = true
+	default:
+		return o, fmt.Errorf("--encrypt %q: want on or off", lf.encrypt)
+	}
+	return o, nil
+}
+
+func socksCmd() *cobra.Command {
+	var lf linkFlags
+	var listen, exit, users string
+	var verbose bool
+	c := &cobra.Command{
+		Use:   "socks",
+		Short: "serve SOCKS5 for unmodified programs: CONNECT to NAME.grid:PORT, BIND on the overlay",
+		Long: `socks runs a SOCKS5 server whose connections go through this host's node
+agent. CONNECT to NAME.grid:PORT reaches port PORT of node NAME however the
+network allows; other hosts go through the node --exit (whose agent runs
+with --allow-exit) or are refused. BIND listens on a free virtual port of
+this node and tells the client NAME.grid:PORT for its peer. Clients on
+loopback need no authentication; others need a username and password
+from --users (lines USER:PASSWORD), without which only loopback clients
+are served.`,
+		Example: `  gridlink socks &
+  curl --socks5-hostname 127.0.0.1:1080 http://hiroshi-n1.grid:8000/
+  gridlink socks --listen 10.1.0.5:1080 --users /etc/gridlink/socks-users --exit das3v-fe`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			lo, err := lf.options()
+			if err != nil {
+				return err
+			}
+			s := &socks.Server{Backend: &socks.AgentBackend{Client: agent.Dial(lf.control), Exit: exit, Link: lo}, Logf: logf(verbose)}
+			if users != "" {
+				if s.Users, err = readUsers(users); err != nil {
+					return err
+				}
+			}
+			ln, err := net.Listen("tcp", listen)
+			if err != nil {
+				return err
+			}
+			if ap, err := net.ResolveTCPAddr("tcp", ln.Addr().String()); err == nil && !ap.IP.IsLoopback() && len(s.Users) == 0 {
+				fmt.Fprintf(os.Stderr, "gridlink socks: %s is not loopback and no --users given: only loopback clients will be served\n", listen)
+			}
+			sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
+			_, err = agent.Dial(lf.control).Status(sctx)
+			scancel()
+			if err != nil {
+				ln.Close()
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "gridlink socks: listening on %s\n", ln.Addr())
+			ctx, cancel := signalContext()
+			defer cancel()
+			context.AfterFunc(ctx, func() { ln.Close() })
+			if err := s.Serve(ln); ctx.Err() == nil {
+				return err
+			}
+			return nil
+		},
+	}
+	lf.add(c)
+	f := c.Flags()
+	f.StringVar(&listen, "listen", "127.0.0.1:1080", "address of the SOCKS server")
+	f.StringVar(&exit, "exit", "", "node that dials hosts outside the overlay (its agent needs --allow-exit)")
+	f.StringVar(&users, "users", "", "file of USER:PASSWORD lines for non-loopback clients")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log failed requests")
+	return c
+}
+
+// readUsers reads USER:PASSWORD lines ('#' starts a comment line).
+func readUsers(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	users := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		u, p, ok := strings.Cut(line, ":")
+		if !ok || u == "" || len(u) > 255 || len(p) > 255 {
+			return nil, fmt.Errorf("%s:%d: want USER:PASSWORD (each at most 255 bytes)", path, n)
+		}
+		users[u] = p
+	}
+	return users, sc.Err()
+}
+
+func exposeCmd() *cobra.Command {
+	var control, name, local string
+	var port int
+	var allowPlain bool
+	c := &cobra.Command{
+		Use:   "expose LOCALPORT",
+		Short: "publish a local TCP service on the overlay, as NODE.grid:PORT, while this command runs",
+		Long: `expose asks this host's node agent to listen on a virtual port (LOCALPORT
+unless --port says otherwise) and to join every link that arrives there to
+a new TCP connection to 127.0.0.1:LOCALPORT (or --local). Other hosts reach
+it as NODE.grid:PORT with gridlink socks, forward or nc; with --name also as
+NODE:NAME (forward and nc: SOCKS ports are numbers), looked up in this
+agent's service directory.`,
+		Example: `  gridlink expose 22                        # this node's sshd, as NODE.grid:22
+  gridlink expose 8000 --port 80 --name web  # a web server, as NODE.grid:80 and NODE:web`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			lp, err := strconv.ParseUint(args[0], 10, 16)
+			if err != nil || lp == 0 {
+				return fmt.Errorf("LOCALPORT %q: want 1-65535", args[0])
+			}
+			if port == 0 {
+				port = int(lp)
+			}
+			if port < 1 || port > 65535 {
+				return fmt.Errorf("--port %d: want 1-65535", port)
+			}
+			if local == "" {
+				local = net.JoinHostPort("127.0.0.1", args[0])
+			}
+			ctx, cancel := signalContext()
+			defer cancel()
+			return forward.Expose(ctx, agent.Dial(control), agent.ExposeRequest{Local: local, Port: uint16(port), AllowPlain: allowPlain, Name: name}, func(addr string) {
+				if name != "" {
+					fmt.Fprintf(os.Stderr, "gridlink expose: %s reachable as %s and by name as %s:%s\n", local, addr, addr[:strings.LastIndexByte(addr, ':')], name)
+					return
+				}
+				fmt.Fprintf(os.Stderr, "gridlink expose: %s reachable as %s\n", local, addr)
+			})
+		},
+	}
+	f := c.Flags()
+	f.IntVar(&port, "port", 0, "virtual port (default LOCALPORT)")
+	f.StringVar(&name, "name", "", "also name the service: others dial NODE:NAME (gridlink nc, forward)")
+	f.StringVar(&local, "local", "", "TCP address to join links to (default 127.0.0.1:LOCALPORT)")
+	f.BoolVar(&allowPlain, "allow-plain", false, "accept authenticated-plain links (--encrypt off)")
+	f.StringVar(&control, "control", "", "agent control socket (default @gridlink-agent)")
+	return c
+}
+
+func forwardCmd() *cobra.Command {
+	var lf linkFlags
+	var verbose bool
+	c := &cobra.Command{
+		Use:   "forward LOCAL_ADDR NAME[.grid]:PORT",
+		Short: "make a local TCP port lead to an overlay service",
+		Example: `  gridlink forward 127.0.0.1:8080 hiroshi-n1.grid:80
+  gridlink forward 127.0.0.1:5201 g5k-n1:5201 --streams 4`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			lo, err := lf.options()
+			if err != nil {
+				return err
+			}
+			ln, err := net.Listen("tcp", args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "gridlink forward: %s -> %s\n", ln.Addr(), args[1])
+			ctx, cancel := signalContext()
+			defer cancel()
+			return forward.Forward(ctx, ln, agent.Dial(lf.control), agent.ConnectRequest{Addr: args[1], Link: lo}, logf(verbose))
+		},
+	}
+	lf.add(c)
+	c.Flags().BoolVarP(&verbose, "verbose", "v", false, "log connections that fail")
+	return c
+}
+
+func ncCmd() *cobra.Command {
+	var lf linkFlags
+	c := &cobra.Command{
+		Use:   "nc NAME[.grid]:PORT",
+		Short: "join stdin and stdout to an overlay connection (for ssh's ProxyCommand)",
+		Example: `  ssh -o ProxyCommand='gridlink nc %h:%p' user@g5k-n1.grid
+  echo hello | gridlink nc das3v-n1:7`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			lo, err := lf.options()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := signalContext()
+			defer cancel()
+			return forward.NC(ctx, agent.Dial(lf.control), agent.ConnectRequest{Addr: args[0], Link: lo}, os.Stdin, os.Stdout)
+		},
+	}
+	lf.add(c)
+	return c
+}

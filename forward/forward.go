@@ -1,0 +1,100 @@
+// Package forward joins unmodified programs to overlay services through
+// the node agent: Forward makes a local TCP port lead to a virtual
+// address, NC joins a pair of byte streams (stdin and stdout, for ssh's
+// ProxyCommand) to one, and Expose publishes a local TCP service on the
+// overlay. Connection setup, link options and the listening side are the
+// agent's (agent stream requests); this package owns the local ends and
+// their half-close (a program's EOF reaches the far side as EOF, so
+// ssh, scp and nc-style protocols finish cleanly).
+package forward
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/gridlink/gridlink/agent"
+)
+
+// Forward accepts TCP connections on l until it fails or ctx ends, and
+// joins each to a new overlay connection made by the agent as req says.
+// A connection that cannot be set up is closed and reported to logf; the
+// others go on.
+func Forward(ctx context.Context, l net.Listener, c *agent.Client, req agent.ConnectRequest, logf func(string, ...any)) error {
+	stop := context.AfterFunc(ctx, func() { l.Close() })
+	defer stop()
+	for {
+		local, err := l.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return err
+		}
+		go func() {
+			dctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+			up, err := c.Connect(dctx, req)
+			cancel()
+			if err != nil {
+				logf("forward %s -> %s: %v", local.RemoteAddr(), req.Addr, err)
+				local.Close()
+				return
+			}
+			agent.Join(local, up)
+		}()
+	}
+}
+
+// NC joins in and out to a new overlay connection: what in says is sent,
+// and at its EOF the connection's sending half is closed; what the far
+// side sends is written to out until it closes. NC returns when the far
+// side has closed (or failed), as nc does.
+func NC(ctx context.Context, c *agent.Client, req agent.ConnectRequest, in io.Reader, out io.Writer) error {
+	conn, err := c.Connect(ctx, req)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		buf := make([]byte, 256<<10)
+		if _, err := io.CopyBuffer(struct{ io.Writer }{conn}, in, buf); err == nil {
+			if cw, ok := conn.(interface{ CloseWrite() error }); ok {
+				_ = cw.CloseWrite()
+			}
+		}
+	}()
+	buf := make([]byte, 256<<10)
+	_, err = io.CopyBuffer(out, struct{ io.Reader }{conn}, buf)
+	// the far side is done: whatever in still says has nowhere to go (a
+	// reader of stdin stays blocked; the process exits without it).
+	return err
+}
+
+// Expose publishes the local TCP service local on virtual port port of
+// the agent's node and calls bound with its virtual address; it returns
+// when ctx ends (nil) or the agent stops (an error).
+func Expose(ctx context.Context, c *agent.Client, req agent.ExposeRequest, bound func(addr string)) error {
+	l, err := c.Expose(ctx, req)
+	if err != nil {
+		return err
+	}
+	bound(l.Addr)
+	stop := context.AfterFunc(ctx, func() { l.Close() })
+	defer stop()
+	err = l.Wait()
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}

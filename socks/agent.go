@@ -1,0 +1,96 @@
+package socks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+
+	"github.com/gridlink/gridlink/agent"
+)
+
+// AgentBackend is the Backend of gridlink socks: it dials and binds
+// through the node agent, which sets connections up the best way the
+// network allows. CONNECT to NAME.grid:PORT reaches node NAME's virtual
+// port; CONNECT to any other host goes through the node Exit (its agent
+// must allow exits) or is not allowed. BIND listens on a free virtual port
+// of this node and tells the client NAME.grid:PORT.
+type AgentBackend struct {
+	Client *agent.Client
+	Exit   string            // node that dials ordinary hosts; "": none
+	Link   agent.LinkOptions // options of every link
+	// BindPlain lets BIND peers use authenticated plain links.
+	BindPlain bool
+}
+
+// replyFor maps the agent's error kinds to SOCKS reply codes.
+var replyFor = map[string]byte{
+	agent.KindBadRequest:  ReplyHostUnreachable,
+	agent.KindUnknownName: ReplyHostUnreachable,
+	agent.KindRefused:     ReplyRefused,
+	agent.KindUnreachable: ReplyNetworkUnreachable,
+	agent.KindNotAllowed:  ReplyNotAllowed,
+	agent.KindTimeout:     ReplyTTLExpired,
+	agent.KindFailed:      ReplyGeneralFailure,
+}
+
+func wrap(err error) error {
+	var se *agent.StreamError
+	if errors.As(err, &se) {
+		if code, ok := replyFor[se.Kind]; ok {
+			return &Error{Code: code, Err: err}
+		}
+	}
+	return err
+}
+
+// Connect dials a through the agent.
+func (b *AgentBackend) Connect(ctx context.Context, a Addr) (net.Conn, error) {
+	req := agent.ConnectRequest{Addr: a.String(), Link: b.Link}
+	if !a.IsName() || !strings.HasSuffix(a.Host, agent.GridDomain) {
+		if b.Exit == "" {
+			return nil, &Error{Code: ReplyNotAllowed, Err: fmt.Errorf("%s is not an overlay name (NAME%s) and no exit node is set (gridlink socks --exit NODE)", a, agent.GridDomain)}
+		}
+		req.Exit = b.Exit
+	}
+	c, err := b.Client.Connect(ctx, req)
+	return c, wrap(err)
+}
+
+// Bind listens on the overlay for one peer.
+func (b *AgentBackend) Bind(ctx context.Context, _ Addr) (Binding, error) {
+	l, err := b.Client.Bind(ctx, agent.BindRequest{AllowPlain: b.BindPlain})
+	if err != nil {
+		return nil, wrap(err)
+	}
+	return &agentBinding{l: l, addr: gridAddr(l.Addr)}, nil
+}
+
+// gridAddr turns the agent's NODE:PORT into NODE.grid:PORT.
+func gridAddr(s string) Addr {
+	host, port, err := net.SplitHostPort(s)
+	if err != nil {
+		return Addr{Host: s}
+	}
+	p, _ := strconv.ParseUint(port, 10, 16)
+	return Addr{Host: host + agent.GridDomain, Port: uint16(p)}
+}
+
+type agentBinding struct {
+	l    *agent.Listening
+	addr Addr
+}
+
+func (b *agentBinding) Addr() Addr { return b.addr }
+
+func (b *agentBinding) Accept(ctx context.Context) (net.Conn, Addr, error) {
+	c, peer, err := b.l.Accept(ctx)
+	if err != nil {
+		return nil, Addr{}, wrap(err)
+	}
+	return c, gridAddr(peer), nil
+}
+
+func (b *agentBinding) Close() error { return b.l.Close() }

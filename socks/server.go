@@ -1,0 +1,260 @@
+// Package socks is a SOCKS5 server (RFC 1928, with RFC 1929
+// username/password) for programs that cannot link gridlink: CONNECT
+// reaches overlay names (NAME.grid:PORT), BIND listens on the overlay for
+// a peer, as the Nexus Proxy relayed connect and bind for Globus.
+//
+// The server is independent of the transport: a Backend dials and binds.
+// AgentBackend is the one gridlink uses, through the node agent. The
+// package owns the wire format (strict decoders, fuzzed), the reply codes
+// and per-client handshake timeouts; one bad client never disturbs
+// another. It leaves out UDP ASSOCIATE (reply 0x07), GSSAPI and SOCKS4.
+//
+// Authentication: clients on loopback need none; others must give a
+// username and password from Server.Users (and are refused when it is
+// empty).
+package socks
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+)
+
+// Backend dials and binds for the server.
+type Backend interface {
+	// Connect dials a.
+	Connect(ctx context.Context, a Addr) (net.Conn, error)
+	// Bind listens for one connection; a is the client's DST (the peer it
+	// expects), advisory.
+	Bind(ctx context.Context, a Addr) (Binding, error)
+}
+
+// Binding is a listener for one connection.
+type Binding interface {
+	// Addr is where the peer should connect.
+	Addr() Addr
+	// Accept waits for the peer (or ctx) and returns its connection and
+	// address.
+	Accept(ctx context.Context) (net.Conn, Addr, error)
+	Close() error
+}
+
+// Error carries the reply code a Backend wants the client to get.
+type Error struct {
+	Code byte
+	Err  error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// Code is the reply code for err: that of an *Error in its chain, a TTL
+// expiry for timeouts, else general failure.
+func Code(err error) byte {
+	var e *Error
+	switch {
+	case err == nil:
+		return ReplySucceeded
+	case errors.As(err, &e):
+		return e.Code
+	case errors.Is(err, context.DeadlineExceeded):
+		return ReplyTTLExpired
+	}
+	return ReplyGeneralFailure
+}
+
+// Server is a SOCKS5 server. The zero value (with a Backend) serves
+// loopback clients without authentication.
+type Server struct {
+	Backend Backend
+	// Users are the usernames and passwords of non-loopback clients.
+	Users map[string]string
+	// HandshakeTimeout bounds greeting, authentication and request
+	// (default 10s); ConnectTimeout a CONNECT's dial (default 60s);
+	// BindTimeout the wait for a BIND's peer (default 5 min).
+	HandshakeTimeout, ConnectTimeout, BindTimeout time.Duration
+	// Logf, if set, receives one line per failed request.
+	Logf func(format string, args ...any)
+}
+
+// Serve accepts clients on l until it fails, each in its own goroutine.
+func (s *Server) Serve(l net.Listener) error {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				time.Sleep(10 * time.Millisecond)
+				continue
+			}
+			return err
+		}
+		go s.ServeConn(c)
+	}
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.Logf != nil {
+		s.Logf(format, args...)
+	}
+}
+
+// ServeConn serves one client and closes c.
+func (s *Server) ServeConn(c net.Conn) {
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(orDefault(s.HandshakeTimeout, 10*time.Second)))
+	req, err := s.handshake(c)
+	if err != nil {
+		s.logf("socks: %s: %v", c.RemoteAddr(), err)
+		return
+	}
+	_ = c.SetDeadline(time.Time{})
+	switch req.Cmd {
+	case CmdConnect:
+		err = s.connect(c, req)
+	case CmdBind:
+		err = s.bind(c, req)
+	default:
+		err = fmt.Errorf("command %#x not supported", req.Cmd)
+		s.reply(c, ReplyCmdNotSupported, Addr{})
+	}
+	if err != nil {
+		s.logf("socks: %s: %v", c.RemoteAddr(), err)
+	}
+}
+
+// handshake negotiates the method, authenticates and reads the request,
+// answering a bad one.
+func (s *Server) handshake(c net.Conn) (Request, error) {
+	methods, err := readGreeting(c)
+	if err != nil {
+		return Request{}, err
+	}
+	want := byte(MethodNone)
+	if !isLoopback(c.RemoteAddr()) {
+		want = MethodPassword
+	}
+	offered := false
+	for _, m := range methods {
+		offered = offered || m == want
+	}
+	if !offered || (want == MethodPassword && len(s.Users) == 0) {
+		_, _ = c.Write([]byte{version, MethodNoneOK})
+		return Request{}, fmt.Errorf("no acceptable method among %v (want %#x)", methods, want)
+	}
+	if _, err := c.Write([]byte{version, want}); err != nil {
+		return Request{}, err
+	}
+	if want == MethodPassword {
+		user, pass, err := readAuth(c)
+		if err != nil {
+			return Request{}, err
+		}
+		if !s.check(user, pass) {
+			_, _ = c.Write([]byte{authVersion, 1})
+			return Request{}, fmt.Errorf("user %q: bad username or password", user)
+		}
+		if _, err := c.Write([]byte{authVersion, 0}); err != nil {
+			return Request{}, err
+		}
+	}
+	req, err := readRequest(c)
+	if err != nil {
+		code := byte(ReplyGeneralFailure)
+		if errors.Is(err, errAtyp) {
+			code = ReplyAtypNotSupported
+		}
+		s.reply(c, code, Addr{})
+		return Request{}, err
+	}
+	return req, nil
+}
+
+func (s *Server) check(user, pass string) bool {
+	want, ok := s.Users[user]
+	// compare in constant time even for an unknown user.
+	eq := subtle.ConstantTimeCompare([]byte(want), []byte(pass)) == 1
+	return ok && eq
+}
+
+func isLoopback(a net.Addr) bool {
+	switch a := a.(type) {
+	case *net.TCPAddr:
+		return a.IP.IsLoopback()
+	case *net.UnixAddr:
+		return true
+	}
+	return false
+}
+
+func (s *Server) reply(c net.Conn, rep byte, a Addr) error {
+	_, err := c.Write(appendReply(nil, rep, a))
+	return err
+}
+
+func (s *Server) connect(c net.Conn, req Request) error {
+	ctx, cancel := context.WithTimeout(context.Background(), orDefault(s.ConnectTimeout, 60*time.Second))
+	defer cancel()
+	up, err := s.Backend.Connect(ctx, req.Addr)
+	if err != nil {
+		s.reply(c, Code(err), Addr{})
+		return fmt.Errorf("connect %s: %w", req.Addr, err)
+	}
+	defer up.Close()
+	if err := s.reply(c, ReplySucceeded, Addr{}); err != nil {
+		return err
+	}
+	relay(c, up)
+	return nil
+}
+
+func (s *Server) bind(c net.Conn, req Request) error {
+	ctx, cancel := context.WithTimeout(context.Background(), orDefault(s.BindTimeout, 5*time.Minute))
+	defer cancel()
+	b, err := s.Backend.Bind(ctx, req.Addr)
+	if err != nil {
+		s.reply(c, Code(err), Addr{})
+		return fmt.Errorf("bind: %w", err)
+	}
+	defer b.Close()
+	if err := s.reply(c, ReplySucceeded, b.Addr()); err != nil {
+		return err
+	}
+	// the client sends nothing until the second reply: a read that ends,
+	// with bytes or without, means it gave up or broke the protocol.
+	watch := make(chan bool)
+	go func() {
+		var one [1]byte
+		n, _ := c.Read(one[:])
+		cancel()
+		watch <- n > 0
+	}()
+	peer, from, err := b.Accept(ctx)
+	_ = c.SetReadDeadline(time.Now())
+	early := <-watch
+	_ = c.SetReadDeadline(time.Time{})
+	if err == nil && early {
+		peer.Close()
+		err = errors.New("the client sent data before the second reply")
+	}
+	if err != nil {
+		s.reply(c, Code(err), Addr{})
+		return fmt.Errorf("bind at %s: %w", b.Addr(), err)
+	}
+	defer peer.Close()
+	if err := s.reply(c, ReplySucceeded, from); err != nil {
+		return err
+	}
+	relay(c, peer)
+	return nil
+}
