@@ -44,6 +44,7 @@ bench: deps build
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./lab/wan/ ./hub/ ./link/
 	bench/lab.sh
 	bench/links.sh
+	bench/xfer.sh
 
 # Longer fuzzing of every fuzz target, FUZZTIME each.
 fuzz:
