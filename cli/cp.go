@@ -242,7 +242,7 @@ func runCp(ctx context.Context, nf *nodeFlags, cf cpFlags, args []string) error 
 	bar.stop()
 	seen.mu.Lock()
 	defer seen.mu.Unlock()
-	return cpReport(sum, err, cf.asJSON, seen.method, seen.streams)
+	return cpReport(sum, err, cf.asJSON, cf.quiet, seen.method, seen.streams)
 }
 
 // linkSeen is what the links of a copy were: the last one's setup method
@@ -272,7 +272,9 @@ type cpResult struct {
 	Failure string `json:"failure,omitempty"`
 }
 
-func cpReport(sum xfer.Summary, err error, asJSON bool, method string, streams int) error {
+// cpReport prints the summary: JSON, or a line (and the errors, unless the
+// progress display printed them as they came).
+func cpReport(sum xfer.Summary, err error, asJSON, quiet bool, method string, streams int) error {
 	if err == nil && sum.Failed > 0 {
 		err = fmt.Errorf("%d of %d entries failed", sum.Failed, sum.Failed+sum.Files+sum.Dirs)
 	}
@@ -287,7 +289,9 @@ func cpReport(sum xfer.Summary, err error, asJSON bool, method string, streams i
 		return err
 	}
 	for _, e := range sum.Errors {
-		fmt.Fprintf(os.Stderr, "gridlink cp: %s: %s\n", e.Path, e.Error)
+		if quiet {
+			fmt.Fprintf(os.Stderr, "gridlink cp: %s\n", e.Error)
+		}
 	}
 	if sum.Attempts > 0 && (sum.Files > 0 || sum.Dirs > 0) {
 		fmt.Fprintf(os.Stderr, "%d files (%s) in %.2f s, %.1f Mbit/s; %s sent, %s kept; %d attempt(s)\n", sum.Files, size(sum.Bytes),

@@ -104,7 +104,7 @@ func (p *progress) event(e xfer.Event) {
 		}
 		if e.Err != "" && !p.quiet {
 			p.clear()
-			fmt.Fprintf(p.out, "gridlink cp: %s: %s\n", e.Path, e.Err)
+			fmt.Fprintf(p.out, "gridlink cp: %s\n", e.Err) // errors name their paths
 		}
 	}
 }
