@@ -58,9 +58,11 @@ default; no path may leave it), and pushes from DIR to another service
 					if o.Streams == 0 {
 						o.Streams = link.Auto
 					}
-					if o.Compression, err = link.ParseCompression(orDefault(l.Compress, "off")); err != nil {
+					comp, err := link.ParseCompression(orDefault(l.Compress, "off"))
+					if err != nil {
 						return nil, err
 					}
+					o.Compression = comp
 					return dialLink(ctx, node, withDefaultPort(target, xfer.Port), o)
 				}})
 			if err != nil {

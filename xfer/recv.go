@@ -180,6 +180,7 @@ func (r *receiver) offered(e entry) want {
 		}
 		r.dirs = append(r.dirs, dirMeta{target, os.FileMode(e.mode), time.Unix(0, e.mtime)})
 		r.tally.dir()
+		r.obs.event(Event{Kind: EventDone, ID: e.id, Path: e.path})
 		w.status = wantSkip
 		return w
 	}

@@ -188,6 +188,7 @@ func (s *sender) answer(w want) error {
 		return nil
 	case w.status == wantSkip && src.e.kind == kindDir:
 		s.tally.dir()
+		s.obs.event(Event{Kind: EventDone, ID: w.id, Path: src.e.path})
 		s.finish()
 		return nil
 	case w.status == wantSkip:
