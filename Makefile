@@ -45,6 +45,7 @@ bench: deps build
 	bench/lab.sh
 	bench/links.sh
 	bench/apps.sh
+	bench/xfer.sh
 
 # Longer fuzzing of every fuzz target, FUZZTIME each.
 fuzz:

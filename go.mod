@@ -3,6 +3,7 @@ module github.com/gridlink/gridlink
 go 1.26.8
 
 require (
+	github.com/cespare/xxhash/v2 v2.3.0
 	github.com/huin/goupnp v1.3.1
 	github.com/jackpal/go-nat-pmp v1.1.0
 	github.com/klauspost/compress v1.18.2

@@ -26,7 +26,7 @@ func Root() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(versionCmd(), hubCmd(), nodeCmd(), pingCmd(), statusCmd(), doctorCmd(), perfCmd(),
-		socksCmd(), exposeCmd(), forwardCmd(), ncCmd(), caCmd(), certCmd(), proxyCmd())
+		socksCmd(), exposeCmd(), forwardCmd(), ncCmd(), serveCmd(), cpCmd(), caCmd(), certCmd(), proxyCmd())
 	return root
 }
 

@@ -86,6 +86,10 @@ func hubFrom(n *topology.Host) string {
 	return fmt.Sprintf("%s:%d", h.PrimaryAddr(), HubPort)
 }
 
+// HubAddr is the address host n uses for its site's hub (HOST:PORT), for
+// gridlink commands started in n that run their own node.
+func HubAddr(n *topology.Host) string { return hubFrom(n) }
+
 // fallbackHub is another site's hub that node n can reach directly (a
 // public hub, when n has a public address), or "".
 func fallbackHub(t *topology.Topology, n *topology.Host) string {

@@ -1,0 +1,351 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/link"
+	"github.com/gridlink/gridlink/vconn"
+	"github.com/gridlink/gridlink/xfer"
+)
+
+func serveCmd() *cobra.Command {
+	var nf nodeFlags
+	var root string
+	var port, maxStreams int
+	var allowPlain bool
+	c := &cobra.Command{
+		Use:   "serve [--root DIR]",
+		Short: "run a transfer service for gridlink cp, publishing DIR under this node's name",
+		Long: `serve runs its own node and answers gridlink cp on a port (2811 unless
+--port says otherwise): copies to and from DIR (the working directory by
+default; no path may leave it), and pushes from DIR to another service
+(third-party transfers, which this service dials itself).`,
+		Example: `  gridlink serve --name das3v-data --hub 198.51.100.10:7946 --root /data
+  gridlink cp -r results das3v-data:runs/42   # elsewhere`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := signalContext()
+			defer cancel()
+			if port < 1 || port > 65535 {
+				return fmt.Errorf("--port %d: want 1-65535", port)
+			}
+			cfg, err := nf.config(ctx, "gridlink serve")
+			if err != nil {
+				return err
+			}
+			node, err := vconn.Start(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			defer node.Close()
+			srv, err := xfer.NewServer(xfer.Config{Root: root, Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) },
+				Push: func(ctx context.Context, target string, l xfer.Link, cred []byte) (net.Conn, error) {
+					// cred is nil until issue 6's delegation fills in xfer.Config.Delegation:
+					// the push dials with this node's own identity.
+					o := link.Options{Streams: l.Streams, MaxStreams: maxStreams}
+					if o.Streams == 0 {
+						o.Streams = link.Auto
+					}
+					comp, err := link.ParseCompression(orDefault(l.Compress, "off"))
+					if err != nil {
+						return nil, err
+					}
+					o.Compression = comp
+					return dialLink(ctx, node, withDefaultPort(target, xfer.Port), o)
+				}})
+			if err != nil {
+				return err
+			}
+			defer srv.Close()
+			l, err := link.Listen(node, uint16(port), link.ListenOptions{AllowPlain: allowPlain, MaxStreams: maxStreams})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "gridlink serve: %s serving %s on %s\n", node.Name(), orDefault(root, "."), l.Addr())
+			return srv.Serve(ctx, l)
+		},
+	}
+	nf.add(c, hostname())
+	f := c.Flags()
+	f.StringVar(&root, "root", "", "the served directory (default: the working directory)")
+	f.IntVarP(&port, "port", "p", xfer.Port, "virtual port of the service")
+	f.IntVar(&maxStreams, "max-streams", link.DefaultMaxStreams, "the most streams of a link")
+	f.BoolVar(&allowPlain, "allow-plain", false, "allow clients to ask for authenticated-plain links (cp --encrypt off)")
+	return c
+}
+
+func orDefault(s, d string) string {
+	if s == "" {
+		return d
+	}
+	return s
+}
+
+// dialLink dials a link, waiting up to 15 s for the hubs to learn the
+// name.
+func dialLink(ctx context.Context, node *vconn.Node, addr string, o link.Options) (net.Conn, error) {
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		c, err := link.Dial(dctx, node, addr, o)
+		cancel()
+		if err == nil {
+			return c, nil
+		}
+		if !errors.Is(err, hub.ErrNotFound) || time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// remote splits an scp-style argument: NAME:PATH names a node's path (a
+// path of the served root; "" is the root), anything else is local (a
+// colon after a slash does not count: ./a:b is local).
+func remote(arg string) (node, p string, ok bool) {
+	i := strings.IndexByte(arg, ':')
+	if i <= 0 || strings.Contains(arg[:i], "/") {
+		return "", arg, false
+	}
+	p = arg[i+1:]
+	if p == "" {
+		p = "."
+	}
+	return arg[:i], p, true
+}
+
+type cpFlags struct {
+	recursive, resume, asJSON, quiet bool
+	streams, compress, encrypt       string
+	limit                            string
+	maxStreams, port, retries        int
+	interval                         float64
+}
+
+func cpCmd() *cobra.Command {
+	var nf nodeFlags
+	var cf cpFlags
+	c := &cobra.Command{
+		Use:   "cp [-r] [-P N|auto] [--compress auto|off|s2|zstd] [--resume] SRC... DST",
+		Short: "copy files to, from and between transfer services (gridlink serve), scp-like",
+		Long: `cp runs its own node and copies as scp does: NAME:PATH is PATH under the
+root of node NAME's transfer service. Local to remote, remote to local, or
+remote to remote: then the data flows from the first service to the other
+directly (a third-party transfer) and this end watches.
+
+Files travel in blocks over a link of parallel streams, each block and
+file checked end to end; a file is written under a temporary name and
+renamed once verified, with its mode and mtime. A dropped connection is
+resumed automatically; --resume also keeps what an earlier run stored.`,
+		Example: `  gridlink cp -r results das3v-data:runs/42 --hub 198.51.100.10:7946
+  gridlink cp das3v-data:runs/42/out.h5 . --hub 198.51.100.10:7946 --resume
+  gridlink cp das3v-data:runs/42 g5k-data:incoming -r --hub 198.51.100.10:7946`,
+		Args: cobra.MinimumNArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := signalContext()
+			defer cancel()
+			return runCp(ctx, &nf, cf, args)
+		},
+	}
+	nf.add(c, fmt.Sprintf("cp-%s-%d", hostname(), os.Getpid()))
+	f := c.Flags()
+	f.BoolVarP(&cf.recursive, "recursive", "r", false, "copy directory trees")
+	f.BoolVar(&cf.resume, "resume", false, "keep what an earlier, interrupted copy stored where its checksums agree")
+	f.StringVarP(&cf.streams, "streams", "P", "auto", "parallel streams of the link: a number, or auto")
+	f.IntVar(&cf.maxStreams, "max-streams", link.DefaultMaxStreams, "the most streams of a link")
+	f.StringVar(&cf.compress, "compress", "auto", "compression: auto (adaptive, per block), off, s2 or zstd")
+	f.StringVar(&cf.encrypt, "encrypt", "on", "on: TLS 1.3; off: authenticated plain (the service must --allow-plain)")
+	f.StringVar(&cf.limit, "limit", "", "bound the data rate, bytes per second (suffixes K, M, G)")
+	f.IntVar(&cf.retries, "retries", 5, "resume this many times after a dropped connection")
+	f.IntVar(&cf.port, "port", xfer.Port, "virtual port of the transfer services")
+	f.BoolVar(&cf.asJSON, "json", false, "print a JSON summary")
+	f.BoolVarP(&cf.quiet, "quiet", "q", false, "no progress display")
+	f.Float64Var(&cf.interval, "interval", 2, "seconds between progress lines when stderr is not a terminal")
+	return c
+}
+
+func runCp(ctx context.Context, nf *nodeFlags, cf cpFlags, args []string) error {
+	srcs, dst := args[:len(args)-1], args[len(args)-1]
+	dnode, dpath, dremote := remote(dst)
+	var snode string
+	var spaths []string
+	for i, a := range srcs {
+		n, p, r := remote(a)
+		switch {
+		case i > 0 && (r != (snode != "") || n != snode):
+			return fmt.Errorf("%s: all sources must be on one node, or all local", a)
+		case r:
+			snode = n
+		}
+		spaths = append(spaths, p)
+	}
+	if snode == "" && !dremote {
+		return errors.New("neither the sources nor the destination name a node (NAME:PATH): use cp")
+	}
+	lo, err := cpLinkOptions(cf)
+	if err != nil {
+		return err
+	}
+	limit, err := parseBytes(cf.limit)
+	if err != nil {
+		return fmt.Errorf("--limit: %w", err)
+	}
+	cfg, err := nf.config(ctx, "gridlink cp")
+	if err != nil {
+		return err
+	}
+	node, err := vconn.Start(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer node.Close()
+	var seen linkSeen
+	dialer := func(name string) xfer.Dialer {
+		return func(ctx context.Context) (net.Conn, error) {
+			c, err := dialLink(ctx, node, withDefaultPort(name, cf.port), lo)
+			if err != nil {
+				return nil, err
+			}
+			return &watchedLink{Conn: c.(*link.Conn), seen: &seen}, nil
+		}
+	}
+	retries := cf.retries
+	if retries == 0 {
+		retries = -1
+	}
+	bar := newProgress(os.Stderr, secs(cf.interval), cf.quiet)
+	o := xfer.Options{Recursive: cf.recursive, Resume: cf.resume, Retries: retries, Limit: limit, Progress: bar.event,
+		Logf: func(f string, a ...any) { bar.log(fmt.Sprintf(f, a...)) }}
+	var sum xfer.Summary
+	switch {
+	case snode == "":
+		sum, err = xfer.Put(ctx, dialer(dnode), spaths, dpath, o)
+	case !dremote:
+		sum, err = xfer.Get(ctx, dialer(snode), spaths, dst, o)
+	default:
+		l := xfer.Link{Streams: lo.Streams, Compress: cf.compress}
+		if l.Streams == link.Auto {
+			l.Streams = 0
+		}
+		sum, err = xfer.Push(ctx, dialer(snode), spaths, withDefaultPort(dnode, cf.port), dpath, l, o)
+	}
+	bar.stop()
+	seen.mu.Lock()
+	defer seen.mu.Unlock()
+	return cpReport(sum, err, cf.asJSON, cf.quiet, seen.method, seen.streams)
+}
+
+// linkSeen is what the links of a copy were: the last one's setup method
+// and its stream count when it closed.
+type linkSeen struct {
+	mu      sync.Mutex
+	method  string
+	streams int
+}
+
+type watchedLink struct {
+	*link.Conn
+	seen *linkSeen
+}
+
+func (w *watchedLink) Close() error {
+	w.seen.mu.Lock()
+	w.seen.method, w.seen.streams = string(w.Method()), w.Stats().Streams
+	w.seen.mu.Unlock()
+	return w.Conn.Close()
+}
+
+type cpResult struct {
+	xfer.Summary
+	Method  string `json:"method,omitempty"`
+	Streams int    `json:"streams,omitempty"`
+	Failure string `json:"failure,omitempty"`
+}
+
+// cpReport prints the summary: JSON, or a line (and the errors, unless the
+// progress display printed them as they came).
+func cpReport(sum xfer.Summary, err error, asJSON, quiet bool, method string, streams int) error {
+	if err == nil && sum.Failed > 0 {
+		err = fmt.Errorf("%d of %d entries failed", sum.Failed, sum.Failed+sum.Files+sum.Dirs)
+	}
+	if asJSON {
+		r := cpResult{Summary: sum, Method: method, Streams: streams}
+		if err != nil {
+			r.Failure = err.Error()
+		}
+		if jerr := json.NewEncoder(os.Stdout).Encode(r); jerr != nil {
+			return jerr
+		}
+		return err
+	}
+	for _, e := range sum.Errors {
+		if quiet {
+			fmt.Fprintf(os.Stderr, "gridlink cp: %s\n", e.Error)
+		}
+	}
+	if sum.Attempts > 0 && (sum.Files > 0 || sum.Dirs > 0) {
+		fmt.Fprintf(os.Stderr, "%d files (%s) in %.2f s, %.1f Mbit/s; %s sent, %s kept; %d attempt(s)\n", sum.Files, size(sum.Bytes),
+			sum.Seconds, sum.Mbps, size(sum.Sent), size(sum.Kept), sum.Attempts)
+	}
+	return err
+}
+
+func cpLinkOptions(cf cpFlags) (link.Options, error) {
+	o := link.Options{MaxStreams: cf.maxStreams}
+	if cf.streams == "auto" {
+		o.Streams = link.Auto
+	} else if n, err := strconv.Atoi(cf.streams); err == nil && n >= 1 {
+		o.Streams = n
+	} else {
+		return o, fmt.Errorf("--streams %q: want a number from 1 or auto", cf.streams)
+	}
+	var err error
+	if o.Compression, err = link.ParseCompression(cf.compress); err != nil {
+		return o, fmt.Errorf("--compress: %w", err)
+	}
+	switch cf.encrypt {
+	case "on":
+	case "off":
+		o.Plain = true
+	default:
+		return o, fmt.Errorf("--encrypt %q: want on or off", cf.encrypt)
+	}
+	return o, nil
+}
+
+// parseBytes reads a byte count with an optional K, M or G suffix
+// (powers of 1024); "" is 0.
+func parseBytes(s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	m := int64(1)
+	switch strings.ToUpper(s[len(s)-1:]) {
+	case "K":
+		m = 1 << 10
+	case "M":
+		m = 1 << 20
+	case "G":
+		m = 1 << 30
+	}
+	if m > 1 {
+		s = s[:len(s)-1]
+	}
+	n, err := strconv.ParseFloat(s, 64)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%q: want a number of bytes, with K, M or G", s)
+	}
+	return int64(n * float64(m)), nil
+}

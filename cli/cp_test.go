@@ -1,0 +1,67 @@
+package cli
+
+import (
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gridlink/gridlink/xfer"
+)
+
+func TestRemote(t *testing.T) {
+	for arg, want := range map[string][3]string{
+		"das3v:data/x": {"das3v", "data/x", "remote"},
+		"das3v:":       {"das3v", ".", "remote"},
+		"./a:b":        {"", "./a:b", "local"},
+		"/abs/path":    {"", "/abs/path", "local"},
+		":x":           {"", ":x", "local"},
+		"file":         {"", "file", "local"},
+	} {
+		n, p, ok := remote(arg)
+		if n != want[0] || p != want[1] || ok != (want[2] == "remote") {
+			t.Errorf("remote(%q) = %q %q %v, want %v", arg, n, p, ok, want)
+		}
+	}
+}
+
+func TestParseBytes(t *testing.T) {
+	for s, want := range map[string]int64{"": 0, "100": 100, "12M": 12 << 20, "1.5K": 1536, "2g": 2 << 30} {
+		if n, err := parseBytes(s); err != nil || n != want {
+			t.Errorf("parseBytes(%q) = %d %v, want %d", s, n, err, want)
+		}
+	}
+	for _, s := range []string{"x", "-1", "M"} {
+		if _, err := parseBytes(s); err == nil {
+			t.Errorf("parseBytes(%q) accepted", s)
+		}
+	}
+}
+
+// Not on a terminal, progress is plain periodic lines, and errors are
+// printed as they come.
+func TestProgressPlain(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newProgress(w, 50*time.Millisecond, false)
+	p.event(xfer.Event{Kind: xfer.EventPlan, N: 2, Size: 3 << 20})
+	p.event(xfer.Event{Kind: xfer.EventStart, ID: 1, Path: "a", Size: 2 << 20})
+	p.event(xfer.Event{Kind: xfer.EventBytes, ID: 1, Path: "a", Size: 2 << 20, N: 1 << 20})
+	time.Sleep(120 * time.Millisecond)
+	p.event(xfer.Event{Kind: xfer.EventDone, ID: 1, Path: "a", Size: 2 << 20, N: 2 << 20})
+	p.event(xfer.Event{Kind: xfer.EventDone, ID: 2, Path: "b", Size: 1 << 20, Err: "b: no space left on device"})
+	p.stop()
+	w.Close()
+	out, _ := io.ReadAll(r)
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if len(lines) < 3 || strings.Contains(string(out), "\x1b[") {
+		t.Fatalf("progress output:\n%s", out)
+	}
+	if !strings.Contains(string(out), "total 1.0 MiB / 3.0 MiB, 0 / 2 files") || !strings.Contains(string(out), "gridlink cp: b: no space left on device\n") ||
+		!strings.Contains(lines[len(lines)-1], "total 2.0 MiB / 3.0 MiB, 2 / 2 files") {
+		t.Errorf("progress output:\n%s", out)
+	}
+}

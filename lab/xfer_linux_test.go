@@ -1,0 +1,306 @@
+package lab_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+
+	"github.com/gridlink/gridlink/lab"
+	"github.com/gridlink/gridlink/lab/labtest"
+	"github.com/gridlink/gridlink/lab/matrix"
+	"github.com/gridlink/gridlink/lab/topology"
+)
+
+// cpResult is what gridlink cp --json prints.
+type cpResult struct {
+	Files    int     `json:"files"`
+	Dirs     int     `json:"dirs"`
+	Failed   int     `json:"failed"`
+	Bytes    int64   `json:"bytes"`
+	Sent     int64   `json:"sent"`
+	Kept     int64   `json:"kept"`
+	Attempts int     `json:"attempts"`
+	Seconds  float64 `json:"seconds"`
+	Method   string  `json:"method"`
+	Failure  string  `json:"failure"`
+	Errors   []struct {
+		Path  string `json:"path"`
+		Error string `json:"error"`
+	} `json:"errors"`
+}
+
+type xferLab struct {
+	t    *testing.T
+	topo *topology.Topology
+	bin  string
+}
+
+func (x *xferLab) host(name string) *topology.Host { return labtest.Host(x.t, x.topo, name) }
+
+// serve starts gridlink serve on host as xfer-HOST, serving root (as
+// user nobody with asNobody), and waits until it listens.
+func (x *xferLab) serve(host, root string, asNobody bool) *exec.Cmd {
+	t := x.t
+	h := x.host(host)
+	args := []string{"netns", "exec", lab.HostNS(h)}
+	if asNobody {
+		args = append(args, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
+	}
+	args = append(args, x.bin, "serve", "--name", "xfer-"+host, "--hub", matrix.HubAddr(h), "--root", root)
+	cmd := exec.Command("ip", args...)
+	logPath := filepath.Join(t.TempDir(), "serve.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		if t.Failed() {
+			b, _ := os.ReadFile(logPath)
+			t.Logf("serve on %s:\n%s", host, b)
+		}
+	})
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if b, _ := os.ReadFile(logPath); bytes.Contains(b, []byte("serving")) {
+			return cmd
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(logPath)
+			t.Fatalf("gridlink serve on %s did not start:\n%s", host, b)
+		}
+	}
+}
+
+// cpCmd is gridlink cp run on host with args, a JSON summary and no
+// progress display.
+func (x *xferLab) cpCmd(ctx context.Context, host string, args ...string) *exec.Cmd {
+	h := x.host(host)
+	full := append([]string{"netns", "exec", lab.HostNS(h), x.bin, "cp", "--json", "--quiet", "--hub", matrix.HubAddr(h)}, args...)
+	return exec.CommandContext(ctx, "ip", full...)
+}
+
+// cp runs gridlink cp on host and returns its summary.
+func (x *xferLab) cp(host string, args ...string) (cpResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	cmd := x.cpCmd(ctx, host, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var r cpResult
+	if jerr := json.Unmarshal(out.Bytes(), &r); jerr != nil {
+		x.t.Fatalf("cp %v on %s: %v, no JSON (%v): %s %s", args, host, err, jerr, out.Bytes(), errb.Bytes())
+	}
+	return r, err
+}
+
+func writeRandom(t *testing.T, name string, size int) {
+	t.Helper()
+	b := make([]byte, size)
+	_, _ = rand.Read(b)
+	if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(name, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func sameBytes(t *testing.T, a, b string) {
+	t.Helper()
+	x, err1 := os.ReadFile(a)
+	y, err2 := os.ReadFile(b)
+	if err1 != nil || err2 != nil || !bytes.Equal(x, y) {
+		t.Errorf("%s and %s differ (%v, %v; %d and %d bytes)", a, b, err1, err2, len(x), len(y))
+	}
+}
+
+// openDir makes a directory every user may enter (test temp dirs are 0700).
+func openDir(t *testing.T) string {
+	t.Helper()
+	d := t.TempDir()
+	for p := d; p != "/" && p != os.TempDir(); p = filepath.Dir(p) {
+		_ = os.Chmod(p, 0o755)
+	}
+	return d
+}
+
+// Issue 8 in grid6: resume after a kill, a flipped byte, a routed-only
+// pair, a third-party transfer, and bad input.
+func TestGrid6Xfer(t *testing.T) {
+	bin := gridlinkBin(t)
+	topo := labtest.Up(t, "grid6", nil)
+	o, err := matrix.StartOverlay(context.Background(), topo, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Stop()
+	x := &xferLab{t: t, topo: topo, bin: bin}
+	src := t.TempDir()
+	rootD, rootR, rootH := openDir(t), openDir(t), openDir(t)
+	x.serve("das3d-n1", rootD, false)
+	x.serve("rockstar-n1", rootR, false)
+	x.serve("hiroshi-n1", rootH, false)
+
+	t.Run("KillAndResume", func(t *testing.T) { xferResume(t, x, src, rootD) })
+	t.Run("Routed", func(t *testing.T) {
+		// g5k's nodes have no route out, hiroshi's only ssh: routed only
+		writeRandom(t, filepath.Join(src, "routed"), 3<<20+5)
+		r, err := x.cp("g5k-n1", filepath.Join(src, "routed"), "xfer-hiroshi-n1:")
+		if err != nil || r.Files != 1 || r.Method != "routed" {
+			t.Errorf("g5k-n1 -> hiroshi-n1: %+v %v", r, err)
+		}
+		sameBytes(t, filepath.Join(src, "routed"), filepath.Join(rootH, "routed"))
+	})
+	t.Run("ThirdParty", func(t *testing.T) {
+		// das3v-n1 has rockstar-n1 send a tree to das3d-n1
+		for i, size := range []int{0, 1000, 2<<20 + 1, 70000} {
+			writeRandom(t, filepath.Join(rootR, "tree", "sub"+string(rune('a'+i%2)), "f"+string(rune('0'+i))), size)
+		}
+		r, err := x.cp("das3v-n1", "-r", "xfer-rockstar-n1:tree", "xfer-das3d-n1:copy")
+		if err != nil || r.Files != 4 || r.Dirs != 3 || r.Failed != 0 {
+			t.Errorf("third-party transfer: %+v %v", r, err)
+		}
+		filepath.Walk(filepath.Join(rootR, "tree"), func(p string, fi os.FileInfo, err error) error {
+			if err == nil && fi.Mode().IsRegular() {
+				rel, _ := filepath.Rel(filepath.Join(rootR, "tree"), p)
+				sameBytes(t, p, filepath.Join(rootD, "copy", rel))
+			}
+			return nil
+		})
+	})
+	t.Run("BadInput", func(t *testing.T) { xferBadInput(t, x, src) })
+}
+
+// xferResume kills a copy about half way, flips a byte of the partial
+// file's second block, and resumes: exactly the missing and the flipped
+// blocks are sent again.
+func xferResume(t *testing.T, x *xferLab, src, root string) {
+	const size, block = 48 << 20, 1 << 20
+	writeRandom(t, filepath.Join(src, "big"), size)
+	part := filepath.Join(root, ".big.gridlink-part")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := x.cpCmd(ctx, "das3v-n1", "--limit", "12M", filepath.Join(src, "big"), "xfer-das3d-n1:")
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if fi, err := os.Stat(part); err == nil && fi.Size() >= size/2 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the copy never reached half way: %s", errb.Bytes())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	time.Sleep(500 * time.Millisecond) // the service notices the drop and closes the file
+	if _, err := os.Stat(filepath.Join(root, "big")); err == nil {
+		t.Fatal("the killed copy's file is there under its own name")
+	}
+	// flip a byte in block 1, then count the blocks that should be kept
+	f, err := os.OpenFile(part, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := []byte{0}
+	f.ReadAt(b, block+123)
+	b[0] ^= 0x01
+	f.WriteAt(b, block+123)
+	f.Close()
+	want, _ := os.ReadFile(filepath.Join(src, "big"))
+	have, _ := os.ReadFile(part)
+	var kept int64
+	for off := 0; off+block <= len(have) && off < size; off += block {
+		if xxhash.Sum64(have[off:off+block]) == xxhash.Sum64(want[off:off+block]) {
+			kept += block
+		}
+	}
+	t.Logf("killed with %d of %d bytes in the partial file; %d bytes in verified blocks", len(have), size, kept)
+	r, err := x.cp("das3v-n1", "--resume", filepath.Join(src, "big"), "xfer-das3d-n1:")
+	if err != nil || r.Files != 1 {
+		t.Fatalf("resume: %+v %v", r, err)
+	}
+	if r.Kept != kept || r.Sent != size-kept || kept < size/3 || kept > int64(len(have))-block {
+		t.Errorf("resume sent %d and kept %d bytes; want %d kept (the partial file's good blocks, the flipped one not) and %d sent", r.Sent, r.Kept, kept, size-kept)
+	}
+	sameBytes(t, filepath.Join(src, "big"), filepath.Join(root, "big"))
+	if _, err := os.Stat(part); err == nil {
+		t.Error("the partial file is still there")
+	}
+}
+
+// xferBadInput: a missing source, no permission, a full disk and paths
+// escaping the root fail clearly, the service (running as nobody) keeps
+// serving, and no partial file passes for a whole one.
+func xferBadInput(t *testing.T, x *xferLab, src string) {
+	root := openDir(t)
+	small := filepath.Join(root, "small")
+	os.Mkdir(small, 0o755)
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=2m,mode=0777", "gridlink-test", small).CombinedOutput(); err != nil {
+		t.Fatalf("mount a small tmpfs: %v %s", err, out)
+	}
+	defer exec.Command("umount", small).Run()
+	writeRandom(t, filepath.Join(root, "secret"), 100)
+	os.Chmod(filepath.Join(root, "secret"), 0)
+	os.Mkdir(filepath.Join(root, "ro"), 0o755)
+	writeRandom(t, filepath.Join(root, "ok"), 1000)
+	writeRandom(t, filepath.Join(src, "three"), 3<<20)
+	serve := x.serve("das3d-n2", root, true)
+	out := openDir(t)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"xfer-das3d-n2:missing", out}, "no such file or directory"},
+		{[]string{"xfer-das3d-n2:secret", out}, "permission denied"},
+		{[]string{"xfer-das3d-n2:../etc/passwd", out}, "escapes the root"},
+		{[]string{"xfer-das3d-n2:/etc/passwd", out}, "absolute path"},
+		{[]string{filepath.Join(src, "three"), "xfer-das3d-n2:ro/three"}, "permission denied"},
+		{[]string{filepath.Join(src, "three"), "xfer-das3d-n2:small/three"}, "no space left on device"},
+		{[]string{filepath.Join(src, "three"), "xfer-das3d-n2:../three"}, "escapes the root"},
+	} {
+		r, err := x.cp("das3v-n1", c.args...)
+		msg := r.Failure
+		if len(r.Errors) > 0 {
+			msg = r.Errors[0].Error
+		}
+		if err == nil || !strings.Contains(msg, c.want) || r.Files != 0 {
+			t.Errorf("cp %v: %v, %+v; want a failure with %q", c.args, err, r, c.want)
+		}
+		if serve.ProcessState != nil {
+			t.Fatalf("the service stopped after cp %v", c.args)
+		}
+	}
+	for _, p := range []string{filepath.Join(out, "missing"), filepath.Join(out, "secret"), filepath.Join(root, "ro/three"), filepath.Join(small, "three"),
+		filepath.Join(small, ".three.gridlink-part"), filepath.Join(filepath.Dir(root), "three")} {
+		if _, err := os.Stat(p); err == nil {
+			t.Errorf("%s exists after a failed copy", p)
+		}
+	}
+	if r, err := x.cp("das3v-n1", "xfer-das3d-n2:ok", out); err != nil || r.Files != 1 {
+		t.Errorf("the service does not serve after bad input: %+v %v", r, err)
+	}
+	sameBytes(t, filepath.Join(root, "ok"), filepath.Join(out, "ok"))
+}

@@ -1,0 +1,69 @@
+// Package xfer moves files between nodes: `gridlink serve` (a transfer
+// service publishing a directory) and `gridlink cp` (scp-like copies to,
+// from and between services). It owns the transfer protocol, its
+// checksums, resuming, the served root's confinement, and third-party
+// transfers (pushes) with their authorization hook. Connections are the
+// caller's: a Dialer and a net.Listener, in gridlink a link (package
+// link), whose parallel striped streams, compression and TLS carry the
+// protocol; the command line and progress display are package cli's.
+//
+// # Why links and not the node agent
+//
+// `gridlink serve` and `gridlink cp` each run their own node, as `gridlink
+// perf` does: a transfer wants a link tuned for it (Auto streams,
+// compression), which the agent's local control API does not hand out,
+// and a service that runs as the user who owns the data needs no agent
+// running as someone else.
+//
+// # Sessions
+//
+// A client opens one connection per transfer and sends a request (get,
+// put or push; see wire.go for every message); the service accepts or
+// refuses it. Then one end is the sender and the other the receiver:
+//
+//	sender                               receiver
+//	plan (files, bytes)            ->
+//	file 1, file 2, ... (window)   ->    stat / hash what is there
+//	                               <-    want 1 (digests of blocks it has)
+//	data 1@0, data 1@1M, ..., end 1 ->   verify each block, write at offset
+//	                               <-    ack 1 (verified, renamed), want 2 ...
+//	bye                            ->
+//	                               <-    bye
+//
+// Entries are offered ahead of the data, up to window of them unanswered,
+// so that many small files cost no round trip each: the receiver answers
+// each at once, and the sender streams the data of one file after the
+// other. Blocks carry their offset and digest; over one link they still
+// travel over all its streams in parallel.
+//
+// # Integrity and resume
+//
+// Every block has an XXH64 digest and every file a digest over its block
+// digests (digest.go), computed on both ends while the data flows. A file
+// is written as DIR/.NAME.gridlink-part and renamed to NAME only once its
+// digests agree, with the sender's mode and mtime; a failed file's
+// partial file is removed, a dropped connection's is kept. To resume (on
+// request, and always after a dropped connection, with exponential
+// backoff) the receiver hashes the partial file, or a whole file already
+// there with the same size and mtime, and the sender sends only the
+// blocks whose digests differ: missing ones, and ones that changed (a
+// flipped byte costs one block). The receiver does not fsync: a crash of
+// its host can lose what its page cache held, as with cp and scp.
+//
+// # The served root
+//
+// Every path a client names is relative to the served root and opened
+// through os.Root: "..", absolute paths and symbolic links that point out
+// of the root are refused with an error naming the path; a failure of one
+// file is reported for that file, and the service goes on serving.
+//
+// # Third-party transfers
+//
+// A push asks service A to send its paths to service B: A dials B itself
+// (Config.Push) and runs a put there, so the data flows from A to B
+// directly, while the caller watches A's progress events and gets its
+// summary. Before A dials, the authorization step runs: A may send the
+// caller a request (Delegation.Request, e.g. a proxy certificate signing
+// request), the caller answers it (Options.Delegate), and A turns the
+// answer into the credential it dials B with (Delegation.Accept).
+package xfer

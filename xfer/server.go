@@ -1,0 +1,284 @@
+package xfer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path"
+	"path/filepath"
+	"sync"
+	"time"
+)
+
+// Port is the default virtual port of a transfer service (GridFTP's).
+const Port = 2811
+
+// Link is what a push asks of the link from source to target.
+type Link struct {
+	Streams  int    // 0 for automatic tuning, else a count
+	Compress string // as link.ParseCompression reads it; "" for off
+}
+
+// Delegation is the source's side of the authorization step of a push:
+// before the source dials the target on the caller's behalf it may ask the
+// caller for a credential (an RFC 3820 proxy certificate signed by the
+// caller in answer to a signing request, see pki/proxy) and dial with it.
+type Delegation interface {
+	// Request returns what the source asks of the caller for a push to
+	// target (a signing request); nil asks nothing.
+	Request(target string) ([]byte, error)
+	// Accept checks the caller's answer to that request and returns the
+	// credential the source dials target with (Config.Push's cred).
+	Accept(target string, answer []byte) ([]byte, error)
+}
+
+// Config configures a transfer service. The zero value serves the working
+// directory and refuses pushes.
+type Config struct {
+	// Root is the served directory (default "."): every path of a request
+	// is relative to it, and none may leave it ("..", absolute paths,
+	// symbolic links pointing out are refused).
+	Root string
+	// Push dials target's transfer service for a push (third-party
+	// transfer) from this one, with the credential that Delegation
+	// returned (nil without Delegation: the service's own identity). Nil
+	// refuses pushes.
+	Push func(ctx context.Context, target string, l Link, cred []byte) (net.Conn, error)
+	// Delegation, if set, runs the authorization step of a push.
+	Delegation Delegation
+	// Logf, if set, logs each request and its outcome.
+	Logf func(format string, args ...any)
+}
+
+// Server is a transfer service.
+type Server struct {
+	cfg  Config
+	root *os.Root
+	name string // the root's base name, the name of a request for "."
+	busy busySet
+}
+
+// NewServer opens cfg.Root.
+func NewServer(cfg Config) (*Server, error) {
+	if cfg.Root == "" {
+		cfg.Root = "."
+	}
+	abs, err := filepath.Abs(cfg.Root)
+	if err != nil {
+		return nil, err
+	}
+	r, err := os.OpenRoot(abs)
+	if err != nil {
+		return nil, fmt.Errorf("xfer: served root: %w", err)
+	}
+	return &Server{cfg: cfg, root: r, name: filepath.Base(abs)}, nil
+}
+
+// Close closes the served root.
+func (s *Server) Close() error { return s.root.Close() }
+
+// Serve answers clients on l until ctx ends or l is closed; each
+// connection is one request, served on its own.
+func (s *Server) Serve(ctx context.Context, l net.Listener) error {
+	stop := context.AfterFunc(ctx, func() { l.Close() })
+	defer stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return nil
+			}
+			return err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			s.serveConn(ctx, c)
+		}()
+	}
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.cfg.Logf != nil {
+		s.cfg.Logf(format, args...)
+	}
+}
+
+// serveConn serves one request on c.
+func (s *Server) serveConn(ctx context.Context, c net.Conn) {
+	defer c.Close()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	ep := newEndpoint(c)
+	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
+	typ, p, err := ep.recv()
+	if err != nil {
+		s.logf("xfer: %s: no request: %v", c.RemoteAddr(), err)
+		return
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	var req request
+	if typ != mRequest {
+		err = fmt.Errorf("%w: message %d instead of a request", errFrame, typ)
+	} else {
+		req, err = decodeRequest(p)
+	}
+	if err == nil {
+		err = s.check(&req)
+	}
+	if err != nil {
+		s.logf("xfer: %s: refused: %v", c.RemoteAddr(), err)
+		_ = ep.sendNow(mRefuse, enc(nil).str(err.Error()))
+		return
+	}
+	start := time.Now()
+	var tl tally
+	switch req.op {
+	case opGet:
+		if err = ep.sendNow(mAccept, []byte{0}); err == nil {
+			err = send(ctx, ep, rootTree{s.root}, req.paths, req.recursive, s.top, nil, 0, &tl)
+		}
+	case opPut:
+		var place uint8
+		switch {
+		case req.flags&flagInto != 0:
+			place = placeInto
+		case req.flags&flagAs != 0:
+			place = placeAs
+		default:
+			if place, err = placement(rootTree{s.root}, req.dest); err != nil {
+				s.logf("xfer: %s: refused: %v", c.RemoteAddr(), err)
+				_ = ep.sendNow(mRefuse, enc(nil).str(err.Error()))
+				return
+			}
+		}
+		if err = ep.sendNow(mAccept, []byte{place}); err == nil {
+			err = receive(ep, rootTree{s.root}, req.dest, place, req.resume, &s.busy, nil, &tl)
+		}
+	case opPush:
+		err = s.push(ctx, ep, req)
+	}
+	sum := tl.summary()
+	if err != nil {
+		s.logf("xfer: %s: %s %v -> %s: %v (%d files, %d failed, %d bytes sent)", c.RemoteAddr(), opName(req.op), req.paths, req.dest, err, sum.Files, sum.Failed, sum.Sent)
+		return
+	}
+	s.logf("xfer: %s: %s %v -> %s: %d files, %d failed, %d bytes sent, %d kept in %.2f s", c.RemoteAddr(), opName(req.op), req.paths,
+		req.dest, sum.Files, sum.Failed, sum.Sent, sum.Kept, time.Since(start).Seconds())
+}
+
+func opName(op uint8) string {
+	return map[uint8]string{opGet: "get", opPut: "put", opPush: "push"}[op]
+}
+
+// check cleans the paths of a request, refusing it if one leaves the root.
+func (s *Server) check(r *request) error {
+	var err error
+	if r.op == opPut || r.op == opPush {
+		if r.op == opPut {
+			if r.dest, err = cleanRel(r.dest); err != nil {
+				return err
+			}
+		}
+	}
+	for i, p := range r.paths {
+		if r.op == opPut {
+			break // a sender's names, not paths here
+		}
+		if r.paths[i], err = cleanRel(p); err != nil {
+			return err
+		}
+	}
+	if r.op == opPush && s.cfg.Push == nil {
+		return errors.New("this service does not push to other services (third-party transfers)")
+	}
+	return nil
+}
+
+// top names the entries of a request path: its base name, the root's for
+// the root itself.
+func (s *Server) top(name string) string {
+	if name == "." {
+		return s.name
+	}
+	return path.Base(name)
+}
+
+// push runs a third-party transfer: the authorization step (Delegation),
+// then a put to the target, reporting progress and the summary to the
+// caller on ep. The caller going away cancels it.
+func (s *Server) push(ctx context.Context, ep *endpoint, req request) error {
+	if err := ep.sendNow(mAccept, []byte{0}); err != nil {
+		return err
+	}
+	var ask []byte
+	var err error
+	if s.cfg.Delegation != nil {
+		if ask, err = s.cfg.Delegation.Request(req.target); err != nil {
+			return err
+		}
+	}
+	if err := ep.sendNow(mDelegate, enc(nil).bytes(ask)); err != nil {
+		return err
+	}
+	typ, p, err := ep.recv()
+	if err != nil {
+		return err
+	}
+	if typ != mDelegate {
+		return fmt.Errorf("%w: message %d instead of a delegation answer", errFrame, typ)
+	}
+	answer, err := decodeBlob(p)
+	if err != nil {
+		return err
+	}
+	var cred []byte
+	if s.cfg.Delegation != nil {
+		if cred, err = s.cfg.Delegation.Accept(req.target, answer); err != nil {
+			return s.result(ep, Summary{Error: "delegation: " + err.Error()})
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() { // the caller only listens: anything else, or its going, ends the push
+		_, _, _ = readFrame(ep.r, new([]byte))
+		cancel()
+	}()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				_ = ep.flush()
+			}
+		}
+	}()
+	dial := func(ctx context.Context) (net.Conn, error) {
+		return s.cfg.Push(ctx, req.target, Link{Streams: int(req.streams), Compress: req.compress}, cred)
+	}
+	o := Options{Recursive: req.recursive, Resume: req.resume, Logf: s.cfg.Logf,
+		Progress: func(e Event) { _ = ep.send(mEvent, e.encode()) }}
+	sum, err := put(ctx, dial, rootTree{s.root}, req.paths, s.top, req.dest, o)
+	if err != nil {
+		sum.Error = err.Error()
+	}
+	return s.result(ep, sum)
+}
+
+func (s *Server) result(ep *endpoint, sum Summary) error {
+	b, err := json.Marshal(sum)
+	if err != nil {
+		return err
+	}
+	return ep.sendNow(mResult, b)
+}

@@ -1,0 +1,91 @@
+package xfer
+
+import "sync"
+
+// EventKind says what an Event reports.
+type EventKind uint8
+
+// Event kinds.
+const (
+	EventPlan  EventKind = 1 // what the sender offers: N files (and directories), Size bytes
+	EventStart EventKind = 2 // file ID (Path, Size bytes) starts
+	EventBytes EventKind = 3 // file ID has N of its Size bytes (sent or kept)
+	EventDone  EventKind = 4 // file ID is done: stored and verified, or Err says why not
+)
+
+// Event is a step of a transfer, for progress displays. Events of one
+// transfer come from one goroutine at a time, in order.
+type Event struct {
+	Kind EventKind
+	ID   uint32
+	Path string
+	Size int64
+	N    int64
+	Err  string
+}
+
+// Summary is what a transfer did.
+type Summary struct {
+	Files    int         `json:"files"`            // regular files stored and verified (or already there whole)
+	Dirs     int         `json:"dirs"`             // directories made or already there
+	Failed   int         `json:"failed"`           // entries not stored (see Errors)
+	Bytes    int64       `json:"bytes"`            // the size of the files stored
+	Sent     int64       `json:"sent"`             // file data sent over the link, all attempts counted
+	Kept     int64       `json:"kept"`             // bytes the receiver already had and kept (resume)
+	Attempts int         `json:"attempts"`         // sessions it took (more after dropped connections)
+	Seconds  float64     `json:"seconds"`          // wall time
+	Mbps     float64     `json:"mbit_per_s"`       // Bytes over Seconds
+	Errors   []FileError `json:"errors,omitempty"` // the first maxErrors failures
+	Error    string      `json:"error,omitempty"`  // why a push's session failed (Push returns it as an error)
+}
+
+// FileError is why an entry was not stored.
+type FileError struct {
+	Path  string `json:"path"`
+	Error string `json:"error"`
+}
+
+const maxErrors = 100
+
+// tally collects a session's results; safe for concurrent use.
+type tally struct {
+	mu sync.Mutex
+	s  Summary
+}
+
+func (t *tally) file(size, kept int64) {
+	t.mu.Lock()
+	t.s.Files++
+	t.s.Bytes += size
+	t.s.Kept += kept
+	t.mu.Unlock()
+}
+
+func (t *tally) dir() {
+	t.mu.Lock()
+	t.s.Dirs++
+	t.mu.Unlock()
+}
+
+func (t *tally) sent(n int64) {
+	t.mu.Lock()
+	t.s.Sent += n
+	t.mu.Unlock()
+}
+
+func (t *tally) failed(path, why string) {
+	t.mu.Lock()
+	t.s.Failed++
+	if len(t.s.Errors) < maxErrors {
+		t.s.Errors = append(t.s.Errors, FileError{Path: path, Error: why})
+	}
+	t.mu.Unlock()
+}
+
+func (t *tally) summary() Summary {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := t.s
+	s.Errors = append([]FileError(nil), s.Errors...)
+	return s
+}
