@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/vconn"
 )
 
@@ -26,6 +27,10 @@ type ListenOptions struct {
 	// HelloTimeout bounds the wait for a new connection's hello (default
 	// 30s).
 	HelloTimeout time.Duration
+	// Allow admits the dialers it returns nil for (access control by
+	// subject or group, e.g. pki.Members); nil: every member of the grid.
+	// Its refusal reaches the dialler as the reason.
+	Allow func(pki.Peer) error
 }
 
 // Listener accepts links on a virtual port: Accept returns each new link
@@ -50,7 +55,7 @@ type accepted struct {
 
 // Listen listens for links on a port of node n (0: a free port).
 func Listen(n *vconn.Node, port uint16, o ListenOptions) (*Listener, error) {
-	vl, err := n.Listen(port)
+	vl, err := n.ListenAllow(port, o.Allow)
 	if err != nil {
 		return nil, err
 	}
