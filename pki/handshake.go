@@ -62,14 +62,10 @@ func Certified(key identity.Key, chain []*x509.Certificate, trust *Trust) (*Cred
 	if pub, ok := chain[0].PublicKey.(ed25519.PublicKey); !ok || !pub.Equal(key.Private().Public()) {
 		return nil, fmt.Errorf("pki: certificate %s is not for this key (ID %s)", chain[0].Subject, key.ID().Short())
 	}
-	raw := make([][]byte, len(chain))
-	for i, c := range chain {
-		raw[i] = c.Raw
-	}
-	if _, err := trust.Verify(raw); err != nil {
+	if _, err := trust.VerifyCertificates(chain); err != nil {
 		return nil, fmt.Errorf("pki: own certificate: %w", err)
 	}
-	return &Credentials{Key: key, trust: trust, cert: tls.Certificate{Certificate: raw, PrivateKey: key.Private(), Leaf: chain[0]}}, nil
+	return Unchecked(key, chain, trust), nil
 }
 
 // Trust is what these credentials admit: nil for an open grid.
@@ -99,17 +95,20 @@ func (p Peer) String() string {
 // grid, else unless its proxy chain is restricted to other services.
 func (p Peer) Allows(service string) bool { return p.Chain == nil || p.Chain.Allows(service) }
 
-// Check says who the chain (as TLS delivers it, leaf first) proves, or why
+// Check says who the chain (leaf first, as TLS parsed it) proves, or why
 // these credentials do not admit it.
-func (c *Credentials) Check(raw [][]byte) (Peer, error) {
-	id, err := peerID(raw)
+func (c *Credentials) Check(certs []*x509.Certificate) (Peer, error) {
+	if len(certs) == 0 {
+		return Peer{}, errors.New("peer sent no certificate")
+	}
+	id, err := idFromCert(certs[0])
 	if err != nil {
 		return Peer{}, err
 	}
 	if c.trust == nil {
 		return Peer{ID: id}, nil
 	}
-	res, err := c.trust.Verify(raw)
+	res, err := c.trust.VerifyCertificates(certs)
 	if err != nil {
 		return Peer{ID: id}, err
 	}
@@ -239,12 +238,7 @@ func (c *Credentials) finish(ctx context.Context, tc *tls.Conn, judge func(Peer)
 // that run the TLS handshake themselves (package direct); Client and
 // Server call it.
 func (c *Credentials) Settle(tc *tls.Conn, judge func(Peer) error) (*Conn, error) {
-	st := tc.ConnectionState()
-	raw := make([][]byte, len(st.PeerCertificates))
-	for i, cert := range st.PeerCertificates {
-		raw[i] = cert.Raw
-	}
-	peer, err := c.Check(raw)
+	peer, err := c.Check(tc.ConnectionState().PeerCertificates)
 	if err == nil && judge != nil {
 		err = judge(peer)
 	}
@@ -263,5 +257,9 @@ func Unchecked(key identity.Key, chain []*x509.Certificate, trust *Trust) *Crede
 	for i, c := range chain {
 		raw[i] = c.Raw
 	}
-	return &Credentials{Key: key, trust: trust, cert: tls.Certificate{Certificate: raw, PrivateKey: key.Private()}}
+	cert := tls.Certificate{Certificate: raw, PrivateKey: key.Private()}
+	if len(chain) > 0 {
+		cert.Leaf = chain[0]
+	}
+	return &Credentials{Key: key, trust: trust, cert: cert}
 }

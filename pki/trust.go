@@ -75,8 +75,11 @@ func (t *Trust) Verify(raw [][]byte) (*chain.Result, error) {
 	return t.v.Load().Verify(raw, time.Time{})
 }
 
-// Roots are the configured CA certificates.
-func (t *Trust) Roots() []*x509.Certificate { return t.cfg.Roots }
+// VerifyCertificates validates a parsed chain (leaf first), now: what
+// Verify does without parsing again what TLS already parsed.
+func (t *Trust) VerifyCertificates(certs []*x509.Certificate) (*chain.Result, error) {
+	return t.v.Load().VerifyCertificates(certs, time.Time{})
+}
 
 // SetCRL takes a new revocation list (signed by one of the CAs) for
 // connections set up from now on. A list older than the one in force

@@ -93,11 +93,7 @@ func TestOutsidersRefused(t *testing.T) {
 
 	for _, o := range g.Outsiders(t) {
 		t.Run(strings.ReplaceAll(o.Case, " ", "_"), func(t *testing.T) {
-			raw := make([][]byte, len(o.Chain))
-			for i, c := range o.Chain {
-				raw[i] = c.Raw
-			}
-			_, verr := g.Trust.Verify(raw)
+			_, verr := g.Trust.VerifyCertificates(o.Chain)
 			if !errors.Is(verr, o.Want) {
 				t.Fatalf("the grid's verdict on %s: %v, want %v", o.Case, verr, o.Want)
 			}
