@@ -19,37 +19,15 @@
 # down at the end, also on failure or Ctrl-C.
 set -euo pipefail
 
-LOCK=${LOCK:-/run/gridlab/test.lock}
-if [ -z "${APPS_LOCKED:-}" ]; then
-  mkdir -p "$(dirname "$LOCK")"
-  APPS_LOCKED=1 exec flock -o "$LOCK" "$BASH" "$(realpath "$0")" "$@"
-fi
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/lib.sh"
+bench_begin apps "$@"
 
-BIN=${BIN:-bin}
-GRIDLAB=${GRIDLAB:-$BIN/gridlab}
-GRIDLINK=$(realpath "${GRIDLINK:-$BIN/gridlink}")
 RTT=${RTT:-10ms}
 RATE=${RATE:-1gbit}
 MIB=${MIB:-256}
 RUNS=${RUNS:-3}
 HUB=198.51.100.10:7946 # wan: host a
 
-tmp=$(mktemp -d /tmp/gridlink-apps.XXXXXX)
-pids=() ours=
-teardown() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  if [ -n "$ours" ]; then $GRIDLAB down >/dev/null 2>&1 || true; ours=; fi
-  pids=()
-}
-trap 'teardown; rm -rf "$tmp"' EXIT
-trap 'exit 130' INT TERM
-die() { echo "apps.sh: $*" >&2; exit 1; }
-within() { # SECONDS COMMAND...: retry COMMAND every 0.2 s until it succeeds
-  local n=$(( $1 * 5 )); shift
-  for _ in $(seq "$n"); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
-  return 1
-}
 bg() { # HOST LOG COMMAND...: run in the background in HOST
   local h=$1 log=$2; shift 2
   $GRIDLAB exec "$h" -- "$@" >"$tmp/$log.log" 2>&1 &

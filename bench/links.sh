@@ -33,17 +33,9 @@
 # on failure or Ctrl-C.
 set -euo pipefail
 
-LOCK=${LOCK:-/run/gridlab/test.lock}
-if [ -z "${LINKS_LOCKED:-}" ]; then
-  mkdir -p "$(dirname "$LOCK")"
-  # -o: the lock stays with flock itself, not with daemons the run starts
-  LINKS_LOCKED=1 exec flock -o "$LOCK" "$BASH" "$(realpath "$0")" "$@"
-fi
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/lib.sh"
+bench_begin links "$@"
 
-BIN=${BIN:-bin}
-GRIDLAB=${GRIDLAB:-$BIN/gridlab}
-GRIDLINK=${GRIDLINK:-$BIN/gridlink}
 RTT=${RTT:-40ms}
 RATE=${RATE:-400mbit}
 LOSSES=${LOSSES:-0 0.1%}
@@ -58,22 +50,6 @@ QUIET_WAIT=${QUIET_WAIT:-300} # for at most QUIET_WAIT s (other work starves the
 A=198.51.100.10 B=198.51.100.26 HUB=198.51.100.10:7946 IPERF_PORT=5301 # wan: a and b
 LIMIT=$((SECS + OMIT + 60)) # a client run that takes longer is stopped and counted as failed
 
-tmp=$(mktemp -d /tmp/gridlink-links.XXXXXX)
-pids=() ours=
-teardown() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  if [ -n "$ours" ]; then $GRIDLAB down >/dev/null 2>&1 || true; ours=; fi
-  pids=()
-}
-trap 'teardown; rm -rf "$tmp"' EXIT
-trap 'exit 130' INT TERM
-die() { echo "links.sh: $*" >&2; exit 1; }
-within() { # SECONDS COMMAND...: retry COMMAND every 0.2 s until it succeeds
-  local n=$(( $1 * 5 )); shift
-  for _ in $(seq "$n"); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
-  return 1
-}
-listening() { $GRIDLAB exec "$1" -- ss -Hltn "sport = :$2" | grep -q .; }
 cpu() { head -1 /proc/stat | awk '{print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9, $9}'; }
 busy() { # machine CPU busy % over $1 s
   local a b; a=$(cpu); sleep "$1"; b=$(cpu)

@@ -19,16 +19,9 @@
 # the lab is torn down at the end, also on failure or Ctrl-C.
 set -euo pipefail
 
-LOCK=${LOCK:-/run/gridlab/test.lock}
-if [ -z "${XFER_LOCKED:-}" ]; then
-  mkdir -p "$(dirname "$LOCK")"
-  XFER_LOCKED=1 exec flock -o "$LOCK" "$BASH" "$(realpath "$0")" "$@"
-fi
-cd "$(dirname "$0")/.."
+source "$(dirname "$0")/lib.sh"
+bench_begin xfer "$@"
 
-BIN=${BIN:-bin}
-GRIDLAB=${GRIDLAB:-$BIN/gridlab}
-GRIDLINK=$(realpath "${GRIDLINK:-$BIN/gridlink}")
 RTT=${RTT:-40ms}
 RATE=${RATE:-400mbit}
 WMEM=${WMEM:-65536}
@@ -41,19 +34,7 @@ CAPCHECK=${CAPCHECK:-64}    # iperf3 -P for the capacity check; 0 skips it
 GLFLAGS=${GLFLAGS:-}        # extra flags for gridlink cp
 A=198.51.100.10 B=198.51.100.26 HUB=198.51.100.10:7946 SSHPORT=2222 IPERF_PORT=5301
 
-tmp=$(mktemp -d /tmp/gridlink-xfer.XXXXXX)
 chmod 755 "$tmp"
-pids=() ours=
-teardown() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  if [ -n "$ours" ]; then $GRIDLAB down >/dev/null 2>&1 || true; ours=; fi
-  pids=()
-}
-trap 'teardown; rm -rf "$tmp"' EXIT
-trap 'exit 130' INT TERM
-die() { echo "xfer.sh: $*" >&2; exit 1; }
-within() { local n=$(( $1 * 5 )); shift; for _ in $(seq "$n"); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done; return 1; }
-listening() { $GRIDLAB exec "$1" -- ss -Hltn "sport = :$2" | grep -q .; }
 now() { date +%s.%N; }
 
 # the data: one big random file, many small random files
