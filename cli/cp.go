@@ -50,21 +50,12 @@ default; no path may leave it), and pushes from DIR to another service
 				return err
 			}
 			defer node.Close()
-			srv, err := xfer.NewServer(xfer.Config{Root: root, Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) },
-				Push: func(ctx context.Context, target string, l xfer.Link, cred []byte) (net.Conn, error) {
-					// cred is nil until issue 6's delegation fills in xfer.Config.Delegation:
-					// the push dials with this node's own identity.
-					o := link.Options{Streams: l.Streams, MaxStreams: maxStreams}
-					if o.Streams == 0 {
-						o.Streams = link.Auto
-					}
-					comp, err := link.ParseCompression(orDefault(l.Compress, "off"))
-					if err != nil {
-						return nil, err
-					}
-					o.Compression = comp
-					return dialLink(ctx, node, withDefaultPort(target, xfer.Port), o)
-				}})
+			xc := xfer.Config{Root: root, Push: pushDialer(cfg, node, maxStreams), Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }}
+			if cfg.Creds != nil && cfg.Creds.Trust() != nil {
+				// a grid with a CA: push as the caller, never as this service
+				xc.Delegation = xfer.ProxyDelegation{}
+			}
+			srv, err := xfer.NewServer(xc)
 			if err != nil {
 				return err
 			}
@@ -206,6 +197,10 @@ func runCp(ctx context.Context, nf *nodeFlags, cf cpFlags, args []string) error 
 	if err != nil {
 		return err
 	}
+	deleg, err := nf.sec.delegator(cfg.Key)
+	if err != nil {
+		return err
+	}
 	node, err := vconn.Start(ctx, cfg)
 	if err != nil {
 		return err
@@ -228,6 +223,11 @@ func runCp(ctx context.Context, nf *nodeFlags, cf cpFlags, args []string) error 
 	bar := newProgress(os.Stderr, secs(cf.interval), cf.quiet)
 	o := xfer.Options{Recursive: cf.recursive, Resume: cf.resume, Retries: retries, Limit: limit, Progress: bar.event,
 		Logf: func(f string, a ...any) { bar.log(fmt.Sprintf(f, a...)) }}
+	if snode != "" && dremote {
+		if o.Delegate, err = pushDelegate(deleg, withDefaultPort(dnode, cf.port)); err != nil {
+			return err
+		}
+	}
 	var sum xfer.Summary
 	switch {
 	case snode == "":

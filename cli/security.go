@@ -67,11 +67,11 @@ func (sf *secFlags) credentials(key identity.Key) (*pki.Credentials, *pki.Trust,
 		if err != nil {
 			return nil, nil, err
 		}
-		priv, ok := pc.Key.(ed25519.PrivateKey)
-		if !ok {
-			return nil, nil, fmt.Errorf("%s: a proxy with a %T key cannot be a node's identity (want Ed25519)", sf.proxyFile, pc.Key)
+		creds, err := pki.FromProxy(pc, trust)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", sf.proxyFile, err)
 		}
-		key, chain = identity.KeyFromSeed(priv.Seed()), pc.Chain
+		return creds, trust, nil
 	case sf.certFile != "":
 		data, err := os.ReadFile(sf.certFile)
 		if err != nil {

@@ -31,6 +31,7 @@ import (
 
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki/chain"
+	"github.com/gridlink/gridlink/pki/proxy"
 )
 
 // ALPN is the protocol name both ends must agree on.
@@ -66,6 +67,17 @@ func Certified(key identity.Key, chain []*x509.Certificate, trust *Trust) (*Cred
 		return nil, fmt.Errorf("pki: own certificate: %w", err)
 	}
 	return Unchecked(key, chain, trust), nil
+}
+
+// FromProxy makes credentials of a proxy credential (a user's proxy from
+// `gridlink proxy init`, or one delegated to a service): the proxy's key is
+// the node's identity key, so it must be Ed25519.
+func FromProxy(p *proxy.Credential, trust *Trust) (*Credentials, error) {
+	priv, ok := p.Key.(ed25519.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("pki: a proxy with a %T key cannot be a node's identity (want Ed25519)", p.Key)
+	}
+	return Certified(identity.KeyFromSeed(priv.Seed()), p.Chain, trust)
 }
 
 // Trust is what these credentials admit: nil for an open grid.

@@ -1,9 +1,11 @@
 package vconn
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 
+	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
 )
 
@@ -26,6 +28,35 @@ func ServiceName(port uint16) string {
 		}
 	}
 	return "port-" + strconv.Itoa(int(port))
+}
+
+// ServiceOf names the service a virtual address (NODE:PORT, see
+// identity.Addr) reaches, as ServiceName does: what a proxy restricted to
+// that service must list.
+func ServiceOf(addr string) (string, error) {
+	a, err := identity.ParseAddr(addr)
+	if err != nil {
+		return "", err
+	}
+	port, err := portOf(a)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", addr, err)
+	}
+	return ServiceName(port), nil
+}
+
+// portOf is the port an address names, by number or service name.
+func portOf(a identity.Addr) (uint16, error) {
+	port := a.Port
+	if a.Service != "" {
+		if port = services[a.Service]; port == 0 {
+			return 0, fmt.Errorf("unknown service %q", a.Service)
+		}
+	}
+	if port == 0 {
+		return 0, errors.New("no port")
+	}
+	return port, nil
 }
 
 // access decides whether peer may connect to port: a listener there, the

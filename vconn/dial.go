@@ -30,14 +30,9 @@ func (n *Node) Dial(ctx context.Context, addr string) (*Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	port := a.Port
-	if a.Service != "" {
-		if port = services[a.Service]; port == 0 {
-			return nil, fmt.Errorf("vconn: dial %s: unknown service %q", addr, a.Service)
-		}
-	}
-	if port == 0 {
-		return nil, fmt.Errorf("vconn: dial %s: no port", addr)
+	port, err := portOf(a)
+	if err != nil {
+		return nil, fmt.Errorf("vconn: dial %s: %w", addr, err)
 	}
 	target, err := n.Resolve(ctx, a)
 	if err != nil {

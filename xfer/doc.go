@@ -62,8 +62,12 @@
 // A push asks service A to send its paths to service B: A dials B itself
 // (Config.Push) and runs a put there, so the data flows from A to B
 // directly, while the caller watches A's progress events and gets its
-// summary. Before A dials, the authorization step runs: A may send the
-// caller a request (Delegation.Request, e.g. a proxy certificate signing
-// request), the caller answers it (Options.Delegate), and A turns the
-// answer into the credential it dials B with (Delegation.Accept).
+// summary. Before A dials, the authorization step runs (Delegation): A may
+// send the caller a request, the caller answers it (Options.Delegate), and
+// A turns the answer into the credential it dials B with. In a grid with a
+// CA that is an RFC 3820 proxy delegated by signing request
+// (ProxyDelegation, DelegateProxy): A makes a key, the caller signs a
+// short-lived proxy for it restricted to the transfer service, and no
+// private key travels. B sees the caller (the proxy's user) dialling, and
+// admits or refuses as it would the caller itself.
 package xfer

@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/gridlink/gridlink/pki/proxy"
 )
 
 // Port is the default virtual port of a transfer service (GridFTP's).
@@ -20,19 +22,6 @@ const Port = 2811
 type Link struct {
 	Streams  int    // 0 for automatic tuning, else a count
 	Compress string // as link.ParseCompression reads it; "" for off
-}
-
-// Delegation is the source's side of the authorization step of a push:
-// before the source dials the target on the caller's behalf it may ask the
-// caller for a credential (an RFC 3820 proxy certificate signed by the
-// caller in answer to a signing request, see pki/proxy) and dial with it.
-type Delegation interface {
-	// Request returns what the source asks of the caller for a push to
-	// target (a signing request); nil asks nothing.
-	Request(target string) ([]byte, error)
-	// Accept checks the caller's answer to that request and returns the
-	// credential the source dials target with (Config.Push's cred).
-	Accept(target string, answer []byte) ([]byte, error)
 }
 
 // Config configures a transfer service. The zero value serves the working
@@ -46,7 +35,7 @@ type Config struct {
 	// transfer) from this one, with the credential that Delegation
 	// returned (nil without Delegation: the service's own identity). Nil
 	// refuses pushes.
-	Push func(ctx context.Context, target string, l Link, cred []byte) (net.Conn, error)
+	Push func(ctx context.Context, target string, l Link, cred *proxy.Credential) (net.Conn, error)
 	// Delegation, if set, runs the authorization step of a push.
 	Delegation Delegation
 	// Logf, if set, logs each request and its outcome.
@@ -219,9 +208,10 @@ func (s *Server) push(ctx context.Context, ep *endpoint, req request) error {
 		return err
 	}
 	var ask []byte
+	var accept func([]byte) (*proxy.Credential, error)
 	var err error
 	if s.cfg.Delegation != nil {
-		if ask, err = s.cfg.Delegation.Request(req.target); err != nil {
+		if ask, accept, err = s.cfg.Delegation.Begin(req.target); err != nil {
 			return err
 		}
 	}
@@ -239,9 +229,9 @@ func (s *Server) push(ctx context.Context, ep *endpoint, req request) error {
 	if err != nil {
 		return err
 	}
-	var cred []byte
-	if s.cfg.Delegation != nil {
-		if cred, err = s.cfg.Delegation.Accept(req.target, answer); err != nil {
+	var cred *proxy.Credential
+	if accept != nil {
+		if cred, err = accept(answer); err != nil {
 			return s.result(ep, Summary{Error: "delegation: " + err.Error()})
 		}
 	}

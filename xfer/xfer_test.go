@@ -2,12 +2,20 @@ package xfer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/gridlink/gridlink/pki"
+	"github.com/gridlink/gridlink/pki/chain"
+	"github.com/gridlink/gridlink/pki/pkitest"
+	"github.com/gridlink/gridlink/pki/proxy"
 )
 
 var ctx = context.Background()
@@ -187,49 +195,85 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// A push sends from one service to another; the caller only watches.
+// A push sends from one service to another; the caller only watches. In
+// a grid with a CA the source dials with a proxy the caller delegated,
+// restricted to the target's transfer service.
 func TestPush(t *testing.T) {
 	rootA, rootB := t.TempDir(), t.TempDir()
 	randomFile(t, filepath.Join(rootA, "tree/a"), 2*DefaultBlock+3, 0o644)
 	randomFile(t, filepath.Join(rootA, "tree/b/c"), 10, 0o600)
 	dialB, _ := service(t, Config{Root: rootB})
-	var creds [][]byte
-	dialA, _ := service(t, Config{Root: rootA, Delegation: testDelegation{}, Push: func(ctx context.Context, target string, l Link, cred []byte) (net.Conn, error) {
+	g := pkitest.New(t, "grid")
+	alice := g.User(t, "alice", "physics")
+	var creds []*chain.Result
+	dialA, _ := service(t, Config{Root: rootA, Delegation: ProxyDelegation{Lifetime: time.Hour}, Push: func(ctx context.Context, target string, l Link, cred *proxy.Credential) (net.Conn, error) {
 		if target != "b" || l.Streams != 4 {
 			return nil, fmt.Errorf("push to %q with %+v", target, l)
 		}
-		creds = append(creds, cred)
+		if _, err := pki.FromProxy(cred, g.Trust); err != nil {
+			return nil, err
+		}
+		r, err := g.Trust.VerifyCertificates(cred.Chain)
+		if err != nil {
+			return nil, err
+		}
+		creds = append(creds, r)
 		return dialB(ctx)
 	}})
 	var events []Event
 	o := Options{Recursive: true, Progress: func(e Event) { events = append(events, e) },
-		Delegate: func(ctx context.Context, target string, req []byte) ([]byte, error) {
-			return append([]byte("signed:"), req...), nil
-		}}
+		Delegate: DelegateProxy(alice, []string{"port-2811"}, 0)}
 	sum, err := Push(ctx, dialA, []string{"tree"}, "b", "copy", Link{Streams: 4}, o)
 	if err != nil {
 		t.Fatal(err)
 	}
 	sameFile(t, filepath.Join(rootA, "tree/a"), filepath.Join(rootB, "copy/a"))
 	sameFile(t, filepath.Join(rootA, "tree/b/c"), filepath.Join(rootB, "copy/b/c"))
-	if sum.Files != 2 || sum.Sent != 2*DefaultBlock+13 || len(events) < 4 || len(creds) != 1 || string(creds[0]) != "cred(signed:req b)" {
-		t.Errorf("push: %+v, %d events, creds %q", sum, len(events), creds)
+	if sum.Files != 2 || sum.Sent != 2*DefaultBlock+13 || len(events) < 4 || len(creds) != 1 {
+		t.Fatalf("push: %+v, %d events, %d credentials", sum, len(events), len(creds))
+	}
+	r := creds[0]
+	if r.Name != "alice" || r.Proxies != 1 || !slices.Equal(r.Restriction, []string{"port-2811"}) || time.Until(r.NotAfter) > time.Hour {
+		t.Errorf("the delegated proxy proves %s through %d proxies, restricted to %v, until %v; want alice's, one proxy, port-2811, within the hour asked",
+			r.Subject(), r.Proxies, r.Restriction, r.NotAfter)
 	}
 	// without the caller's answer the push is refused
 	_, err = Push(ctx, dialA, []string{"tree"}, "b", "copy2", Link{Streams: 4}, Options{Recursive: true})
 	if err == nil || !strings.Contains(err.Error(), "delegated credential") {
 		t.Errorf("push without delegation: %v", err)
 	}
+	// an answer that is no proxy for the source's key is refused by the source
+	o.Delegate = func(ctx context.Context, target string, req []byte) ([]byte, error) { return []byte("GLDA junk"), nil }
+	sum, err = Push(ctx, dialA, []string{"tree"}, "b", "copy3", Link{Streams: 4}, o)
+	if err == nil || !strings.Contains(err.Error(), "delegation: proxy: malformed delegation answer") {
+		t.Errorf("push with a bad answer: %+v %v", sum, err)
+	}
 	// a service without Push refuses pushes
 	_, err = Push(ctx, dialB, []string{"copy"}, "a", "x", Link{}, Options{})
 	if err == nil || !strings.Contains(err.Error(), "does not push") {
 		t.Errorf("push from a service that does not push: %v", err)
 	}
+	if len(creds) != 1 {
+		t.Errorf("%d pushes dialled, want 1", len(creds))
+	}
 }
 
-type testDelegation struct{}
-
-func (testDelegation) Request(target string) ([]byte, error) { return []byte("req " + target), nil }
-func (testDelegation) Accept(target string, answer []byte) ([]byte, error) {
-	return []byte("cred(" + string(answer) + ")"), nil
+// A source in an open grid asks nothing: the caller's Delegate answers
+// nothing and the source dials as itself.
+func TestPushOpenGrid(t *testing.T) {
+	rootA, rootB := t.TempDir(), t.TempDir()
+	randomFile(t, filepath.Join(rootA, "f"), 100, 0o644)
+	dialB, _ := service(t, Config{Root: rootB})
+	dialA, _ := service(t, Config{Root: rootA, Push: func(ctx context.Context, target string, l Link, cred *proxy.Credential) (net.Conn, error) {
+		if cred != nil {
+			return nil, errors.New("a credential in an open grid")
+		}
+		return dialB(ctx)
+	}})
+	g := pkitest.New(t, "grid")
+	o := Options{Delegate: DelegateProxy(g.User(t, "alice"), []string{"port-2811"}, 0)}
+	if _, err := Push(ctx, dialA, []string{"f"}, "b", "f", Link{}, o); err != nil {
+		t.Fatal(err)
+	}
+	sameFile(t, filepath.Join(rootA, "f"), filepath.Join(rootB, "f"))
 }

@@ -1,0 +1,133 @@
+package cli
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+
+	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/link"
+	"github.com/gridlink/gridlink/pki"
+	"github.com/gridlink/gridlink/pki/ca"
+	"github.com/gridlink/gridlink/pki/proxy"
+	"github.com/gridlink/gridlink/vconn"
+	"github.com/gridlink/gridlink/xfer"
+)
+
+// Delegation in third-party transfers (gridlink cp A:x B:y). In a grid
+// with a CA, the source service A asks the caller for a proxy by signing
+// request over the caller's authenticated connection; the caller signs one
+// restricted to the target's transfer service; A then dials B from a
+// transient node whose identity is that proxy, so B admits or refuses the
+// caller, never A. In an open grid (no --ca) nothing is asked and A dials
+// as itself.
+
+// delegator is the credential a caller delegates from: its proxy
+// (--proxy) or its certificate and key (--cert, --key); nil for an open
+// grid.
+func (sf *secFlags) delegator(key identity.Key) (*proxy.Credential, error) {
+	switch {
+	case sf.caFile == "":
+		return nil, nil
+	case sf.proxyFile != "":
+		return proxy.Load(sf.proxyFile)
+	case sf.certFile != "":
+		data, err := os.ReadFile(sf.certFile)
+		if err != nil {
+			return nil, err
+		}
+		chain, err := ca.ParseCertificates(data)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", sf.certFile, err)
+		}
+		return &proxy.Credential{Chain: trimCA(chain), Key: key.Private()}, nil
+	}
+	return nil, errors.New("--ca needs --cert (with --key) or --proxy")
+}
+
+// trimCA drops self-signed certificates (a CA's, appended to a chain
+// file) from a chain: a proxy's chain ends at the end entity.
+func trimCA(chain []*x509.Certificate) []*x509.Certificate {
+	out := chain[:0:0]
+	for _, c := range chain {
+		if c.CheckSignatureFrom(c) != nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// pushDelegate is the caller's answer to a push source's signing request:
+// a proxy of cred restricted to target's service. Nil cred answers with
+// nothing (an open grid).
+func pushDelegate(cred *proxy.Credential, target string) (func(context.Context, string, []byte) ([]byte, error), error) {
+	if cred == nil {
+		return nil, nil
+	}
+	svc, err := vconn.ServiceOf(target)
+	if err != nil {
+		return nil, err
+	}
+	return xfer.DelegateProxy(cred, []string{svc}, 0), nil
+}
+
+// pushDialer is a transfer service's Config.Push: it dials the target's
+// service as the caller (cred, a delegated proxy) or, in an open grid, as
+// the service's node.
+func pushDialer(cfg vconn.Config, node *vconn.Node, maxStreams int) func(context.Context, string, xfer.Link, *proxy.Credential) (net.Conn, error) {
+	return func(ctx context.Context, target string, l xfer.Link, cred *proxy.Credential) (net.Conn, error) {
+		o := link.Options{Streams: l.Streams, MaxStreams: maxStreams}
+		if o.Streams == 0 {
+			o.Streams = link.Auto
+		}
+		comp, err := link.ParseCompression(orDefault(l.Compress, "off"))
+		if err != nil {
+			return nil, err
+		}
+		o.Compression = comp
+		target = withDefaultPort(target, xfer.Port)
+		if cred != nil {
+			return dialAs(ctx, cfg, cred, target, o)
+		}
+		return dialLink(ctx, node, target, o)
+	}
+}
+
+// dialAs dials target for a push from a transient node acting as a
+// delegated proxy: cfg's hubs and network settings, cred's identity. The
+// node closes with the connection.
+func dialAs(ctx context.Context, cfg vconn.Config, cred *proxy.Credential, target string, o link.Options) (net.Conn, error) {
+	creds, err := pki.FromProxy(cred, cfg.Creds.Trust())
+	if err != nil {
+		return nil, fmt.Errorf("the delegated proxy: %w", err)
+	}
+	c := cfg
+	c.Creds, c.Key = creds, creds.Key
+	c.Name = fmt.Sprintf("%.40s.push-%s", cfg.Name, creds.Key.ID().Short())
+	c.PortMap = false
+	n, err := vconn.Start(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := dialLink(ctx, n, target, o)
+	if err != nil {
+		n.Close()
+		return nil, err
+	}
+	return &nodeConn{Conn: conn, node: n}, nil
+}
+
+// nodeConn is a connection that closes its node when it closes.
+type nodeConn struct {
+	net.Conn
+	node *vconn.Node
+}
+
+func (c *nodeConn) Close() error {
+	err := c.Conn.Close()
+	c.node.Close()
+	return err
+}
