@@ -72,7 +72,9 @@ func (h *Hub) linkOver(ctx context.Context, c net.Conn, want identity.ID, tunnel
 		return nil, nil, fmt.Errorf("%s is a %s, not a hub", id.Short(), hello.Role)
 	}
 	_ = c.SetDeadline(time.Time{})
-	return h.newPeer(c, sealer, hello, true), r, nil
+	p := h.newPeer(c, sealer, hello, true)
+	p.who = sec.tc.Peer
+	return p, r, nil
 }
 
 // sleepCtx sleeps for d or until ctx is done; false if ctx is done.

@@ -210,9 +210,10 @@ func (h *Hub) Serve(ctx context.Context) error {
 	h.ctx = ctx
 	h.mu.Unlock()
 	acceptErr := make(chan error, 1)
-	h.wg.Add(2)
+	h.wg.Add(3)
 	go func() { defer h.wg.Done(); acceptErr <- h.acceptLoop(ctx) }()
 	go func() { defer h.wg.Done(); h.gossipLoop(ctx) }()
+	go func() { defer h.wg.Done(); h.watchRevocations(ctx) }()
 	for _, spec := range h.cfg.Peers {
 		h.wg.Add(1)
 		go func() { defer h.wg.Done(); h.dialPeer(ctx, spec) }()
@@ -322,6 +323,7 @@ func (h *Hub) serveConn(ctx context.Context, raw net.Conn) {
 	}
 	_ = c.SetDeadline(time.Time{})
 	p := h.newPeer(c, sealer, hello, false)
+	p.who = sec.tc.Peer
 	// Registered before our hello goes out: once a node has our hello, the
 	// hub routes to it.
 	if err := h.register(p); err != nil {

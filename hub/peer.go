@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/wire"
 )
 
@@ -33,6 +34,7 @@ type peer struct {
 	isHub   bool
 	dialed  bool             // this hub dialled the link
 	machine identity.Machine // a node's identifier, hub fields filled; a hub's hello machine
+	who     pki.Peer         // what its handshake proved, for rechecks when the revocation list changes
 
 	cmu      sync.Mutex
 	circuits map[uint32]circRef // circuits on this link, by this link's number

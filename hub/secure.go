@@ -101,3 +101,34 @@ func admitRole(p pki.Peer, hello string) error {
 	}
 	return nil
 }
+
+// watchRevocations closes the links of hubs and nodes that a new
+// revocation list revokes: a revoked member is cut off at once, not only
+// refused when it next connects. Its circuits go with its link.
+func (h *Hub) watchRevocations(ctx context.Context) {
+	t := h.cfg.Creds.Trust()
+	if t == nil {
+		return // an open grid
+	}
+	ch := t.Changed()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		}
+		ch = t.Changed()
+		h.mu.Lock()
+		peers := make([]*peer, 0, len(h.all))
+		for p := range h.all {
+			peers = append(peers, p)
+		}
+		h.mu.Unlock()
+		for _, p := range peers {
+			if err := t.Recheck(p.who); err != nil {
+				h.logf("hub %s: closing the link of %s, no longer admitted: %v", h.cfg.Name, p.who, err)
+				p.l.close(fmt.Errorf("%s is no longer admitted: %w", p.who, err))
+			}
+		}
+	}
+}

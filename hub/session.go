@@ -267,7 +267,33 @@ func (s *Session) attachTo(ctx context.Context, spec string) (*slink, error) {
 		err := sl.l.readLoop(r, sl.handle)
 		s.detach(sl, err)
 	}()
+	if t := s.cfg.Creds.Trust(); t != nil {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.watchRevocation(sl, sec.tc.Peer, t)
+		}()
+	}
 	return sl, nil
+}
+
+// watchRevocation drops the link to a hub that a new revocation list
+// revokes; the session then attaches to another hub.
+func (s *Session) watchRevocation(sl *slink, hub pki.Peer, t *pki.Trust) {
+	ch := t.Changed()
+	for {
+		select {
+		case <-sl.l.done:
+			return
+		case <-ch:
+		}
+		ch = t.Changed()
+		if err := t.Recheck(hub); err != nil {
+			s.logf("session: dropping %s, no longer admitted: %v", sl.l.desc, err)
+			sl.l.close(fmt.Errorf("%s is no longer admitted: %w", hub, err))
+			return
+		}
+	}
 }
 
 func (s *Session) install(sl *slink, idx int) {

@@ -89,6 +89,9 @@ type Peer struct {
 	// Chain is what the peer's certificate chain proves (its subject,
 	// role, groups, proxy restriction); nil in an open grid.
 	Chain *chain.Result
+
+	certs []*x509.Certificate // the chain it showed, for Trust.Recheck
+	at    time.Time           // when it was checked
 }
 
 // String names the peer: its subject and ID, or its ID.
@@ -120,11 +123,12 @@ func (c *Credentials) Check(certs []*x509.Certificate) (Peer, error) {
 	if c.trust == nil {
 		return Peer{ID: id}, nil
 	}
-	res, err := c.trust.VerifyCertificates(certs)
+	at := time.Now()
+	res, err := c.trust.v.Load().VerifyCertificates(certs, at)
 	if err != nil {
 		return Peer{ID: id}, err
 	}
-	return Peer{ID: id, Chain: res}, nil
+	return Peer{ID: id, Chain: res, certs: certs, at: at}, nil
 }
 
 // NewCredentials makes credentials for key with a self-signed certificate.

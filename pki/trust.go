@@ -25,9 +25,10 @@ type Trust struct {
 	cfg chain.Config
 	v   atomic.Pointer[chain.Verifier]
 
-	mu      sync.Mutex // guards the files being watched
+	mu      sync.Mutex // guards the files being watched and changed
 	crlFile string
 	crlStat fileStamp
+	changed chan struct{} // closed when a new revocation list is taken
 }
 
 // NewTrust makes a Trust from a chain configuration (Roots required).
@@ -36,7 +37,7 @@ func NewTrust(cfg chain.Config) (*Trust, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Trust{cfg: cfg}
+	t := &Trust{cfg: cfg, changed: make(chan struct{})}
 	t.v.Store(v)
 	return t, nil
 }
@@ -106,7 +107,30 @@ func (t *Trust) SetCRL(crl *x509.RevocationList) error {
 	}
 	t.cfg = cfg
 	t.v.Store(v)
+	close(t.changed)
+	t.changed = make(chan struct{})
 	return nil
+}
+
+// Changed returns a channel closed when the next revocation list is taken:
+// the moment to Recheck the peers of connections already up.
+func (t *Trust) Changed() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.changed
+}
+
+// Recheck says whether a peer admitted earlier would still be: its chain
+// checked again against the revocation lists in force, as of when it was
+// admitted (a certificate that expired since does not count: connections
+// outlive their certificates, as TLS sessions do). Nil for a peer of an
+// open grid.
+func (t *Trust) Recheck(p Peer) error {
+	if p.Chain == nil || len(p.certs) == 0 {
+		return nil
+	}
+	_, err := t.v.Load().VerifyCertificates(p.certs, p.at)
+	return err
 }
 
 // Reload rereads the revocation list file given to LoadTrust if it

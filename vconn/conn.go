@@ -74,7 +74,8 @@ type Conn struct {
 	remote Addr
 	setup  time.Duration
 	spare  bool
-	clear  bool // left TLS: Conn is the connection beneath
+	clear  bool     // left TLS: Conn is the connection beneath
+	peer   pki.Peer // what the handshake proved (revocation.go)
 	onDone func()
 	done   sync.Once
 }

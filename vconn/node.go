@@ -175,6 +175,8 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			defer n.wg.Done()
 			t.Watch(n.ctx, 0, cfg.Logf)
 		}()
+		n.wg.Add(1)
+		go n.watchRevocations(t)
 	}
 	n.startPortMap()
 	return n, nil
@@ -337,6 +339,9 @@ func (n *Node) deliver(c net.Conn, method Method, peer identity.Machine, port ui
 }
 
 func (n *Node) track(c *Conn) *Conn {
+	if pc := c.session(); pc != nil {
+		c.peer = pc.Peer
+	}
 	n.mu.Lock()
 	n.conns[c] = struct{}{}
 	n.mu.Unlock()

@@ -1,0 +1,51 @@
+package vconn
+
+import "github.com/gridlink/gridlink/pki"
+
+// watchRevocations closes the virtual connections and spares whose peer a
+// new revocation list revokes: a revoked member loses what it has open
+// here at once, not only the connections it would set up next.
+// Connections that left TLS (Clear) are checked by the peer their
+// handshake proved, like the others.
+func (n *Node) watchRevocations(t *pki.Trust) {
+	defer n.wg.Done()
+	ch := t.Changed()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-ch:
+		}
+		ch = t.Changed()
+		n.mu.Lock()
+		var closing []*Conn
+		for c := range n.conns {
+			if err := t.Recheck(c.peer); err != nil {
+				n.cfg.Logf("vconn: closing %s connection %s: %s is no longer admitted: %v", c.method, c, c.peer, err)
+				closing = append(closing, c)
+			}
+		}
+		for id, ss := range n.spares {
+			kept := ss[:0]
+			for _, s := range ss {
+				if t.Recheck(s.conn.Conn.Peer) != nil {
+					s.timer.Stop()
+					s.conn.Close()
+					n.nspares--
+					continue
+				}
+				kept = append(kept, s)
+			}
+			n.spares[id] = kept
+		}
+		for c := range n.held {
+			if t.Recheck(c.Conn.Peer) != nil {
+				c.Close()
+			}
+		}
+		n.mu.Unlock()
+		for _, c := range closing {
+			c.Close()
+		}
+	}
+}
