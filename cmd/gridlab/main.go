@@ -24,6 +24,7 @@ import (
 	"github.com/gridlink/gridlink/lab/matrix"
 	"github.com/gridlink/gridlink/lab/topologies"
 	"github.com/gridlink/gridlink/lab/topology"
+	"github.com/gridlink/gridlink/pki/ca"
 )
 
 func main() {
@@ -37,7 +38,7 @@ sites on this machine: hosts are network namespaces, wide-area links run
 through a userspace emulator with delay, rate limit and loss. One lab runs at
 a time. Built-in topologies: ` + strings.Join(topologies.Names(), ", ") + `.`,
 	}
-	root.AddCommand(upCmd(), downCmd(), execCmd(), hostsCmd(), matrixCmd(), traversalCmd(), overlayCmd(), emulateCmd())
+	root.AddCommand(upCmd(), downCmd(), execCmd(), hostsCmd(), matrixCmd(), traversalCmd(), overlayCmd(), certCmd(), emulateCmd())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "gridlab:", err)
 		os.Exit(1)
@@ -443,6 +444,38 @@ func overlayCmd() *cobra.Command {
 		},
 	}
 	c.Flags().StringVar(&gridlinkBin, "gridlink-bin", "", "the gridlink binary (default: beside gridlab)")
+	return c
+}
+
+func certCmd() *cobra.Command {
+	var role string
+	c := &cobra.Command{
+		Use:   "cert NAME",
+		Short: "issue a hub or node a key and certificate of the lab's CA and print its gridlink flags",
+		Long: `The overlays gridlab starts run with admission on: their hubs and nodes
+hold certificates of a CA made for the lab (in ` + lab.CADir() + `, removed by
+gridlab down). A gridlink command that runs a node of its own (perf, serve,
+cp) or another hub needs one too: cert makes a new identity key, certifies it
+and prints the flags that name them (--ca, --crl, --key, --cert).`,
+		Example: `  gridlab exec das3v-n2 -- bin/gridlink perf --serve --name p --hub 198.51.100.10:7946 $(gridlab cert p)`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, _, err := lab.Running(); err != nil {
+				return err
+			}
+			c, err := lab.OpenCA()
+			if err != nil {
+				return err
+			}
+			i, err := c.Issue(ca.Role(role), args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Println(strings.Join(i.Args(), " "))
+			return nil
+		},
+	}
+	c.Flags().StringVar(&role, "role", "node", "hub or node")
 	return c
 }
 
