@@ -145,6 +145,12 @@ func TestOutsidersRefused(t *testing.T) {
 				t.Errorf("service: %v; want a refusal saying %q", err, reason)
 			}
 			nodeLogs.wait(t, "service's record", "refused", reason)
+			// diagnosis by one method: the setup succeeds, the verdict refuses
+			if _, err := on.Try(ctx, Direct, target, 7); !errors.Is(err, pki.ErrDenied) || !strings.Contains(err.Error(), reason) {
+				t.Errorf("Try direct: %v; want a refusal saying %q", err, reason)
+			} else if why := Explain(Direct, err); !strings.Contains(why, "refused in the handshake") || !strings.Contains(why, reason) {
+				t.Errorf("Explain: %s", why)
+			}
 
 			// Reach a service routed, through the lax hub.
 			rn, err := Start(context.Background(), Config{Name: "outsider", Creds: o.Creds, ListenAddr: "127.0.0.1", Hubs: []string{lax.Addr().String()}, Methods: []Method{Routed}})
@@ -161,6 +167,9 @@ func TestOutsidersRefused(t *testing.T) {
 				t.Errorf("service, routed: %v; want a refusal saying %q", err, reason)
 			}
 			nodeLogs.wait(t, "service's record of the routed connection", "routed connection from", reason)
+			if _, err := rn.Try(ctx, Routed, target, 7); !errors.Is(err, pki.ErrDenied) || !strings.Contains(err.Error(), reason) {
+				t.Errorf("Try routed: %v; want a refusal saying %q", err, reason)
+			}
 		})
 	}
 }
