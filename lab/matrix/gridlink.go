@@ -179,8 +179,13 @@ func StartOverlay(ctx context.Context, t *topology.Topology, bin string) (*Overl
 	return o, nil
 }
 
+// LogFile is the log of the overlay's hub or node (role) on host h.
+func LogFile(h *topology.Host, role string) string {
+	return filepath.Join(lab.StateDir, fmt.Sprintf("gridlink-%s-%s.log", h.ID(), role))
+}
+
 func (o *Overlay) start(h *topology.Host, role string, args []string) error {
-	logPath := filepath.Join(lab.StateDir, fmt.Sprintf("gridlink-%s-%s.log", h.ID(), role))
+	logPath := LogFile(h, role)
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return err
