@@ -46,8 +46,12 @@ type Issued struct {
 	Key, Cert string // the identity key and its certificate
 }
 
-// Args are the command-line flags for i: --ca, --crl, --key, --cert.
+// Args are the command-line flags for i: --ca, --crl, --key, --cert;
+// none for Issued{} (an open grid's).
 func (i Issued) Args() []string {
+	if i.Key == "" {
+		return nil
+	}
 	return []string{"--ca", i.CA, "--crl", i.CRL, "--key", i.Key, "--cert", i.Cert}
 }
 

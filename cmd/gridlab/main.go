@@ -247,7 +247,7 @@ func rateString(r int64) string {
 
 func matrixCmd() *cobra.Command {
 	var sets []string
-	var asJSON, withGridlink, bounds bool
+	var asJSON, withGridlink, bounds, open bool
 	var timeout time.Duration
 	var gridlinkBin string
 	c := &cobra.Command{
@@ -281,7 +281,11 @@ is TOPOLOGY, else brings TOPOLOGY up for the run and down afterwards.`,
 					exe, _ := os.Executable()
 					bin = filepath.Join(filepath.Dir(exe), "gridlink")
 				}
-				o, err := matrix.StartOverlay(ctx, t, bin)
+				start := matrix.StartOverlay
+				if open {
+					start = matrix.StartOpenOverlay
+				}
+				o, err := start(ctx, t, bin)
 				if err != nil {
 					return err
 				}
@@ -315,6 +319,7 @@ is TOPOLOGY, else brings TOPOLOGY up for the run and down afterwards.`,
 	c.Flags().BoolVar(&withGridlink, "gridlink", true, "also connect through gridlink (hubs on frontends, agents on the nodes)")
 	c.Flags().StringVar(&gridlinkBin, "gridlink-bin", "", "the gridlink binary (default: beside gridlab)")
 	c.Flags().BoolVar(&bounds, "bounds", false, "check gridlink setup times against the connectivity core's targets")
+	c.Flags().BoolVar(&open, "open", false, "run the overlay as an open grid, without the lab CA (the baseline of admission's cost)")
 	return c
 }
 
@@ -413,6 +418,7 @@ func sameParams(a, b map[string]string) bool {
 
 func overlayCmd() *cobra.Command {
 	var gridlinkBin string
+	var open bool
 	c := &cobra.Command{
 		Use:   "overlay",
 		Short: "run gridlink in the running lab: a hub on every site's frontend, a node agent on its compute node (until interrupted)",
@@ -433,17 +439,26 @@ func overlayCmd() *cobra.Command {
 			}
 			ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer cancel()
-			o, err := matrix.StartOverlay(ctx, t, bin)
+			start := matrix.StartOverlay
+			if open {
+				start = matrix.StartOpenOverlay
+			}
+			o, err := start(ctx, t, bin)
 			if err != nil {
 				return err
 			}
 			defer o.Stop()
-			fmt.Fprintf(os.Stderr, "gridlink overlay running in lab %s (logs in %s/gridlink-*.log); interrupt to stop\n", t.Name, lab.StateDir)
+			admission := fmt.Sprintf("admission by the lab CA in %s; `gridlab cert NAME` certifies one more node", lab.CADir())
+			if open {
+				admission = "an open grid, any key admitted"
+			}
+			fmt.Fprintf(os.Stderr, "gridlink overlay running in lab %s, %s (logs in %s/gridlink-*.log); interrupt to stop\n", t.Name, admission, lab.StateDir)
 			<-ctx.Done()
 			return nil
 		},
 	}
 	c.Flags().StringVar(&gridlinkBin, "gridlink-bin", "", "the gridlink binary (default: beside gridlab)")
+	c.Flags().BoolVar(&open, "open", false, "run an open grid, without the lab CA")
 	return c
 }
 

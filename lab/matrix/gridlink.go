@@ -44,26 +44,40 @@ type Overlay struct {
 	hubs  map[string]*exec.Cmd // by site
 }
 
-// newOverlay is an overlay of no processes yet, with the lab's CA.
-func newOverlay(t *topology.Topology, bin string) (*Overlay, error) {
-	c, err := lab.OpenCA()
-	if err != nil {
-		return nil, err
+// newOverlay is an overlay of no processes yet, with the lab's CA unless
+// open.
+func newOverlay(t *topology.Topology, bin string, open bool) (*Overlay, error) {
+	o := &Overlay{t: t, bin: bin, hubs: map[string]*exec.Cmd{}}
+	if !open {
+		c, err := lab.OpenCA()
+		if err != nil {
+			return nil, err
+		}
+		o.ca = c
 	}
-	return &Overlay{t: t, bin: bin, ca: c, hubs: map[string]*exec.Cmd{}}, nil
+	return o, nil
 }
 
-// CA is the lab CA that admits the overlay's hubs and nodes.
+// CA is the lab CA that admits the overlay's hubs and nodes; nil for an
+// open overlay.
 func (o *Overlay) CA() *lab.CA { return o.ca }
 
 // Issue gives a gridlink command that runs a node of its own (serve, cp,
 // perf) in the overlay a key and certificate of the lab CA: its Args go on
-// the command line.
-func (o *Overlay) Issue(name string) (lab.Issued, error) { return o.ca.Issue(ca.Node, name) }
+// the command line. An open overlay needs none: Issued{} has no Args.
+func (o *Overlay) Issue(name string) (lab.Issued, error) {
+	if o.ca == nil {
+		return lab.Issued{}, nil
+	}
+	return o.ca.Issue(ca.Node, name)
+}
 
 // certified is args with the flags of a new certificate for a hub or node
-// called name.
+// called name (none in an open overlay).
 func (o *Overlay) certified(role ca.Role, name string, args []string) ([]string, error) {
+	if o.ca == nil {
+		return args, nil
+	}
 	i, err := o.ca.Issue(role, name)
 	if err != nil {
 		return nil, err
@@ -141,7 +155,18 @@ func fallbackHub(t *topology.Topology, n *topology.Host) string {
 // gridlink binary bin, and waits until every agent answers. Nodes with a
 // public address also get another site's hub to fall back on.
 func StartOverlay(ctx context.Context, t *topology.Topology, bin string) (*Overlay, error) {
-	o, err := newOverlay(t, bin)
+	return startOverlay(ctx, t, bin, false)
+}
+
+// StartOpenOverlay is StartOverlay without the lab CA: an open grid, where
+// any key may attach and link (every connection still proves its ends'
+// keys). It is the baseline of the cost of admission (bench/security.sh).
+func StartOpenOverlay(ctx context.Context, t *topology.Topology, bin string) (*Overlay, error) {
+	return startOverlay(ctx, t, bin, true)
+}
+
+func startOverlay(ctx context.Context, t *topology.Topology, bin string, open bool) (*Overlay, error) {
+	o, err := newOverlay(t, bin, open)
 	if err != nil {
 		return nil, err
 	}

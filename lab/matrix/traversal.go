@@ -110,7 +110,7 @@ func Expect(src, dst *topology.Host) string {
 // StartTraversalOverlay starts a hub on hub (listening on
 // TraversalHubPort) and a node agent on every host of t.
 func StartTraversalOverlay(ctx context.Context, t *topology.Topology, bin string, hub *topology.Host) (*Overlay, []*topology.Host, error) {
-	o, err := newOverlay(t, bin)
+	o, err := newOverlay(t, bin, false)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -264,7 +264,7 @@ func (r *TraversalReport) WriteTable(w io.Writer) {
 // on each of behind, which peer with it only: hubs behind NATs and
 // firewalls that must find each other through it.
 func StartHubs(ctx context.Context, t *topology.Topology, bin string, public *topology.Host, behind []*topology.Host) (*Overlay, error) {
-	o, err := newOverlay(t, bin)
+	o, err := newOverlay(t, bin, false)
 	if err != nil {
 		return nil, err
 	}
