@@ -46,6 +46,7 @@ bench: deps build
 	bench/links.sh
 	bench/apps.sh
 	bench/xfer.sh
+	bench/security.sh
 
 # Longer fuzzing of every fuzz target, FUZZTIME each.
 fuzz:

@@ -4,7 +4,9 @@
 #     of the `wan` topology, alternating runs, medians and their ratio;
 #  2. grid6 connection setup times against the connectivity core's bounds.
 # Prints markdown. Everything it starts runs inside lab namespaces and is
-# torn down at the end, also on failure.
+# torn down at the end, also on failure. Part 1 runs an open grid (no --ca)
+# on purpose; gridlab's matrix and traversal overlays are admitted by the
+# lab CA (the cost of admission is bench/security.sh's to measure).
 set -euo pipefail
 LOCK=${LOCK:-/run/gridlab/test.lock} # the lab tests' lock (lab/labtest)
 if [ -z "${LAB_LOCKED:-}" ]; then

@@ -31,6 +31,8 @@
 # (/run/gridlab/test.lock, see lab/labtest) is held for the whole run (about
 # 12 minutes with the defaults), and the lab is torn down at the end, also
 # on failure or Ctrl-C.
+# Its hubs and nodes run an open grid (no --ca) on purpose: what admission
+# by a CA costs is bench/security.sh's to measure.
 set -euo pipefail
 
 source "$(dirname "$0")/lib.sh"

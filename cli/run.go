@@ -24,7 +24,7 @@ func signalContext() (context.Context, context.CancelFunc) {
 }
 
 func hubCmd() *cobra.Command {
-	var name, listen, keyFile, sshCfg, known string
+	var name, listen, keyFile, sshCfg, known, control string
 	var peers, ids []string
 	var useSSH, verbose, announce bool
 	var sf secFlags
@@ -53,7 +53,7 @@ func hubCmd() *cobra.Command {
 			if trust != nil {
 				go trust.Watch(ctx, 0, func(f string, a ...any) { fmt.Fprintf(os.Stderr, "hub %s: "+f+"\n", append([]any{name}, a...)...) })
 			}
-			stop, err := serveHubStatus(h, HubControl)
+			stop, err := serveHubStatus(h, control)
 			if err != nil {
 				return err
 			}
@@ -80,6 +80,7 @@ func hubCmd() *cobra.Command {
 	f.StringArrayVar(&ids, "identity", nil, "ssh private key file (repeatable, implies --ssh)")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log links, routes and circuits")
 	f.BoolVar(&announce, "announce", false, "answer hub discovery queries (UDP multicast on this host's networks)")
+	f.StringVar(&control, "control", HubControl, "status socket, which gridlink status --hub asks (another one for a second hub on this host)")
 	sf.add(c)
 	return c
 }
@@ -242,7 +243,10 @@ func statusCmd() *cobra.Command {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			if ofHub {
-				return hubStatus(ctx, HubControl, asJSON)
+				if control == "" {
+					control = HubControl
+				}
+				return hubStatus(ctx, control, asJSON)
 			}
 			st, err := agent.Dial(control).Status(ctx)
 			if err != nil {
@@ -264,7 +268,7 @@ func statusCmd() *cobra.Command {
 			return nil
 		},
 	}
-	c.Flags().StringVar(&control, "control", "", "agent control socket (default @gridlink-agent)")
+	c.Flags().StringVar(&control, "control", "", "agent control socket (default @gridlink-agent); with --hub, the hub's status socket (default @gridlink-hub)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	c.Flags().BoolVar(&ofHub, "hub", false, "show the hub running on this host")
 	return c

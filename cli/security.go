@@ -33,7 +33,15 @@ const (
 // node. Without --ca the grid is open: any key may connect.
 type secFlags struct {
 	caFile, certFile, crlFile, proxyFile string
+	unchecked                            bool // testingUncheckedFlag
 }
+
+// testingUncheckedFlag is a hidden testing aid: present --cert's (or
+// --proxy's) chain as it is, for lab tests that play outsiders (an
+// expired, revoked or tampered chain, a forged proxy), which --ca would
+// otherwise refuse up front. Without --ca the process admits every peer
+// while presenting that chain: a hub that lets anyone in.
+const testingUncheckedFlag = "testing-unchecked-cert"
 
 func (sf *secFlags) add(c *cobra.Command) {
 	f := c.Flags()
@@ -41,21 +49,29 @@ func (sf *secFlags) add(c *cobra.Command) {
 	f.StringVar(&sf.certFile, "cert", "", "this hub's or node's certificate (PEM, from `gridlink cert issue`) for --key")
 	f.StringVar(&sf.crlFile, "crl", "", "the CA's revocation list (PEM), reread when it changes")
 	f.StringVar(&sf.proxyFile, "proxy", "", "run as a user: a proxy credential (from `gridlink proxy init`) instead of --key and --cert")
+	f.BoolVar(&sf.unchecked, testingUncheckedFlag, false, "TESTING AID, never in production: present --cert or --proxy unchecked (a bad chain as it is); without --ca, admit any peer")
+	_ = f.MarkHidden(testingUncheckedFlag)
 }
 
 // credentials returns the credentials for key (or the proxy's), and the
 // trust to watch, nil for an open grid.
 func (sf *secFlags) credentials(key identity.Key) (*pki.Credentials, *pki.Trust, error) {
-	if sf.caFile == "" {
-		if sf.certFile != "" || sf.crlFile != "" || sf.proxyFile != "" {
-			return nil, nil, errors.New("--cert, --crl and --proxy need --ca (the CA certificates)")
+	var trust *pki.Trust
+	switch {
+	case sf.caFile != "":
+		var err error
+		if trust, err = pki.LoadTrust(sf.caFile, sf.crlFile); err != nil {
+			return nil, nil, err
 		}
+	case sf.crlFile != "":
+		return nil, nil, errors.New("--crl needs --ca (the CA certificates)")
+	case sf.unchecked && (sf.certFile != "" || sf.proxyFile != ""):
+		// a testing aid's hub that presents a chain and admits anyone
+	case sf.certFile != "" || sf.proxyFile != "":
+		return nil, nil, errors.New("--cert and --proxy need --ca (the CA certificates)")
+	default:
 		creds, err := pki.NewCredentials(key)
 		return creds, nil, err
-	}
-	trust, err := pki.LoadTrust(sf.caFile, sf.crlFile)
-	if err != nil {
-		return nil, nil, err
 	}
 	var chain []*x509.Certificate
 	switch {
@@ -67,11 +83,10 @@ func (sf *secFlags) credentials(key identity.Key) (*pki.Credentials, *pki.Trust,
 		if err != nil {
 			return nil, nil, err
 		}
-		creds, err := pki.FromProxy(pc, trust)
-		if err != nil {
+		if key, err = pki.ProxyKey(pc); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", sf.proxyFile, err)
 		}
-		return creds, trust, nil
+		chain = pc.Chain
 	case sf.certFile != "":
 		data, err := os.ReadFile(sf.certFile)
 		if err != nil {
@@ -82,6 +97,9 @@ func (sf *secFlags) credentials(key identity.Key) (*pki.Credentials, *pki.Trust,
 		}
 	default:
 		return nil, nil, errors.New("--ca needs --cert (with --key) or --proxy: this end's certificate")
+	}
+	if sf.unchecked {
+		return pki.Unchecked(key, chain, trust), trust, nil
 	}
 	creds, err := pki.Certified(key, chain, trust)
 	if err != nil {

@@ -293,7 +293,7 @@ func down() ([]string, error) {
 		}
 	}
 	sshLogs, _ := filepath.Glob(filepath.Join(StateDir, "sshd-*.log"))
-	for _, f := range append(append([]string{statePath(), statePath() + ".tmp", SSHDir()}, sshLogs...), igdFiles()...) {
+	for _, f := range append(append([]string{statePath(), statePath() + ".tmp", SSHDir(), CADir()}, sshLogs...), igdFiles()...) {
 		if _, err := os.Stat(f); err != nil {
 			continue
 		}

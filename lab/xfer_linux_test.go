@@ -43,6 +43,22 @@ type xferLab struct {
 	t    *testing.T
 	topo *topology.Topology
 	bin  string
+	o    *matrix.Overlay
+}
+
+// issue gives a gridlink command that runs its own node a certificate of
+// the overlay's CA; with asNobody its key file is made nobody's.
+func (x *xferLab) issue(name string, asNobody bool) []string {
+	i, err := x.o.Issue(name)
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	if asNobody {
+		if err := os.Chown(i.Key, 65534, 65534); err != nil {
+			x.t.Fatal(err)
+		}
+	}
+	return i.Args()
 }
 
 func (x *xferLab) host(name string) *topology.Host { return labtest.Host(x.t, x.topo, name) }
@@ -57,6 +73,7 @@ func (x *xferLab) serve(host, root string, asNobody bool) *exec.Cmd {
 		args = append(args, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
 	}
 	args = append(args, x.bin, "serve", "--name", "xfer-"+host, "--hub", matrix.HubAddr(h), "--root", root)
+	args = append(args, x.issue("xfer-"+host, asNobody)...)
 	cmd := exec.Command("ip", args...)
 	logPath := filepath.Join(t.TempDir(), "serve.log")
 	logf, err := os.Create(logPath)
@@ -92,7 +109,8 @@ func (x *xferLab) serve(host, root string, asNobody bool) *exec.Cmd {
 // progress display.
 func (x *xferLab) cpCmd(ctx context.Context, host string, args ...string) *exec.Cmd {
 	h := x.host(host)
-	full := append([]string{"netns", "exec", lab.HostNS(h), x.bin, "cp", "--json", "--quiet", "--hub", matrix.HubAddr(h)}, args...)
+	full := append([]string{"netns", "exec", lab.HostNS(h), x.bin, "cp", "--json", "--quiet", "--hub", matrix.HubAddr(h)}, x.issue("cp-"+host, false)...)
+	full = append(full, args...)
 	return exec.CommandContext(ctx, "ip", full...)
 }
 
@@ -152,7 +170,7 @@ func TestGrid6Xfer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer o.Stop()
-	x := &xferLab{t: t, topo: topo, bin: bin}
+	x := &xferLab{t: t, topo: topo, bin: bin, o: o}
 	src := t.TempDir()
 	rootD, rootR, rootH := openDir(t), openDir(t), openDir(t)
 	x.serve("das3d-n1", rootD, false)

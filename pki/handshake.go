@@ -71,13 +71,22 @@ func Certified(key identity.Key, chain []*x509.Certificate, trust *Trust) (*Cred
 
 // FromProxy makes credentials of a proxy credential (a user's proxy from
 // `gridlink proxy init`, or one delegated to a service): the proxy's key is
-// the node's identity key, so it must be Ed25519.
+// the node's identity key (ProxyKey).
 func FromProxy(p *proxy.Credential, trust *Trust) (*Credentials, error) {
+	key, err := ProxyKey(p)
+	if err != nil {
+		return nil, err
+	}
+	return Certified(key, p.Chain, trust)
+}
+
+// ProxyKey is a proxy's key as a node's identity key: it must be Ed25519.
+func ProxyKey(p *proxy.Credential) (identity.Key, error) {
 	priv, ok := p.Key.(ed25519.PrivateKey)
 	if !ok {
-		return nil, fmt.Errorf("pki: a proxy with a %T key cannot be a node's identity (want Ed25519)", p.Key)
+		return identity.Key{}, fmt.Errorf("pki: a proxy with a %T key cannot be a node's identity (want Ed25519)", p.Key)
 	}
-	return Certified(identity.KeyFromSeed(priv.Seed()), p.Chain, trust)
+	return identity.KeyFromSeed(priv.Seed()), nil
 }
 
 // Trust is what these credentials admit: nil for an open grid.

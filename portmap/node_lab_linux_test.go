@@ -20,6 +20,7 @@ import (
 	"github.com/gridlink/gridlink/lab"
 	"github.com/gridlink/gridlink/lab/labtest"
 	"github.com/gridlink/gridlink/lab/topology"
+	"github.com/gridlink/gridlink/pki/ca"
 )
 
 // Nodes use port mapping (issue 4): behind the miniupnpd router of
@@ -166,7 +167,7 @@ func startGridlink(t *testing.T, bin string, h *topology.Host, role string, args
 		t.Fatal(err)
 	}
 	defer f.Close()
-	p.cmd = exec.Command("ip", append([]string{"netns", "exec", lab.HostNS(h), bin}, args...)...)
+	p.cmd = exec.Command("ip", append([]string{"netns", "exec", lab.HostNS(h), bin}, certified(t, args)...)...)
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := p.cmd.Start(); err != nil {
@@ -181,6 +182,26 @@ func startGridlink(t *testing.T, bin string, h *topology.Host, role string, args
 		}
 	})
 	return p
+}
+
+// certified is the command line of a hub or node (args[0]) with a key and
+// certificate of the lab's CA for its --name: the lab runs with admission
+// on, as gridlab's overlays do.
+func certified(t *testing.T, args []string) []string {
+	t.Helper()
+	i := slices.Index(args, "--name")
+	if i < 0 || i+1 >= len(args) {
+		t.Fatalf("gridlink %v: no --name", args)
+	}
+	c, err := lab.OpenCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	issued, err := c.Issue(ca.Role(args[0]), args[i+1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(slices.Clone(args), issued.Args()...)
 }
 
 // stopGridlink ends a process as an operator would (SIGTERM), and kills it

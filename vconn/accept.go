@@ -165,6 +165,9 @@ func (n *Node) callBack(m *wire.Routed) {
 	delete(n.callbacks, rev.Token)
 	n.mu.Unlock()
 	if err != nil {
+		if errors.Is(err, pki.ErrDenied) {
+			n.cfg.Logf("vconn: reverse connection to %s for port %d: %v", rev.From, rev.Port, err)
+		}
 		fail(fmt.Sprintf("%s cannot reach %s's listener: %v", n.cfg.Name, rev.From, err))
 		return
 	}
@@ -199,6 +202,7 @@ func (n *Node) serveCircuits() {
 					return n.access(in.Open.Port, p)
 				})
 				if err != nil {
+					n.cfg.Logf("vconn: routed connection from %s to port %d: %v", in.Open.From, in.Open.Port, err)
 					if !errors.Is(err, pki.ErrDenied) { // a refusal closes once its reason is out
 						in.Circuit.Close()
 					}

@@ -10,18 +10,30 @@ import (
 	"github.com/gridlink/gridlink/pki"
 )
 
-// Try sets up one connection to port on target by method m alone and closes
-// it at once (uncommitted: the target's application never sees it). It is
-// for diagnosis: `gridlink doctor` tries every method.
+// Try sets up one connection to port on target by method m alone, waits
+// for the target's verdict on this node (which a connection's first read
+// would otherwise learn: a target that does not admit this node lets the
+// setup itself succeed), and closes it (uncommitted: the target's
+// application never sees it). It is for diagnosis: `gridlink doctor` tries
+// every method.
 func (n *Node) Try(ctx context.Context, m Method, target identity.Machine, port uint16) (time.Duration, error) {
 	if err := n.possible(m, target); err != nil {
 		return 0, err
 	}
 	r := n.attempt(ctx, m, target, port, 1)
-	if r.conn != nil {
-		r.conn.Close()
+	if r.conn == nil {
+		return r.elapsed, r.err
 	}
-	return r.elapsed, r.err
+	defer r.conn.Close()
+	if v, ok := r.conn.(interface{ Verdict() error }); ok {
+		if d, ok := ctx.Deadline(); ok {
+			_ = r.conn.SetReadDeadline(d)
+		}
+		if err := v.Verdict(); err != nil {
+			return r.elapsed, err
+		}
+	}
+	return r.elapsed, nil
 }
 
 // Explain says in plain words why a method failed, for people who should
@@ -33,6 +45,8 @@ func Explain(m Method, err error) string {
 	}
 	s := err.Error()
 	switch {
+	case errors.Is(err, pki.ErrDenied):
+		return "refused in the handshake, for a reason the refusing end names: " + s
 	case errors.Is(err, ErrRefused):
 		return "the target answered, but nothing listens on that port"
 	case errors.Is(err, pki.ErrWrongPeer):

@@ -2,6 +2,7 @@ package vconn
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/pki/ca"
 	"github.com/gridlink/gridlink/pki/pkitest"
@@ -90,6 +92,16 @@ func TestOutsidersRefused(t *testing.T) {
 	}
 	serveEcho(t, member, 7)
 	target := member.Machine()
+	// A hub with a grid hub's certificate that lets anyone attach (a
+	// compromised hub): what reaches a service through it is still judged
+	// end to end.
+	laxKey, err := identity.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	laxCert := g.Cert(t, ca.Hub, "lax", laxKey, time.Time{}, 0)
+	lax := certHub(t, "lax", pki.Unchecked(laxKey, []*x509.Certificate{laxCert}, nil), &logBook{}, h.Addr().String())
+	hubLogs.wait(t, "the lax hub linked", "linked to", "lax")
 
 	for _, o := range g.Outsiders(t) {
 		t.Run(strings.ReplaceAll(o.Case, " ", "_"), func(t *testing.T) {
@@ -110,8 +122,10 @@ func TestOutsidersRefused(t *testing.T) {
 			oh := certHub(t, "outhub", pki.Unchecked(o.Creds.Key, o.Chain, g.Trust), outLogs, h.Addr().String())
 			outLogs.wait(t, "outsider hub dialling", "not admitted", reason)
 			hubLogs.wait(t, "member hub dialled", "not admitted", reason)
-			if len(h.Links()) != 1 {
-				t.Errorf("member hub has %d links, want its member node's only", len(h.Links()))
+			for _, l := range h.Links() {
+				if l.Peer == o.Creds.Key.ID() {
+					t.Errorf("member hub has a link to the outsider: %+v", l)
+				}
 			}
 			_ = oh
 
@@ -131,6 +145,31 @@ func TestOutsidersRefused(t *testing.T) {
 				t.Errorf("service: %v; want a refusal saying %q", err, reason)
 			}
 			nodeLogs.wait(t, "service's record", "refused", reason)
+			// diagnosis by one method: the setup succeeds, the verdict refuses
+			if _, err := on.Try(ctx, Direct, target, 7); !errors.Is(err, pki.ErrDenied) || !strings.Contains(err.Error(), reason) {
+				t.Errorf("Try direct: %v; want a refusal saying %q", err, reason)
+			} else if why := Explain(Direct, err); !strings.Contains(why, "refused in the handshake") || !strings.Contains(why, reason) {
+				t.Errorf("Explain: %s", why)
+			}
+
+			// Reach a service routed, through the lax hub.
+			rn, err := Start(context.Background(), Config{Name: "outsider", Creds: o.Creds, ListenAddr: "127.0.0.1", Hubs: []string{lax.Addr().String()}, Methods: []Method{Routed}})
+			if err != nil {
+				t.Fatalf("outsider attaching to the lax hub: %v", err)
+			}
+			defer rn.Close()
+			c, err = rn.DialMachine(ctx, target, 7)
+			if err == nil {
+				_, err = io.ReadFull(c, make([]byte, 1))
+				c.Close()
+			}
+			if !errors.Is(err, pki.ErrDenied) || !strings.Contains(err.Error(), reason) {
+				t.Errorf("service, routed: %v; want a refusal saying %q", err, reason)
+			}
+			nodeLogs.wait(t, "service's record of the routed connection", "routed connection from", reason)
+			if _, err := rn.Try(ctx, Routed, target, 7); !errors.Is(err, pki.ErrDenied) || !strings.Contains(err.Error(), reason) {
+				t.Errorf("Try routed: %v; want a refusal saying %q", err, reason)
+			}
 		})
 	}
 }

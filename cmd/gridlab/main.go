@@ -24,6 +24,7 @@ import (
 	"github.com/gridlink/gridlink/lab/matrix"
 	"github.com/gridlink/gridlink/lab/topologies"
 	"github.com/gridlink/gridlink/lab/topology"
+	"github.com/gridlink/gridlink/pki/ca"
 )
 
 func main() {
@@ -37,7 +38,7 @@ sites on this machine: hosts are network namespaces, wide-area links run
 through a userspace emulator with delay, rate limit and loss. One lab runs at
 a time. Built-in topologies: ` + strings.Join(topologies.Names(), ", ") + `.`,
 	}
-	root.AddCommand(upCmd(), downCmd(), execCmd(), hostsCmd(), matrixCmd(), traversalCmd(), overlayCmd(), emulateCmd())
+	root.AddCommand(upCmd(), downCmd(), execCmd(), hostsCmd(), matrixCmd(), traversalCmd(), overlayCmd(), certCmd(), emulateCmd())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "gridlab:", err)
 		os.Exit(1)
@@ -246,7 +247,7 @@ func rateString(r int64) string {
 
 func matrixCmd() *cobra.Command {
 	var sets []string
-	var asJSON, withGridlink, bounds bool
+	var asJSON, withGridlink, bounds, open bool
 	var timeout time.Duration
 	var gridlinkBin string
 	c := &cobra.Command{
@@ -280,7 +281,11 @@ is TOPOLOGY, else brings TOPOLOGY up for the run and down afterwards.`,
 					exe, _ := os.Executable()
 					bin = filepath.Join(filepath.Dir(exe), "gridlink")
 				}
-				o, err := matrix.StartOverlay(ctx, t, bin)
+				start := matrix.StartOverlay
+				if open {
+					start = matrix.StartOpenOverlay
+				}
+				o, err := start(ctx, t, bin)
 				if err != nil {
 					return err
 				}
@@ -314,6 +319,7 @@ is TOPOLOGY, else brings TOPOLOGY up for the run and down afterwards.`,
 	c.Flags().BoolVar(&withGridlink, "gridlink", true, "also connect through gridlink (hubs on frontends, agents on the nodes)")
 	c.Flags().StringVar(&gridlinkBin, "gridlink-bin", "", "the gridlink binary (default: beside gridlab)")
 	c.Flags().BoolVar(&bounds, "bounds", false, "check gridlink setup times against the connectivity core's targets")
+	c.Flags().BoolVar(&open, "open", false, "run the overlay as an open grid, without the lab CA (the baseline of admission's cost)")
 	return c
 }
 
@@ -412,6 +418,7 @@ func sameParams(a, b map[string]string) bool {
 
 func overlayCmd() *cobra.Command {
 	var gridlinkBin string
+	var open bool
 	c := &cobra.Command{
 		Use:   "overlay",
 		Short: "run gridlink in the running lab: a hub on every site's frontend, a node agent on its compute node (until interrupted)",
@@ -432,17 +439,58 @@ func overlayCmd() *cobra.Command {
 			}
 			ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer cancel()
-			o, err := matrix.StartOverlay(ctx, t, bin)
+			start := matrix.StartOverlay
+			if open {
+				start = matrix.StartOpenOverlay
+			}
+			o, err := start(ctx, t, bin)
 			if err != nil {
 				return err
 			}
 			defer o.Stop()
-			fmt.Fprintf(os.Stderr, "gridlink overlay running in lab %s (logs in %s/gridlink-*.log); interrupt to stop\n", t.Name, lab.StateDir)
+			admission := fmt.Sprintf("admission by the lab CA in %s; `gridlab cert NAME` certifies one more node", lab.CADir())
+			if open {
+				admission = "an open grid, any key admitted"
+			}
+			fmt.Fprintf(os.Stderr, "gridlink overlay running in lab %s, %s (logs in %s/gridlink-*.log); interrupt to stop\n", t.Name, admission, lab.StateDir)
 			<-ctx.Done()
 			return nil
 		},
 	}
 	c.Flags().StringVar(&gridlinkBin, "gridlink-bin", "", "the gridlink binary (default: beside gridlab)")
+	c.Flags().BoolVar(&open, "open", false, "run an open grid, without the lab CA")
+	return c
+}
+
+func certCmd() *cobra.Command {
+	var role string
+	c := &cobra.Command{
+		Use:   "cert NAME",
+		Short: "issue a hub or node a key and certificate of the lab's CA and print its gridlink flags",
+		Long: `The overlays gridlab starts run with admission on: their hubs and nodes
+hold certificates of a CA made for the lab (in ` + lab.CADir() + `, removed by
+gridlab down). A gridlink command that runs a node of its own (perf, serve,
+cp) or another hub needs one too: cert makes a new identity key, certifies it
+and prints the flags that name them (--ca, --crl, --key, --cert).`,
+		Example: `  gridlab exec das3v-n2 -- bin/gridlink perf --serve --name p --hub 198.51.100.10:7946 $(gridlab cert p)`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, _, err := lab.Running(); err != nil {
+				return err
+			}
+			c, err := lab.OpenCA()
+			if err != nil {
+				return err
+			}
+			i, err := c.Issue(ca.Role(role), args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Println(strings.Join(i.Args(), " "))
+			return nil
+		},
+	}
+	c.Flags().StringVar(&role, "role", "node", "hub or node")
 	return c
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gridlink/gridlink/lab"
 	"github.com/gridlink/gridlink/lab/topology"
+	"github.com/gridlink/gridlink/pki/ca"
 )
 
 // HubPort is where lab hubs listen.
@@ -33,12 +34,55 @@ type GridlinkResult struct {
 }
 
 // Overlay is a running gridlink overlay in the lab: a hub per site and a
-// node agent on every matrix host.
+// node agent on every matrix host, admitted by the lab's CA (lab.OpenCA):
+// every hub and node runs with a certificate for its identity key.
 type Overlay struct {
 	t     *topology.Topology
 	bin   string
+	ca    *lab.CA
 	procs []*exec.Cmd
 	hubs  map[string]*exec.Cmd // by site
+}
+
+// newOverlay is an overlay of no processes yet, with the lab's CA unless
+// open.
+func newOverlay(t *topology.Topology, bin string, open bool) (*Overlay, error) {
+	o := &Overlay{t: t, bin: bin, hubs: map[string]*exec.Cmd{}}
+	if !open {
+		c, err := lab.OpenCA()
+		if err != nil {
+			return nil, err
+		}
+		o.ca = c
+	}
+	return o, nil
+}
+
+// CA is the lab CA that admits the overlay's hubs and nodes; nil for an
+// open overlay.
+func (o *Overlay) CA() *lab.CA { return o.ca }
+
+// Issue gives a gridlink command that runs a node of its own (serve, cp,
+// perf) in the overlay a key and certificate of the lab CA: its Args go on
+// the command line. An open overlay needs none: Issued{} has no Args.
+func (o *Overlay) Issue(name string) (lab.Issued, error) {
+	if o.ca == nil {
+		return lab.Issued{}, nil
+	}
+	return o.ca.Issue(ca.Node, name)
+}
+
+// certified is args with the flags of a new certificate for a hub or node
+// called name (none in an open overlay).
+func (o *Overlay) certified(role ca.Role, name string, args []string) ([]string, error) {
+	if o.ca == nil {
+		return args, nil
+	}
+	i, err := o.ca.Issue(role, name)
+	if err != nil {
+		return nil, err
+	}
+	return append(args, i.Args()...), nil
 }
 
 // HubHost is where a site's hub runs: its frontend, else its matrix host.
@@ -111,7 +155,21 @@ func fallbackHub(t *topology.Topology, n *topology.Host) string {
 // gridlink binary bin, and waits until every agent answers. Nodes with a
 // public address also get another site's hub to fall back on.
 func StartOverlay(ctx context.Context, t *topology.Topology, bin string) (*Overlay, error) {
-	o := &Overlay{t: t, bin: bin, hubs: map[string]*exec.Cmd{}}
+	return startOverlay(ctx, t, bin, false)
+}
+
+// StartOpenOverlay is StartOverlay without the lab CA: an open grid, where
+// any key may attach and link (every connection still proves its ends'
+// keys). It is the baseline of the cost of admission (bench/security.sh).
+func StartOpenOverlay(ctx context.Context, t *topology.Topology, bin string) (*Overlay, error) {
+	return startOverlay(ctx, t, bin, true)
+}
+
+func startOverlay(ctx context.Context, t *topology.Topology, bin string, open bool) (*Overlay, error) {
+	o, err := newOverlay(t, bin, open)
+	if err != nil {
+		return nil, err
+	}
 	for _, s := range t.Sites {
 		args := []string{"hub", "--name", s.Name, "--listen", fmt.Sprintf("0.0.0.0:%d", HubPort),
 			"--identity", lab.SSHClientKey(), "--known-hosts", lab.SSHKnownHosts()}
@@ -120,7 +178,10 @@ func StartOverlay(ctx context.Context, t *topology.Topology, bin string) (*Overl
 				args = append(args, "--peer", spec)
 			}
 		}
-		if err := o.start(HubHost(s), "hub", args); err != nil {
+		if args, err = o.certified(ca.Hub, s.Name, args); err == nil {
+			err = o.start(HubHost(s), "hub", args)
+		}
+		if err != nil {
 			o.Stop()
 			return nil, err
 		}
@@ -132,7 +193,10 @@ func StartOverlay(ctx context.Context, t *topology.Topology, bin string) (*Overl
 		if fb := fallbackHub(t, h); fb != "" {
 			args = append(args, "--hub", fb)
 		}
-		if err := o.start(h, "node", args); err != nil {
+		if args, err = o.certified(ca.Node, h.ID(), args); err == nil {
+			err = o.start(h, "node", args)
+		}
+		if err != nil {
 			o.Stop()
 			return nil, err
 		}
@@ -140,8 +204,13 @@ func StartOverlay(ctx context.Context, t *topology.Topology, bin string) (*Overl
 	return o, nil
 }
 
+// LogFile is the log of the overlay's hub or node (role) on host h.
+func LogFile(h *topology.Host, role string) string {
+	return filepath.Join(lab.StateDir, fmt.Sprintf("gridlink-%s-%s.log", h.ID(), role))
+}
+
 func (o *Overlay) start(h *topology.Host, role string, args []string) error {
-	logPath := filepath.Join(lab.StateDir, fmt.Sprintf("gridlink-%s-%s.log", h.ID(), role))
+	logPath := LogFile(h, role)
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return err

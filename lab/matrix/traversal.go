@@ -5,12 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os/exec"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/gridlink/gridlink/lab/topology"
+	"github.com/gridlink/gridlink/pki/ca"
 )
 
 // The NAT traversal report (`gridlab traversal`): one hub on a public host,
@@ -110,15 +110,26 @@ func Expect(src, dst *topology.Host) string {
 // StartTraversalOverlay starts a hub on hub (listening on
 // TraversalHubPort) and a node agent on every host of t.
 func StartTraversalOverlay(ctx context.Context, t *topology.Topology, bin string, hub *topology.Host) (*Overlay, []*topology.Host, error) {
-	o := &Overlay{t: t, bin: bin, hubs: map[string]*exec.Cmd{}}
-	if err := o.start(hub, "hub", []string{"hub", "--name", hub.Site.Name, "--listen", fmt.Sprintf("0.0.0.0:%d", TraversalHubPort)}); err != nil {
+	o, err := newOverlay(t, bin, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	args, err := o.certified(ca.Hub, hub.Site.Name, []string{"hub", "--name", hub.Site.Name, "--listen", fmt.Sprintf("0.0.0.0:%d", TraversalHubPort)})
+	if err == nil {
+		err = o.start(hub, "hub", args)
+	}
+	if err != nil {
 		return nil, nil, err
 	}
 	spec := fmt.Sprintf("%s:%d", hub.PrimaryAddr(), TraversalHubPort)
 	var hosts []*topology.Host
 	for _, s := range t.Sites {
 		for _, h := range s.Hosts {
-			if err := o.start(h, "node", []string{"node", "--verbose", "--name", h.ID(), "--hub", spec}); err != nil {
+			args, err := o.certified(ca.Node, h.ID(), []string{"node", "--verbose", "--name", h.ID(), "--hub", spec})
+			if err == nil {
+				err = o.start(h, "node", args)
+			}
+			if err != nil {
 				o.Stop()
 				return nil, nil, err
 			}
@@ -253,13 +264,24 @@ func (r *TraversalReport) WriteTable(w io.Writer) {
 // on each of behind, which peer with it only: hubs behind NATs and
 // firewalls that must find each other through it.
 func StartHubs(ctx context.Context, t *topology.Topology, bin string, public *topology.Host, behind []*topology.Host) (*Overlay, error) {
-	o := &Overlay{t: t, bin: bin, hubs: map[string]*exec.Cmd{}}
-	if err := o.start(public, "hub", []string{"hub", "--verbose", "--name", public.ID(), "--listen", fmt.Sprintf("0.0.0.0:%d", TraversalHubPort)}); err != nil {
+	o, err := newOverlay(t, bin, false)
+	if err != nil {
+		return nil, err
+	}
+	args, err := o.certified(ca.Hub, public.ID(), []string{"hub", "--verbose", "--name", public.ID(), "--listen", fmt.Sprintf("0.0.0.0:%d", TraversalHubPort)})
+	if err == nil {
+		err = o.start(public, "hub", args)
+	}
+	if err != nil {
 		return nil, err
 	}
 	spec := fmt.Sprintf("%s:%d", public.PrimaryAddr(), TraversalHubPort)
 	for _, h := range behind {
-		if err := o.start(h, "hub", []string{"hub", "--verbose", "--name", h.ID(), "--listen", fmt.Sprintf("0.0.0.0:%d", HubPort), "--peer", spec}); err != nil {
+		args, err := o.certified(ca.Hub, h.ID(), []string{"hub", "--verbose", "--name", h.ID(), "--listen", fmt.Sprintf("0.0.0.0:%d", HubPort), "--peer", spec})
+		if err == nil {
+			err = o.start(h, "hub", args)
+		}
+		if err != nil {
 			o.Stop()
 			return nil, err
 		}

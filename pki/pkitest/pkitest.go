@@ -100,11 +100,11 @@ func (g *Grid) Proxy(t testing.TB, user *proxy.Credential, o proxy.Options) *pki
 // ProxyKey is a proxy's key as an identity key.
 func ProxyKey(t testing.TB, p *proxy.Credential) identity.Key {
 	t.Helper()
-	priv, ok := p.Key.(ed25519.PrivateKey)
-	if !ok {
-		t.Fatalf("proxy key is a %T", p.Key)
+	k, err := pki.ProxyKey(p)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return identity.KeyFromSeed(priv.Seed())
+	return k
 }
 
 // Revoke revokes cert and installs the new list in the grid's trust.
