@@ -16,6 +16,7 @@ import (
 
 	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/link"
+	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/vconn"
 	"github.com/gridlink/gridlink/xfer"
 )
@@ -25,6 +26,7 @@ func serveCmd() *cobra.Command {
 	var root string
 	var port, maxStreams int
 	var allowPlain bool
+	var allowNames, allowGroups []string
 	c := &cobra.Command{
 		Use:   "serve [--root DIR]",
 		Short: "run a transfer service for gridlink cp, publishing DIR under this node's name",
@@ -60,7 +62,14 @@ default; no path may leave it), and pushes from DIR to another service
 				return err
 			}
 			defer srv.Close()
-			l, err := link.Listen(node, uint16(port), link.ListenOptions{AllowPlain: allowPlain, MaxStreams: maxStreams})
+			lo := link.ListenOptions{AllowPlain: allowPlain, MaxStreams: maxStreams}
+			if len(allowNames)+len(allowGroups) > 0 {
+				if cfg.Creds.Trust() == nil {
+					return errors.New("--allow and --allow-group need a grid CA (--ca): an open grid proves keys, not names")
+				}
+				lo.Allow = pki.Members(allowNames, allowGroups)
+			}
+			l, err := link.Listen(node, uint16(port), lo)
 			if err != nil {
 				return err
 			}
@@ -74,6 +83,8 @@ default; no path may leave it), and pushes from DIR to another service
 	f.IntVarP(&port, "port", "p", xfer.Port, "virtual port of the service")
 	f.IntVar(&maxStreams, "max-streams", link.DefaultMaxStreams, "the most streams of a link")
 	f.BoolVar(&allowPlain, "allow-plain", false, "allow clients to ask for authenticated-plain links (cp --encrypt off)")
+	f.StringArrayVar(&allowNames, "allow", nil, "admit only this subject (a user's, node's or hub's certificate name; repeatable; with --allow-group: either)")
+	f.StringArrayVar(&allowGroups, "allow-group", nil, "admit only members of this group (repeatable)")
 	return c
 }
 
@@ -197,10 +208,7 @@ func runCp(ctx context.Context, nf *nodeFlags, cf cpFlags, args []string) error 
 	if err != nil {
 		return err
 	}
-	deleg, err := nf.sec.delegator(cfg.Key)
-	if err != nil {
-		return err
-	}
+
 	node, err := vconn.Start(ctx, cfg)
 	if err != nil {
 		return err
@@ -224,6 +232,10 @@ func runCp(ctx context.Context, nf *nodeFlags, cf cpFlags, args []string) error 
 	o := xfer.Options{Recursive: cf.recursive, Resume: cf.resume, Retries: retries, Limit: limit, Progress: bar.event,
 		Logf: func(f string, a ...any) { bar.log(fmt.Sprintf(f, a...)) }}
 	if snode != "" && dremote {
+		deleg, err := nf.sec.delegator()
+		if err != nil {
+			return err
+		}
 		if o.Delegate, err = pushDelegate(deleg, withDefaultPort(dnode, cf.port)); err != nil {
 			return err
 		}

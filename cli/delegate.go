@@ -2,16 +2,12 @@ package cli
 
 import (
 	"context"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
-	"os"
 
-	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/link"
 	"github.com/gridlink/gridlink/pki"
-	"github.com/gridlink/gridlink/pki/ca"
 	"github.com/gridlink/gridlink/pki/proxy"
 	"github.com/gridlink/gridlink/vconn"
 	"github.com/gridlink/gridlink/xfer"
@@ -25,39 +21,17 @@ import (
 // caller, never A. In an open grid (no --ca) nothing is asked and A dials
 // as itself.
 
-// delegator is the credential a caller delegates from: its proxy
-// (--proxy) or its certificate and key (--cert, --key); nil for an open
-// grid.
-func (sf *secFlags) delegator(key identity.Key) (*proxy.Credential, error) {
+// delegator is the credential a caller of a third-party transfer
+// delegates from: its proxy (--proxy); nil for an open grid. Only users
+// sign proxies: a hub's or node's certificate cannot delegate.
+func (sf *secFlags) delegator() (*proxy.Credential, error) {
 	switch {
 	case sf.caFile == "":
 		return nil, nil
-	case sf.proxyFile != "":
-		return proxy.Load(sf.proxyFile)
-	case sf.certFile != "":
-		data, err := os.ReadFile(sf.certFile)
-		if err != nil {
-			return nil, err
-		}
-		chain, err := ca.ParseCertificates(data)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", sf.certFile, err)
-		}
-		return &proxy.Credential{Chain: trimCA(chain), Key: key.Private()}, nil
+	case sf.proxyFile == "":
+		return nil, errors.New("a third-party transfer in a grid with a CA runs as a user, whom the source acts for: give --proxy (from gridlink proxy init); a node's certificate cannot delegate")
 	}
-	return nil, errors.New("--ca needs --cert (with --key) or --proxy")
-}
-
-// trimCA drops self-signed certificates (a CA's, appended to a chain
-// file) from a chain: a proxy's chain ends at the end entity.
-func trimCA(chain []*x509.Certificate) []*x509.Certificate {
-	out := chain[:0:0]
-	for _, c := range chain {
-		if c.CheckSignatureFrom(c) != nil {
-			out = append(out, c)
-		}
-	}
-	return out
+	return proxy.Load(sf.proxyFile)
 }
 
 // pushDelegate is the caller's answer to a push source's signing request:

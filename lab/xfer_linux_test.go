@@ -65,7 +65,7 @@ func (x *xferLab) host(name string) *topology.Host { return labtest.Host(x.t, x.
 
 // serve starts gridlink serve on host as xfer-HOST, serving root (as
 // user nobody with asNobody), and waits until it listens.
-func (x *xferLab) serve(host, root string, asNobody bool) *exec.Cmd {
+func (x *xferLab) serve(host, root string, asNobody bool, extra ...string) *exec.Cmd {
 	t := x.t
 	h := x.host(host)
 	args := []string{"netns", "exec", lab.HostNS(h)}
@@ -74,6 +74,7 @@ func (x *xferLab) serve(host, root string, asNobody bool) *exec.Cmd {
 	}
 	args = append(args, x.bin, "serve", "--name", "xfer-"+host, "--hub", matrix.HubAddr(h), "--root", root)
 	args = append(args, x.issue("xfer-"+host, asNobody)...)
+	args = append(args, extra...)
 	cmd := exec.Command("ip", args...)
 	logPath := filepath.Join(t.TempDir(), "serve.log")
 	logf, err := os.Create(logPath)
@@ -108,17 +109,32 @@ func (x *xferLab) serve(host, root string, asNobody bool) *exec.Cmd {
 // cpCmd is gridlink cp run on host with args, a JSON summary and no
 // progress display.
 func (x *xferLab) cpCmd(ctx context.Context, host string, args ...string) *exec.Cmd {
+	return x.cpCmdAs(ctx, "alice", host, args...)
+}
+
+// cpCmdAs is cpCmd run as user (a proxy of the lab CA): the user whose
+// proxy the source of a third-party transfer acts with.
+func (x *xferLab) cpCmdAs(ctx context.Context, user, host string, args ...string) *exec.Cmd {
 	h := x.host(host)
-	full := append([]string{"netns", "exec", lab.HostNS(h), x.bin, "cp", "--json", "--quiet", "--hub", matrix.HubAddr(h)}, x.issue("cp-"+host, false)...)
+	cred, err := x.o.IssueUser(user)
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	full := append([]string{"netns", "exec", lab.HostNS(h), x.bin, "cp", "--json", "--quiet", "--hub", matrix.HubAddr(h)}, cred.Args()...)
 	full = append(full, args...)
 	return exec.CommandContext(ctx, "ip", full...)
 }
 
-// cp runs gridlink cp on host and returns its summary.
+// cp runs gridlink cp on host as alice and returns its summary.
 func (x *xferLab) cp(host string, args ...string) (cpResult, error) {
+	return x.cpAs("alice", host, args...)
+}
+
+// cpAs runs gridlink cp on host as user and returns its summary.
+func (x *xferLab) cpAs(user, host string, args ...string) (cpResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	cmd := x.cpCmd(ctx, host, args...)
+	cmd := x.cpCmdAs(ctx, user, host, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -173,7 +189,9 @@ func TestGrid6Xfer(t *testing.T) {
 	x := &xferLab{t: t, topo: topo, bin: bin, o: o}
 	src := t.TempDir()
 	rootD, rootR, rootH := openDir(t), openDir(t), openDir(t)
-	x.serve("das3d-n1", rootD, false)
+	// das3d-n1 admits alice only: a third-party transfer to it from
+	// rockstar-n1's service works only as alice, by her delegated proxy
+	x.serve("das3d-n1", rootD, false, "--allow", "alice")
 	x.serve("rockstar-n1", rootR, false)
 	x.serve("hiroshi-n1", rootH, false)
 
@@ -203,6 +221,15 @@ func TestGrid6Xfer(t *testing.T) {
 			}
 			return nil
 		})
+		// bob may not write to das3d-n1: rockstar-n1, acting as bob, is
+		// refused there, and bob hears why
+		r, err = x.cpAs("bob", "das3v-n1", "-r", "xfer-rockstar-n1:tree", "xfer-das3d-n1:bobs")
+		if err == nil || !strings.Contains(r.Failure, "refuses bob") {
+			t.Errorf("bob's third-party transfer to a service admitting alice only: %+v %v", r, err)
+		}
+		if _, err := os.Stat(filepath.Join(rootD, "bobs")); err == nil {
+			t.Error("bob's third-party transfer stored something")
+		}
 	})
 	t.Run("BadInput", func(t *testing.T) { xferBadInput(t, x, src) })
 }

@@ -72,6 +72,16 @@ func (o *Overlay) Issue(name string) (lab.Issued, error) {
 	return o.ca.Issue(ca.Node, name)
 }
 
+// IssueUser gives a gridlink command run as user (in groups) a proxy of
+// the overlay's CA: the flags --ca, --crl and --proxy (none in an open
+// overlay).
+func (o *Overlay) IssueUser(user string, groups ...string) (lab.Issued, error) {
+	if o.ca == nil {
+		return lab.Issued{}, nil
+	}
+	return o.ca.IssueProxy(user, groups...)
+}
+
 // certified is args with the flags of a new certificate for a hub or node
 // called name (none in an open overlay).
 func (o *Overlay) certified(role ca.Role, name string, args []string) ([]string, error) {
