@@ -1,18 +1,20 @@
 #!/usr/bin/env bash
 # Unmodified applications (issue 7), for BENCHMARKS.md (needs root). On the
 # `wan` topology (hosts a and b, one emulated link of RTT and RATE), host b
-# runs a TCP sink (socat to /dev/null) published with `gridlink expose`;
+# runs a TCP sink (bench/appsend.go sink) published with `gridlink expose`;
 # host a sends MIB MiB to it, RUNS rounds of four ways, one after another:
 #   api      a Go program using the gridlink API directly (its own node,
 #            gridlink.Dial to b:9000): the baseline
 #   socks    the same sender through `gridlink socks` (CONNECT b.grid:9000)
 #   forward  the same sender to `gridlink forward 127.0.0.1:9001 b.grid:9000`
-#   nc       head -c | `gridlink nc b.grid:9000`
+#   nc       the same sender writing to a pipe into `gridlink nc b.grid:9000`
 # Every way uses one encrypted stream (the link defaults). The sender is
-# bench/appsend.go for api, socks and forward, so that only the way
-# differs; a rate counts from the first byte until the sink has closed after
-# reading everything. Prints markdown: per-run rates, medians and each way's
-# median ratio to the api median of the same run.
+# bench/appsend.go in every way (256 KiB writes), so that only the way
+# differs. Rates are the sink's: from the first byte it reads until the
+# sender's EOF, the same measure for every way (process start-up and link
+# setup left out); the senders' own rates, timed from their first write
+# to the sink's close, go to stderr. Prints markdown: per-run rates,
+# medians and each way's median ratio to the api median of the same run.
 #
 # Everything runs inside lab namespaces; the lab lock of lab tests
 # (/run/gridlab/test.lock) is held for the whole run, and the lab is torn
@@ -44,37 +46,40 @@ within 10 $GRIDLAB exec a -- "$GRIDLINK" status --hub || die "hub did not start"
 bg a node-a "$GRIDLINK" node --name a --hub "$HUB"
 bg b node-b "$GRIDLINK" node --name b --hub "$HUB"
 within 20 $GRIDLAB exec a -- "$GRIDLINK" ping --dials 1 b || die "a cannot reach b: $(cat "$tmp"/node-*.log)"
-bg b sink socat -u TCP-LISTEN:9000,bind=127.0.0.1,reuseaddr,fork OPEN:/dev/null
+bg b sink "$tmp/appsend" sink 127.0.0.1:9000
 bg b expose "$GRIDLINK" expose 9000
 bg a socks "$GRIDLINK" socks --listen 127.0.0.1:1080
 bg a forward "$GRIDLINK" forward 127.0.0.1:9001 b.grid:9000
+within 10 listening b 9000 || die "sink: $(cat "$tmp/sink.log")"
 within 10 grep -q "reachable as" "$tmp/expose.log" || die "expose: $(cat "$tmp/expose.log")"
 within 10 grep -q "listening on" "$tmp/socks.log" || die "socks: $(cat "$tmp/socks.log")"
 
-nc_send() { # prints the rate like appsend
-  local t0 t1
-  t0=$(date +%s.%N)
-  head -c "$((MIB << 20))" /dev/zero | $GRIDLAB exec a -- "$GRIDLINK" nc b.grid:9000 >/dev/null
-  t1=$(date +%s.%N)
-  awk -v b="$((MIB << 20))" -v a="$t0" -v z="$t1" 'BEGIN {printf "%.1f %d %.3f\n", b * 8 / (z - a) / 1e6, b, z - a}'
+sunk=0
+sink_rate() { # sets out to the sink's next line (the way just run)
+  sunk=$((sunk + 1))
+  within 10 test "$(wc -l <"$tmp/sink.log")" -ge "$sunk" || die "sink: no report: $(cat "$tmp/sink.log")"
+  out=$(sed -n "${sunk}p" "$tmp/sink.log")
 }
 declare -A rates
 for r in $(seq "$RUNS"); do
   for way in api socks forward nc; do
     case $way in
-      api) out=$($GRIDLAB exec a -- "$tmp/appsend" api "$HUB" b:9000 "$MIB") ;;
-      socks) out=$($GRIDLAB exec a -- "$tmp/appsend" socks 127.0.0.1:1080 b.grid:9000 "$MIB") ;;
-      forward) out=$($GRIDLAB exec a -- "$tmp/appsend" tcp 127.0.0.1:9001 "$MIB") ;;
-      nc) out=$(nc_send) ;;
+      api) sent=$($GRIDLAB exec a -- "$tmp/appsend" api "$HUB" b:9000 "$MIB") ;;
+      socks) sent=$($GRIDLAB exec a -- "$tmp/appsend" socks 127.0.0.1:1080 b.grid:9000 "$MIB") ;;
+      forward) sent=$($GRIDLAB exec a -- "$tmp/appsend" tcp 127.0.0.1:9001 "$MIB") ;;
+      nc) t0=$(date +%s.%N)
+        $GRIDLAB exec a -- bash -c '"$1" pipe "$2" | "$3" nc b.grid:9000 >/dev/null' - "$tmp/appsend" "$MIB" "$GRIDLINK"
+        sent="$(awk -v a="$t0" -v z="$(date +%s.%N)" 'BEGIN {printf "%.3f s with start-up", z - a}')" ;;
     esac
+    sink_rate
     rates[$way]="${rates[$way]:-} ${out%% *}"
-    echo "run $r $way: $out Mbit/s bytes s" >&2
+    echo "run $r $way: sink $out Mbit/s bytes s; sender $sent" >&2
   done
 done
 
 median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}'; }
 base=$(median <<<"${rates[api]}")
-echo "wan rtt=$RTT rate=$RATE, $MIB MiB per run, $RUNS runs, one encrypted stream"
+echo "wan rtt=$RTT rate=$RATE, $MIB MiB per run, $RUNS runs, one encrypted stream, rates at the sink (first byte to last)"
 echo
 echo "| way | runs (Mbit/s) | median (Mbit/s) | ratio to api |"
 echo "|---|---|---|---|"
