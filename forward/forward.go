@@ -53,6 +53,9 @@ func Forward(ctx context.Context, l net.Listener, c *agent.Client, req agent.Con
 	}
 }
 
+// ncBuffer is the copy buffer of each direction of NC.
+const ncBuffer = 256 << 10
+
 // NC joins in and out to a new overlay connection: what in says is sent,
 // and at its EOF the connection's sending half is closed; what the far
 // side sends is written to out until it closes. NC returns when the far
@@ -63,19 +66,22 @@ func NC(ctx context.Context, c *agent.Client, req agent.ConnectRequest, in io.Re
 		return err
 	}
 	defer conn.Close()
+	growPipe(in)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		buf := make([]byte, 256<<10)
-		if _, err := io.CopyBuffer(struct{ io.Writer }{conn}, in, buf); err == nil {
+		buf := make([]byte, ncBuffer)
+		// both sides wrapped: an *os.File's WriteTo would copy in 32 KiB
+		// reads, 8 times the system calls and wake-ups of ncBuffer.
+		if _, err := io.CopyBuffer(struct{ io.Writer }{conn}, struct{ io.Reader }{in}, buf); err == nil {
 			if cw, ok := conn.(interface{ CloseWrite() error }); ok {
 				_ = cw.CloseWrite()
 			}
 		}
 	}()
-	buf := make([]byte, 256<<10)
-	_, err = io.CopyBuffer(out, struct{ io.Reader }{conn}, buf)
+	buf := make([]byte, ncBuffer)
+	_, err = io.CopyBuffer(struct{ io.Writer }{out}, struct{ io.Reader }{conn}, buf)
 	// the far side is done: whatever in still says has nowhere to go (a
 	// reader of stdin stays blocked; the process exits without it).
 	return err
