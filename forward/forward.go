@@ -3,9 +3,11 @@
 // address, NC joins a pair of byte streams (stdin and stdout, for ssh's
 // ProxyCommand) to one, and Expose publishes a local TCP service on the
 // overlay. Connection setup, link options and the listening side are the
-// agent's (agent stream requests); this package owns the local ends and
-// their half-close (a program's EOF reaches the far side as EOF, so
-// ssh, scp and nc-style protocols finish cleanly).
+// agent's (agent stream requests), and so is the copying wherever the
+// agent can take the local ends over (sockets and pipes: agent.Stream);
+// this package owns the local ends and their half-close (a program's EOF
+// reaches the far side as EOF, so ssh, scp and nc-style protocols finish
+// cleanly).
 package forward
 
 import (
@@ -13,7 +15,7 @@ import (
 	"errors"
 	"io"
 	"net"
-	"sync"
+	"os"
 	"time"
 
 	"github.com/gridlink/gridlink/agent"
@@ -41,14 +43,18 @@ func Forward(ctx context.Context, l net.Listener, c *agent.Client, req agent.Con
 		}
 		go func() {
 			dctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-			up, err := c.Connect(dctx, req)
+			s, err := c.Open(dctx, req)
 			cancel()
 			if err != nil {
 				logf("forward %s -> %s: %v", local.RemoteAddr(), req.Addr, err)
 				local.Close()
 				return
 			}
-			agent.Join(local, up)
+			// the agent takes the connection over and copies it itself;
+			// this goroutine waits for the end (the process's exit cuts it).
+			if err := s.Join(local); err != nil {
+				logf("forward %s -> %s: %v", local.RemoteAddr(), req.Addr, err)
+			}
 		}()
 	}
 }
@@ -59,18 +65,44 @@ const ncBuffer = 256 << 10
 // NC joins in and out to a new overlay connection: what in says is sent,
 // and at its EOF the connection's sending half is closed; what the far
 // side sends is written to out until it closes. NC returns when the far
-// side has closed (or failed), as nc does.
+// side has closed (or failed), as nc does, or when ctx ends (nil).
+//
+// When in and out are pipes or sockets (stdin and stdout of ssh's
+// ProxyCommand, of a shell pipeline), the agent takes them over and
+// copies without this process; otherwise NC copies.
 func NC(ctx context.Context, c *agent.Client, req agent.ConnectRequest, in io.Reader, out io.Writer) error {
-	conn, err := c.Connect(ctx, req)
+	s, err := c.Open(ctx, req)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	defer s.Close()
+	stop := context.AfterFunc(ctx, func() { s.Close() })
+	defer stop()
 	growPipe(in)
-	var wg sync.WaitGroup
-	wg.Add(1)
+	err = ncJoin(s, in, out)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func ncJoin(s *agent.Stream, in io.Reader, out io.Writer) error {
+	inf, ok := in.(*os.File)
+	outf, ok2 := out.(*os.File)
+	if ok && ok2 {
+		err := s.Hand(inf, outf)
+		if err == nil {
+			return s.Wait()
+		}
+		if !errors.Is(err, agent.ErrNoHandoff) {
+			return err
+		}
+	}
+	conn, err := s.Conn()
+	if err != nil {
+		return err
+	}
 	go func() {
-		defer wg.Done()
 		buf := make([]byte, ncBuffer)
 		// both sides wrapped: an *os.File's WriteTo would copy in 32 KiB
 		// reads, 8 times the system calls and wake-ups of ncBuffer.
