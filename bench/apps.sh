@@ -14,7 +14,11 @@
 # sender's EOF, the same measure for every way (process start-up and link
 # setup left out); the senders' own rates, timed from their first write
 # to the sink's close, go to stderr. Prints markdown: per-run rates,
-# medians and each way's median ratio to the api median of the same run.
+# medians, each way's median ratio to the api median of the same run, and
+# the CPU time the sending host a spent per GiB in each way (the sender,
+# nc, socks or forward, and the agent; the receiving side and the
+# emulator are the same in every way): less noisy than rates on a busy
+# machine, and where the ways differ.
 #
 # Everything runs inside lab namespaces; the lab lock of lab tests
 # (/run/gridlab/test.lock) is held for the whole run, and the lab is torn
@@ -34,7 +38,9 @@ bg() { # HOST LOG COMMAND...: run in the background in HOST
   local h=$1 log=$2; shift 2
   $GRIDLAB exec "$h" -- "$@" >"$tmp/$log.log" 2>&1 &
   pids+=($!)
+  pid[$log]=$! # gridlab exec and ip netns exec exec: the command's own pid
 }
+declare -A pid
 
 go build -o "$tmp/appsend" bench/appsend.go
 $GRIDLAB down >/dev/null 2>&1 || true
@@ -60,20 +66,34 @@ sink_rate() { # sets out to the sink's next line (the way just run)
   within 10 test "$(wc -l <"$tmp/sink.log")" -ge "$sunk" || die "sink: no report: $(cat "$tmp/sink.log")"
   out=$(sed -n "${sunk}p" "$tmp/sink.log")
 }
-declare -A rates
+# CPU on host a, the sending side: the sender (and nc) run under bash,
+# whose `times` reports what its children used; the agent, socks and
+# forward are read from /proc before and after each way.
+on_a() { # SCRIPT ARGS...: bash -c SCRIPT on host a; sets sent (its output) and kids (children's CPU, s)
+  local o
+  o=$($GRIDLAB exec a -- bash -c "$1"'; times' - "${@:2}")
+  kids=$(tail -1 <<<"$o" | awk '{for (i = 1; i <= 2; i++) {split($i, t, "m"); s += t[1] * 60 + t[2]}} END {print s}')
+  sent=$(head -n -2 <<<"$o")
+}
+daemons() { for p in "${pid[node-a]}" "${pid[socks]}" "${pid[forward]}"; do awk '{print $14 + $15}' "/proc/$p/stat"; done | awk '{s += $1} END {print s}'; }
+tck=$(getconf CLK_TCK)
+declare -A rates cpus
 for r in $(seq "$RUNS"); do
   for way in api socks forward nc; do
+    d0=$(daemons)
     case $way in
-      api) sent=$($GRIDLAB exec a -- "$tmp/appsend" api "$HUB" b:9000 "$MIB") ;;
-      socks) sent=$($GRIDLAB exec a -- "$tmp/appsend" socks 127.0.0.1:1080 b.grid:9000 "$MIB") ;;
-      forward) sent=$($GRIDLAB exec a -- "$tmp/appsend" tcp 127.0.0.1:9001 "$MIB") ;;
+      api) on_a '"$1" api "$2" b:9000 "$3"' "$tmp/appsend" "$HUB" "$MIB" ;;
+      socks) on_a '"$1" socks 127.0.0.1:1080 b.grid:9000 "$2"' "$tmp/appsend" "$MIB" ;;
+      forward) on_a '"$1" tcp 127.0.0.1:9001 "$2"' "$tmp/appsend" "$MIB" ;;
       nc) t0=$(date +%s.%N)
-        $GRIDLAB exec a -- bash -c '"$1" pipe "$2" | "$3" nc b.grid:9000 >/dev/null' - "$tmp/appsend" "$MIB" "$GRIDLINK"
+        on_a '"$1" pipe "$2" | "$3" nc b.grid:9000 >/dev/null' "$tmp/appsend" "$MIB" "$GRIDLINK"
         sent="$(awk -v a="$t0" -v z="$(date +%s.%N)" 'BEGIN {printf "%.3f s with start-up", z - a}')" ;;
     esac
     sink_rate
+    cpu=$(awk -v k="$kids" -v d="$(($(daemons) - d0))" -v t="$tck" -v m="$MIB" 'BEGIN {printf "%.3f", (k + d / t) * 1024 / m}')
     rates[$way]="${rates[$way]:-} ${out%% *}"
-    echo "run $r $way: sink $out Mbit/s bytes s; sender $sent" >&2
+    cpus[$way]="${cpus[$way]:-} $cpu"
+    echo "run $r $way: sink $out Mbit/s bytes s; sender $sent; host a CPU $cpu s/GiB" >&2
   done
 done
 
@@ -81,9 +101,10 @@ median() { tr ' ' '\n' | grep . | sort -g | awk '{v[NR]=$1} END {print (NR%2) ? 
 base=$(median <<<"${rates[api]}")
 echo "wan rtt=$RTT rate=$RATE, $MIB MiB per run, $RUNS runs, one encrypted stream, rates at the sink (first byte to last)"
 echo
-echo "| way | runs (Mbit/s) | median (Mbit/s) | ratio to api |"
-echo "|---|---|---|---|"
+echo "| way | runs (Mbit/s) | median (Mbit/s) | ratio to api | host a CPU, median (s/GiB) |"
+echo "|---|---|---|---|---|"
 for way in api socks forward nc; do
   m=$(median <<<"${rates[$way]}")
-  awk -v w="$way" -v runs="${rates[$way]}" -v m="$m" -v b="$base" 'BEGIN {printf "| %s |%s | %.1f | %.3f |\n", w, runs, m, m / b}'
+  c=$(median <<<"${cpus[$way]}")
+  awk -v w="$way" -v runs="${rates[$way]}" -v m="$m" -v b="$base" -v c="$c" 'BEGIN {printf "| %s |%s | %.1f | %.3f | %.2f |\n", w, runs, m, m / b, c}'
 done
