@@ -27,9 +27,11 @@ import (
 //	      descriptors leaves it out and streams as without Handoff)
 //	client → one byte:
 //	    'F' with SCM_RIGHTS: one stream socket (both directions), or two
-//	        descriptors, a read end then a write end (stream sockets, or
-//	        pipes in non-blocking mode in open file descriptions of their
-//	        own: the agent cannot interrupt a blocking read)
+//	        descriptors, a read end then a write end: stream sockets,
+//	        regular files, /dev/null, or pipes in non-blocking mode in
+//	        open file descriptions of their own (the agent could not
+//	        interrupt a blocking read, and must not change the mode of a
+//	        description others share)
 //	    'S' without descriptors: the control connection carries the
 //	        bytes, as without Handoff
 //	agent → after 'F', once the stream has ended, one event line,
@@ -51,8 +53,9 @@ const (
 )
 
 // ErrNoHandoff says a stream's local end cannot be handed to the agent:
-// the agent cannot take descriptors, or the ends are not sockets or
-// pipes. Nothing was sent; the stream can still carry the bytes here.
+// the agent cannot take descriptors, or an end is none of the kinds it
+// takes (a terminal, say). Nothing was sent; the stream can still carry
+// the bytes here.
 var ErrNoHandoff = errors.New("agent: the local end cannot be handed to the agent")
 
 // Stream is a link set up by Open, waiting for its local end: handed to
@@ -99,7 +102,7 @@ func (s *Stream) Conn() (net.Conn, error) {
 }
 
 // Hand gives the agent the local end: one stream socket, or a read end
-// and a write end (sockets or pipes). From then on the agent copies, and
+// and a write end (sockets, pipes, regular files, /dev/null). From then on the agent copies, and
 // Wait reports the end. The caller may close its ends at once: the agent
 // holds its own. ErrNoHandoff means nothing was sent.
 func (s *Stream) Hand(ends ...syscall.Conn) error {

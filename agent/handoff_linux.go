@@ -122,9 +122,11 @@ func isStreamSocket(fd int) error {
 	return nil
 }
 
-// fileFromFD makes a pollable file of fd (which it takes): a stream
-// socket (set non-blocking) or a pipe already non-blocking, open for
-// writing if write, else for reading.
+// fileFromFD makes a file of fd (which it takes), open for writing if
+// write, else for reading: a stream socket (set non-blocking) or a pipe
+// already non-blocking, both pollable, so that closing them ends a read
+// or write that waits; or what never keeps a read or write waiting, a
+// regular file or /dev/null.
 func fileFromFD(fd int, write bool) (*os.File, error) {
 	err := func() error {
 		var st unix.Stat_t
@@ -153,7 +155,10 @@ func fileFromFD(fd int, write bool) (*os.File, error) {
 			}
 			return nil
 		}
-		return errors.New("neither a socket nor a pipe")
+		if neverWaits(&st) {
+			return nil
+		}
+		return errors.New("neither a socket, a pipe, a regular file nor /dev/null")
 	}()
 	if err != nil {
 		unix.Close(fd)
@@ -162,12 +167,25 @@ func fileFromFD(fd int, write bool) (*os.File, error) {
 	return os.NewFile(uintptr(fd), "handed "+strconv.Itoa(fd)), nil
 }
 
+// neverWaits says whether st is a file whose reads and writes never wait
+// for another process: a regular file, or /dev/null.
+func neverWaits(st *unix.Stat_t) bool {
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return true
+	case unix.S_IFCHR:
+		return unix.Major(st.Rdev) == 1 && unix.Minor(st.Rdev) == 3
+	}
+	return false
+}
+
 // sendEnds sends modeFDs with the descriptors of ends: one stream socket,
-// or two ends (read, write), sockets as they are and pipes reopened
-// non-blocking in descriptions of their own (through /proc/self/fd), so
-// that the agent's non-blocking reads and writes leave the descriptions
-// others share (a shell's, ssh's) as they were. ErrNoHandoff, without
-// sending, when an end is neither.
+// or two ends (read, write): sockets, regular files and /dev/null as they
+// are (a file's offset stays shared, as if this process read or wrote
+// it), pipes reopened non-blocking in descriptions of their own (through
+// /proc/self/fd), so that the agent's non-blocking reads and writes leave
+// the descriptions others share (a shell's, ssh's) as they were.
+// ErrNoHandoff, without sending, for anything else (a terminal).
 func sendEnds(uc *net.UnixConn, ends []syscall.Conn) error {
 	if len(ends) < 1 || len(ends) > maxEnds {
 		return fmt.Errorf("agent: hand off %d ends: want 1 or 2", len(ends))
@@ -204,14 +222,20 @@ func sendEnds(uc *net.UnixConn, ends []syscall.Conn) error {
 }
 
 // passable is the descriptor to send for fd: fd itself if it is a stream
-// socket; in a pair also a pipe, reopened non-blocking (for writing if
-// write).
+// socket; in a pair also a regular file or /dev/null, or a pipe reopened
+// non-blocking (for writing if write).
 func passable(fd int, pair, write bool) (int, bool, error) {
 	if isStreamSocket(fd) == nil {
 		return fd, false, nil
 	}
 	var st unix.Stat_t
-	if !pair || unix.Fstat(fd, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFIFO {
+	if !pair || unix.Fstat(fd, &st) != nil {
+		return -1, false, ErrNoHandoff
+	}
+	if neverWaits(&st) {
+		return fd, false, nil
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFIFO {
 		return -1, false, ErrNoHandoff
 	}
 	mode := unix.O_RDONLY

@@ -191,6 +191,54 @@ func TestHandPipesFarSideFirst(t *testing.T) {
 	}
 }
 
+// A regular file and /dev/null handed as nc's stdin and stdout: the
+// file's offset is shared, as if this process had read it.
+func TestHandFiles(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ca := handoffPair(t, ctx)
+	dir := t.TempDir()
+	msg := bytes.Repeat([]byte("filed "), 300000)
+	if err := os.WriteFile(filepath.Join(dir, "in"), msg, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	in, err := os.Open(filepath.Join(dir, "in"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	out, err := os.Create(filepath.Join(dir, "out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	for _, w := range []*os.File{null, out} {
+		in.Seek(0, io.SeekStart)
+		s, err := ca.Open(ctx, ConnectRequest{Addr: "beta.grid:2222"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Hand(in, w); err != nil {
+			t.Fatalf("hand a file and %s: %v", w.Name(), err)
+		}
+		if err := s.Wait(); err != nil {
+			t.Fatalf("wait: %v", err)
+		}
+		if off, _ := in.Seek(0, io.SeekCurrent); off != int64(len(msg)) {
+			t.Errorf("input offset %d after the stream, want %d", off, len(msg))
+		}
+	}
+	got, _ := os.ReadFile(filepath.Join(dir, "out"))
+	if want := sha256.Sum256(msg); !bytes.Equal(got, want[:]) {
+		t.Fatalf("output file %x, want %x", got, want)
+	}
+}
+
 // What cannot be handed is not sent, and the stream carries the bytes
 // through this process instead; closing a handed stream cuts it.
 func TestHandRefusedAndCut(t *testing.T) {
@@ -207,11 +255,14 @@ func TestHandRefusedAndCut(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer file.Close()
-	_, w, _ := os.Pipe()
-	defer w.Close()
-	for _, ends := range [][]*os.File{{file}, {file, w}} {
+	zero, err := os.Open("/dev/zero") // a device whose reads are not known never to wait
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zero.Close()
+	for _, ends := range [][]*os.File{{file}, {zero, file}} {
 		if err := s.Hand(files(ends)...); !errors.Is(err, ErrNoHandoff) {
-			t.Errorf("hand %d ends with a regular file: %v, want ErrNoHandoff", len(ends), err)
+			t.Errorf("hand %d ends (%s...): %v, want ErrNoHandoff", len(ends), ends[0].Name(), err)
 		}
 	}
 	// a plain TCP-joining of the stream still works.
@@ -262,6 +313,11 @@ func TestHandoffAgentChecks(t *testing.T) {
 	r, w, _ := os.Pipe()
 	defer r.Close()
 	defer w.Close()
+	zero, err := os.Open("/dev/zero")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zero.Close()
 	dg, err := unix.Socket(unix.AF_UNIX, unix.SOCK_DGRAM, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -275,6 +331,7 @@ func TestHandoffAgentChecks(t *testing.T) {
 	}{
 		{"blocking pipes", modeFDs, []int{int(r.Fd()), int(w.Fd())}, "blocking"},
 		{"datagram socket", modeFDs, []int{dg}, "not a stream socket"},
+		{"a device", modeFDs, []int{int(zero.Fd()), int(w.Fd())}, "neither"},
 		{"bad choice", 'X', nil, "choice"},
 		{"three descriptors", modeFDs, []int{int(r.Fd()), int(w.Fd()), dg}, "descriptors"},
 	} {

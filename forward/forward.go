@@ -67,9 +67,10 @@ const ncBuffer = 256 << 10
 // side sends is written to out until it closes. NC returns when the far
 // side has closed (or failed), as nc does, or when ctx ends (nil).
 //
-// When in and out are pipes or sockets (stdin and stdout of ssh's
-// ProxyCommand, of a shell pipeline), the agent takes them over and
-// copies without this process; otherwise NC copies.
+// When in and out are files the agent can take over (pipes or sockets,
+// as ssh's ProxyCommand and shell pipelines give them; regular files;
+// /dev/null), the agent copies without this process; otherwise (a
+// terminal) NC copies.
 func NC(ctx context.Context, c *agent.Client, req agent.ConnectRequest, in io.Reader, out io.Writer) error {
 	s, err := c.Open(ctx, req)
 	if err != nil {
