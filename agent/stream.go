@@ -32,8 +32,9 @@ import (
 // failure before the upgrade is an HTTP error whose body is a JSON
 // StreamError. After the upgrade the agent sends event lines (event.go),
 // then raw bytes; a connect may instead hand the agent its local end as
-// file descriptors, for the agent to copy itself (handoff.go). A bind whose client sends anything, or closes, before
-// {"peer"} is cancelled; so is an expose whose client closes.
+// file descriptors, for the agent to copy itself (handoff.go). A bind
+// whose client sends anything, or closes, before {"peer"} is cancelled;
+// so is an expose whose client closes.
 const StreamProto = "gridlink-stream"
 
 // GridDomain is the pseudo-domain of overlay names: NAME.grid:PORT is the
