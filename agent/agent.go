@@ -13,8 +13,10 @@
 // an overlay link (connect), of a bind's one peer, or keeps an exposed
 // service published while it stays open. So gridlink nc, forward and socks
 // start no node of their own and use the agent's method cache, spares and
-// hub session; the price is one unix-socket copy on the data path (see
-// BENCHMARKS.md, unmodified applications). Every agent also answers on
+// hub session. Their connects hand the agent their local end (a socket,
+// or nc's stdin and stdout) as file descriptors, so that the agent copies
+// it to the link without them (handoff.go; BENCHMARKS.md, unmodified
+// applications). Every agent also answers on
 // its service directory port (services.go) and, only with AllowExit, on
 // the exit port (exit.go), which dials ordinary TCP hosts for SOCKS clients
 // elsewhere.

@@ -25,8 +25,10 @@ type Event struct {
 	Dial  string `json:"dial,omitempty"`  // exit request: HOST:PORT to dial
 	// Service is a directory request: the name of an exposed service.
 	Service string `json:"service,omitempty"`
-	Error   string `json:"error,omitempty"`
-	Kind    string `json:"kind,omitempty"` // error kind (see Kind*)
+	// Done: a stream handed to the agent has ended (handoff.go).
+	Done  bool   `json:"done,omitempty"`
+	Error string `json:"error,omitempty"`
+	Kind  string `json:"kind,omitempty"` // error kind (see Kind*)
 }
 
 // Error kinds: why a stream request or an exit's dial failed, for callers

@@ -31,8 +31,10 @@ import (
 // A request carries "Connection: Upgrade" and "Upgrade: " + StreamProto; a
 // failure before the upgrade is an HTTP error whose body is a JSON
 // StreamError. After the upgrade the agent sends event lines (event.go),
-// then raw bytes. A bind whose client sends anything, or closes, before
-// {"peer"} is cancelled; so is an expose whose client closes.
+// then raw bytes; a connect may instead hand the agent its local end as
+// file descriptors, for the agent to copy itself (handoff.go). A bind
+// whose client sends anything, or closes, before {"peer"} is cancelled;
+// so is an expose whose client closes.
 const StreamProto = "gridlink-stream"
 
 // GridDomain is the pseudo-domain of overlay names: NAME.grid:PORT is the
@@ -67,6 +69,9 @@ type ConnectRequest struct {
 	Addr string      `json:"addr"`
 	Exit string      `json:"exit,omitempty"` // node whose agent allows exits (see exit.go)
 	Link LinkOptions `json:"link"`
+	// Handoff offers the local end of the stream as file descriptors
+	// after the upgrade (handoff.go), for the agent to copy itself.
+	Handoff bool `json:"handoff,omitempty"`
 }
 
 // BindRequest is the body of POST /bind.
@@ -121,13 +126,14 @@ func streamFail(w http.ResponseWriter, status int, kind string, err error) {
 	_ = json.NewEncoder(w).Encode(StreamError{Kind: kind, Msg: err.Error()})
 }
 
-// upgrade answers 101 and returns the raw control connection.
-func upgrade(w http.ResponseWriter) (net.Conn, error) {
+// upgrade answers 101, with extra header lines ("Name: value\r\n" each),
+// and returns the raw control connection.
+func upgrade(w http.ResponseWriter, extra string) (net.Conn, error) {
 	c, rw, err := http.NewResponseController(w).Hijack()
 	if err != nil {
 		return nil, err
 	}
-	if _, err := io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+StreamProto+"\r\n\r\n"); err != nil {
+	if _, err := io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+StreamProto+"\r\n"+extra+"\r\n"); err != nil {
 		c.Close()
 		return nil, err
 	}
@@ -188,7 +194,16 @@ func (a *Agent) connect(w http.ResponseWriter, r *http.Request) {
 		streamFail(w, http.StatusBadGateway, kindOf(err), err)
 		return
 	}
-	c, err := upgrade(w)
+	if req.Handoff && handoffSupported {
+		c, err := upgrade(w, handoffHeader+": "+handoffFDs+"\r\n")
+		if err != nil {
+			up.Close()
+			return
+		}
+		a.handoff(c, up)
+		return
+	}
+	c, err := upgrade(w, "")
 	if err != nil {
 		up.Close()
 		return
@@ -207,7 +222,7 @@ func (a *Agent) bind(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer l.Close()
-	c, err := upgrade(w)
+	c, err := upgrade(w, "")
 	if err != nil {
 		return
 	}
@@ -284,7 +299,7 @@ func (a *Agent) expose(w http.ResponseWriter, r *http.Request) {
 		}
 		defer remove()
 	}
-	c, err := upgrade(w)
+	c, err := upgrade(w, "")
 	if err != nil {
 		return
 	}

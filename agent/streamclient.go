@@ -16,17 +16,18 @@ import (
 )
 
 // stream sends a stream request to the agent on its own control
-// connection and returns the upgraded connection. The connection is the
-// unix socket itself (so copies to and from TCP can splice) unless the
-// agent's first bytes arrived with the answer.
-func (c *Client) stream(ctx context.Context, path string, body any) (net.Conn, error) {
+// connection and returns the upgraded connection and the answer's header.
+// The connection is the unix socket itself (so copies to and from TCP can
+// splice, and descriptors can be passed) unless the agent's first bytes
+// arrived with the answer.
+func (c *Client) stream(ctx context.Context, path string, body any) (net.Conn, http.Header, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", c.control)
 	if err != nil {
 		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
-			return nil, ErrNoAgent
+			return nil, nil, ErrNoAgent
 		}
-		return nil, fmt.Errorf("agent: %w", err)
+		return nil, nil, fmt.Errorf("agent: %w", err)
 	}
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
 	b, _ := json.Marshal(body)
@@ -44,28 +45,30 @@ func (c *Client) stream(ctx context.Context, path string, body any) (net.Conn, e
 		if err == nil {
 			err = ctx.Err()
 		}
-		return nil, fmt.Errorf("agent: %s: %w", path, err)
+		return nil, nil, fmt.Errorf("agent: %s: %w", path, err)
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		defer conn.Close()
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		var se StreamError
 		if json.Unmarshal(msg, &se) == nil && se.Msg != "" {
-			return nil, &se
+			return nil, nil, &se
 		}
-		return nil, &StreamError{Kind: KindFailed, Msg: "agent: " + strings.TrimSpace(string(msg))}
+		return nil, nil, &StreamError{Kind: KindFailed, Msg: "agent: " + strings.TrimSpace(string(msg))}
 	}
 	if br.Buffered() > 0 {
-		return &prefixConn{Conn: conn, r: io.MultiReader(br, conn)}, nil
+		return &prefixConn{Conn: conn, r: io.MultiReader(br, conn)}, resp.Header, nil
 	}
-	return conn, nil
+	return conn, resp.Header, nil
 }
 
 // Connect asks the agent for a link to a virtual address (or, with Exit,
 // to a TCP address through an exit node) and returns its byte stream.
 // Errors are *StreamError, whose Kind says why.
 func (c *Client) Connect(ctx context.Context, req ConnectRequest) (net.Conn, error) {
-	return c.stream(ctx, "/connect", req)
+	req.Handoff = false
+	conn, _, err := c.stream(ctx, "/connect", req)
+	return conn, err
 }
 
 // Listening is an overlay listener the agent holds for a client: a bind
@@ -77,7 +80,7 @@ type Listening struct {
 }
 
 func (c *Client) listen(ctx context.Context, path string, req any) (*Listening, error) {
-	conn, err := c.stream(ctx, path, req)
+	conn, _, err := c.stream(ctx, path, req)
 	if err != nil {
 		return nil, err
 	}

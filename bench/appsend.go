@@ -1,17 +1,26 @@
 //go:build ignore
 
-// appsend sends N MiB to a sink and prints the rate, for bench/apps.sh:
-// the same sender whichever way it reaches the sink, so that only the way
-// differs.
+// appsend is both ends of bench/apps.sh: a sender of N MiB that is the
+// same program whichever way it reaches the sink, so that only the way
+// differs, and the sink that times every way the same way.
 //
 //	go run bench/appsend.go api HUB NODE:PORT MIB     the gridlink Go API (its own node)
 //	go run bench/appsend.go tcp HOST:PORT MIB         plain TCP (to gridlink forward)
 //	go run bench/appsend.go socks PROXY HOST:PORT MIB SOCKS5 CONNECT by name (to gridlink socks)
+//	go run bench/appsend.go pipe MIB                  to stdout (into gridlink nc)
+//	go run bench/appsend.go sink HOST:PORT            the sink
 //
-// The rate counts from the first byte written until the sink closes its
-// end after reading everything (after the sender's half-close), so bytes
-// still in buffers are not counted as delivered. It prints one line:
-// "MBIT RATE BYTES SECONDS".
+// Senders write in 256 KiB writes; the network ways half-close, wait
+// until the sink closes its end after reading everything, and print
+// "MBIT BYTES SECONDS" timed from their first write, which includes
+// whatever the way does before its bytes move (the socks and forward
+// ways set their link up meanwhile, the api way before).
+//
+// The sink accepts TCP connections and reads each until EOF, then closes
+// it; for each it prints one line "MBIT BYTES SECONDS", timed from the
+// first byte it read to the last. That is the figure apps.sh compares:
+// it leaves out process start-up and link setup, the same way for every
+// way, and counts only bytes that crossed the whole path.
 package main
 
 import (
@@ -22,10 +31,14 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/gridlink/gridlink"
 )
+
+// chunk is the size of every write of the senders and of the sink's reads.
+const chunk = 256 << 10
 
 func main() {
 	if err := run(os.Args[1:]); err != nil {
@@ -35,11 +48,19 @@ func main() {
 }
 
 func run(args []string) error {
-	if len(args) < 3 {
-		return fmt.Errorf("usage: api HUB ADDR MIB | tcp ADDR MIB | socks PROXY ADDR MIB")
+	if len(args) == 2 && args[0] == "sink" {
+		return sink(args[1])
+	}
+	if len(args) < 2 {
+		return fmt.Errorf("usage: api HUB ADDR MIB | tcp ADDR MIB | socks PROXY ADDR MIB | pipe MIB | sink ADDR")
 	}
 	mib, err := strconv.Atoi(args[len(args)-1])
 	if err != nil {
+		return err
+	}
+	total := int64(mib) << 20
+	if args[0] == "pipe" {
+		_, err := send(os.Stdout, total)
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -68,13 +89,9 @@ func run(args []string) error {
 		return err
 	}
 	defer c.Close()
-	buf := make([]byte, 256<<10)
-	total := int64(mib) << 20
-	start := time.Now()
-	for left := total; left > 0; left -= int64(len(buf)) {
-		if _, err := c.Write(buf[:min(int64(len(buf)), left)]); err != nil {
-			return err
-		}
+	start, err := send(c, total)
+	if err != nil {
+		return err
 	}
 	if err := c.(interface{ CloseWrite() error }).CloseWrite(); err != nil {
 		return err
@@ -82,9 +99,66 @@ func run(args []string) error {
 	if _, err := io.Copy(io.Discard, c); err != nil {
 		return err
 	}
-	secs := time.Since(start).Seconds()
-	fmt.Printf("%.1f %d %.3f\n", float64(total)*8/secs/1e6, total, secs)
+	report(total, time.Since(start))
 	return nil
+}
+
+// send writes total zero bytes to w in chunks and returns when it began.
+func send(w io.Writer, total int64) (time.Time, error) {
+	buf := make([]byte, chunk)
+	start := time.Now()
+	for left := total; left > 0; left -= chunk {
+		if _, err := w.Write(buf[:min(chunk, left)]); err != nil {
+			return start, err
+		}
+	}
+	return start, nil
+}
+
+func report(n int64, d time.Duration) {
+	fmt.Printf("%.1f %d %.3f\n", float64(n)*8/d.Seconds()/1e6, n, d.Seconds())
+}
+
+// sink serves connections on addr until it is killed: each is read to
+// EOF, reported, then closed.
+func sink(addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	var mu sync.Mutex // one report line at a time
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return err
+		}
+		go func() {
+			defer c.Close()
+			buf := make([]byte, chunk)
+			var n int64
+			var first, last time.Time
+			for {
+				k, err := c.Read(buf)
+				if k > 0 {
+					last = time.Now()
+					if n == 0 {
+						first = last
+					}
+					n += int64(k)
+				}
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					fmt.Fprintln(os.Stderr, "appsend: sink:", err)
+					return
+				}
+			}
+			mu.Lock()
+			report(n, last.Sub(first))
+			mu.Unlock()
+		}()
+	}
 }
 
 // socksDial connects through a SOCKS5 proxy (no authentication), the

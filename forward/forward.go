@@ -3,9 +3,11 @@
 // address, NC joins a pair of byte streams (stdin and stdout, for ssh's
 // ProxyCommand) to one, and Expose publishes a local TCP service on the
 // overlay. Connection setup, link options and the listening side are the
-// agent's (agent stream requests); this package owns the local ends and
-// their half-close (a program's EOF reaches the far side as EOF, so
-// ssh, scp and nc-style protocols finish cleanly).
+// agent's (agent stream requests), and so is the copying wherever the
+// agent can take the local ends over (sockets and pipes: agent.Stream);
+// this package owns the local ends and their half-close (a program's EOF
+// reaches the far side as EOF, so ssh, scp and nc-style protocols finish
+// cleanly).
 package forward
 
 import (
@@ -13,7 +15,7 @@ import (
 	"errors"
 	"io"
 	"net"
-	"sync"
+	"os"
 	"time"
 
 	"github.com/gridlink/gridlink/agent"
@@ -41,41 +43,78 @@ func Forward(ctx context.Context, l net.Listener, c *agent.Client, req agent.Con
 		}
 		go func() {
 			dctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-			up, err := c.Connect(dctx, req)
+			s, err := c.Open(dctx, req)
 			cancel()
 			if err != nil {
 				logf("forward %s -> %s: %v", local.RemoteAddr(), req.Addr, err)
 				local.Close()
 				return
 			}
-			agent.Join(local, up)
+			// the agent takes the connection over and copies it itself;
+			// this goroutine waits for the end (the process's exit cuts it).
+			if err := s.Join(local); err != nil {
+				logf("forward %s -> %s: %v", local.RemoteAddr(), req.Addr, err)
+			}
 		}()
 	}
 }
 
+// ncBuffer is the copy buffer of each direction of NC.
+const ncBuffer = 256 << 10
+
 // NC joins in and out to a new overlay connection: what in says is sent,
 // and at its EOF the connection's sending half is closed; what the far
 // side sends is written to out until it closes. NC returns when the far
-// side has closed (or failed), as nc does.
+// side has closed (or failed), as nc does, or when ctx ends (nil).
+//
+// When in and out are files the agent can take over (pipes or sockets,
+// as ssh's ProxyCommand and shell pipelines give them; regular files;
+// /dev/null), the agent copies without this process; otherwise (a
+// terminal) NC copies.
 func NC(ctx context.Context, c *agent.Client, req agent.ConnectRequest, in io.Reader, out io.Writer) error {
-	conn, err := c.Connect(ctx, req)
+	s, err := c.Open(ctx, req)
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
-	var wg sync.WaitGroup
-	wg.Add(1)
+	defer s.Close()
+	stop := context.AfterFunc(ctx, func() { s.Close() })
+	defer stop()
+	growPipe(in)
+	err = ncJoin(s, in, out)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
+}
+
+func ncJoin(s *agent.Stream, in io.Reader, out io.Writer) error {
+	inf, ok := in.(*os.File)
+	outf, ok2 := out.(*os.File)
+	if ok && ok2 {
+		err := s.Hand(inf, outf)
+		if err == nil {
+			return s.Wait()
+		}
+		if !errors.Is(err, agent.ErrNoHandoff) {
+			return err
+		}
+	}
+	conn, err := s.Conn()
+	if err != nil {
+		return err
+	}
 	go func() {
-		defer wg.Done()
-		buf := make([]byte, 256<<10)
-		if _, err := io.CopyBuffer(struct{ io.Writer }{conn}, in, buf); err == nil {
+		buf := make([]byte, ncBuffer)
+		// both sides wrapped: an *os.File's WriteTo would copy in 32 KiB
+		// reads, 8 times the system calls and wake-ups of ncBuffer.
+		if _, err := io.CopyBuffer(struct{ io.Writer }{conn}, struct{ io.Reader }{in}, buf); err == nil {
 			if cw, ok := conn.(interface{ CloseWrite() error }); ok {
 				_ = cw.CloseWrite()
 			}
 		}
 	}()
-	buf := make([]byte, 256<<10)
-	_, err = io.CopyBuffer(out, struct{ io.Reader }{conn}, buf)
+	buf := make([]byte, ncBuffer)
+	_, err = io.CopyBuffer(struct{ io.Writer }{out}, struct{ io.Reader }{conn}, buf)
 	// the far side is done: whatever in still says has nowhere to go (a
 	// reader of stdin stays blocked; the process exits without it).
 	return err

@@ -55,8 +55,11 @@ func (b *AgentBackend) Connect(ctx context.Context, a Addr) (net.Conn, error) {
 		}
 		req.Exit = b.Exit
 	}
-	c, err := b.Client.Connect(ctx, req)
-	return c, wrap(err)
+	s, err := b.Client.Open(ctx, req)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	return s, nil // a Joiner: the agent copies the client's bytes itself
 }
 
 // Bind listens on the overlay for one peer.

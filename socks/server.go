@@ -214,7 +214,9 @@ func (s *Server) connect(c net.Conn, req Request) error {
 	if err := s.reply(c, ReplySucceeded, Addr{}); err != nil {
 		return err
 	}
-	relay(c, up)
+	if err := join(c, up); err != nil {
+		return fmt.Errorf("connect %s: %w", req.Addr, err)
+	}
 	return nil
 }
 

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package forward
+
+import "io"
+
+func growPipe(io.Reader) {}
