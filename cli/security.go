@@ -22,13 +22,6 @@ import (
 	"github.com/gridlink/gridlink/pki/proxy"
 )
 
-// The files of a CA directory (gridlink ca init).
-const (
-	caCertFile = "ca.pem"
-	caKeyFile  = "ca.key"
-	caCRLFile  = "crl.pem"
-)
-
 // secFlags are the certificate flags of every command that runs a hub or a
 // node. Without --ca the grid is open: any key may connect.
 type secFlags struct {
@@ -192,8 +185,8 @@ func caInitCmd() *cobra.Command {
   # then give ca.pem to every hub and node (--ca), keep ca.key offline`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, err := os.Stat(filepath.Join(dir, caKeyFile)); err == nil {
-				return fmt.Errorf("%s already holds a CA (%s): refusing to overwrite it", dir, caKeyFile)
+			if _, err := os.Stat(filepath.Join(dir, ca.DirKey)); err == nil {
+				return fmt.Errorf("%s already holds a CA (%s): refusing to overwrite it", dir, ca.DirKey)
 			}
 			a, err := ca.New(ca.Config{Name: name, Lifetime: time.Duration(years) * 365 * 24 * time.Hour})
 			if err != nil {
@@ -202,21 +195,21 @@ func caInitCmd() *cobra.Command {
 			if err := os.MkdirAll(dir, 0o700); err != nil {
 				return err
 			}
-			if err := writeKey(filepath.Join(dir, caKeyFile), a.Key(), plain, passFile); err != nil {
+			if err := writeKey(filepath.Join(dir, ca.DirKey), a.Key(), plain, passFile); err != nil {
 				return err
 			}
 			crl, err := a.UpdateCRL(nil, ca.CRLUpdate{})
 			if err != nil {
 				return err
 			}
-			if err := os.WriteFile(filepath.Join(dir, caCertFile), ca.EncodeCertificates(a.Cert), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, ca.DirCert), ca.EncodeCertificates(a.Cert), 0o644); err != nil {
 				return err
 			}
-			if err := os.WriteFile(filepath.Join(dir, caCRLFile), ca.EncodeCRL(crl), 0o644); err != nil {
+			if err := os.WriteFile(filepath.Join(dir, ca.DirCRL), ca.EncodeCRL(crl), 0o644); err != nil {
 				return err
 			}
 			fmt.Printf("CA %q: certificate %s, key %s, revocation list %s (valid until %s: re-sign it with `gridlink ca revoke` before then)\n",
-				a.Name(), filepath.Join(dir, caCertFile), filepath.Join(dir, caKeyFile), filepath.Join(dir, caCRLFile), crl.NextUpdate.Format(time.DateOnly))
+				a.Name(), filepath.Join(dir, ca.DirCert), filepath.Join(dir, ca.DirKey), filepath.Join(dir, ca.DirCRL), crl.NextUpdate.Format(time.DateOnly))
 			return nil
 		},
 	}
@@ -231,7 +224,7 @@ func caInitCmd() *cobra.Command {
 
 // loadCA loads the CA of a directory made by `ca init`.
 func loadCA(dir, passFile string) (*ca.Authority, error) {
-	data, err := os.ReadFile(filepath.Join(dir, caCertFile))
+	data, err := os.ReadFile(filepath.Join(dir, ca.DirCert))
 	if err != nil {
 		return nil, err
 	}
@@ -239,7 +232,7 @@ func loadCA(dir, passFile string) (*ca.Authority, error) {
 	if err != nil {
 		return nil, err
 	}
-	key, err := keyfile.Load(filepath.Join(dir, caKeyFile), passphrase(passFile, "CA key passphrase: "))
+	key, err := keyfile.Load(filepath.Join(dir, ca.DirKey), passphrase(passFile, "CA key passphrase: "))
 	if err != nil {
 		return nil, err
 	}
@@ -278,7 +271,7 @@ func caRevokeCmd() *cobra.Command {
 				}
 				revoke = append(revoke, n)
 			}
-			path := filepath.Join(dir, caCRLFile)
+			path := filepath.Join(dir, ca.DirCRL)
 			var prev *x509.RevocationList
 			if data, err := os.ReadFile(path); err == nil {
 				if prev, err = ca.ParseCRL(data); err != nil {

@@ -25,9 +25,6 @@ import (
 //
 // issues more by hand; `gridlab down` removes it with the rest of the lab.
 const (
-	caCertFile = "ca.pem"
-	caKeyFile  = "ca.key"
-	caCRLFile  = "crl.pem"
 	// CAName is the lab grid's name: its CA is CN=gridlab CA, O=gridlab.
 	CAName = "gridlab"
 )
@@ -66,12 +63,12 @@ func (i Issued) Args() []string {
 // if there is none yet.
 func OpenCA() (*CA, error) {
 	dir := CADir()
-	if _, err := os.Stat(filepath.Join(dir, caKeyFile)); errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(dir, ca.DirKey)); errors.Is(err, os.ErrNotExist) {
 		if err := makeCA(dir); err != nil {
 			return nil, fmt.Errorf("lab CA: %w", err)
 		}
 	}
-	data, err := os.ReadFile(filepath.Join(dir, caCertFile))
+	data, err := os.ReadFile(filepath.Join(dir, ca.DirCert))
 	if err != nil {
 		return nil, fmt.Errorf("lab CA: %w", err)
 	}
@@ -79,7 +76,7 @@ func OpenCA() (*CA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("lab CA %s: %w", dir, err)
 	}
-	key, err := keyfile.Load(filepath.Join(dir, caKeyFile), nil)
+	key, err := keyfile.Load(filepath.Join(dir, ca.DirKey), nil)
 	if err != nil {
 		return nil, fmt.Errorf("lab CA: %w", err)
 	}
@@ -113,24 +110,24 @@ func makeCA(dir string) error {
 	if err != nil {
 		return err
 	}
-	if err := keyfile.Write(filepath.Join(tmp, caKeyFile), pem); err != nil {
+	if err := keyfile.Write(filepath.Join(tmp, ca.DirKey), pem); err != nil {
 		return err
 	}
 	crl, err := a.UpdateCRL(nil, ca.CRLUpdate{})
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(tmp, caCertFile), ca.EncodeCertificates(a.Cert), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(tmp, ca.DirCert), ca.EncodeCertificates(a.Cert), 0o644); err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(tmp, caCRLFile), ca.EncodeCRL(crl), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(tmp, ca.DirCRL), ca.EncodeCRL(crl), 0o644); err != nil {
 		return err
 	}
 	if err := os.Mkdir(filepath.Join(tmp, "issued"), 0o755); err != nil {
 		return err
 	}
 	if err := os.Rename(tmp, dir); err != nil {
-		if _, serr := os.Stat(filepath.Join(dir, caKeyFile)); serr == nil {
+		if _, serr := os.Stat(filepath.Join(dir, ca.DirKey)); serr == nil {
 			return nil // made by another process first
 		}
 		return err
@@ -139,8 +136,8 @@ func makeCA(dir string) error {
 }
 
 // CertFile and CRLFile are the lab CA's certificate and revocation list.
-func (c *CA) CertFile() string { return filepath.Join(c.dir, caCertFile) }
-func (c *CA) CRLFile() string  { return filepath.Join(c.dir, caCRLFile) }
+func (c *CA) CertFile() string { return filepath.Join(c.dir, ca.DirCert) }
+func (c *CA) CRLFile() string  { return filepath.Join(c.dir, ca.DirCRL) }
 
 // CRL reads the revocation list in force.
 func (c *CA) CRL() (*x509.RevocationList, error) {

@@ -23,6 +23,14 @@ import (
 	"time"
 )
 
+// The files of a CA directory, as `gridlink ca init` writes it: the CA's
+// certificate, its private key and its revocation list.
+const (
+	DirCert = "ca.pem"
+	DirKey  = "ca.key"
+	DirCRL  = "crl.pem"
+)
+
 // Validity defaults. Every certificate is backdated by Backdate to tolerate
 // clocks that lag the CA's.
 const (
