@@ -204,11 +204,20 @@ func runCp(ctx context.Context, nf *nodeFlags, cf cpFlags, args []string) error 
 	if err != nil {
 		return fmt.Errorf("--limit: %w", err)
 	}
+	var delegate func(context.Context, string, []byte) ([]byte, error)
+	if snode != "" && dremote { // a third-party transfer: the source may act for us
+		deleg, err := nf.sec.delegator()
+		if err != nil {
+			return err
+		}
+		if delegate, err = pushDelegate(deleg, withDefaultPort(dnode, cf.port)); err != nil {
+			return err
+		}
+	}
 	cfg, err := nf.config(ctx, "gridlink cp")
 	if err != nil {
 		return err
 	}
-
 	node, err := vconn.Start(ctx, cfg)
 	if err != nil {
 		return err
@@ -231,15 +240,7 @@ func runCp(ctx context.Context, nf *nodeFlags, cf cpFlags, args []string) error 
 	bar := newProgress(os.Stderr, secs(cf.interval), cf.quiet)
 	o := xfer.Options{Recursive: cf.recursive, Resume: cf.resume, Retries: retries, Limit: limit, Progress: bar.event,
 		Logf: func(f string, a ...any) { bar.log(fmt.Sprintf(f, a...)) }}
-	if snode != "" && dremote {
-		deleg, err := nf.sec.delegator()
-		if err != nil {
-			return err
-		}
-		if o.Delegate, err = pushDelegate(deleg, withDefaultPort(dnode, cf.port)); err != nil {
-			return err
-		}
-	}
+	o.Delegate = delegate
 	var sum xfer.Summary
 	switch {
 	case snode == "":

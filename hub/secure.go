@@ -110,14 +110,7 @@ func (h *Hub) watchRevocations(ctx context.Context) {
 	if t == nil {
 		return // an open grid
 	}
-	ch := t.Changed()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-ch:
-		}
-		ch = t.Changed()
+	t.OnChange(ctx.Done(), func() {
 		h.mu.Lock()
 		peers := make([]*peer, 0, len(h.all))
 		for p := range h.all {
@@ -130,5 +123,5 @@ func (h *Hub) watchRevocations(ctx context.Context) {
 				p.l.close(fmt.Errorf("%s is no longer admitted: %w", p.who, err))
 			}
 		}
-	}
+	})
 }

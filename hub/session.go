@@ -280,20 +280,12 @@ func (s *Session) attachTo(ctx context.Context, spec string) (*slink, error) {
 // watchRevocation drops the link to a hub that a new revocation list
 // revokes; the session then attaches to another hub.
 func (s *Session) watchRevocation(sl *slink, hub pki.Peer, t *pki.Trust) {
-	ch := t.Changed()
-	for {
-		select {
-		case <-sl.l.done:
-			return
-		case <-ch:
-		}
-		ch = t.Changed()
+	t.OnChange(sl.l.done, func() {
 		if err := t.Recheck(hub); err != nil {
 			s.logf("session: dropping %s, no longer admitted: %v", sl.l.desc, err)
 			sl.l.close(fmt.Errorf("%s is no longer admitted: %w", hub, err))
-			return
 		}
-	}
+	})
 }
 
 func (s *Session) install(sl *slink, idx int) {

@@ -120,6 +120,21 @@ func (t *Trust) Changed() <-chan struct{} {
 	return t.changed
 }
 
+// OnChange calls f each time a new revocation list is taken, until done
+// is closed: where connections already up are rechecked (Recheck).
+func (t *Trust) OnChange(done <-chan struct{}, f func()) {
+	ch := t.Changed()
+	for {
+		select {
+		case <-done:
+			return
+		case <-ch:
+		}
+		ch = t.Changed()
+		f()
+	}
+}
+
 // Recheck says whether a peer admitted earlier would still be: its chain
 // checked again against the revocation lists in force, as of when it was
 // admitted (a certificate that expired since does not count: connections

@@ -9,43 +9,39 @@ import "github.com/gridlink/gridlink/pki"
 // handshake proved, like the others.
 func (n *Node) watchRevocations(t *pki.Trust) {
 	defer n.wg.Done()
-	ch := t.Changed()
-	for {
-		select {
-		case <-n.ctx.Done():
-			return
-		case <-ch:
+	t.OnChange(n.ctx.Done(), func() { n.closeRevoked(t) })
+}
+
+// closeRevoked closes what t no longer admits.
+func (n *Node) closeRevoked(t *pki.Trust) {
+	n.mu.Lock()
+	var closing []*Conn
+	for c := range n.conns {
+		if err := t.Recheck(c.peer); err != nil {
+			n.cfg.Logf("vconn: closing %s connection %s: %s is no longer admitted: %v", c.method, c, c.peer, err)
+			closing = append(closing, c)
 		}
-		ch = t.Changed()
-		n.mu.Lock()
-		var closing []*Conn
-		for c := range n.conns {
-			if err := t.Recheck(c.peer); err != nil {
-				n.cfg.Logf("vconn: closing %s connection %s: %s is no longer admitted: %v", c.method, c, c.peer, err)
-				closing = append(closing, c)
+	}
+	for id, ss := range n.spares {
+		kept := ss[:0]
+		for _, s := range ss {
+			if t.Recheck(s.conn.Conn.Peer) != nil {
+				s.timer.Stop()
+				s.conn.Close()
+				n.nspares--
+				continue
 			}
+			kept = append(kept, s)
 		}
-		for id, ss := range n.spares {
-			kept := ss[:0]
-			for _, s := range ss {
-				if t.Recheck(s.conn.Conn.Peer) != nil {
-					s.timer.Stop()
-					s.conn.Close()
-					n.nspares--
-					continue
-				}
-				kept = append(kept, s)
-			}
-			n.spares[id] = kept
-		}
-		for c := range n.held {
-			if t.Recheck(c.Conn.Peer) != nil {
-				c.Close()
-			}
-		}
-		n.mu.Unlock()
-		for _, c := range closing {
+		n.spares[id] = kept
+	}
+	for c := range n.held {
+		if t.Recheck(c.Conn.Peer) != nil {
 			c.Close()
 		}
+	}
+	n.mu.Unlock()
+	for _, c := range closing {
+		c.Close()
 	}
 }
