@@ -258,7 +258,13 @@ func (d *Dialer) sshTransport(ctx context.Context, s transportSpec) (net.Conn, e
 		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	client := ssh.NewClient(sc, chans, reqs)
+	noDelay := make(chan bool, 1)
+	go func() { noDelay <- sshdNoDelay(client) }()
 	ch, err := client.DialContext(ctx, "tcp", s.target)
+	nd := false
+	if err == nil {
+		nd = <-noDelay // one more round trip; ctx cuts it short (stop closes raw)
+	}
 	if !stop() || err != nil {
 		client.Close()
 		if err == nil {
@@ -266,7 +272,43 @@ func (d *Dialer) sshTransport(ctx context.Context, s transportSpec) (net.Conn, e
 		}
 		return nil, fmt.Errorf("%s: channel to %s: %w", where, s.target, err)
 	}
-	return newTunnel(ch, client, t.addr, s.target), nil
+	tn := newTunnel(ch, client, t.addr, s.target)
+	tn.nagle = !nd
+	return tn, nil
+}
+
+// sshdNoDelay asks the sshd to stop delaying small writes, and says
+// whether it ran the command that does so. OpenSSH turns Nagle's algorithm
+// off (TCP_NODELAY) on a connection only once one of its sessions executes
+// a command (session.c: do_exec calls ssh_packet_set_interactive); a
+// connection that only forwards keeps it on, and every small message the
+// sshd sends within a round trip of the previous one then waits for that
+// one's ACK: a whole round trip. So we run `true` once in a session (no
+// pty: nothing is logged as a login) and close it. An sshd that refuses
+// sessions, as a forwarding-only account may, leaves Nagle on; the tunnel
+// still works, and Nagle reports it (hub links then coalesce small writes).
+func sshdNoDelay(client *ssh.Client) bool {
+	sess, err := client.NewSession()
+	if err != nil {
+		return false
+	}
+	if err := sess.Start("true"); err != nil {
+		sess.Close()
+		return false
+	}
+	go func() {
+		_ = sess.Wait()
+		sess.Close()
+	}()
+	return true
+}
+
+// Nagle reports whether c is an ssh tunnel whose sshd may hold a small
+// write back until the previous one is acknowledged (see sshdNoDelay), so
+// that its user had better coalesce small writes sent moments apart.
+func Nagle(c net.Conn) bool {
+	t, ok := c.(*tunnel)
+	return ok && t.nagle
 }
 
 // tunnel is an ssh channel as a full net.Conn: the channel does not
@@ -278,6 +320,7 @@ type tunnel struct {
 	client   *ssh.Client
 	local    net.Addr
 	remote   net.Addr
+	nagle    bool // the sshd keeps Nagle's algorithm on (see sshdNoDelay)
 	once     sync.Once
 }
 

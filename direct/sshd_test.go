@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -77,8 +78,10 @@ func writeKey(t testing.TB, path string) ssh.PublicKey {
 
 // startSSHD runs sshd on listen:port, inside the named lab namespace (""
 // for this one, where listen must be a loopback address). It stops when
-// the test ends. probe dials the sshd from where it can be reached.
-func startSSHD(t testing.TB, netns, listen string, port int, probe func(addr string) (net.Conn, error)) *testSSHD {
+// the test ends. probe dials the sshd from where it can be reached. extra
+// lines open its sshd_config, so they win over the defaults here (sshd
+// keeps the first value of a keyword).
+func startSSHD(t testing.TB, netns, listen string, port int, probe func(addr string) (net.Conn, error), extra ...string) *testSSHD {
 	t.Helper()
 	labtest.RequireRoot(t)
 	if _, err := os.Stat(sshdPath); err != nil {
@@ -98,7 +101,7 @@ func startSSHD(t testing.TB, netns, listen string, port int, probe func(addr str
 	if err := os.WriteFile(filepath.Join(s.dir, "authorized_keys"), ssh.MarshalAuthorizedKey(client), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	conf := fmt.Sprintf(`Port %d
+	conf := strings.Join(append(extra, ""), "\n") + fmt.Sprintf(`Port %d
 ListenAddress %s
 HostKey %s
 AuthorizedKeysFile %s
@@ -271,5 +274,73 @@ func TestSSHTransportLoopback(t *testing.T) {
 	// Nothing listening behind the sshd.
 	if _, err = d.Transport(ctx, fmt.Sprintf("ssh://fe/%d", closedPort(t, "127.0.0.1").Port())); err == nil || !strings.Contains(err.Error(), "channel to 127.0.0.1") {
 		t.Errorf("closed target: %v", err)
+	}
+}
+
+// OpenSSH leaves Nagle's algorithm on for a connection that only forwards,
+// which costs a round trip whenever the far end answers in two small writes
+// moments apart. The tunnel runs one command so that the sshd turns it off
+// (its debug log says so), and reports Nagle where the sshd refuses
+// sessions (MaxSessions 0: forwarding only), where the tunnel still works.
+var inetdSock = regexp.MustCompile(`inetd sockets after dupping: (\d+)`)
+
+func TestSSHTunnelNoDelay(t *testing.T) {
+	srv, cli := testCreds(t, 1), testCreds(t, 2)
+	l := testListen(t, ListenConfig{Creds: srv, Addr: "127.0.0.8"})
+	go echo(l)
+	for _, tc := range []struct {
+		name  string
+		extra []string
+		nagle bool
+	}{
+		{"sessions", []string{"LogLevel DEBUG3"}, false},
+		{"forwarding only", []string{"LogLevel DEBUG3", "MaxSessions 0"}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			port := freeRun(t, "127.0.0.7", 1)
+			sshd := startSSHD(t, "", "127.0.0.7", port, func(addr string) (net.Conn, error) {
+				return net.DialTimeout("tcp4", addr, time.Second)
+			}, tc.extra...)
+			sshdAddr := fmt.Sprintf("127.0.0.7:%d", port)
+			d := &Dialer{Creds: cli, Local: noLocal, SSH: &SSHConfig{ConfigFile: "-", KnownHosts: sshd.knownHosts(t, sshd.hostKey, sshdAddr), IdentityFiles: []string{sshd.clientKey}}}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			raw, err := d.Transport(ctx, fmt.Sprintf("ssh://root@%s/127.0.0.8:%d", sshdAddr, l.Port()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := Nagle(raw); got != tc.nagle {
+				t.Errorf("Nagle = %v, want %v", got, tc.nagle)
+			}
+			c, err := d.Handshake(ctx, raw, srv.Key.ID(), "")
+			if err != nil {
+				t.Fatalf("handshake through the tunnel: %v", err)
+			}
+			roundTrip(t, c)
+			c.Close()
+			// At DEBUG3 the sshd names the client's socket and logs
+			// set_nodelay's work on it once a session ran (it sets
+			// TCP_NODELAY on the sockets it forwards to regardless).
+			deadline := time.Now().Add(3 * time.Second)
+			var sock string
+			var set bool
+			for {
+				log := sshd.log.String()
+				if m := inetdSock.FindAllStringSubmatch(log, -1); m != nil {
+					sock = m[len(m)-1][1]
+				}
+				set = sock != "" && strings.Contains(log, "fd "+sock+" setting TCP_NODELAY")
+				if set || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			if sock == "" {
+				t.Fatal("the sshd log names no client socket")
+			}
+			if set == tc.nagle {
+				t.Errorf("sshd set TCP_NODELAY on the client's socket (fd %s): %v, want %v", sock, set, !tc.nagle)
+			}
+		})
 	}
 }

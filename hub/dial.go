@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"strings"
 	"time"
 
+	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki/ca"
 	"github.com/gridlink/gridlink/wire"
@@ -32,13 +32,13 @@ func (h *Hub) dialHub(ctx context.Context, spec string, want identity.ID, timeou
 	if err != nil {
 		return nil, nil, err
 	}
-	return h.linkOver(ctx, c, want, strings.HasPrefix(spec, "ssh://"))
+	return h.linkOver(ctx, c, want, direct.Nagle(c))
 }
 
 // linkOver runs the dialling side of a hub link over c, made by a
 // transport or a splice: handshake (checking the peer is want unless want
 // is zero) and the hello exchange. c is closed on error.
-func (h *Hub) linkOver(ctx context.Context, c net.Conn, want identity.ID, tunnel bool) (*peer, *wire.Reader, error) {
+func (h *Hub) linkOver(ctx context.Context, c net.Conn, want identity.ID, nagle bool) (*peer, *wire.Reader, error) {
 	sec, err := secure(ctx, h.cfg.Creds, c, true, want, ca.Hub)
 	if err != nil {
 		c.Close()
@@ -52,7 +52,7 @@ func (h *Hub) linkOver(ctx context.Context, c net.Conn, want identity.ID, tunnel
 	if d, ok := ctx.Deadline(); ok {
 		_ = c.SetDeadline(d)
 	}
-	mine := &wire.Hello{Role: "hub", Machine: h.machine(), Version: wire.Version, Observed: addrPort(c.RemoteAddr()), Tunnel: tunnel}
+	mine := &wire.Hello{Role: "hub", Machine: h.machine(), Version: wire.Version, Observed: addrPort(c.RemoteAddr()), Tunnel: nagle}
 	if err := writeHello(c, sealer, mine); err != nil {
 		err = sec.explain(err)
 		c.Close()
@@ -72,7 +72,7 @@ func (h *Hub) linkOver(ctx context.Context, c net.Conn, want identity.ID, tunnel
 		return nil, nil, fmt.Errorf("%s is a %s, not a hub", id.Short(), hello.Role)
 	}
 	_ = c.SetDeadline(time.Time{})
-	p := h.newPeer(c, sealer, hello, true)
+	p := h.newPeer(c, sealer, hello, true, nagle)
 	p.who = sec.tc.Peer
 	return p, r, nil
 }

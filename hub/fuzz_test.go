@@ -18,7 +18,7 @@ func fuzzPeer(t testing.TB, h *Hub, role string) *peer {
 	go io.Copy(io.Discard, b)
 	t.Cleanup(func() { a.Close(); b.Close() })
 	m := identity.Machine{ID: creds(t).Key.ID(), Name: role + "-peer"}
-	p := h.newPeer(a, nil, &wire.Hello{Role: role, Machine: m}, role == "hub")
+	p := h.newPeer(a, nil, &wire.Hello{Role: role, Machine: m}, role == "hub", false)
 	if err := h.register(p); err != nil {
 		t.Fatal(err)
 	}

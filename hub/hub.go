@@ -322,7 +322,7 @@ func (h *Hub) serveConn(ctx context.Context, raw net.Conn) {
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
-	p := h.newPeer(c, sealer, hello, false)
+	p := h.newPeer(c, sealer, hello, false, false)
 	p.who = sec.tc.Peer
 	// Registered before our hello goes out: once a node has our hello, the
 	// hub routes to it.

@@ -23,11 +23,12 @@ func monotime() int64 { return int64(time.Since(epoch)) }
 
 const (
 	// tunnelLinger is how long the writer of a link that runs through an
-	// ssh tunnel waits before writing a small batch, so that frames sent
-	// moments apart (an open and the handshake pipelined behind it, an
-	// accept and the first answer) leave together. OpenSSH keeps Nagle's
-	// algorithm on for sessions without a pty: a second small packet sent
-	// while the first is unacknowledged waits a whole round trip.
+	// ssh tunnel whose sshd keeps Nagle's algorithm on (direct.Nagle: it
+	// would not run a command for us) waits before writing a small batch,
+	// so that frames sent moments apart (an open and the handshake
+	// pipelined behind it, an accept and the first answer) leave together:
+	// there a second small packet sent while the first is unacknowledged
+	// waits a whole round trip.
 	tunnelLinger = 2 * time.Millisecond
 	// lingerBelow is the batch size below which a tunnel link lingers.
 	lingerBelow = 4096
@@ -54,7 +55,7 @@ type link struct {
 	sealer *wire.Sealer // nil: frames unsealed (only tests drive links so, over pipes)
 	remote netip.AddrPort
 	desc   string // for messages: "hub das3v (192.0.2.10:7946)"
-	tunnel bool   // runs through an ssh tunnel: coalesce small writes (tunnelLinger)
+	tunnel bool   // runs through an sshd that delays small writes: coalesce them (tunnelLinger)
 
 	qmu     sync.Mutex
 	q       [][]byte // encoded frames waiting for the writer, in blocks

@@ -318,7 +318,7 @@ func TestDuplicateLinkRule(t *testing.T) {
 	mk := func(dialed bool) *peer {
 		a, b := net.Pipe()
 		t.Cleanup(func() { a.Close(); b.Close() })
-		return h.newPeer(a, nil, &wire.Hello{Role: "hub", Machine: identity.Machine{ID: other, Name: "o"}}, dialed)
+		return h.newPeer(a, nil, &wire.Hello{Role: "hub", Machine: identity.Machine{ID: other, Name: "o"}}, dialed, false)
 	}
 	ours, theirs := mk(true), mk(false)
 	keep := theirs

@@ -41,7 +41,7 @@ type peer struct {
 	nextCirc uint32
 }
 
-func (h *Hub) newPeer(c net.Conn, sealer *wire.Sealer, hello *wire.Hello, dialed bool) *peer {
+func (h *Hub) newPeer(c net.Conn, sealer *wire.Sealer, hello *wire.Hello, dialed, nagle bool) *peer {
 	p := &peer{h: h, id: hello.Machine.ID, name: hello.Machine.Name, isHub: hello.Role == "hub", dialed: dialed}
 	if p.name == "" {
 		p.name = p.id.Short()
@@ -51,9 +51,9 @@ func (h *Hub) newPeer(c net.Conn, sealer *wire.Sealer, hello *wire.Hello, dialed
 		role = "hub"
 	}
 	p.l = newLink(c, sealer, fmt.Sprintf("%s %s (%s)", role, p.name, c.RemoteAddr()))
-	// a hub link dialled through ssh has no IP remote; the accepting end
-	// learns it from the dialler's hello.
-	p.l.tunnel = p.isHub && (!p.l.remote.IsValid() || hello.Tunnel)
+	// the dialler of a hub link through an sshd that delays small writes
+	// knows it (direct.Nagle); the accepting end learns it from its hello.
+	p.l.tunnel = p.isHub && (nagle || hello.Tunnel)
 	p.machine = hello.Machine
 	p.machine.Addrs = slices.Clone(p.machine.Addrs)
 	if !p.isHub {

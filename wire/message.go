@@ -74,8 +74,9 @@ type Hello struct {
 	Machine  identity.Machine `json:"machine"`
 	Observed netip.AddrPort   `json:"observed,omitzero"`
 	Version  int              `json:"version"`
-	// Tunnel says the sender reached the other end through an ssh tunnel,
-	// so the link's small writes should be coalesced (see package hub).
+	// Tunnel says the sender reached the other end through an ssh tunnel
+	// whose sshd delays small writes (Nagle's algorithm left on), so the
+	// link's small writes should be coalesced (see package hub).
 	Tunnel bool `json:"tunnel,omitempty"`
 }
 
