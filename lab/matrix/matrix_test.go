@@ -1,6 +1,7 @@
 package matrix
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -108,5 +109,25 @@ func TestTable(t *testing.T) {
 	}
 	if !strings.Contains(lines[2], "-") {
 		t.Errorf("row for target a should show b->a as no connection: %q", lines[2])
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		xs   []float64
+		want float64
+	}{
+		{[]float64{3}, 3},
+		{[]float64{5, 1, 3}, 3},
+		{[]float64{4, 1, 3, 2}, 2.5},
+		{[]float64{0.9, 0.5, 1.1, 0.6, 0.7, 2.0, 0.6, 0.8, 0.5, 3.3}, 0.75},
+	} {
+		in := slices.Clone(c.xs)
+		if got := median(c.xs); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.xs, got, c.want)
+		}
+		if !slices.Equal(in, c.xs) {
+			t.Errorf("median reordered its input: %v", c.xs)
+		}
 	}
 }
