@@ -195,7 +195,7 @@ func (s *Session) attachLoop(ctx context.Context, start int) (*slink, int, error
 		if refusals == n {
 			// Every hub refused this node's certificate: trying again
 			// will not change that.
-			return nil, 0, fmt.Errorf("hub: every hub refused this node (%s): %w", strings.Join(compact(errs), "; "), denied)
+			return nil, 0, &refusedError{list: strings.Join(compact(errs), "; "), last: denied}
 		}
 		select {
 		case <-ctx.Done():
@@ -207,6 +207,16 @@ func (s *Session) attachLoop(ctx context.Context, start int) (*slink, int, error
 		backoff = min(2*backoff, backoffMax)
 	}
 }
+
+// refusedError says that every hub refused this node, each with its
+// reason, once; it unwraps to the last refusal (pki.ErrDenied).
+type refusedError struct {
+	list string // "hub: reason; hub: reason"
+	last error
+}
+
+func (e *refusedError) Error() string { return "hub: every hub refused this node (" + e.list + ")" }
+func (e *refusedError) Unwrap() error { return e.last }
 
 func compact(ss []string) []string {
 	var out []string

@@ -3,6 +3,7 @@ package chain
 import (
 	"bytes"
 	"crypto/ecdsa"
+	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
@@ -102,6 +103,7 @@ func failures(t *testing.T, w *world) []failure {
 
 		// The end-entity certificate and its CA.
 		{name: "another CA", chain: raw(foreign), reason: ErrUnknownCA, index: 0, text: "certificate not signed by a configured CA: its issuer CN=elsewhere CA"},
+		{name: "self-signed", chain: raw(selfSigned(t, now)), reason: ErrUnknownCA, index: 0, text: "it is self-signed, so the peer holds no certificate from this grid's CA"},
 		{name: "CA of the same name", chain: raw(twin), reason: ErrSignature, index: 0, text: "certificate not signed by a configured CA: its signature does not verify"},
 		{name: "user signature flipped", chain: cat(flipLast(a)), reason: ErrSignature, index: 0, text: "not signed by a configured CA"},
 		{name: "user signature flipped under proxy", chain: cat(pr1, flipLast(a)), reason: ErrSignature, index: 1, text: "end-entity certificate CN=alice,OU=user,O=grid"},
@@ -207,4 +209,30 @@ func TestFailures(t *testing.T) {
 			}
 		})
 	}
+}
+
+// selfSigned is what a hub or node of an open grid presents: a certificate
+// for its key signed by that key, named by its ID.
+func selfSigned(t testing.TB, now time.Time) *proxy.Credential {
+	t.Helper()
+	_, key, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1),
+		Subject:      pkix.Name{CommonName: "bciyda6tabapt44qzbln2c2ewg7beadgav6cc34mcdvtjx4g437a"},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &proxy.Credential{Chain: []*x509.Certificate{c}, Key: key}
 }
