@@ -180,7 +180,14 @@ func (w *world) craftEEC(t testing.TB, key crypto.Signer, mod func(*x509.Certifi
 	if mod != nil {
 		mod(tmpl)
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, w.ca.Cert, key.Public(), w.ca.Key())
+	return issue(t, tmpl, w.ca.Cert, key, w.ca.Key())
+}
+
+// issue signs tmpl for key with signer as parent's key: a credential of
+// that one certificate.
+func issue(t testing.TB, tmpl, parent *x509.Certificate, key, signer crypto.Signer) *proxy.Credential {
+	t.Helper()
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, key.Public(), signer)
 	if err != nil {
 		t.Fatal(err)
 	}

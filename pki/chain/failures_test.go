@@ -226,13 +226,5 @@ func selfSigned(t testing.TB, now time.Time) *proxy.Credential {
 		NotAfter:     now.Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &proxy.Credential{Chain: []*x509.Certificate{c}, Key: key}
+	return issue(t, tmpl, tmpl, key, key)
 }
