@@ -7,6 +7,7 @@ import (
 
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
+	"github.com/gridlink/gridlink/pki/proxy"
 )
 
 // Access control. Every virtual connection is mutually authenticated end
@@ -14,10 +15,20 @@ import (
 // checked in the handshake, whatever the setup method, and relaying hubs
 // see only ciphertext. On top, the accepting end asks its listener: a
 // proxy chain restricted to some services may reach only those (Service
-// names the port), and a listener's Allow may refuse by subject or group
-// (pki.Members). A refusal's reason reaches the dialler: in the
+// names the port), and of an entry SERVICE@NODEID only at the node whose
+// identity key is NODEID (this node's own, Config.Key); a listener's Allow
+// may refuse by subject or group (pki.Members).
+//
+// The service directory (DirectoryPort, where NODE:NAME is looked up) is
+// open to a restricted proxy wherever its restriction reaches this node
+// at all: a lookup reveals only a name's port, and the connection to that
+// port is judged by the restriction as any other. A refusal's reason reaches the dialler: in the
 // handshake's verdict (direct, reverse, splice, routed), or in the answer
 // to a spare's port request.
+
+// DirectoryPort is the virtual port of a node agent's service directory
+// (agent.ServicesPort): the names given to exposed services.
+const DirectoryPort = 11
 
 // ServiceName is the name a port goes by in proxy restrictions: a
 // well-known service's name ("echo"), else "port-N".
@@ -66,8 +77,8 @@ func (n *Node) access(port uint16, peer pki.Peer) error {
 	if l == nil {
 		return fmt.Errorf("%s", n.refusal(port))
 	}
-	if svc := ServiceName(port); !peer.Allows(svc) {
-		return fmt.Errorf("%s may not use %s at %s: its proxy is restricted to %v", peer, svc, n.cfg.Name, peer.Chain.Restriction)
+	if err := n.restriction(port, peer); err != nil {
+		return err
 	}
 	if l.allow != nil {
 		if err := l.allow(peer); err != nil {
@@ -114,4 +125,23 @@ func (n *Node) admitDirect(peer pki.Peer, req string, dialling bool) error {
 		return nil
 	}
 	return n.access(r.port, peer)
+}
+
+// restriction checks port against the peer's proxy restriction, here.
+func (n *Node) restriction(port uint16, peer pki.Peer) error {
+	if peer.Chain == nil || peer.Chain.Restriction == nil {
+		return nil
+	}
+	svc, self := ServiceName(port), n.ID()
+	if peer.Allows(svc, self) {
+		return nil
+	}
+	r := peer.Chain.Restriction
+	if port == DirectoryPort && proxy.ReachesNode(r, self) {
+		return nil
+	}
+	if !proxy.ReachesNode(r, self) {
+		return fmt.Errorf("%s may not use %s at %s: its proxy is restricted to other nodes (%v), and this node is %s", peer, svc, n.cfg.Name, r, self)
+	}
+	return fmt.Errorf("%s may not use %s at %s: its proxy is restricted to %v", peer, svc, n.cfg.Name, r)
 }
