@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
@@ -141,7 +142,21 @@ func (n *Node) restriction(port uint16, peer pki.Peer) error {
 		return nil
 	}
 	if !proxy.ReachesNode(r, self) {
-		return fmt.Errorf("%s may not use %s at %s: its proxy is restricted to other nodes (%v), and this node is %s", peer, svc, n.cfg.Name, r, self)
+		return fmt.Errorf("%s may not use %s at %s: its proxy is restricted to %s, and this node is %s", peer, svc, n.cfg.Name, describe(r), self.Short())
 	}
-	return fmt.Errorf("%s may not use %s at %s: its proxy is restricted to %v", peer, svc, n.cfg.Name, r)
+	return fmt.Errorf("%s may not use %s at %s: its proxy is restricted to %s", peer, svc, n.cfg.Name, describe(r))
+}
+
+// describe prints a restriction for a refusal, IDs shortened (refusals
+// travel in at most 255 bytes): [echo, port-2811 at node tuus3kcklo].
+func describe(r []string) string {
+	parts := make([]string, len(r))
+	for i, e := range r {
+		svc, node := proxy.SplitEntry(e)
+		if id, err := identity.ParseID(node); err == nil {
+			svc += " at node " + id.Short()
+		}
+		parts[i] = svc
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
 }
