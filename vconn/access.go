@@ -3,6 +3,7 @@ package vconn
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -40,6 +41,36 @@ func ServiceName(port uint16) string {
 		}
 	}
 	return "port-" + strconv.Itoa(int(port))
+}
+
+// ParseService is the port a service name of proxy restrictions names:
+// a well-known service's name, or "port-N" for a port without one. Any
+// other name is an error listing the names accepted (restrictions name no
+// other: a service exposed under a name goes by its port, port-N).
+func ParseService(name string) (uint16, error) {
+	if p, ok := services[name]; ok {
+		return p, nil
+	}
+	if n, ok := strings.CutPrefix(name, "port-"); ok {
+		p, err := strconv.ParseUint(n, 10, 16)
+		switch {
+		case err != nil || p == 0 || strconv.FormatUint(p, 10) != n:
+		case ServiceName(uint16(p)) != name:
+			return 0, fmt.Errorf("service %q: port %d goes by %q", name, p, ServiceName(uint16(p)))
+		default:
+			return uint16(p), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown service %q: want %s, or port-N for port N (1-65535; a service exposed by name goes by its port)", name, wellKnownNames())
+}
+
+func wellKnownNames() string {
+	var names []string
+	for name := range services {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
 }
 
 // ServiceOf names the service a virtual address (NODE:PORT, see
