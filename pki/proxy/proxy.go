@@ -4,9 +4,12 @@
 // sign-on), and that can be delegated to a remote service by a signing
 // request, so no private key ever travels (Delegate, NewRequest).
 //
-// It owns the ProxyCertInfo extension and gridlink's restriction policy
-// (info.go), issuing proxies, the proxy credential file (file.go) and the
-// delegation request and answer formats (delegation.go). The CA and the
+// It owns the ProxyCertInfo extension (info.go) and gridlink's restriction
+// policy, whose entries name a service at any node or at one node
+// (SERVICE@NODEID) and only narrow down a chain (restrict.go), issuing
+// proxies (lifetimes positive and at most DefaultMaxLifetime unless told
+// otherwise), the proxy credential file (file.go) and the delegation
+// request and answer formats (delegation.go). The CA and the
 // users' certificates are package ca's; validating a chain is package
 // chain's, which callers must use on any credential they did not make.
 package proxy
