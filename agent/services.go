@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/vconn"
 )
 
 // ServicesPort is the virtual port of every agent's service directory:
@@ -16,8 +17,9 @@ import (
 //
 // Directory protocol, on a plain virtual connection: the asker sends an
 // event line {"service":"NAME"}; the directory answers {"bound":"NODE:PORT"}
-// or {"error":...,"kind":"refused"} and closes.
-const ServicesPort = 11
+// or {"error":...,"kind":"refused"} and closes. A restricted proxy may
+// ask wherever its restriction reaches the node (vconn.DirectoryPort).
+const ServicesPort = vconn.DirectoryPort
 
 // wellKnown are the services every agent has, resolved without asking.
 var wellKnown = map[string]uint16{"echo": EchoPort}

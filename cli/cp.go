@@ -17,6 +17,7 @@ import (
 	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/link"
 	"github.com/gridlink/gridlink/pki"
+	"github.com/gridlink/gridlink/pki/proxy"
 	"github.com/gridlink/gridlink/vconn"
 	"github.com/gridlink/gridlink/xfer"
 )
@@ -204,13 +205,9 @@ func runCp(ctx context.Context, nf *nodeFlags, cf cpFlags, args []string) error 
 	if err != nil {
 		return fmt.Errorf("--limit: %w", err)
 	}
-	var delegate func(context.Context, string, []byte) ([]byte, error)
+	var deleg *proxy.Credential
 	if snode != "" && dremote { // a third-party transfer: the source may act for us
-		deleg, err := nf.sec.delegator()
-		if err != nil {
-			return err
-		}
-		if delegate, err = pushDelegate(deleg, withDefaultPort(dnode, cf.port)); err != nil {
+		if deleg, err = nf.sec.delegator(); err != nil {
 			return err
 		}
 	}
@@ -223,6 +220,10 @@ func runCp(ctx context.Context, nf *nodeFlags, cf cpFlags, args []string) error 
 		return err
 	}
 	defer node.Close()
+	delegate, err := pushDelegateTo(ctx, node, deleg, withDefaultPort(dnode, cf.port))
+	if err != nil {
+		return err
+	}
 	var seen linkSeen
 	dialer := func(name string) xfer.Dialer {
 		return func(ctx context.Context) (net.Conn, error) {

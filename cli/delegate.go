@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
+	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/link"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/pki/proxy"
@@ -16,10 +19,12 @@ import (
 // Delegation in third-party transfers (gridlink cp A:x B:y). In a grid
 // with a CA, the source service A asks the caller for a proxy by signing
 // request over the caller's authenticated connection; the caller signs one
-// restricted to the target's transfer service; A then dials B from a
+// restricted to the target's transfer service at the target node alone
+// (port-2811@ID, ID the identity key of B as the caller's own node
+// resolves it through its hubs, never as A says); A then dials B from a
 // transient node whose identity is that proxy, so B admits or refuses the
-// caller, never A. In an open grid (no --ca) nothing is asked and A dials
-// as itself.
+// caller, never A, and every other node refuses the proxy. In an open
+// grid (no --ca) nothing is asked and A dials as itself.
 
 // delegator is the credential a caller of a third-party transfer
 // delegates from: its proxy (--proxy); nil for an open grid. Only users
@@ -35,17 +40,45 @@ func (sf *secFlags) delegator() (*proxy.Credential, error) {
 }
 
 // pushDelegate is the caller's answer to a push source's signing request:
-// a proxy of cred restricted to target's service. Nil cred answers with
-// nothing (an open grid).
-func pushDelegate(cred *proxy.Credential, target string) (func(context.Context, string, []byte) ([]byte, error), error) {
+// a proxy of cred restricted to target's service at the node whose
+// identity key is node. Nil cred answers with nothing (an open grid).
+func pushDelegate(cred *proxy.Credential, target string, node identity.ID) (func(context.Context, string, []byte) ([]byte, error), error) {
 	if cred == nil {
 		return nil, nil
+	}
+	if node.IsZero() {
+		return nil, errors.New("a delegated proxy names the node it may reach: no target node given")
 	}
 	svc, err := vconn.ServiceOf(target)
 	if err != nil {
 		return nil, err
 	}
-	return xfer.DelegateProxy(cred, []string{svc}, 0), nil
+	return xfer.DelegateProxy(cred, []string{proxy.Entry(svc, node)}, 0), nil
+}
+
+// pushDelegateTo is pushDelegate for target as this caller's node resolves
+// it (through its own hubs, waiting up to 15 s for them to learn the
+// name), so the proxy reaches that node and no other.
+func pushDelegateTo(ctx context.Context, node *vconn.Node, cred *proxy.Credential, target string) (func(context.Context, string, []byte) ([]byte, error), error) {
+	if cred == nil {
+		return nil, nil
+	}
+	a, err := identity.ParseAddr(target)
+	if err != nil {
+		return nil, err
+	}
+	a.Port, a.Service = 0, ""
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		m, err := node.Resolve(ctx, a)
+		if err == nil {
+			return pushDelegate(cred, target, m.ID)
+		}
+		if !errors.Is(err, hub.ErrNotFound) || time.Now().After(deadline) || ctx.Err() != nil {
+			return nil, fmt.Errorf("the push target %s, whom the delegated proxy is to reach: %w", target, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // pushDialer is a transfer service's Config.Push: it dials the target's

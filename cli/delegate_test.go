@@ -109,7 +109,7 @@ func TestDelegatedPush(t *testing.T) {
 	}
 	pushAs := func(name, group, dest string) (xfer.Summary, error) {
 		p, n := caller(name, group)
-		del, err := pushDelegate(p, "b-data:2811")
+		del, err := pushDelegateTo(ctx, n, p, "b-data:2811")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -151,8 +151,8 @@ func TestDelegatedPush(t *testing.T) {
 	p := delegated[0]
 	mu.Unlock()
 	r, err := g.Trust.VerifyCertificates(p.Chain)
-	if err != nil || r.Name != "alice" || r.Proxies != 2 || len(r.Restriction) != 1 || r.Restriction[0] != "port-2811" {
-		t.Fatalf("the delegated proxy: %+v %v; want alice's second-level proxy restricted to port-2811", r, err)
+	if err != nil || r.Name != "alice" || r.Proxies != 2 || len(r.Restriction) != 1 || r.Restriction[0] != "port-2811@"+nodeB.ID().String() {
+		t.Fatalf("the delegated proxy: %+v %v; want alice's second-level proxy restricted to port-2811 at b-data", r, err)
 	}
 	creds, err := pki.FromProxy(p, g.Trust)
 	if err != nil {
@@ -164,7 +164,7 @@ func TestDelegatedPush(t *testing.T) {
 		_, err = io.ReadAll(vc)
 		vc.Close()
 	}
-	if err == nil || !strings.Contains(err.Error(), "restricted to [port-2811]") {
+	if err == nil || !strings.Contains(err.Error(), "restricted to [port-2811 at node "+nodeB.ID().Short()+"]") {
 		t.Errorf("the delegated proxy at b-data:9000: %v; want a refusal naming its restriction", err)
 	}
 }

@@ -18,22 +18,26 @@ import (
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/pki/ca"
+	"github.com/gridlink/gridlink/pki/chain"
 	"github.com/gridlink/gridlink/pki/keyfile"
 	"github.com/gridlink/gridlink/pki/proxy"
+	"github.com/gridlink/gridlink/vconn"
 )
 
 // secFlags are the certificate flags of every command that runs a hub or a
 // node. Without --ca the grid is open: any key may connect.
 type secFlags struct {
 	caFile, certFile, crlFile, proxyFile string
-	unchecked                            bool // testingUncheckedFlag
+	maxProxyLife                         time.Duration
+	unchecked                            bool // testingUncheckedFlag (testingAid builds only)
 }
 
-// testingUncheckedFlag is a hidden testing aid: present --cert's (or
-// --proxy's) chain as it is, for lab tests that play outsiders (an
-// expired, revoked or tampered chain, a forged proxy), which --ca would
-// otherwise refuse up front. Without --ca the process admits every peer
-// while presenting that chain: a hub that lets anyone in.
+// testingUncheckedFlag is a hidden testing aid, only in a binary built
+// with -tags gridlinktesting (testingAid): present --cert's (or --proxy's)
+// chain as it is, for lab tests that play outsiders (an expired, revoked
+// or tampered chain, a forged proxy), which --ca would otherwise refuse up
+// front. Without --ca the process admits every peer while presenting that
+// chain: a hub that lets anyone in.
 const testingUncheckedFlag = "testing-unchecked-cert"
 
 func (sf *secFlags) add(c *cobra.Command) {
@@ -42,8 +46,11 @@ func (sf *secFlags) add(c *cobra.Command) {
 	f.StringVar(&sf.certFile, "cert", "", "this hub's or node's certificate (PEM, from `gridlink cert issue`) for --key")
 	f.StringVar(&sf.crlFile, "crl", "", "the CA's revocation list (PEM), reread when it changes")
 	f.StringVar(&sf.proxyFile, "proxy", "", "run as a user: a proxy credential (from `gridlink proxy init`) instead of --key and --cert")
-	f.BoolVar(&sf.unchecked, testingUncheckedFlag, false, "TESTING AID, never in production: present --cert or --proxy unchecked (a bad chain as it is); without --ca, admit any peer")
-	_ = f.MarkHidden(testingUncheckedFlag)
+	f.DurationVar(&sf.maxProxyLife, "max-proxy-lifetime", chain.DefaultMaxProxyLifetime, "refuse peers' proxies valid longer than this (with --ca)")
+	if testingAid {
+		f.BoolVar(&sf.unchecked, testingUncheckedFlag, false, "TESTING AID, never in production: present --cert or --proxy unchecked (a bad chain as it is); without --ca, admit any peer")
+		_ = f.MarkHidden(testingUncheckedFlag)
+	}
 }
 
 // credentials returns the credentials for key (or the proxy's), and the
@@ -52,8 +59,11 @@ func (sf *secFlags) credentials(key identity.Key) (*pki.Credentials, *pki.Trust,
 	var trust *pki.Trust
 	switch {
 	case sf.caFile != "":
+		if sf.maxProxyLife <= 0 {
+			return nil, nil, fmt.Errorf("--max-proxy-lifetime %v: want a positive duration", sf.maxProxyLife)
+		}
 		var err error
-		if trust, err = pki.LoadTrust(sf.caFile, sf.crlFile); err != nil {
+		if trust, err = pki.LoadTrustWith(sf.caFile, sf.crlFile, chain.Config{MaxProxyLifetime: sf.maxProxyLife}); err != nil {
 			return nil, nil, err
 		}
 	case sf.crlFile != "":
@@ -320,6 +330,9 @@ func certIssueCmd() *cobra.Command {
   gridlink cert issue --dir ~/gridca --role user --name alice --group physics --key alice.key --out alice.pem`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if days <= 0 {
+				return fmt.Errorf("--days %d: want a positive number of days", days)
+			}
 			a, err := loadCA(dir, passFile)
 			if err != nil {
 				return err
@@ -403,14 +416,28 @@ func defaultProxyFile() string {
 func proxyInitCmd() *cobra.Command {
 	var certFile, keyPath, passFile, out string
 	var hours float64
+	var maxLife time.Duration
 	var restrict []string
 	c := &cobra.Command{
 		Use:   "init",
 		Short: "make a proxy certificate signed by your user certificate (asks for the key's passphrase once)",
 		Example: `  gridlink proxy init --cert alice.pem --key alice.key            # 12 hours, ~/.gridlink/proxy.pem
+  gridlink proxy init --cert alice.pem --key alice.key --restrict echo,port-2811@7k3q...   # echo anywhere, transfers at one node
   gridlink node --ca ca.pem --proxy ~/.gridlink/proxy.pem --hub das3v:7946`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			life := time.Duration(hours * float64(time.Hour))
+			switch {
+			case !(hours > 0) || life <= 0:
+				return fmt.Errorf("--hours %v: want a positive lifetime", hours)
+			case maxLife <= 0:
+				return fmt.Errorf("--max-lifetime %v: want a positive duration", maxLife)
+			case life > maxLife:
+				return fmt.Errorf("--hours %v: longer than the %v a proxy may live (--max-lifetime; the grid's hubs and nodes refuse proxies longer than their --max-proxy-lifetime, 7 days unless set)", hours, maxLife)
+			}
+			if err := checkRestriction(restrict); err != nil {
+				return err
+			}
 			data, err := os.ReadFile(certFile)
 			if err != nil {
 				return err
@@ -423,7 +450,7 @@ func proxyInitCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			o := proxy.Options{Lifetime: time.Duration(hours * float64(time.Hour))}
+			o := proxy.Options{Lifetime: life, MaxLifetime: maxLife}
 			if len(restrict) > 0 {
 				o.Restrict = restrict
 			}
@@ -447,8 +474,24 @@ func proxyInitCmd() *cobra.Command {
 	f.StringVar(&passFile, "passphrase-file", "", "read the key's passphrase from this file (default: $GRIDLINK_PASSPHRASE or the terminal)")
 	f.StringVar(&out, "out", defaultProxyFile(), "proxy credential file to write (mode 0600)")
 	f.Float64Var(&hours, "hours", 12, "lifetime")
-	f.StringSliceVar(&restrict, "restrict", nil, "limit the proxy to these services (comma-separated)")
+	f.DurationVar(&maxLife, "max-lifetime", proxy.DefaultMaxLifetime, "the longest lifetime --hours may ask for")
+	f.StringSliceVar(&restrict, "restrict", nil, "limit the proxy to these services (comma-separated): echo, port-N, or SERVICE@NODEID for the service at that node only")
 	_ = c.MarkFlagRequired("cert")
 	_ = c.MarkFlagRequired("key")
 	return c
+}
+
+// checkRestriction checks proxy init's --restrict entries: a service
+// restrictions can name (vconn.ParseService), alone or as SERVICE@NODEID.
+func checkRestriction(entries []string) error {
+	for _, e := range entries {
+		svc, _ := proxy.SplitEntry(e)
+		if _, err := vconn.ParseService(svc); err != nil {
+			return fmt.Errorf("--restrict %s: %w; SERVICE@NODEID limits it to the node with that ID", e, err)
+		}
+		if err := proxy.CheckEntry(e); err != nil {
+			return fmt.Errorf("--restrict %s: %w", e, err)
+		}
+	}
+	return nil
 }

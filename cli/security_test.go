@@ -15,14 +15,16 @@ import (
 	"github.com/gridlink/gridlink/pki/pkitest"
 )
 
-// The testing aid that lets lab tests present bad chains is on every
-// command that runs a hub or a node, and in no help text.
-func TestUncheckedFlagHidden(t *testing.T) {
+// The testing aid that lets lab tests present bad chains is in no shipped
+// binary: without -tags gridlinktesting no command knows the flag, and
+// passing it is an error. In a testing build it is on every command that
+// runs a hub or a node, and in no help text.
+func TestUncheckedFlagNotShipped(t *testing.T) {
 	for _, c := range Root().Commands() {
 		f := c.Flags().Lookup(testingUncheckedFlag)
-		if c.Flags().Lookup("ca") == nil {
+		if c.Flags().Lookup("ca") == nil || !testingAid {
 			if f != nil {
-				t.Errorf("%s has --%s but no --ca", c.Name(), testingUncheckedFlag)
+				t.Errorf("%s has --%s (testing build: %v)", c.Name(), testingUncheckedFlag, testingAid)
 			}
 			continue
 		}
@@ -35,6 +37,17 @@ func TestUncheckedFlagHidden(t *testing.T) {
 		if strings.Contains(help.String(), testingUncheckedFlag) {
 			t.Errorf("%s's help shows --%s", c.Name(), testingUncheckedFlag)
 		}
+	}
+	if testingAid {
+		return
+	}
+	root := Root()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs([]string{"hub", "--name", "lax", "--listen", "127.0.0.1:0", "--" + testingUncheckedFlag})
+	if err := root.Execute(); err == nil || !strings.Contains(err.Error(), "unknown flag: --"+testingUncheckedFlag) {
+		t.Errorf("hub --%s: %v; want an unknown flag", testingUncheckedFlag, err)
 	}
 }
 
@@ -61,7 +74,7 @@ func TestUncheckedCredentials(t *testing.T) {
 	}
 	caFile, crlFile := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "crl.pem")
 
-	sf := secFlags{caFile: caFile, crlFile: crlFile, certFile: files.Cert}
+	sf := secFlags{caFile: caFile, crlFile: crlFile, certFile: files.Cert, maxProxyLife: chain.DefaultMaxProxyLifetime}
 	if _, _, err := sf.credentials(key); !errors.Is(err, chain.ErrExpired) {
 		t.Errorf("an expired certificate without the testing aid: %v, want refused as expired", err)
 	}

@@ -30,6 +30,19 @@ func gridlinkBin(t *testing.T) string {
 	return out
 }
 
+// testingBin builds the gridlink binary with the testing aids
+// (-tags gridlinktesting: --testing-unchecked-cert), which no shipped
+// binary has, for the outsiders of security tests.
+func testingBin(t *testing.T) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "gridlink-testing")
+	cmd := exec.Command("go", "build", "-tags", "gridlinktesting", "-o", out, "github.com/gridlink/gridlink/cmd/gridlink")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("build gridlink with -tags gridlinktesting: %v\n%s", err, b)
+	}
+	return out
+}
+
 // The connectivity core's requirement on grid6: all 30 pairs connect, each
 // by the most direct method the topology allows.
 func TestGrid6GridlinkMatrix(t *testing.T) {

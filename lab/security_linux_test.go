@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -133,6 +134,11 @@ func exited(t *testing.T, p *proc, timeout time.Duration) int {
 // seven run side by side, each in its own processes, in one lab.
 func TestGrid6Outsiders(t *testing.T) {
 	bin := gridlinkBin(t)
+	// the outsiders run a testing build: a shipped one refuses the aid
+	tbin := testingBin(t)
+	if out, err := exec.Command(bin, "hub", "--testing-unchecked-cert").CombinedOutput(); err == nil || !strings.Contains(string(out), "unknown flag: --testing-unchecked-cert") {
+		t.Fatalf("%s accepts the testing aid: %v\n%s", bin, err, out)
+	}
 	topo := labtest.Up(t, "grid6", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -160,7 +166,7 @@ func TestGrid6Outsiders(t *testing.T) {
 		off := fileSize(hubLog)
 		procs := make([]*proc, len(outs))
 		for i, x := range outs {
-			procs[i] = startIn(t, out, fmt.Sprintf("attach%d", x.n), append([]string{bin, "node", "--name", fmt.Sprintf("attach-%d", x.n),
+			procs[i] = startIn(t, out, fmt.Sprintf("attach%d", x.n), append([]string{tbin, "node", "--name", fmt.Sprintf("attach-%d", x.n),
 				"--hub", hubAddr, "--control", fmt.Sprintf("@attach-%d", x.n)}, x.args...)...)
 		}
 		for i, x := range outs {
@@ -182,7 +188,7 @@ func TestGrid6Outsiders(t *testing.T) {
 		var peers []string
 		for i, x := range outs {
 			port := 7950 + x.n
-			hubs[i] = startIn(t, out, fmt.Sprintf("outhub%d", x.n), append([]string{bin, "hub", "--name", fmt.Sprintf("outhub-%d", x.n),
+			hubs[i] = startIn(t, out, fmt.Sprintf("outhub%d", x.n), append([]string{tbin, "hub", "--name", fmt.Sprintf("outhub-%d", x.n),
 				"--listen", fmt.Sprintf("0.0.0.0:%d", port), "--control", fmt.Sprintf("@outhub-%d", x.n), "--peer", hubAddr}, x.args...)...)
 			peers = append(peers, "--peer", fmt.Sprintf("%s:%d", out.PrimaryAddr(), port))
 		}
@@ -224,7 +230,7 @@ func TestGrid6Outsiders(t *testing.T) {
 		}
 	})
 
-	t.Run("Service", func(t *testing.T) { outsidersToServices(t, ctx, o, bin, outs, out, aux, direct, routed) })
+	t.Run("Service", func(t *testing.T) { outsidersToServices(t, ctx, o, tbin, outs, out, aux, direct, routed) })
 }
 
 func caseName(x outsider) string {

@@ -115,9 +115,12 @@ func (p Peer) String() string {
 	return s + ", " + p.ID.Short() + ")"
 }
 
-// Allows reports whether the peer may use service: always in an open
-// grid, else unless its proxy chain is restricted to other services.
-func (p Peer) Allows(service string) bool { return p.Chain == nil || p.Chain.Allows(service) }
+// Allows reports whether the peer may use service at the node whose
+// identity key is node: always in an open grid, else unless its proxy
+// chain is restricted to other services or to the service at other nodes.
+func (p Peer) Allows(service string, node identity.ID) bool {
+	return p.Chain == nil || p.Chain.Allows(service, node)
+}
 
 // Check says who the chain (leaf first, as TLS parsed it) proves, or why
 // these credentials do not admit it.

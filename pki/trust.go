@@ -46,6 +46,13 @@ func NewTrust(cfg chain.Config) (*Trust, error) {
 // not empty, the revocation list from crlFile (PEM), which Watch then
 // rereads when it changes.
 func LoadTrust(caFile, crlFile string) (*Trust, error) {
+	return LoadTrustWith(caFile, crlFile, chain.Config{})
+}
+
+// LoadTrustWith is LoadTrust with the rest of the chain configuration
+// (e.g. MaxProxyLifetime) taken from base; its Roots and CRLs are the
+// files'.
+func LoadTrustWith(caFile, crlFile string, base chain.Config) (*Trust, error) {
 	data, err := os.ReadFile(caFile)
 	if err != nil {
 		return nil, fmt.Errorf("pki: CA certificates: %w", err)
@@ -54,7 +61,8 @@ func LoadTrust(caFile, crlFile string) (*Trust, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pki: CA certificates %s: %w", caFile, err)
 	}
-	cfg := chain.Config{Roots: roots}
+	cfg := base
+	cfg.Roots, cfg.CRLs = roots, nil
 	var stamp fileStamp
 	if crlFile != "" {
 		crl, st, err := readCRL(crlFile)

@@ -3,10 +3,13 @@ package vconn
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
+	"github.com/gridlink/gridlink/pki/proxy"
 )
 
 // Access control. Every virtual connection is mutually authenticated end
@@ -14,10 +17,20 @@ import (
 // checked in the handshake, whatever the setup method, and relaying hubs
 // see only ciphertext. On top, the accepting end asks its listener: a
 // proxy chain restricted to some services may reach only those (Service
-// names the port), and a listener's Allow may refuse by subject or group
-// (pki.Members). A refusal's reason reaches the dialler: in the
+// names the port), and of an entry SERVICE@NODEID only at the node whose
+// identity key is NODEID (this node's own, Config.Key); a listener's Allow
+// may refuse by subject or group (pki.Members).
+//
+// The service directory (DirectoryPort, where NODE:NAME is looked up) is
+// open to a restricted proxy wherever its restriction reaches this node
+// at all: a lookup reveals only a name's port, and the connection to that
+// port is judged by the restriction as any other. A refusal's reason reaches the dialler: in the
 // handshake's verdict (direct, reverse, splice, routed), or in the answer
 // to a spare's port request.
+
+// DirectoryPort is the virtual port of a node agent's service directory
+// (agent.ServicesPort): the names given to exposed services.
+const DirectoryPort = 11
 
 // ServiceName is the name a port goes by in proxy restrictions: a
 // well-known service's name ("echo"), else "port-N".
@@ -28,6 +41,36 @@ func ServiceName(port uint16) string {
 		}
 	}
 	return "port-" + strconv.Itoa(int(port))
+}
+
+// ParseService is the port a service name of proxy restrictions names:
+// a well-known service's name, or "port-N" for a port without one. Any
+// other name is an error listing the names accepted (restrictions name no
+// other: a service exposed under a name goes by its port, port-N).
+func ParseService(name string) (uint16, error) {
+	if p, ok := services[name]; ok {
+		return p, nil
+	}
+	if n, ok := strings.CutPrefix(name, "port-"); ok {
+		p, err := strconv.ParseUint(n, 10, 16)
+		switch {
+		case err != nil || p == 0 || strconv.FormatUint(p, 10) != n:
+		case ServiceName(uint16(p)) != name:
+			return 0, fmt.Errorf("service %q: port %d goes by %q", name, p, ServiceName(uint16(p)))
+		default:
+			return uint16(p), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown service %q: want %s, or port-N for port N (1-65535; a service exposed by name goes by its port)", name, wellKnownNames())
+}
+
+func wellKnownNames() string {
+	var names []string
+	for name := range services {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
 }
 
 // ServiceOf names the service a virtual address (NODE:PORT, see
@@ -66,8 +109,8 @@ func (n *Node) access(port uint16, peer pki.Peer) error {
 	if l == nil {
 		return fmt.Errorf("%s", n.refusal(port))
 	}
-	if svc := ServiceName(port); !peer.Allows(svc) {
-		return fmt.Errorf("%s may not use %s at %s: its proxy is restricted to %v", peer, svc, n.cfg.Name, peer.Chain.Restriction)
+	if err := n.restriction(port, peer); err != nil {
+		return err
 	}
 	if l.allow != nil {
 		if err := l.allow(peer); err != nil {
@@ -114,4 +157,37 @@ func (n *Node) admitDirect(peer pki.Peer, req string, dialling bool) error {
 		return nil
 	}
 	return n.access(r.port, peer)
+}
+
+// restriction checks port against the peer's proxy restriction, here.
+func (n *Node) restriction(port uint16, peer pki.Peer) error {
+	if peer.Chain == nil || peer.Chain.Restriction == nil {
+		return nil
+	}
+	svc, self := ServiceName(port), n.ID()
+	if peer.Allows(svc, self) {
+		return nil
+	}
+	r := peer.Chain.Restriction
+	if port == DirectoryPort && proxy.ReachesNode(r, self) {
+		return nil
+	}
+	if !proxy.ReachesNode(r, self) {
+		return fmt.Errorf("%s may not use %s at %s: its proxy is restricted to %s, and this node is %s", peer, svc, n.cfg.Name, describe(r), self.Short())
+	}
+	return fmt.Errorf("%s may not use %s at %s: its proxy is restricted to %s", peer, svc, n.cfg.Name, describe(r))
+}
+
+// describe prints a restriction for a refusal, IDs shortened (refusals
+// travel in at most 255 bytes): [echo, port-2811 at node tuus3kcklo].
+func describe(r []string) string {
+	parts := make([]string, len(r))
+	for i, e := range r {
+		svc, node := proxy.SplitEntry(e)
+		if id, err := identity.ParseID(node); err == nil {
+			svc += " at node " + id.Short()
+		}
+		parts[i] = svc
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
 }

@@ -327,6 +327,7 @@ func (n *Node) holdSpare(c *direct.Conn, peer identity.Machine) {
 	}
 	_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
 	if err := n.access(port, c.Conn.Peer); err != nil {
+		n.cfg.Logf("vconn: spare connection from %s to port %d refused: %v", peer, port, err)
 		reason := err.Error()
 		if len(reason) > 255 {
 			reason = reason[:255]

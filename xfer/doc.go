@@ -67,7 +67,8 @@
 // A turns the answer into the credential it dials B with. In a grid with a
 // CA that is an RFC 3820 proxy delegated by signing request
 // (ProxyDelegation, DelegateProxy): A makes a key, the caller signs a
-// short-lived proxy for it restricted to the transfer service, and no
+// short-lived proxy for it restricted to the transfer service at B alone
+// (gridlink cp restricts it to port-2811@ID, ID B's identity key), and no
 // private key travels. B sees the caller (the proxy's user) dialling, and
 // admits or refuses as it would the caller itself.
 package xfer

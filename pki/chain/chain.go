@@ -17,17 +17,17 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki/ca"
+	"github.com/gridlink/gridlink/pki/proxy"
 )
 
 // Defaults of Config.
 const (
 	DefaultMaxProxies       = 8
-	DefaultMaxProxyLifetime = 7 * 24 * time.Hour
+	DefaultMaxProxyLifetime = proxy.DefaultMaxLifetime // 7 days
 )
 
 // Config says what to trust. Only Roots is required.
@@ -125,7 +125,9 @@ type Result struct {
 	Leaf      *x509.Certificate // the certificate whose key the peer holds
 	Proxies   int               // proxies between EndEntity and Leaf (0: Leaf is EndEntity)
 	// Restriction lists the services the chain may be used for (the
-	// innermost restricted proxy's); nil means unrestricted.
+	// innermost restricted proxy's entries: SERVICE, any node, or
+	// SERVICE@NODEID, at that node only; see package proxy); nil means
+	// unrestricted.
 	Restriction []string
 	// Independent says a proxy in the chain is id-ppl-independent: the
 	// chain carries none of the user's rights (only if Config allows it).
@@ -137,9 +139,11 @@ type Result struct {
 // Subject is the end entity's subject, e.g. CN=alice,OU=user,O=grid.
 func (r *Result) Subject() string { return r.EndEntity.Subject.String() }
 
-// Allows reports whether the chain may be used towards service.
-func (r *Result) Allows(service string) bool {
-	return r.Restriction == nil || slices.Contains(r.Restriction, service)
+// Allows reports whether the chain may be used towards service at the
+// node whose identity key is node: unrestricted, or an entry of its
+// restriction names the service and no node or that node.
+func (r *Result) Allows(service string, node identity.ID) bool {
+	return proxy.Permits(r.Restriction, service, node)
 }
 
 // NodeID is the ID of a hub's or node's certificate: its identity key. It

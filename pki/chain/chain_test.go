@@ -211,7 +211,7 @@ func TestNode(t *testing.T) {
 	if r.Name != "das3v-n1" || r.Role != ca.Node || !slices.Equal(r.Groups, []string{"vu"}) || r.Proxies != 0 || r.Leaf != r.EndEntity {
 		t.Errorf("result %+v", r)
 	}
-	if r.Subject() != "CN=das3v-n1,OU=node,O=grid" || !r.CA.Equal(w.ca.Cert) || !r.Allows("anything") {
+	if r.Subject() != "CN=das3v-n1,OU=node,O=grid" || !r.CA.Equal(w.ca.Cert) || !r.Allows("anything", identity.ID{}) {
 		t.Errorf("subject %s", r.Subject())
 	}
 }
@@ -256,7 +256,7 @@ func TestRestricted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(res.Restriction, []string{"xfer"}) || !res.Allows("xfer") || res.Allows("perf") {
+	if !slices.Equal(res.Restriction, []string{"xfer"}) || !res.Allows("xfer", identity.ID{}) || res.Allows("perf", identity.ID{}) {
 		t.Errorf("restriction %v", res.Restriction)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki/ca"
 	"github.com/gridlink/gridlink/pki/chain"
 	"github.com/gridlink/gridlink/pki/proxy"
@@ -23,8 +24,10 @@ func Example() {
 
 	mine, _ := proxy.New(alice, proxy.Options{}) // gridlink proxy init: 12 h
 
-	pending, req, _ := proxy.NewRequest(time.Hour, []string{"xfer"}) // at the service
-	r, _ := proxy.ParseRequest(req)                                  // at alice's
+	target, _ := identity.NewKey()                                 // the node the service is to reach
+	xfer := proxy.Entry("xfer", target.ID())                       // xfer at that node only
+	pending, req, _ := proxy.NewRequest(time.Hour, []string{xfer}) // at the service
+	r, _ := proxy.ParseRequest(req)                                // at alice's
 	answer, _ := proxy.Delegate(mine, r, proxy.Options{})
 	delegated, _ := pending.Accept(answer) // at the service
 
@@ -35,6 +38,7 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println(res.Subject(), res.Role, res.Groups, res.Proxies, res.Restriction, res.Allows("perf"))
-	// Output: CN=alice,OU=user,O=das3 user [vu] 2 [xfer] false
+	other, _ := identity.NewKey()
+	fmt.Println(res.Subject(), res.Role, res.Groups, res.Proxies, res.Allows("xfer", target.ID()), res.Allows("xfer", other.ID()), res.Allows("perf", target.ID()))
+	// Output: CN=alice,OU=user,O=das3 user [vu] 2 true false false
 }

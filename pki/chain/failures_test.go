@@ -88,6 +88,8 @@ func failures(t *testing.T, w *world) []failure {
 	limit1 := mkProxy(t, alice, proxy.Options{LimitPath: true, PathLen: 1})
 	limit1b := mkProxy(t, limit1, proxy.Options{})
 	restricted := mkProxy(t, alice, proxy.Options{Restrict: []string{"xfer"}})
+	const nodeB, nodeC = "xfer@3qv3ylp4bh5oeakeagmqwfbnzu6xdn7buh5npxn6jjvdqwtgyzqa", "xfer@aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaq"
+	targeted := mkProxy(t, alice, proxy.Options{Restrict: []string{nodeB}})
 	long := []*proxy.Credential{alice}
 	for range DefaultMaxProxies + 1 {
 		long = append(long, mkProxy(t, long[len(long)-1], proxy.Options{}))
@@ -153,6 +155,10 @@ func failures(t *testing.T, w *world) []failure {
 			text: "proxy 2: is unrestricted (inheritAll), but proxy 1 is restricted to [xfer]"},
 		{name: "restricted parent, wider child", chain: raw(w.craft(t, restricted, nil, withExt(infoExt(t, proxy.Info{Policy: proxy.Restricted, Services: []string{"perf", "xfer"}})))),
 			reason: ErrPolicy, index: 0, text: "allows [perf xfer], beyond the restriction of proxy 1 to [xfer]"},
+		{name: "targeted parent, child for any node", chain: raw(w.craft(t, targeted, nil, withExt(infoExt(t, proxy.Info{Policy: proxy.Restricted, Services: []string{"xfer"}})))),
+			reason: ErrPolicy, index: 0, text: "allows [xfer], beyond the restriction of proxy 1 to [" + nodeB + "]"},
+		{name: "targeted parent, child for another node", chain: raw(w.craft(t, targeted, nil, withExt(infoExt(t, proxy.Info{Policy: proxy.Restricted, Services: []string{nodeC}})))),
+			reason: ErrPolicy, index: 0, text: "allows [" + nodeC + "], beyond the restriction of proxy 1 to [" + nodeB + "]"},
 		{name: "restricted parent, independent child", chain: raw(w.craft(t, restricted, nil, withExt(infoExt(t, proxy.Info{Policy: proxy.Independent})))),
 			v: independentOK, reason: ErrPolicy, index: 0, text: "is independent, but proxy 1 is restricted"},
 		{name: "independent refused", chain: raw(mkProxy(t, alice, proxy.Options{Independent: true})), reason: ErrPolicy, index: 0, text: "independent proxy"},

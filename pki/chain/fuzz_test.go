@@ -39,7 +39,9 @@ func FuzzVerify(f *testing.F) {
 	w := newWorld(f)
 	p1 := mkProxy(f, w.alice, proxy.Options{})
 	r := mkProxy(f, p1, proxy.Options{Restrict: []string{"xfer"}, LimitPath: true, PathLen: 1})
+	at := mkProxy(f, r, proxy.Options{Restrict: []string{"xfer@3qv3ylp4bh5oeakeagmqwfbnzu6xdn7buh5npxn6jjvdqwtgyzqa"}})
 	for _, c := range [][][]byte{
+		raw(at),
 		raw(w.node),
 		raw(w.alice),
 		raw(p1),

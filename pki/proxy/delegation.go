@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"golang.org/x/crypto/cryptobyte"
@@ -37,8 +36,9 @@ import (
 //	            (Ed25519, or ECDSA P-256/P-384), at most maxKeySize
 //	  lifetime  uint32   seconds the delegatee asks for (0: the delegator's choice)
 //	  services  uint8 count (0..MaxServices), each a uint8 length and a
-//	            service name, sorted, no repeats: the restriction asked for
-//	            (none: whatever the delegator grants)
+//	            restriction entry (SERVICE or SERVICE@NODEID, see
+//	            OIDProxyCertInfo), sorted, no repeats: the restriction
+//	            asked for (none: whatever the delegator grants)
 //	  proof     uint16 length, the new key's signature over proofContext
 //	            followed by every byte above (Ed25519; ECDSA: ASN.1 over
 //	            SHA-256 for P-256, SHA-384 for P-384), at most maxProofSize
@@ -158,7 +158,7 @@ func ParseRequest(data []byte) (*Request, error) {
 		if !s.ReadUint8LengthPrefixed(&name) {
 			return nil, errRequest
 		}
-		if !serviceRE.MatchString(string(name)) || (i > 0 && r.Restrict[i-1] >= string(name)) {
+		if checkEntry(string(name)) != nil || (i > 0 && r.Restrict[i-1] >= string(name)) {
 			return nil, fmt.Errorf("%w: bad restriction", errRequest)
 		}
 		r.Restrict = append(r.Restrict, string(name))
@@ -241,12 +241,7 @@ func Delegate(issuer *Credential, req *Request, o Options) ([]byte, error) {
 			if err != nil {
 				return nil, fmt.Errorf("proxy: %w", err)
 			}
-			var both []string
-			for _, s := range req.Restrict {
-				if slices.Contains(granted, s) {
-					both = append(both, s)
-				}
-			}
+			both := Intersect(req.Restrict, granted)
 			if len(both) == 0 {
 				return nil, fmt.Errorf("proxy: the request asks for services %v, none of which may be granted (%v)", req.Restrict, granted)
 			}

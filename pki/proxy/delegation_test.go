@@ -195,7 +195,7 @@ func TestParseRequestStrict(t *testing.T) {
 }
 
 func FuzzParseRequest(f *testing.F) {
-	for _, r := range [][]string{nil, {"xfer"}, {"a", "b", "c"}} {
+	for _, r := range [][]string{nil, {"xfer"}, {"a", "b", "c"}, {"port-2811@3qv3ylp4bh5oeakeagmqwfbnzu6xdn7buh5npxn6jjvdqwtgyzqa"}} {
 		_, req, err := NewRequest(time.Hour, r)
 		if err != nil {
 			f.Fatal(err)

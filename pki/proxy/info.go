@@ -7,8 +7,6 @@ import (
 	encasn1 "encoding/asn1"
 	"errors"
 	"fmt"
-	"regexp"
-	"slices"
 
 	"golang.org/x/crypto/cryptobyte"
 	"golang.org/x/crypto/cryptobyte/asn1"
@@ -31,9 +29,18 @@ import (
 //
 //	Services ::= SEQUENCE SIZE (1..MaxServices) OF UTF8String
 //
-// service names (a letter, then letters, digits and '-', at most 32; the
-// service part of a virtual address), sorted and without repeats: the proxy
-// stands for its user only towards those services.
+// restriction entries, sorted (byte order) and without repeats: the proxy
+// stands for its user only towards what they name. An entry is
+//
+//	SERVICE            the service at any node
+//	SERVICE@NODEID     the service at the one node whose identity key is NODEID
+//
+// SERVICE is a service name (a letter, then letters, digits and '-', at
+// most 32: the service part of a virtual address, "echo" or "port-N"),
+// NODEID a node's ID in its full text form (52 lower-case base32
+// characters, canonical: identity.ID.String). Entries of the first form,
+// the only one before targets were added, keep their meaning. See
+// restrict.go for the matching and narrowing rules.
 var OIDProxyCertInfo = encasn1.ObjectIdentifier{1, 3, 6, 1, 5, 5, 7, 1, 14}
 
 // Policy language OIDs (dotted).
@@ -83,7 +90,8 @@ type Info struct {
 	HasPathLen bool
 	PathLen    int
 	Policy     Policy
-	// Services lists the services of a Restricted policy (sorted).
+	// Services lists the entries of a Restricted policy (sorted): SERVICE
+	// or SERVICE@NODEID (see OIDProxyCertInfo).
 	Services []string
 	// Language is the policy language's OID.
 	Language string
@@ -105,27 +113,6 @@ func oidDER(dotted string) []byte {
 		panic(err)
 	}
 	return b
-}
-
-var serviceRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]{0,31}$`)
-
-// normServices checks, sorts and dedups a restriction's services.
-func normServices(in []string) ([]string, error) {
-	if len(in) == 0 {
-		return nil, errors.New("a restriction lists no service")
-	}
-	out := slices.Clone(in)
-	for _, s := range out {
-		if !serviceRE.MatchString(s) {
-			return nil, fmt.Errorf("bad service name %q", s)
-		}
-	}
-	slices.Sort(out)
-	out = slices.Compact(out)
-	if len(out) > MaxServices {
-		return nil, fmt.Errorf("a restriction of %d services, at most %d", len(out), MaxServices)
-	}
-	return out, nil
 }
 
 // Marshal encodes the extension's value (DER).
@@ -255,8 +242,8 @@ func parseServices(der []byte) ([]string, error) {
 			return nil, errors.New("restriction holds a non-UTF8String")
 		}
 		name := string(s)
-		if !serviceRE.MatchString(name) {
-			return nil, fmt.Errorf("bad service name %q", name)
+		if err := checkEntry(name); err != nil {
+			return nil, err
 		}
 		if len(out) > 0 && out[len(out)-1] >= name {
 			return nil, errors.New("restriction not sorted or with repeats")
@@ -295,14 +282,4 @@ func Of(cert *x509.Certificate) (Info, bool, error) {
 		}
 	}
 	return info, found, nil
-}
-
-// Subset reports whether every service of a is in b (both sorted).
-func Subset(a, b []string) bool {
-	for _, s := range a {
-		if _, ok := slices.BinarySearch(b, s); !ok {
-			return false
-		}
-	}
-	return true
 }

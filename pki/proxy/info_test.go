@@ -131,6 +131,7 @@ func FuzzParseInfo(f *testing.F) {
 		{Policy: InheritAll},
 		{HasPathLen: true, PathLen: 2, Policy: Independent},
 		{Policy: Restricted, Services: []string{"a", "b-1", "xfer"}},
+		{Policy: Restricted, Services: []string{"port-2811", "port-2811@3qv3ylp4bh5oeakeagmqwfbnzu6xdn7buh5npxn6jjvdqwtgyzqa"}},
 	} {
 		der, _ := in.Marshal()
 		f.Add(der)

@@ -4,9 +4,12 @@
 // sign-on), and that can be delegated to a remote service by a signing
 // request, so no private key ever travels (Delegate, NewRequest).
 //
-// It owns the ProxyCertInfo extension and gridlink's restriction policy
-// (info.go), issuing proxies, the proxy credential file (file.go) and the
-// delegation request and answer formats (delegation.go). The CA and the
+// It owns the ProxyCertInfo extension (info.go) and gridlink's restriction
+// policy, whose entries name a service at any node or at one node
+// (SERVICE@NODEID) and only narrow down a chain (restrict.go), issuing
+// proxies (lifetimes positive and at most DefaultMaxLifetime unless told
+// otherwise), the proxy credential file (file.go) and the delegation
+// request and answer formats (delegation.go). The CA and the
 // users' certificates are package ca's; validating a chain is package
 // chain's, which callers must use on any credential they did not make.
 package proxy
@@ -34,8 +37,9 @@ import (
 // Lifetime defaults. A proxy never outlives its issuer: its NotAfter is cut
 // to the issuer's.
 const (
-	DefaultLifetime          = 12 * time.Hour // a proxy made by New (proxy init)
-	DefaultDelegatedLifetime = 2 * time.Hour  // a proxy made by Delegate
+	DefaultLifetime          = 12 * time.Hour     // a proxy made by New (proxy init)
+	DefaultDelegatedLifetime = 2 * time.Hour      // a proxy made by Delegate
+	DefaultMaxLifetime       = 7 * 24 * time.Hour // the longest proxy Issue makes unless Options.MaxLifetime says otherwise
 )
 
 // Credential is a certificate chain with the private key of its first
@@ -78,7 +82,12 @@ func (c *Credential) check() error {
 // issuer's end, if sooner), restricted as its issuer is if it is.
 type Options struct {
 	Start    time.Time     // zero: now
-	Lifetime time.Duration // zero: DefaultLifetime (Delegate: DefaultDelegatedLifetime)
+	Lifetime time.Duration // zero: DefaultLifetime (Delegate: DefaultDelegatedLifetime); negative: refused
+	// MaxLifetime is the longest Lifetime accepted (zero:
+	// DefaultMaxLifetime; negative: no bound). Verifiers refuse proxies
+	// longer than theirs (pki/chain's MaxProxyLifetime, also 7 days by
+	// default), so a longer one is refused here rather than there.
+	MaxLifetime time.Duration
 	// LimitPath writes a pCPathLenConstraint of PathLen: at most PathLen
 	// proxies may follow this one (0: it may sign none).
 	LimitPath bool
@@ -152,11 +161,14 @@ func Issue(issuer *Credential, pub crypto.PublicKey, o Options) (*x509.Certifica
 		start = time.Now()
 	}
 	start = start.UTC().Truncate(time.Second)
-	life := o.Lifetime
-	if life <= 0 {
-		life = DefaultLifetime
+	life, err := lifetime(o)
+	if err != nil {
+		return nil, err
 	}
 	notBefore, notAfter := start.Add(-ca.Backdate), start.Add(life)
+	if max := maxLifetime(o); max > 0 && notAfter.Sub(notBefore) > max {
+		notBefore = notAfter.Add(-max) // backdated less, so the period stays within max
+	}
 	if notBefore.Before(parent.NotBefore) {
 		notBefore = parent.NotBefore
 	}
@@ -187,6 +199,37 @@ func Issue(issuer *Credential, pub crypto.PublicKey, o Options) (*x509.Certifica
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	return x509.ParseCertificate(der)
+}
+
+// lifetime is the lifetime o asks for, or why it cannot be had.
+func lifetime(o Options) (time.Duration, error) {
+	life := o.Lifetime
+	switch max := maxLifetime(o); {
+	case life < 0:
+		return 0, fmt.Errorf("proxy: lifetime %v: want a positive lifetime", life)
+	case life == 0:
+		life = DefaultLifetime
+		if max > 0 && life > max {
+			life = max
+		}
+	case max > 0 && life > max:
+		return 0, &LifetimeError{Asked: life, Max: max}
+	}
+	return life, nil
+}
+
+func maxLifetime(o Options) time.Duration {
+	if o.MaxLifetime == 0 {
+		return DefaultMaxLifetime
+	}
+	return o.MaxLifetime
+}
+
+// LifetimeError is a proxy lifetime beyond the maximum.
+type LifetimeError struct{ Asked, Max time.Duration }
+
+func (e *LifetimeError) Error() string {
+	return fmt.Sprintf("proxy: lifetime %v exceeds the maximum of %v a proxy may live (verifiers refuse longer ones)", e.Asked, e.Max)
 }
 
 // effect is what an issuer's chain allows its next proxy.
