@@ -92,13 +92,22 @@ type ExposeRequest struct {
 	Name string `json:"name,omitempty"`
 }
 
-// VirtualAddr is addr with a trailing GridDomain on its node removed.
+// VirtualAddr is addr with a trailing GridDomain on its node removed (in
+// any case, as DNS names: NODE.Grid, node.GRID).
 func VirtualAddr(addr string) string {
 	node, rest := addr, ""
 	if i := strings.IndexAny(addr, ":@"); i >= 0 {
 		node, rest = addr[:i], addr[i:]
 	}
-	return strings.TrimSuffix(node, GridDomain) + rest
+	if HasGridDomain(node) {
+		node = node[:len(node)-len(GridDomain)]
+	}
+	return node + rest
+}
+
+// HasGridDomain says whether host ends in GridDomain, in any case.
+func HasGridDomain(host string) bool {
+	return len(host) > len(GridDomain) && strings.EqualFold(host[len(host)-len(GridDomain):], GridDomain)
 }
 
 // kindOf classifies a setup error.
