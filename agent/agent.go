@@ -71,6 +71,8 @@ type Agent struct {
 	logf    func(format string, args ...any)
 	// services names exposed ports (expose --name).
 	services services
+	// setups bounds the connection setups under way (MaxSetups).
+	setups setupQueue
 }
 
 // Start brings the node up and serves the control API and echo service.
@@ -241,7 +243,7 @@ func (a *Agent) ping(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	for i := 0; i < req.Dials; i++ {
-		c, err := a.node.Dial(ctx, addr)
+		c, err := a.dial(ctx, addr)
 		if err != nil {
 			res.Error = err.Error()
 			break
@@ -266,6 +268,15 @@ func (a *Agent) ping(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, res)
+}
+
+// dial sets up a connection in turn (setups).
+func (a *Agent) dial(ctx context.Context, addr string) (*vconn.Conn, error) {
+	if err := a.setups.acquire(ctx); err != nil {
+		return nil, fmt.Errorf("waiting for a turn to set up a connection to %s: %w", addr, err)
+	}
+	defer a.setups.release()
+	return a.node.Dial(ctx, addr)
 }
 
 func roundTrips(c net.Conn, n int) ([]float64, error) {

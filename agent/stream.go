@@ -180,20 +180,28 @@ func (a *Agent) connect(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 60*time.Second)
 	defer cancel()
+	var va identity.Addr
+	if req.Exit == "" {
+		if va, err = identity.ParseAddr(VirtualAddr(req.Addr)); err != nil {
+			streamFail(w, http.StatusBadRequest, KindBadRequest, err)
+			return
+		}
+	}
+	// the link is set up in turn (setups).
+	if err := a.setups.acquire(ctx); err != nil {
+		streamFail(w, http.StatusGatewayTimeout, KindTimeout, fmt.Errorf("waiting for a turn to set up a connection to %s: %w", req.Addr, err))
+		return
+	}
 	var up net.Conn
 	if req.Exit != "" {
 		up, err = a.dialExit(ctx, req.Exit, req.Addr, lo)
 	} else {
-		va, perr := identity.ParseAddr(VirtualAddr(req.Addr))
-		if perr != nil {
-			streamFail(w, http.StatusBadRequest, KindBadRequest, perr)
-			return
-		}
 		var addr string
 		if addr, err = a.resolveService(ctx, va); err == nil {
 			up, err = link.Dial(ctx, a.node, addr, lo)
 		}
 	}
+	a.setups.release()
 	if err != nil {
 		var se *StreamError
 		if errors.As(err, &se) {
