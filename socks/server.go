@@ -11,7 +11,7 @@
 //
 // Authentication: clients on loopback need none; others must give a
 // username and password from Server.Users (and are refused when it is
-// empty).
+// empty). Failed guesses are throttled per source address (throttle.go).
 package socks
 
 import (

@@ -10,10 +10,12 @@ import (
 
 // Throttling password guesses (RFC 1929). Every failed authentication
 // delays its answer, by a delay that doubles with each failure from the
-// same source address (Server.AuthDelay, up to Server.AuthDelayMax), and
-// the next attempt from that address waits until the delay has passed,
-// whichever connection it comes on: parallel connections guess no faster
-// than one. A success clears the address's record; so does an hour
+// same source address (Server.AuthDelay, up to Server.AuthDelayMax). One
+// attempt per address is checked at a time, and the next only once the
+// delay has passed, whichever connection it comes on: parallel
+// connections guess no faster than one, and learn of a right guess no
+// sooner. An attempt that could not be checked before its handshake
+// times out is refused at once (ErrThrottled). A success clears the address's record; so does an hour
 // without failures. At most Server.MaxPendingAuth authentications are
 // under way at once; a client beyond that is refused at once.
 const (
@@ -56,12 +58,17 @@ func (t *throttle) init(max int) {
 	})
 }
 
-// sourceKey is the address a client's guesses are counted by: its IP.
+// sourceKey is the address a client's guesses are counted by: its IPv4
+// address, or its IPv6 /64 (one host may hold all of one).
 func sourceKey(a net.Addr) string {
-	if ta, ok := a.(*net.TCPAddr); ok {
-		return ta.IP.String()
+	ta, ok := a.(*net.TCPAddr)
+	switch {
+	case !ok:
+		return a.String()
+	case ta.IP.To4() != nil:
+		return ta.IP.To4().String()
 	}
-	return a.String()
+	return ta.IP.Mask(net.CIDRMask(64, 128)).String() + "/64"
 }
 
 // acquire takes one of the pending authentications, or fails at once.

@@ -90,3 +90,19 @@ func TestPendingAuthCap(t *testing.T) {
 		t.Errorf("a third pending authentication: %v %v, want refused", st, err)
 	}
 }
+
+func TestSourceKey(t *testing.T) {
+	for _, c := range []struct {
+		a    net.Addr
+		want string
+	}{
+		{&net.TCPAddr{IP: net.ParseIP("192.0.2.7"), Port: 1}, "192.0.2.7"},
+		{&net.TCPAddr{IP: net.ParseIP("::ffff:192.0.2.7"), Port: 2}, "192.0.2.7"},
+		{&net.TCPAddr{IP: net.ParseIP("2001:db8:1:2:3:4:5:6"), Port: 3}, "2001:db8:1:2::/64"},
+		{&net.TCPAddr{IP: net.ParseIP("2001:db8:1:2:ffff::1"), Port: 4}, "2001:db8:1:2::/64"},
+	} {
+		if got := sourceKey(c.a); got != c.want {
+			t.Errorf("sourceKey(%v) = %s, want %s", c.a, got, c.want)
+		}
+	}
+}
