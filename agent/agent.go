@@ -130,9 +130,18 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 	mux.HandleFunc("POST /connect", a.connect)
 	mux.HandleFunc("POST /bind", a.bind)
 	mux.HandleFunc("POST /expose", a.expose)
-	a.srv = &http.Server{Handler: Guard("agent", mux, cfg.Node.Logf), ConnContext: PeerContext, ReadHeaderTimeout: 10 * time.Second}
+	a.srv = &http.Server{Handler: Guard("agent", mux, a.refusalLog(cfg.Node.Logf)), ConnContext: PeerContext, ReadHeaderTimeout: 10 * time.Second}
 	go a.srv.Serve(a.ln)
 	return a, nil
+}
+
+// refusalLog is where refused control callers are logged: the node's log
+// or, without one, standard error; always, as the refusal's other end.
+func (a *Agent) refusalLog(logf func(string, ...any)) func(string, ...any) {
+	if logf != nil {
+		return func(format string, args ...any) { logf("agent: "+format, args...) }
+	}
+	return func(format string, args ...any) { fmt.Fprintf(os.Stderr, "gridlink node: "+format+"\n", args...) }
 }
 
 // Control is the agent's control socket.
@@ -329,6 +338,19 @@ func Dial(control string) *Client {
 // ErrNoAgent says no agent answers on the control socket.
 var ErrNoAgent = errors.New("no gridlink node agent runs here: start one with `gridlink node --hub HOST:PORT`")
 
+// DialError is a control socket that could not be reached for another
+// reason than that no agent listens there (permission denied, say).
+type DialError struct {
+	Control string
+	Err     error
+}
+
+func (e *DialError) Error() string {
+	return fmt.Sprintf("agent: control socket %s: %v", e.Control, e.Err)
+}
+
+func (e *DialError) Unwrap() error { return e.Err }
+
 // dial connects to the first control socket that answers.
 func (c *Client) dial(ctx context.Context) (net.Conn, error) {
 	var d net.Dialer
@@ -338,7 +360,7 @@ func (c *Client) dial(ctx context.Context) (net.Conn, error) {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("agent: %w", err)
+			return nil, &DialError{Control: control, Err: err}
 		}
 		if c.byDefault {
 			if uid, _, err := peerCred(conn); err == nil && uid != 0 && uid != os.Geteuid() {
@@ -364,11 +386,14 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		var fe *ForeignAgentError
+		var de *DialError
 		switch {
 		case errors.Is(err, ErrNoAgent):
 			return ErrNoAgent
 		case errors.As(err, &fe):
 			return fe
+		case errors.As(err, &de):
+			return de
 		}
 		return fmt.Errorf("agent: %w", err)
 	}

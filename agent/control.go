@@ -171,8 +171,8 @@ func PeerContext(ctx context.Context, c net.Conn) context.Context {
 
 // Guard serves h only to connections (see PeerContext) of this process's
 // uid and of root. Any other caller gets 403 with a refusal body (the
-// CallerRefusedError text), and logf the same text. what names the
-// server in it ("agent", "hub").
+// CallerRefusedError text), and logf (default: standard error) the same
+// text. what names the server in it ("agent", "hub").
 func Guard(what string, h http.Handler, logf func(string, ...any)) http.Handler {
 	owner := os.Geteuid()
 	if logf == nil {
@@ -196,7 +196,7 @@ func Guard(what string, h http.Handler, logf func(string, ...any)) http.Handler 
 			e := &CallerRefusedError{What: what, OwnerUID: owner, CallerUID: p.uid}
 			body.StreamError = StreamError{Kind: KindCallerRefused, Msg: e.Error()}
 		}
-		logf("%s: control: %s (pid %d, %s %s)", what, body.Msg, p.pid, r.Method, r.URL.Path)
+		logf("control socket: %s (pid %d, %s %s)", body.Msg, p.pid, r.Method, r.URL.Path)
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Connection", "close")
 		w.WriteHeader(http.StatusForbidden)

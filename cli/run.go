@@ -168,7 +168,11 @@ func nodeCmd() *cobra.Command {
 				return err
 			}
 			m := a.Node().Machine()
-			fmt.Fprintf(os.Stderr, "gridlink node %s (%s) attached to hub %s; addresses %v; control socket %s (uid %d and root only)\n", m.Name, m.ID.Short(), m.HubName, m.Addrs, a.Control(), os.Geteuid())
+			who := "root only"
+			if uid := os.Geteuid(); uid != 0 {
+				who = fmt.Sprintf("uid %d and root only", uid)
+			}
+			fmt.Fprintf(os.Stderr, "gridlink node %s (%s) attached to hub %s; addresses %v; control socket %s (%s)\n", m.Name, m.ID.Short(), m.HubName, m.Addrs, a.Control(), who)
 			<-ctx.Done()
 			return a.Close()
 		},
