@@ -40,6 +40,12 @@ func (s *syncBuffer) logf(format string, args ...any) {
 	fmt.Fprintf(&s.b, format+"\n", args...)
 }
 
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
 func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -198,10 +204,10 @@ func helperClient() {
 	}
 }
 
-// helperAgent runs an agent with its default control socket until its
-// standard input closes.
+// helperAgent runs an agent (at CONTROL, by default its own default
+// control socket) until its standard input closes.
 func helperAgent() {
-	a, err := Start(context.Background(), Config{Node: vconn.Config{Name: os.Getenv("NAME"), Hubs: []string{os.Getenv("HUB")}, ListenAddr: "127.0.0.1"}})
+	a, err := Start(context.Background(), Config{Control: os.Getenv("CONTROL"), Node: vconn.Config{Name: os.Getenv("NAME"), Hubs: []string{os.Getenv("HUB")}, ListenAddr: "127.0.0.1"}})
 	if err != nil {
 		fmt.Println("ERROR", err)
 		return
@@ -292,22 +298,10 @@ func TestUserAgentSocket(t *testing.T) {
 	if err := os.Chown(xdg, nobody, nobody); err != nil {
 		t.Fatal(err)
 	}
-	cmd := asUID(nobody, "agent", "XDG_RUNTIME_DIR="+xdg, "HUB="+hubAddr, "NAME=nobodys")
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
-	line, err := bufio.NewReader(stdout).ReadString('\n')
-	if err != nil {
-		t.Fatalf("agent helper: %v (%s)", err, stderr.String())
-	}
+	control, _ := startHelperAgent(t, nobody, "XDG_RUNTIME_DIR="+xdg, "HUB="+hubAddr, "NAME=nobodys")
 	want := filepath.Join(xdg, "gridlink", "agent.sock")
-	if got := strings.TrimSpace(line); got != "CONTROL "+want {
-		t.Fatalf("the user's agent: %q, want CONTROL %s", got, want)
+	if control != want {
+		t.Fatalf("the user's agent listens at %s, want %s", control, want)
 	}
 	fi, err := os.Stat(filepath.Dir(want))
 	if err != nil || fi.Mode().Perm() != 0o700 || fi.Sys().(*syscall.Stat_t).Uid != nobody {
@@ -321,6 +315,52 @@ func TestUserAgentSocket(t *testing.T) {
 	defer cancel()
 	if st, err := Dial(want).Status(ctx); err != nil || st.Node.Name != "nobodys" {
 		t.Errorf("root at the user's agent: %+v, %v", st, err)
+	}
+}
+
+// startHelperAgent runs an agent as uid in a helper process and returns
+// its control socket and its log (standard error).
+func startHelperAgent(t *testing.T, uid int, env ...string) (string, *syncBuffer) {
+	t.Helper()
+	cmd := asUID(uid, "agent", env...)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	log := &syncBuffer{}
+	cmd.Stderr = log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	control, ok := strings.CutPrefix(strings.TrimSpace(line), "CONTROL ")
+	if err != nil || !ok {
+		t.Fatalf("agent helper as uid %d: %q, %v (%s)", uid, line, err, log)
+	}
+	return control, log
+}
+
+// A non-root user's agent serves her and root, and refuses another
+// non-root uid, which is told so and logged.
+func TestUserAgentRefusesOtherUsers(t *testing.T) {
+	needRoot(t)
+	helperBinary(t)
+	hubAddr := startHub(t)
+	control, log := startHelperAgent(t, nobody, "HUB="+hubAddr, "NAME=nobodys", fmt.Sprintf("CONTROL=@gridlink-test-%d-nobodys", os.Getpid()))
+	const other = nobody - 1
+	want := fmt.Sprintf("agent of uid %d refuses uid %d", nobody, other)
+	if res := runClient(t, other, control, "status,expose"); res["status"] != "refused "+want || res["expose"] != "refused "+want {
+		t.Errorf("uid %d at uid %d's agent: %v, want refused %q", other, nobody, res, want)
+	}
+	if !strings.Contains(log.String(), want) {
+		t.Errorf("the agent's log lacks %q:\n%s", want, log)
+	}
+	if res := runClient(t, nobody, control, "status"); res["status"] != "ok nobodys" {
+		t.Errorf("the agent's own uid: %v", res)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if st, err := Dial(control).Status(ctx); err != nil || st.Node.Name != "nobodys" {
+		t.Errorf("root: %+v, %v", st, err)
 	}
 }
 
