@@ -147,6 +147,9 @@ func listenControl(control string) (net.Listener, error) {
 	} else if !errors.Is(derr, syscall.ECONNREFUSED) {
 		return nil, err
 	}
+	if fi, lerr := os.Lstat(control); lerr != nil || fi.Mode().Type() != os.ModeSocket {
+		return nil, err // not a socket: not ours to replace
+	}
 	if rerr := os.Remove(control); rerr != nil {
 		return nil, err
 	}

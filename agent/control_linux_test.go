@@ -433,3 +433,32 @@ func TestSocketDir(t *testing.T) {
 		t.Errorf("new directory mode %v, want 0700", fi.Mode().Perm())
 	}
 }
+
+// A path socket left by an agent that is gone is replaced; one an agent
+// still answers on, or a file that is no socket, is not.
+func TestListenControlStale(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "agent.sock")
+	l1, err := listenControl(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := listenControl(path); err == nil {
+		t.Error("a second listener where an agent answers")
+	}
+	l1.(*net.UnixListener).SetUnlinkOnClose(false)
+	l1.Close() // gone, its socket file left
+	l2, err := listenControl(path)
+	if err != nil {
+		t.Fatalf("over a stale socket: %v", err)
+	}
+	l2.Close()
+	plain := filepath.Join(dir, "plain")
+	os.WriteFile(plain, []byte("keep"), 0o600)
+	if _, err := listenControl(plain); err == nil {
+		t.Error("listened over a regular file")
+	}
+	if b, _ := os.ReadFile(plain); string(b) != "keep" {
+		t.Error("the regular file was replaced")
+	}
+}
