@@ -4,9 +4,11 @@
 // socks, forward, expose) uses. It owns the agent's lifecycle, its built-in echo
 // service and the control protocol; connection setup is package vconn's.
 //
-// The control API is HTTP with JSON bodies over a unix socket. Its default
-// address is the abstract socket "@gridlink-agent", which Linux scopes to
-// the network namespace: one agent per host, also in the lab.
+// The control API is HTTP with JSON bodies over a unix socket, served only
+// to the agent's own uid and root (control.go). Root's agent listens on
+// the abstract socket "@gridlink-agent", which Linux scopes to the
+// network namespace: one system agent per host, also in the lab; any
+// other user's agent on a socket of that user (UserControl).
 //
 // Programs that do not link gridlink go through the agent: a stream
 // request (stream.go) upgrades its control connection into the bytes of
@@ -30,7 +32,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/gridlink/gridlink/identity"
@@ -38,7 +43,8 @@ import (
 	"github.com/gridlink/gridlink/vconn"
 )
 
-// DefaultControl is the control socket address (abstract, per network namespace).
+// DefaultControl is the system agent's control socket address (abstract,
+// per network namespace): root's agent listens there.
 const DefaultControl = "@gridlink-agent"
 
 // EchoPort is the virtual port of every agent's echo service.
@@ -46,8 +52,10 @@ const EchoPort = 7
 
 // Config configures an agent.
 type Config struct {
-	Node    vconn.Config
-	Control string // control socket; default DefaultControl
+	Node vconn.Config
+	// Control is the control socket; default OwnControl: DefaultControl
+	// for root, UserControl for anyone else.
+	Control string
 	// AllowExit serves the exit service (ExitPort): other nodes' SOCKS
 	// clients may then reach any TCP address this host can. Off by default.
 	AllowExit bool
@@ -55,25 +63,33 @@ type Config struct {
 
 // Agent is a running node agent.
 type Agent struct {
-	node *vconn.Node
-	ln   net.Listener
-	srv  *http.Server
-	echo *vconn.Listener
-	logf func(format string, args ...any)
+	node    *vconn.Node
+	control string
+	ln      net.Listener
+	srv     *http.Server
+	echo    *vconn.Listener
+	logf    func(format string, args ...any)
 	// services names exposed ports (expose --name).
 	services services
+	// setups bounds the connection setups under way (MaxSetups).
+	setups setupQueue
 }
 
 // Start brings the node up and serves the control API and echo service.
 func Start(ctx context.Context, cfg Config) (*Agent, error) {
 	if cfg.Control == "" {
-		cfg.Control = DefaultControl
+		cfg.Control = OwnControl()
+		if cfg.Control != DefaultControl {
+			if err := prepareSocketDir(filepath.Dir(cfg.Control), os.Geteuid()); err != nil {
+				return nil, err
+			}
+		}
 	}
 	node, err := vconn.Start(ctx, cfg.Node)
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{node: node, logf: cfg.Node.Logf}
+	a := &Agent{node: node, control: cfg.Control, logf: cfg.Node.Logf}
 	if a.logf == nil {
 		a.logf = func(string, ...any) {}
 	}
@@ -102,7 +118,7 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 		}
 		go a.serveExit(ex)
 	}
-	if a.ln, err = net.Listen("unix", cfg.Control); err != nil {
+	if a.ln, err = listenControl(cfg.Control); err != nil {
 		node.Close()
 		return nil, fmt.Errorf("agent: control socket %s: %w (is another agent running here?)", cfg.Control, err)
 	}
@@ -114,10 +130,22 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 	mux.HandleFunc("POST /connect", a.connect)
 	mux.HandleFunc("POST /bind", a.bind)
 	mux.HandleFunc("POST /expose", a.expose)
-	a.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	a.srv = &http.Server{Handler: Guard("agent", mux, a.refusalLog(cfg.Node.Logf)), ConnContext: PeerContext, ReadHeaderTimeout: 10 * time.Second}
 	go a.srv.Serve(a.ln)
 	return a, nil
 }
+
+// refusalLog is where refused control callers are logged: the node's log
+// or, without one, standard error; always, as the refusal's other end.
+func (a *Agent) refusalLog(logf func(string, ...any)) func(string, ...any) {
+	if logf != nil {
+		return func(format string, args ...any) { logf("agent: "+format, args...) }
+	}
+	return func(format string, args ...any) { fmt.Fprintf(os.Stderr, "gridlink node: "+format+"\n", args...) }
+}
+
+// Control is the agent's control socket.
+func (a *Agent) Control() string { return a.control }
 
 // Node is the agent's node.
 func (a *Agent) Node() *vconn.Node { return a.node }
@@ -224,7 +252,7 @@ func (a *Agent) ping(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	for i := 0; i < req.Dials; i++ {
-		c, err := a.node.Dial(ctx, addr)
+		c, err := a.dial(ctx, addr)
 		if err != nil {
 			res.Error = err.Error()
 			break
@@ -249,6 +277,15 @@ func (a *Agent) ping(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, res)
+}
+
+// dial sets up a connection in turn (setups).
+func (a *Agent) dial(ctx context.Context, addr string) (*vconn.Conn, error) {
+	if err := a.setups.acquire(ctx); err != nil {
+		return nil, fmt.Errorf("waiting for a turn to set up a connection to %s: %w", addr, err)
+	}
+	defer a.setups.release()
+	return a.node.Dial(ctx, addr)
 }
 
 func roundTrips(c net.Conn, n int) ([]float64, error) {
@@ -277,25 +314,64 @@ func writeJSON(w http.ResponseWriter, v any) {
 
 // Client talks to a running agent's control API.
 type Client struct {
-	hc      *http.Client
-	control string
+	hc *http.Client
+	// controls are the sockets tried in order; byDefault: they were not
+	// given, so the agent behind one must run as the caller or root.
+	controls  []string
+	byDefault bool
 }
 
-// Dial returns a client for the agent at control ("" = DefaultControl).
+// Dial returns a client for the agent at control; "" tries the caller's
+// own agent (UserControl, for users other than root), then the system
+// agent (DefaultControl).
 func Dial(control string) *Client {
+	c := &Client{controls: []string{control}}
 	if control == "" {
-		control = DefaultControl
+		c.controls, c.byDefault = defaultControls(), true
 	}
-	return &Client{control: control, hc: &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", control)
-		},
-	}}}
+	c.hc = &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return c.dial(ctx) },
+	}}
+	return c
 }
 
 // ErrNoAgent says no agent answers on the control socket.
 var ErrNoAgent = errors.New("no gridlink node agent runs here: start one with `gridlink node --hub HOST:PORT`")
+
+// DialError is a control socket that could not be reached for another
+// reason than that no agent listens there (permission denied, say).
+type DialError struct {
+	Control string
+	Err     error
+}
+
+func (e *DialError) Error() string {
+	return fmt.Sprintf("agent: control socket %s: %v", e.Control, e.Err)
+}
+
+func (e *DialError) Unwrap() error { return e.Err }
+
+// dial connects to the first control socket that answers.
+func (c *Client) dial(ctx context.Context) (net.Conn, error) {
+	var d net.Dialer
+	for _, control := range c.controls {
+		conn, err := d.DialContext(ctx, "unix", control)
+		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) {
+			continue
+		}
+		if err != nil {
+			return nil, &DialError{Control: control, Err: err}
+		}
+		if c.byDefault {
+			if uid, _, err := peerCred(conn); err == nil && uid != 0 && uid != os.Geteuid() {
+				conn.Close()
+				return nil, &ForeignAgentError{Control: control, UID: uid}
+			}
+		}
+		return conn, nil
+	}
+	return nil, ErrNoAgent
+}
 
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
 	var body io.Reader
@@ -309,15 +385,21 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		if strings.Contains(err.Error(), "connection refused") || strings.Contains(err.Error(), "no such file") {
+		var fe *ForeignAgentError
+		var de *DialError
+		switch {
+		case errors.Is(err, ErrNoAgent):
 			return ErrNoAgent
+		case errors.As(err, &fe):
+			return fe
+		case errors.As(err, &de):
+			return de
 		}
 		return fmt.Errorf("agent: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("agent: %s", strings.TrimSpace(string(b)))
+		return ResponseError(resp)
 	}
 	return json.NewDecoder(resp.Body).Decode(out)
 }

@@ -92,13 +92,22 @@ type ExposeRequest struct {
 	Name string `json:"name,omitempty"`
 }
 
-// VirtualAddr is addr with a trailing GridDomain on its node removed.
+// VirtualAddr is addr with a trailing GridDomain on its node removed (in
+// any case, as DNS names: NODE.Grid, node.GRID).
 func VirtualAddr(addr string) string {
 	node, rest := addr, ""
 	if i := strings.IndexAny(addr, ":@"); i >= 0 {
 		node, rest = addr[:i], addr[i:]
 	}
-	return strings.TrimSuffix(node, GridDomain) + rest
+	if HasGridDomain(node) {
+		node = node[:len(node)-len(GridDomain)]
+	}
+	return node + rest
+}
+
+// HasGridDomain says whether host ends in GridDomain, in any case.
+func HasGridDomain(host string) bool {
+	return len(host) > len(GridDomain) && strings.EqualFold(host[len(host)-len(GridDomain):], GridDomain)
 }
 
 // kindOf classifies a setup error.
@@ -171,20 +180,28 @@ func (a *Agent) connect(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 60*time.Second)
 	defer cancel()
+	var va identity.Addr
+	if req.Exit == "" {
+		if va, err = identity.ParseAddr(VirtualAddr(req.Addr)); err != nil {
+			streamFail(w, http.StatusBadRequest, KindBadRequest, err)
+			return
+		}
+	}
+	// the link is set up in turn (setups).
+	if err := a.setups.acquire(ctx); err != nil {
+		streamFail(w, http.StatusGatewayTimeout, KindTimeout, fmt.Errorf("waiting for a turn to set up a connection to %s: %w", req.Addr, err))
+		return
+	}
 	var up net.Conn
 	if req.Exit != "" {
 		up, err = a.dialExit(ctx, req.Exit, req.Addr, lo)
 	} else {
-		va, perr := identity.ParseAddr(VirtualAddr(req.Addr))
-		if perr != nil {
-			streamFail(w, http.StatusBadRequest, KindBadRequest, perr)
-			return
-		}
 		var addr string
 		if addr, err = a.resolveService(ctx, va); err == nil {
 			up, err = link.Dial(ctx, a.node, addr, lo)
 		}
 	}
+	a.setups.release()
 	if err != nil {
 		var se *StreamError
 		if errors.As(err, &se) {

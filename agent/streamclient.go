@@ -10,8 +10,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
-	"syscall"
 	"time"
 )
 
@@ -21,13 +19,9 @@ import (
 // splice, and descriptors can be passed) unless the agent's first bytes
 // arrived with the answer.
 func (c *Client) stream(ctx context.Context, path string, body any) (net.Conn, http.Header, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", c.control)
+	conn, err := c.dial(ctx)
 	if err != nil {
-		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
-			return nil, nil, ErrNoAgent
-		}
-		return nil, nil, fmt.Errorf("agent: %w", err)
+		return nil, nil, err
 	}
 	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Now()) })
 	b, _ := json.Marshal(body)
@@ -49,12 +43,7 @@ func (c *Client) stream(ctx context.Context, path string, body any) (net.Conn, h
 	}
 	if resp.StatusCode != http.StatusSwitchingProtocols {
 		defer conn.Close()
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		var se StreamError
-		if json.Unmarshal(msg, &se) == nil && se.Msg != "" {
-			return nil, nil, &se
-		}
-		return nil, nil, &StreamError{Kind: KindFailed, Msg: "agent: " + strings.TrimSpace(string(msg))}
+		return nil, nil, ResponseError(resp)
 	}
 	if br.Buffered() > 0 {
 		return &prefixConn{Conn: conn, r: io.MultiReader(br, conn)}, resp.Header, nil

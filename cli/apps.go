@@ -29,7 +29,7 @@ func (lf *linkFlags) add(c *cobra.Command) {
 	f.StringVarP(&lf.streams, "streams", "P", "1", "parallel streams of each link: a number, or auto")
 	f.StringVar(&lf.compress, "compress", "off", "compression: off, s2, zstd or auto")
 	f.StringVar(&lf.encrypt, "encrypt", "on", "on: TLS 1.3; off: authenticated plain (the far side must allow it)")
-	f.StringVar(&lf.control, "control", "", "agent control socket (default @gridlink-agent)")
+	f.StringVar(&lf.control, "control", "", "agent control socket (default: your agent's, then the system agent's @gridlink-agent)")
 }
 
 func (lf *linkFlags) options() (agent.LinkOptions, error) {
@@ -190,7 +190,7 @@ agent's service directory.`,
 	f.StringVar(&name, "name", "", "also name the service: others dial NODE:NAME (gridlink nc, forward)")
 	f.StringVar(&local, "local", "", "TCP address to join links to (default 127.0.0.1:LOCALPORT)")
 	f.BoolVar(&allowPlain, "allow-plain", false, "accept authenticated-plain links (--encrypt off)")
-	f.StringVar(&control, "control", "", "agent control socket (default @gridlink-agent)")
+	f.StringVar(&control, "control", "", "agent control socket (default: your agent's, then the system agent's @gridlink-agent)")
 	return c
 }
 

@@ -60,12 +60,14 @@ func doctorCmd() *cobra.Command {
 			return nil
 		},
 	}
-	c.Flags().StringVar(&control, "control", "", "agent control socket (default @gridlink-agent)")
+	c.Flags().StringVar(&control, "control", "", "agent control socket (default: your agent's, then the system agent's @gridlink-agent)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
 }
 
 // HubControl is the hub's status socket (abstract, per network namespace).
+// Like an agent's control socket, it answers only the hub's own uid and
+// root (agent.Guard).
 const HubControl = "@gridlink-hub"
 
 // HubStatus is what a hub reports on its status socket.
@@ -79,7 +81,7 @@ type HubStatus struct {
 }
 
 // serveHubStatus answers GET /status on the hub's control socket.
-func serveHubStatus(h *hub.Hub, control string) (func(), error) {
+func serveHubStatus(h *hub.Hub, control string, logf func(string, ...any)) (func(), error) {
 	ln, err := net.Listen("unix", control)
 	if err != nil {
 		return nil, fmt.Errorf("hub status socket %s: %w (is another hub running here?)", control, err)
@@ -89,7 +91,7 @@ func serveHubStatus(h *hub.Hub, control string) (func(), error) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(HubStatus{Name: h.Name(), ID: h.ID(), Addr: h.Addr().String(), Routes: h.Routes(), Links: h.Links(), Nodes: h.Nodes()})
 	})
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: agent.Guard("hub", mux, logf), ConnContext: agent.PeerContext, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	return func() { srv.Close() }, nil
 }
@@ -105,6 +107,9 @@ func hubStatus(ctx context.Context, control string, asJSON bool) error {
 		return fmt.Errorf("no gridlink hub runs here (%v): start one with `gridlink hub`", err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return agent.ResponseError(resp)
+	}
 	var st HubStatus
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 		return err

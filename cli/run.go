@@ -53,7 +53,7 @@ func hubCmd() *cobra.Command {
 			if trust != nil {
 				go trust.Watch(ctx, 0, func(f string, a ...any) { fmt.Fprintf(os.Stderr, "hub %s: "+f+"\n", append([]any{name}, a...)...) })
 			}
-			stop, err := serveHubStatus(h, control)
+			stop, err := serveHubStatus(h, control, func(f string, a ...any) { fmt.Fprintf(os.Stderr, "hub %s: "+f+"\n", append([]any{name}, a...)...) })
 			if err != nil {
 				return err
 			}
@@ -168,13 +168,17 @@ func nodeCmd() *cobra.Command {
 				return err
 			}
 			m := a.Node().Machine()
-			fmt.Fprintf(os.Stderr, "gridlink node %s (%s) attached to hub %s; addresses %v\n", m.Name, m.ID.Short(), m.HubName, m.Addrs)
+			who := "root only"
+			if uid := os.Geteuid(); uid != 0 {
+				who = fmt.Sprintf("uid %d and root only", uid)
+			}
+			fmt.Fprintf(os.Stderr, "gridlink node %s (%s) attached to hub %s; addresses %v; control socket %s (%s)\n", m.Name, m.ID.Short(), m.HubName, m.Addrs, a.Control(), who)
 			<-ctx.Done()
 			return a.Close()
 		},
 	}
 	nf.add(c, hostname())
-	c.Flags().StringVar(&control, "control", "", "control socket (default @gridlink-agent)")
+	c.Flags().StringVar(&control, "control", "", "control socket, which only this uid and root may use (default: @gridlink-agent for root, else $XDG_RUNTIME_DIR/gridlink/agent.sock or /tmp/gridlink-UID/agent.sock)")
 	c.Flags().BoolVar(&allowExit, "allow-exit", false, "let other nodes' SOCKS clients reach TCP hosts from here (gridlink socks --exit)")
 	return c
 }
@@ -228,7 +232,7 @@ func pingCmd() *cobra.Command {
 	f.IntVar(&dials, "dials", 2, "connections to set up one after another (the first uncached)")
 	f.BoolVar(&fresh, "fresh", false, "forget cached methods, names, addresses and spare connections first")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
-	f.StringVar(&control, "control", "", "agent control socket (default @gridlink-agent)")
+	f.StringVar(&control, "control", "", "agent control socket (default: your agent's, then the system agent's @gridlink-agent)")
 	return c
 }
 
@@ -268,7 +272,7 @@ func statusCmd() *cobra.Command {
 			return nil
 		},
 	}
-	c.Flags().StringVar(&control, "control", "", "agent control socket (default @gridlink-agent); with --hub, the hub's status socket (default @gridlink-hub)")
+	c.Flags().StringVar(&control, "control", "", "agent control socket (default: your agent's, then the system agent's @gridlink-agent); with --hub, the hub's status socket (default @gridlink-hub)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	c.Flags().BoolVar(&ofHub, "hub", false, "show the hub running on this host")
 	return c

@@ -119,6 +119,15 @@ func (h *Hub) localMatches(name string) []identity.Machine {
 			out = append(out, p.machine)
 		}
 	}
+	if len(out) == 0 && ipErr != nil {
+		// names are matched in any case (as DNS names, NAME.grid) when
+		// none matches exactly.
+		for _, p := range h.nodes {
+			if len(out) < 64 && strings.EqualFold(p.machine.Name, name) {
+				out = append(out, p.machine)
+			}
+		}
+	}
 	return out
 }
 

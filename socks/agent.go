@@ -6,14 +6,14 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"strings"
 
 	"github.com/gridlink/gridlink/agent"
 )
 
 // AgentBackend is the Backend of gridlink socks: it dials and binds
 // through the node agent, which sets connections up the best way the
-// network allows. CONNECT to NAME.grid:PORT reaches node NAME's virtual
+// network allows. CONNECT to NAME.grid:PORT (names in any case, as in
+// DNS: Name.GRID is name.grid) reaches node NAME's virtual
 // port; CONNECT to any other host goes through the node Exit (its agent
 // must allow exits) or is not allowed. BIND listens on a free virtual port
 // of this node and tells the client NAME.grid:PORT.
@@ -49,7 +49,7 @@ func wrap(err error) error {
 // Connect dials a through the agent.
 func (b *AgentBackend) Connect(ctx context.Context, a Addr) (net.Conn, error) {
 	req := agent.ConnectRequest{Addr: a.String(), Link: b.Link}
-	if !a.IsName() || !strings.HasSuffix(a.Host, agent.GridDomain) {
+	if !a.IsName() || !agent.HasGridDomain(a.Host) {
 		if b.Exit == "" {
 			return nil, &Error{Code: ReplyNotAllowed, Err: fmt.Errorf("%s is not an overlay name (NAME%s) and no exit node is set (gridlink socks --exit NODE)", a, agent.GridDomain)}
 		}

@@ -77,6 +77,8 @@ func TestAgentBackend(t *testing.T) {
 		a    Addr
 		want byte
 	}{
+		{Addr{Host: "Beta.GRID", Port: 7000}, ReplySucceeded}, // names in any case, as DNS
+		{Addr{Host: "BETA.Grid", Port: 7000}, ReplySucceeded},
 		{Addr{Host: "nosuch.grid", Port: 22}, ReplyHostUnreachable},
 		{Addr{Host: "beta.grid", Port: 7001}, ReplyRefused},
 		{Addr{Host: "example.org", Port: 80}, ReplyNotAllowed},

@@ -11,7 +11,7 @@
 //
 // Authentication: clients on loopback need none; others must give a
 // username and password from Server.Users (and are refused when it is
-// empty).
+// empty). Failed guesses are throttled per source address (throttle.go).
 package socks
 
 import (
@@ -76,8 +76,17 @@ type Server struct {
 	// (default 10s); ConnectTimeout a CONNECT's dial (default 60s);
 	// BindTimeout the wait for a BIND's peer (default 5 min).
 	HandshakeTimeout, ConnectTimeout, BindTimeout time.Duration
+	// AuthDelay delays the answer to a failed authentication, doubling
+	// with each failure from the same address up to AuthDelayMax; the
+	// next attempt from there waits as long (see throttle.go). Defaults
+	// 500ms and 8s. MaxPendingAuth bounds the authentications under way
+	// (default 64).
+	AuthDelay, AuthDelayMax time.Duration
+	MaxPendingAuth          int
 	// Logf, if set, receives one line per failed request.
 	Logf func(format string, args ...any)
+
+	auth throttle
 }
 
 // Serve accepts clients on l until it fails, each in its own goroutine.
@@ -112,8 +121,9 @@ func (s *Server) logf(format string, args ...any) {
 // ServeConn serves one client and closes c.
 func (s *Server) ServeConn(c net.Conn) {
 	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(orDefault(s.HandshakeTimeout, 10*time.Second)))
-	req, err := s.handshake(c)
+	deadline := time.Now().Add(orDefault(s.HandshakeTimeout, 10*time.Second))
+	_ = c.SetDeadline(deadline)
+	req, err := s.handshake(c, deadline)
 	if err != nil {
 		s.logf("socks: %s: %v", c.RemoteAddr(), err)
 		return
@@ -135,7 +145,7 @@ func (s *Server) ServeConn(c net.Conn) {
 
 // handshake negotiates the method, authenticates and reads the request,
 // answering a bad one.
-func (s *Server) handshake(c net.Conn) (Request, error) {
+func (s *Server) handshake(c net.Conn, deadline time.Time) (Request, error) {
 	methods, err := readGreeting(c)
 	if err != nil {
 		return Request{}, err
@@ -156,15 +166,7 @@ func (s *Server) handshake(c net.Conn) (Request, error) {
 		return Request{}, err
 	}
 	if want == MethodPassword {
-		user, pass, err := readAuth(c)
-		if err != nil {
-			return Request{}, err
-		}
-		if !s.check(user, pass) {
-			_, _ = c.Write([]byte{authVersion, 1})
-			return Request{}, fmt.Errorf("user %q: bad username or password", user)
-		}
-		if _, err := c.Write([]byte{authVersion, 0}); err != nil {
+		if err := s.authenticate(c, deadline); err != nil {
 			return Request{}, err
 		}
 	}
@@ -178,6 +180,39 @@ func (s *Server) handshake(c net.Conn) (Request, error) {
 		return Request{}, err
 	}
 	return req, nil
+}
+
+// authenticate reads and checks a username and password, throttled
+// (throttle.go), and answers.
+func (s *Server) authenticate(c net.Conn, deadline time.Time) error {
+	max := s.MaxPendingAuth
+	if max <= 0 {
+		max = defaultMaxPendingAuth
+	}
+	s.auth.init(max)
+	if err := s.auth.acquire(); err != nil {
+		_, _ = c.Write([]byte{authVersion, 1})
+		return err
+	}
+	defer s.auth.release()
+	user, pass, err := readAuth(c)
+	if err != nil {
+		return err
+	}
+	src := sourceKey(c.RemoteAddr())
+	good, delay, err := s.auth.check(src, deadline, orDefault(s.AuthDelay, defaultAuthDelay), orDefault(s.AuthDelayMax, defaultAuthDelayMax),
+		func() bool { return s.check(user, pass) })
+	if err != nil {
+		_, _ = c.Write([]byte{authVersion, 1})
+		return fmt.Errorf("user %q: %w", user, err)
+	}
+	if !good {
+		time.Sleep(delay)
+		_, _ = c.Write([]byte{authVersion, 1})
+		return fmt.Errorf("user %q: bad username or password (answered after %v)", user, delay)
+	}
+	_, err = c.Write([]byte{authVersion, 0})
+	return err
 }
 
 func (s *Server) check(user, pass string) bool {

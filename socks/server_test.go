@@ -209,7 +209,7 @@ func TestBadGreetingAndTimeout(t *testing.T) {
 }
 
 func TestPasswordAuth(t *testing.T) {
-	s := &Server{Backend: &fakeBackend{}, Users: map[string]string{"alice": "s3cret"}}
+	s := &Server{Backend: &fakeBackend{}, Users: map[string]string{"alice": "s3cret"}, AuthDelay: time.Millisecond}
 	try := func(user, pass string) (byte, byte) {
 		a, b := net.Pipe() // not loopback: authentication required
 		defer a.Close()

@@ -16,6 +16,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gridlink/gridlink/direct"
@@ -78,6 +79,40 @@ type Conn struct {
 	peer   pki.Peer // what the handshake proved (revocation.go)
 	onDone func()
 	done   sync.Once
+	// cut is why the node closed the connection (revocation.go): its
+	// reads and writes fail with it instead of net.ErrClosed.
+	cut atomic.Pointer[CutError]
+}
+
+// CutError says the node closed a connection because its peer is no
+// longer admitted (a new revocation list revoked it); Err is why.
+type CutError struct {
+	Peer identity.Machine
+	Err  error
+}
+
+func (e *CutError) Error() string {
+	return fmt.Sprintf("vconn: connection cut: %s is no longer admitted: %v", e.Peer, e.Err)
+}
+
+func (e *CutError) Unwrap() error { return e.Err }
+
+// cutFor closes the connection, giving why to its reads and writes.
+func (c *Conn) cutFor(why error) {
+	c.cut.CompareAndSwap(nil, &CutError{Peer: c.remote.Node, Err: why})
+	c.Close()
+}
+
+// Read reads into p; on a connection the node cut, the error says why
+// (CutError).
+func (c *Conn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if err != nil {
+		if ce := c.cut.Load(); ce != nil {
+			err = ce
+		}
+	}
+	return n, err
 }
 
 // Method is how the connection was set up.
@@ -128,10 +163,19 @@ func (c *Conn) Clear() error {
 // Write writes p; over TLS, its records go out in as few writes as fit in
 // 256 KiB (pki.WriteRecords).
 func (c *Conn) Write(p []byte) (int, error) {
+	var n int
+	var err error
 	if pc := c.session(); pc != nil {
-		return pc.WriteRecords(p)
+		n, err = pc.WriteRecords(p)
+	} else {
+		n, err = c.Conn.Write(p)
 	}
-	return c.Conn.Write(p)
+	if err != nil {
+		if ce := c.cut.Load(); ce != nil {
+			err = ce
+		}
+	}
+	return n, err
 }
 
 // KeepTLS says the connection stays in its TLS session (Clear will not be

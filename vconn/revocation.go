@@ -15,11 +15,15 @@ func (n *Node) watchRevocations(t *pki.Trust) {
 // closeRevoked closes what t no longer admits.
 func (n *Node) closeRevoked(t *pki.Trust) {
 	n.mu.Lock()
-	var closing []*Conn
+	type cut struct {
+		c   *Conn
+		why error
+	}
+	var closing []cut
 	for c := range n.conns {
 		if err := t.Recheck(c.peer); err != nil {
 			n.cfg.Logf("vconn: closing %s connection %s: %s is no longer admitted: %v", c.method, c, c.peer, err)
-			closing = append(closing, c)
+			closing = append(closing, cut{c, err})
 		}
 	}
 	for id, ss := range n.spares {
@@ -41,7 +45,7 @@ func (n *Node) closeRevoked(t *pki.Trust) {
 		}
 	}
 	n.mu.Unlock()
-	for _, c := range closing {
-		c.Close()
+	for _, x := range closing {
+		x.c.cutFor(x.why) // its reads and writes now say why (CutError)
 	}
 }

@@ -1,0 +1,89 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/pki"
+	"github.com/gridlink/gridlink/pki/ca"
+	"github.com/gridlink/gridlink/pki/pkitest"
+	"github.com/gridlink/gridlink/vconn"
+)
+
+// A stream handed to the agent (as gridlink nc hands stdin and stdout)
+// to a node that is then revoked: the agent cuts it, and the client is
+// told why (the peer is no longer admitted: revoked), not "use of closed
+// network connection".
+func TestHandedStreamCutByRevocation(t *testing.T) {
+	g := pkitest.New(t, "testgrid")
+	h, err := hub.New(hub.Config{Name: "hub", Creds: g.Member(t, ca.Hub, "hub"), Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	go h.Serve(ctx)
+	start := func(name string, creds *pki.Credentials) *Client {
+		control := fmt.Sprintf("@gridlink-test-%d-%s", os.Getpid(), name)
+		a, err := Start(ctx, Config{Control: control, Node: vconn.Config{Name: name, Creds: creds, Hubs: []string{h.Addr().String()}, ListenAddr: "127.0.0.1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.Close() })
+		return Dial(control)
+	}
+	alice := start("alice", g.Member(t, ca.Node, "alice"))
+	srvCreds := g.Member(t, ca.Node, "srv")
+	srv := start("srv", srvCreds)
+	el, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer el.Close()
+	go func() {
+		for {
+			c, err := el.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+	ex, err := srv.Expose(ctx, ExposeRequest{Local: el.Addr().String(), Port: 2222})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ex.Close()
+
+	s, err := alice.Open(ctx, ConnectRequest{Addr: "srv:2222"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inR, inW := blockingPipe(t)
+	outR, outW := blockingPipe(t)
+	defer inW.Close()
+	defer outR.Close()
+	if err := s.Hand(inR, outW); err != nil {
+		t.Fatal(err)
+	}
+	inR.Close()
+	outW.Close()
+	inW.Write([]byte("x"))
+	if _, err := io.ReadFull(outR, make([]byte, 1)); err != nil {
+		t.Fatalf("echo before the revocation: %v", err)
+	}
+	g.Revoke(t, srvCreds.Certificate().Leaf)
+	err = s.Wait()
+	var se *StreamError
+	if !errors.As(err, &se) || !strings.Contains(err.Error(), "no longer admitted") || !strings.Contains(err.Error(), "revoked") {
+		t.Errorf("the cut stream: %v; want the reason (no longer admitted: revoked)", err)
+	}
+}
