@@ -28,6 +28,7 @@ type sender struct {
 	wants chan want
 	left  atomic.Int64
 	done  chan struct{}
+	quit  chan struct{} // closed when the session ends
 	once  sync.Once
 
 	sentTotal int64
@@ -39,7 +40,7 @@ type sender struct {
 // of single entries go to the tally; the error is the session's.
 func send(ctx context.Context, ep *endpoint, t tree, paths []string, recursive bool, top func(string) string, obs *observer, limit int64, tl *tally) error {
 	s := &sender{ep: ep, t: t, obs: obs, tally: tl, limit: limit, byID: map[uint32]*source{},
-		slots: make(chan struct{}, window), wants: make(chan want, window), done: make(chan struct{}), start: time.Now()}
+		slots: make(chan struct{}, window), wants: make(chan want, window), done: make(chan struct{}), quit: make(chan struct{}), start: time.Now()}
 	srcs, fails := walk(t, paths, recursive, top)
 	s.srcs = srcs
 	var size int64
@@ -64,6 +65,7 @@ func send(ctx context.Context, ep *endpoint, t tree, paths []string, recursive b
 	}
 	stop := context.AfterFunc(ctx, func() { ep.c.Close() })
 	defer stop()
+	defer close(s.quit)
 
 	errc := make(chan error, 2)
 	go func() { errc <- s.offer() }()
@@ -109,7 +111,11 @@ func (s *sender) offer() error {
 			if err := s.ep.flush(); err != nil {
 				return err
 			}
-			s.slots <- struct{}{}
+			select {
+			case s.slots <- struct{}{}:
+			case <-s.quit:
+				return nil
+			}
 		}
 		if err := s.ep.send(mFile, s.srcs[i].e.encode()); err != nil {
 			return err
@@ -147,7 +153,11 @@ func (s *sender) read() error {
 				return fmt.Errorf("xfer: the receiver wants %s with %d blocks", src.e.path, len(w.have))
 			}
 			answered[w.id] = true
-			s.wants <- w
+			select {
+			case s.wants <- w:
+			case <-s.quit:
+				return nil
+			}
 		case mAck:
 			a, err := decodeAck(p)
 			if err != nil {
@@ -160,6 +170,12 @@ func (s *sender) read() error {
 			s.acked(src, a)
 		case mBye:
 			return nil
+		case mAbort:
+			why, err := decodeText(p)
+			if err != nil {
+				return err
+			}
+			return &RefusedError{"refused by the receiver: " + why}
 		default:
 			return fmt.Errorf("%w: message %d from a receiver", errFrame, typ)
 		}

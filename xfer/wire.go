@@ -20,13 +20,19 @@ import (
 //	        field out of range and bytes left over.
 const (
 	// Opening (the client's first frame and the server's answer).
-	mRequest = 1 // op u8, flags u8, dest str, n u16, n x path str, target str, streams u32 (0 = auto), compress str
+	mRequest = 1 // op u8, flags u8, dest str, n u16, n x path str, target str, streams u32 (0 = auto), compress str, limit u64 (bytes/s the sender may send, 0 = no bound)
 	mAccept  = 2 // placement u8: where entries go at a receiving server (placeInto, placeAs; 0 otherwise)
 	mRefuse  = 3 // text str
 
 	// Delegation for a push (third-party transfer), server <-> caller,
 	// right after mAccept: the source's request, then the caller's answer.
 	mDelegate = 4 // blob bytes (at most maxBlob; empty: nothing asked / nothing given)
+
+	// Either end of a session, instead of its next message: the session
+	// ends, for this reason (a receiver refusing an entry that names a
+	// place outside its destination, a quota); the sender of it closes
+	// once the other end has closed, or after abortLinger.
+	mAbort = 5 // text str
 
 	// Sender -> receiver.
 	mPlan = 10 // files u64, bytes u64: what the sender will offer
