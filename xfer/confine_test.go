@@ -3,13 +3,13 @@ package xfer
 import (
 	"errors"
 	"fmt"
-	"sync"
-	"time"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 // victim is a home directory a client copies into: a .bashrc beside the
@@ -88,7 +88,9 @@ func (v *victim) unharmed(what, dest string, before map[string]fs.FileMode) {
 // outside it, changes no mode outside what it made, and its error names
 // the entry; the service hears why.
 func TestEvilServiceStaysInDestination(t *testing.T) {
-	file := func(p string) evilEntry { return evilEntry{kind: kindFile, path: p, mode: 0o777, data: []byte("evil\n")} }
+	file := func(p string) evilEntry {
+		return evilEntry{kind: kindFile, path: p, mode: 0o777, data: []byte("evil\n")}
+	}
 	dir := func(p string) evilEntry { return evilEntry{kind: kindDir, path: p, mode: 0o777} }
 	for _, c := range []struct {
 		name      string
@@ -183,7 +185,9 @@ func TestEvilClientStaysInDestination(t *testing.T) {
 	var logs logLines
 	dial, _ := service(t, Config{Root: root, Logf: logs.add})
 	dir := func(p string) evilEntry { return evilEntry{kind: kindDir, path: p, mode: 0o777} }
-	file := func(p string) evilEntry { return evilEntry{kind: kindFile, path: p, mode: 0o777, data: []byte("evil\n")} }
+	file := func(p string) evilEntry {
+		return evilEntry{kind: kindFile, path: p, mode: 0o777, data: []byte("evil\n")}
+	}
 	for _, c := range []struct {
 		name    string
 		dest    string
@@ -215,7 +219,7 @@ func TestEvilClientStaysInDestination(t *testing.T) {
 		if b, _ := os.ReadFile(filepath.Join(root, "keep")); string(b) != "original\n" {
 			t.Errorf("%s: keep holds %q", c.name, b)
 			os.WriteFile(filepath.Join(root, "keep"), []byte("original\n"), 0o644)
-	os.WriteFile(filepath.Join(root, "sub/keep"), []byte("original\n"), 0o644)
+			os.WriteFile(filepath.Join(root, "sub/keep"), []byte("original\n"), 0o644)
 		}
 		if des, _ := os.ReadDir(top); len(des) != 1 {
 			t.Errorf("%s: %d entries beside the served root", c.name, len(des))

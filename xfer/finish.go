@@ -75,7 +75,9 @@ func (r *receiver) end(f *rfile, digest uint64) ack {
 // finishDirs sets the modes and mtimes of the directories made, deepest
 // first (a file stored in a directory changes its mtime).
 func (r *receiver) finishDirs() {
-	sort.SliceStable(r.dirs, func(i, j int) bool { return len(r.dirs[i].t.Name(r.dirs[i].name)) > len(r.dirs[j].t.Name(r.dirs[j].name)) })
+	sort.SliceStable(r.dirs, func(i, j int) bool {
+		return len(r.dirs[i].t.Name(r.dirs[i].name)) > len(r.dirs[j].t.Name(r.dirs[j].name))
+	})
 	for _, d := range r.dirs {
 		r.made.del(d.t.Name(d.name))
 		if err := d.t.Chmod(d.name, d.mode); err != nil {
