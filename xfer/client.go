@@ -66,7 +66,7 @@ func Put(ctx context.Context, dial Dialer, paths []string, dest string, o Option
 // put sends paths of t to the service dial reaches.
 func put(ctx context.Context, dial Dialer, t tree, paths []string, top func(string) string, dest string, o Options) (Summary, error) {
 	req := request{op: opPut, dest: dest, recursive: o.Recursive, resume: o.Resume, limit: uint64(max(o.Limit, 0))}
-	return retry(ctx, o, func(ctx context.Context, ep *endpoint, tl *tally) error {
+	return changed(retry(ctx, o, func(ctx context.Context, ep *endpoint, tl *tally) error {
 		pl, err := open(ep, req)
 		if err != nil {
 			return err
@@ -77,7 +77,7 @@ func put(ctx context.Context, dial Dialer, t tree, paths []string, top func(stri
 			req.flags = flagAs
 		}
 		return send(ctx, ep, t, paths, o.Recursive, top, &observer{f: o.Progress}, o.Limit, tl)
-	}, &req, dial)
+	}, &req, dial))
 }
 
 // Get copies paths of the service dial reaches (relative to its root) to
@@ -104,14 +104,14 @@ func Get(ctx context.Context, dial Dialer, paths []string, dest string, o Option
 	}
 	req := request{op: opGet, dest: dest, paths: paths, recursive: o.Recursive, resume: o.Resume, limit: uint64(max(o.Limit, 0))}
 	var made madeSet // directories made by one attempt, finished by a later one
-	return retry(ctx, o, func(ctx context.Context, ep *endpoint, tl *tally) error {
+	return changed(retry(ctx, o, func(ctx context.Context, ep *endpoint, tl *tally) error {
 		if _, err := open(ep, req); err != nil {
 			return err
 		}
 		stop := context.AfterFunc(ctx, func() { ep.c.Close() })
 		defer stop()
 		return receive(ep, d, req.resume, nil, &made, nil, &observer{f: o.Progress}, tl)
-	}, &req, dial)
+	}, &req, dial))
 }
 
 // Push has the service dial reaches (the source) send its paths to dest
@@ -182,7 +182,7 @@ func Push(ctx context.Context, dial Dialer, paths []string, target, dest string,
 		result.Seconds, result.Mbps = sum.Seconds, mbps(result.Bytes, sum.Seconds)
 		sum = result
 	}
-	return sum, err
+	return changed(sum, err)
 }
 
 // open sends the request and reads the answer: the placement at a

@@ -196,19 +196,33 @@ func decodeAck(p []byte) (ack, error) {
 
 // fail is an mFail: the sender cannot send an entry.
 type fail struct {
-	id   uint32
-	path string
-	text string
+	id      uint32
+	path    string
+	text    string
+	changed bool // the file changed while it was sent (failChanged)
 }
 
-func (f fail) encode() []byte { return enc(nil).u32(f.id).str(f.path).str(f.text) }
+func (f fail) encode() []byte {
+	code := uint8(failOther)
+	if f.changed {
+		code = failChanged
+	}
+	return enc(nil).u32(f.id).str(f.path).str(f.text).u8(code)
+}
 
 func decodeFail(p []byte) (fail, error) {
 	d := dec{p: p}
 	f := fail{id: d.u32(), path: d.str(), text: d.str()}
-	if f.text == "" {
+	code := d.u8()
+	switch {
+	case f.text == "":
 		d.fail("a failure without a reason")
+	case code > failChanged:
+		d.fail("failure code %d", code)
+	case code == failChanged && f.id == 0:
+		d.fail("a change of a file never offered")
 	}
+	f.changed = code == failChanged
 	return f, d.done()
 }
 

@@ -242,7 +242,7 @@ func (r *receiver) run() error {
 				r.busy.release(f.t.Name(f.part))
 				delete(r.files, fl.id)
 			}
-			r.tally.failed(fl.path, fl.text)
+			r.tally.fail(FileError{Path: fl.path, Error: fl.text, Changed: fl.changed})
 			r.obs.event(Event{Kind: EventDone, ID: fl.id, Path: fl.path, Err: fl.text})
 		case mBye:
 			r.finishDirs()

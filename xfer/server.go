@@ -295,7 +295,7 @@ func (s *Server) push(ctx context.Context, ep *endpoint, req request) error {
 	o := Options{Recursive: req.recursive, Resume: req.resume, Limit: int64(req.limit), Logf: s.cfg.Logf,
 		Progress: func(e Event) { _ = ep.send(mEvent, e.encode()) }}
 	sum, err := put(ctx, dial, servedTree(s.root), req.paths, s.top, req.dest, o)
-	if err != nil {
+	if err != nil && !errors.Is(err, ErrSourceChanged) { // the summary tells the caller which files changed
 		sum.Error = err.Error()
 	}
 	return s.result(ep, sum)

@@ -39,7 +39,7 @@ const (
 	mFile = 11 // id u32, kind u8, path str, size u64, mode u32, mtime i64 (Unix ns), block u32
 	mData = 12 // id u32, offset u64, digest u64, then the block's bytes (the rest of the payload, 1..block)
 	mEnd  = 13 // id u32, digest u64: the file's digest (see Digest); all wanted blocks were sent
-	mFail = 14 // id u32, path str, text str: the sender cannot send this entry (no id was given: 0)
+	mFail = 14 // id u32, path str, text str, code u8 (failOther, failChanged): the sender cannot send this entry (no id was given: 0)
 	mBye  = 15 // (empty) both ways: all files offered and answered; the answer closes the session
 
 	// Receiver -> sender.
@@ -77,6 +77,12 @@ const (
 const (
 	kindFile = 0
 	kindDir  = 1
+)
+
+// Failure codes of mFail.
+const (
+	failOther   = 0 // the text says why
+	failChanged = 1 // the source file changed while it was sent: what was sent is torn
 )
 
 // Want statuses.

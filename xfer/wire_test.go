@@ -27,7 +27,7 @@ func seeds() map[byte][][]byte {
 		},
 		mData: {append(block{id: 1, offset: DefaultBlock, digest: 7}.header(), 1, 2, 3)},
 		mEnd:  {enc(nil).u32(1).u64(99)},
-		mFail: {fail{id: 0, path: "x", text: "x: no such file"}.encode()},
+		mFail: {fail{id: 0, path: "x", text: "x: no such file"}.encode(), fail{id: 3, path: "y", text: "y: changed", changed: true}.encode()},
 		mWant: {
 			want{id: 1, have: []uint64{1, 2}}.encode(),
 			want{id: 2, status: wantSkip}.encode(),
@@ -136,6 +136,8 @@ func TestBadMessages(t *testing.T) {
 		{mAck, ack{id: 1, ok: true, text: "x"}.encode()},
 		{mAck, ack{id: 1}.encode()},
 		{mFail, fail{id: 1, path: "x"}.encode()},
+		{mFail, fail{id: 0, path: "x", text: "x", changed: true}.encode()},
+		{mFail, append(enc(nil).u32(1).str("x").str("x"), 2)},
 		{mEvent, Event{Kind: 9}.encode()},
 		{mResult, []byte(`{"files":1,"bogus":2}`)},
 		{mResult, []byte(`{"files":1}{}`)},
