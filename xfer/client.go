@@ -99,6 +99,7 @@ func Get(ctx context.Context, dial Dialer, paths []string, dest string, o Option
 		return Summary{}, err
 	}
 	defer d.close()
+	d.recursive = o.Recursive
 	if d.place == placeAs && len(paths) > 1 {
 		return Summary{}, fmt.Errorf("%s: not a directory, and there are several sources", dest)
 	}

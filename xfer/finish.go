@@ -96,6 +96,9 @@ func (r *receiver) closeAll() {
 			f.out.Close()
 		}
 		r.busy.release(f.t.Name(f.part))
+		// what was not written is given back; what was stays charged
+		// (the partial file keeps it for a resume, which charges the rest)
+		r.quota.refund(f.reserved - min(f.reserved, f.recvd))
 	}
 	if r.sub.r != nil {
 		r.sub.r.Close()

@@ -46,6 +46,10 @@ type destination struct {
 	t     rootTree
 	base  string
 	place uint8
+	// recursive: the caller asked for trees (-r). Without it, an entry is
+	// one file named by one element: a directory, or a name below one, is
+	// refused as unsafe.
+	recursive bool
 }
 
 func (d destination) close() { d.t.r.Close() }
@@ -195,6 +199,12 @@ func (r *receiver) run() error {
 			e, err := decodeEntry(p)
 			if err != nil {
 				return refusal{err}
+			}
+			if !r.d.recursive && e.kind == kindDir {
+				return refusal{&UnsafePathError{Path: e.path, Reason: "a directory, in a copy without -r"}}
+			}
+			if !r.d.recursive && strings.Contains(e.path, "/") {
+				return refusal{&UnsafePathError{Path: e.path, Reason: "a name below a directory, in a copy without -r"}}
 			}
 			if r.files[e.id] != nil {
 				return refusal{fmt.Errorf("xfer: entry %d offered twice", e.id)}

@@ -166,6 +166,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 		if s.cfg.User != nil {
 			user = s.cfg.User(c)
 		}
+		d.recursive = req.recursive
 		if err = ep.sendNow(mAccept, []byte{d.place}); err == nil {
 			err = receive(ep, d, req.resume, &s.busy, &s.made, s.quotas.charge(user), nil, &tl)
 		}
