@@ -184,6 +184,11 @@ func TestEvilClientStaysInDestination(t *testing.T) {
 	root := filepath.Join(top, "root")
 	os.Mkdir(root, 0o755)
 	os.Mkdir(filepath.Join(root, "sub"), 0o755)
+	os.Mkdir(filepath.Join(root, "other"), 0o755)
+	os.Mkdir(filepath.Join(top, "outside"), 0o755)
+	os.Symlink("../other", filepath.Join(root, "sub", "in"))           // in the root, not in sub
+	os.Symlink("../../outside", filepath.Join(root, "sub", "out"))     // out of the root
+	os.Symlink("../../outside", filepath.Join(root, "sub", "outfile")) // a file's name
 	os.WriteFile(filepath.Join(root, "keep"), []byte("original\n"), 0o644)
 	os.WriteFile(filepath.Join(root, "sub/keep"), []byte("original\n"), 0o644)
 	var logs logLines
@@ -206,6 +211,9 @@ func TestEvilClientStaysInDestination(t *testing.T) {
 		{"beside the destination", "sub/f", flagAs, []evilEntry{file("x/../keep")}, "x/../keep"},
 		{"beside a directory", "sub", flagInto, []evilEntry{file("x/../../keep")}, "x/../../keep"},
 		{"absolute", "sub", flagInto, []evilEntry{file("/keep")}, "/keep"},
+		{"through a link beside the destination", "sub", flagInto, []evilEntry{dir("in"), file("in/f")}, "sub/in: path escapes the destination"},
+		{"through a link out of the root", "sub", flagInto, []evilEntry{dir("out"), file("out/f")}, "sub/out: path escapes the destination"},
+		{"a tree as a link beside the destination", "sub/in", flagAs, []evilEntry{dir("x"), file("x/f")}, "sub/in"},
 	} {
 		n := len(logs.all())
 		said := evilPut(t, dial, c.dest, c.flags, c.entries)
@@ -225,8 +233,17 @@ func TestEvilClientStaysInDestination(t *testing.T) {
 			os.WriteFile(filepath.Join(root, "keep"), []byte("original\n"), 0o644)
 			os.WriteFile(filepath.Join(root, "sub/keep"), []byte("original\n"), 0o644)
 		}
-		if des, _ := os.ReadDir(top); len(des) != 1 {
+		if des, _ := os.ReadDir(top); len(des) != 2 {
 			t.Errorf("%s: %d entries beside the served root", c.name, len(des))
+		}
+		for _, d := range []string{filepath.Join(top, "outside"), filepath.Join(root, "other")} {
+			if des, _ := os.ReadDir(d); len(des) != 0 {
+				t.Errorf("%s: %s was written", c.name, d)
+			}
+			if fi, _ := os.Stat(d); fi.Mode().Perm() != 0o755 {
+				t.Errorf("%s: %s's mode is %v", c.name, d, fi.Mode())
+				os.Chmod(d, 0o755)
+			}
 		}
 		if !logs.wait(n, c.bad) {
 			t.Errorf("%s: the service's log does not name %q: %q", c.name, c.bad, logs.all())

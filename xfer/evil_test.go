@@ -132,7 +132,7 @@ func evilPut(t *testing.T, dial Dialer, dest string, flags uint8, entries []evil
 	}
 	defer c.Close()
 	ep := newEndpoint(c)
-	if err := ep.sendNow(mRequest, request{op: opPut, dest: dest, flags: flags}.encode()); err != nil {
+	if err := ep.sendNow(mRequest, request{op: opPut, dest: dest, flags: flags | flagRecursive}.encode()); err != nil {
 		t.Fatal(err)
 	}
 	typ, p, err := ep.recv()

@@ -174,6 +174,13 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 		err = s.push(ctx, ep, req)
 	}
 	sum := tl.summary()
+	for i, fe := range sum.Errors {
+		if i == maxLogged {
+			s.logf("xfer: %s: %d more entries failed", c.RemoteAddr(), len(sum.Errors)-i)
+			break
+		}
+		s.logf("xfer: %s: %s: %s", c.RemoteAddr(), fe.Path, fe.Error)
+	}
 	if err != nil {
 		s.logf("xfer: %s: %s %v -> %s: %v (%d files, %d failed, %d bytes sent)", c.RemoteAddr(), opName(req.op), req.paths, req.dest, err, sum.Files, sum.Failed, sum.Sent)
 		return
@@ -181,6 +188,9 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	s.logf("xfer: %s: %s %v -> %s: %d files, %d failed, %d bytes sent, %d kept in %.2f s", c.RemoteAddr(), opName(req.op), req.paths,
 		req.dest, sum.Files, sum.Failed, sum.Sent, sum.Kept, time.Since(start).Seconds())
 }
+
+// maxLogged bounds the failed entries a session logs one by one.
+const maxLogged = 10
 
 func opName(op uint8) string {
 	return map[uint8]string{opGet: "get", opPut: "put", opPush: "push"}[op]
