@@ -17,6 +17,7 @@ import (
 	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/link"
 	"github.com/gridlink/gridlink/pki"
+	"github.com/gridlink/gridlink/pki/ca"
 	"github.com/gridlink/gridlink/pki/proxy"
 	"github.com/gridlink/gridlink/vconn"
 	"github.com/gridlink/gridlink/xfer"
@@ -28,13 +29,22 @@ func serveCmd() *cobra.Command {
 	var port, maxStreams int
 	var allowPlain bool
 	var allowNames, allowGroups []string
+	var quota, userQuota string
 	c := &cobra.Command{
 		Use:   "serve [--root DIR]",
 		Short: "run a transfer service for gridlink cp, publishing DIR under this node's name",
 		Long: `serve runs its own node and answers gridlink cp on a port (2811 unless
 --port says otherwise): copies to and from DIR (the working directory by
 default; no path may leave it), and pushes from DIR to another service
-(third-party transfers, which this service dials itself).`,
+(third-party transfers, which this service dials itself).
+
+--quota bounds the bytes of file data the service stores for all clients
+together, --user-quota for each user (the subject a client's certificate
+proves, or a proxy's user; in an open grid, each client's node key):
+counted from when the service starts (not what DIR held before, and not
+kept across restarts), a file charged when its data is asked for and
+given back if it fails. A copy that would exceed one is refused before its
+data flows, or at the file that exceeds it, in words on both ends.`,
 		Example: `  gridlink serve --name das3v-data --hub 198.51.100.10:7946 --root /data
   gridlink cp -r results das3v-data:runs/42   # elsewhere`,
 		Args: cobra.NoArgs,
@@ -53,7 +63,16 @@ default; no path may leave it), and pushes from DIR to another service
 				return err
 			}
 			defer node.Close()
-			xc := xfer.Config{Root: root, Push: pushDialer(cfg, node, maxStreams), Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) }}
+			q, err := parseBytes(quota)
+			if err != nil {
+				return fmt.Errorf("--quota: %w", err)
+			}
+			uq, err := parseBytes(userQuota)
+			if err != nil {
+				return fmt.Errorf("--user-quota: %w", err)
+			}
+			xc := xfer.Config{Root: root, Push: pushDialer(cfg, node, maxStreams), Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) },
+				Quota: q, UserQuota: uq, User: linkUser}
 			if cfg.Creds != nil && cfg.Creds.Trust() != nil {
 				// a grid with a CA: push as the caller, never as this service
 				xc.Delegation = xfer.ProxyDelegation{}
@@ -86,7 +105,27 @@ default; no path may leave it), and pushes from DIR to another service
 	f.BoolVar(&allowPlain, "allow-plain", false, "allow clients to ask for authenticated-plain links (cp --encrypt off)")
 	f.StringArrayVar(&allowNames, "allow", nil, "admit only this subject (a user's, node's or hub's certificate name; repeatable; with --allow-group: either)")
 	f.StringArrayVar(&allowGroups, "allow-group", nil, "admit only members of this group (repeatable)")
+	f.StringVar(&quota, "quota", "", "the most bytes of file data clients may store, all together (suffixes K, M, G; default: no bound)")
+	f.StringVar(&userQuota, "user-quota", "", "the most bytes of file data each user may store (suffixes K, M, G; default: no bound)")
 	return c
+}
+
+// linkUser names the user of a transfer service's client link for
+// --user-quota: the name its certificate chain proves (a proxy's user; a
+// node's or hub's name with its role), else its node ID.
+func linkUser(c net.Conn) string {
+	lc, ok := c.(*link.Conn)
+	if !ok {
+		return ""
+	}
+	p := lc.First().Proof()
+	switch {
+	case p.Chain != nil && p.Chain.Role == ca.User:
+		return p.Chain.Name
+	case p.Chain != nil:
+		return p.Chain.Name + " (" + string(p.Chain.Role) + ")"
+	}
+	return p.ID.String()
 }
 
 func orDefault(s, d string) string {
@@ -170,7 +209,7 @@ resumed automatically; --resume also keeps what an earlier run stored.`,
 	f.IntVar(&cf.maxStreams, "max-streams", link.DefaultMaxStreams, "the most streams of a link")
 	f.StringVar(&cf.compress, "compress", "auto", "compression: auto (adaptive, per block), off, s2 or zstd")
 	f.StringVar(&cf.encrypt, "encrypt", "on", "on: TLS 1.3; off: authenticated plain (the service must --allow-plain)")
-	f.StringVar(&cf.limit, "limit", "", "bound the data rate, bytes per second (suffixes K, M, G)")
+	f.StringVar(&cf.limit, "limit", "", "bound the file data rate, bytes per second (suffixes K, M, G), whichever end sends")
 	f.IntVar(&cf.retries, "retries", 5, "resume this many times after a dropped connection")
 	f.IntVar(&cf.port, "port", xfer.Port, "virtual port of the transfer services")
 	f.BoolVar(&cf.asJSON, "json", false, "print a JSON summary")

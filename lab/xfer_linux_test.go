@@ -310,9 +310,11 @@ func xferBadInput(t *testing.T, x *xferLab, src string) {
 	writeRandom(t, filepath.Join(root, "secret"), 100)
 	os.Chmod(filepath.Join(root, "secret"), 0)
 	os.Mkdir(filepath.Join(root, "ro"), 0o755)
+	os.Mkdir(filepath.Join(root, "rw"), 0o777)
+	os.Chmod(filepath.Join(root, "rw"), 0o777)
 	writeRandom(t, filepath.Join(root, "ok"), 1000)
 	writeRandom(t, filepath.Join(src, "three"), 3<<20)
-	serve := x.serve("das3d-n2", root, true)
+	serve := x.serve("das3d-n2", root, true, "--user-quota", "4M")
 	out := openDir(t)
 	for _, c := range []struct {
 		args []string
@@ -348,4 +350,21 @@ func xferBadInput(t *testing.T, x *xferLab, src string) {
 		t.Errorf("the service does not serve after bad input: %+v %v", r, err)
 	}
 	sameBytes(t, filepath.Join(root, "ok"), filepath.Join(out, "ok"))
+	// --user-quota 4M: the failed copies above were given back; alice's
+	// first 3 MiB fit, her next are refused before they flow, in words
+	if r, err := x.cp("das3v-n1", filepath.Join(src, "three"), "xfer-das3d-n2:rw/q1"); err != nil || r.Files != 1 {
+		t.Errorf("a copy within alice's quota: %+v %v", r, err)
+	}
+	r, err := x.cp("das3v-n1", filepath.Join(src, "three"), "xfer-das3d-n2:rw/q2")
+	if err == nil || !strings.Contains(r.Failure, "exceed the 1048576 bytes left of user alice's quota") {
+		t.Errorf("a copy over alice's quota: %+v %v", r, err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "rw/q2")); err == nil {
+		t.Error("the copy over the quota stored its file")
+	}
+	// --limit binds a download too: 3 MiB at 2 MiB/s take about 1.5 s
+	r, err = x.cp("das3v-n1", "--limit", "2M", "xfer-das3d-n2:rw/q1", filepath.Join(out, "q1"))
+	if err != nil || r.Files != 1 || r.Seconds < 1.2 {
+		t.Errorf("a download limited to 2M: %+v %v (want at least 1.2 s)", r, err)
+	}
 }

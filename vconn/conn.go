@@ -128,6 +128,11 @@ func (c *Conn) Spare() bool { return c.spare }
 // Peer is the machine at the other end.
 func (c *Conn) Peer() identity.Machine { return c.remote.Node }
 
+// Proof is what the other end's handshake proved: its identity key and,
+// in a grid with a CA, what its certificate chain says (subject, role,
+// groups); the zero Peer for a connection without a TLS session.
+func (c *Conn) Proof() pki.Peer { return c.peer }
+
 // LocalAddr returns this end's virtual address.
 func (c *Conn) LocalAddr() net.Addr { return c.local }
 

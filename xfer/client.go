@@ -29,7 +29,9 @@ type Options struct {
 	// Backoff is the wait before the first retry (default 1s), doubled for
 	// each further one up to MaxBackoff.
 	Backoff time.Duration
-	// Limit bounds the sender's file data rate in bytes per second (0: none).
+	// Limit bounds the file data rate in bytes per second (0: none), in
+	// every direction: a put's sender (this end) keeps to it, and a get's
+	// or a push's (the service) is asked to.
 	Limit int64
 	// Progress, if set, is called with each step (see Event).
 	Progress func(Event)
@@ -63,8 +65,8 @@ func Put(ctx context.Context, dial Dialer, paths []string, dest string, o Option
 
 // put sends paths of t to the service dial reaches.
 func put(ctx context.Context, dial Dialer, t tree, paths []string, top func(string) string, dest string, o Options) (Summary, error) {
-	req := request{op: opPut, dest: dest, recursive: o.Recursive, resume: o.Resume}
-	return retry(ctx, o, func(ctx context.Context, ep *endpoint, tl *tally) error {
+	req := request{op: opPut, dest: dest, recursive: o.Recursive, resume: o.Resume, limit: uint64(max(o.Limit, 0))}
+	return changed(retry(ctx, o, func(ctx context.Context, ep *endpoint, tl *tally) error {
 		pl, err := open(ep, req)
 		if err != nil {
 			return err
@@ -75,33 +77,42 @@ func put(ctx context.Context, dial Dialer, t tree, paths []string, top func(stri
 			req.flags = flagAs
 		}
 		return send(ctx, ep, t, paths, o.Recursive, top, &observer{f: o.Progress}, o.Limit, tl)
-	}, &req, dial)
+	}, &req, dial))
 }
 
 // Get copies paths of the service dial reaches (relative to its root) to
-// dest, a path of this host.
+// dest, a path of this host: into it if it is a directory, else as it.
+// Whatever the service sends, nothing is written outside dest (the named
+// file, or the tree below the named directory): an entry whose name
+// leaves it ends the transfer with an UnsafePathError, and one that meets
+// a symbolic link pointing out of it fails alone.
 func Get(ctx context.Context, dial Dialer, paths []string, dest string, o Options) (Summary, error) {
-	d, err := localRel(dest)
+	if _, err := localRel(dest); err != nil {
+		return Summary{}, err
+	}
+	abs, err := filepath.Abs(dest)
 	if err != nil {
 		return Summary{}, err
 	}
-	t := localTree{dir: "/"}
-	place, err := placement(t, d)
+	d, err := localDest(abs)
 	if err != nil {
 		return Summary{}, err
 	}
-	if place == placeAs && len(paths) > 1 {
+	defer d.close()
+	d.recursive = o.Recursive
+	if d.place == placeAs && len(paths) > 1 {
 		return Summary{}, fmt.Errorf("%s: not a directory, and there are several sources", dest)
 	}
-	req := request{op: opGet, dest: dest, paths: paths, recursive: o.Recursive, resume: o.Resume}
-	return retry(ctx, o, func(ctx context.Context, ep *endpoint, tl *tally) error {
+	req := request{op: opGet, dest: dest, paths: paths, recursive: o.Recursive, resume: o.Resume, limit: uint64(max(o.Limit, 0))}
+	var made madeSet // directories made by one attempt, finished by a later one
+	return changed(retry(ctx, o, func(ctx context.Context, ep *endpoint, tl *tally) error {
 		if _, err := open(ep, req); err != nil {
 			return err
 		}
 		stop := context.AfterFunc(ctx, func() { ep.c.Close() })
 		defer stop()
-		return receive(ep, t, d, place, req.resume, nil, &observer{f: o.Progress}, tl)
-	}, &req, dial)
+		return receive(ep, d, req.resume, nil, &made, nil, &observer{f: o.Progress}, tl)
+	}, &req, dial))
 }
 
 // Push has the service dial reaches (the source) send its paths to dest
@@ -110,7 +121,7 @@ func Get(ctx context.Context, dial Dialer, paths []string, dest string, o Option
 // watches. The summary is the source's.
 func Push(ctx context.Context, dial Dialer, paths []string, target, dest string, l Link, o Options) (Summary, error) {
 	req := request{op: opPush, dest: dest, paths: paths, target: target, streams: uint32(max(l.Streams, 0)),
-		compress: l.Compress, recursive: o.Recursive, resume: o.Resume}
+		compress: l.Compress, recursive: o.Recursive, resume: o.Resume, limit: uint64(max(o.Limit, 0))}
 	var result Summary
 	sum, err := retry(ctx, o, func(ctx context.Context, ep *endpoint, tl *tally) error {
 		if _, err := open(ep, req); err != nil {
@@ -172,7 +183,7 @@ func Push(ctx context.Context, dial Dialer, paths []string, target, dest string,
 		result.Seconds, result.Mbps = sum.Seconds, mbps(result.Bytes, sum.Seconds)
 		sum = result
 	}
-	return sum, err
+	return changed(sum, err)
 }
 
 // open sends the request and reads the answer: the placement at a

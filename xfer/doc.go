@@ -57,6 +57,38 @@
 // of the root are refused with an error naming the path; a failure of one
 // file is reported for that file, and the service goes on serving.
 //
+// # What a receiver writes
+//
+// A receiver trusts no sender with where things go (scp's CVE-2019-6111
+// is a client that did): it writes only what its caller named, the one
+// file, or the tree below the named directory, whoever sends. An entry's
+// name must be a clean relative path whose first element is the source's
+// name (checkEntryPath: no "..", ".", empty elements or leading "/"); one
+// that is not ends the session with an UnsafePathError naming it, and the
+// receiver tells the sender why (mAbort). Files are written through an
+// os.Root: on the destination directory, or, when the destination is a
+// new name or a file, on the directory that holds it, where the receiver
+// touches that one name only (and below it, once it is a directory,
+// through a root of its own), so no symbolic link, even one swapped in
+// during the transfer, leads out. Modes and mtimes go only on what the
+// receiver made: a file's partial file before it is renamed, directories
+// it created (in this session or an earlier attempt of the transfer); a
+// directory that was there before, the served root included, keeps its
+// own.
+//
+// # Rate limits, quotas, changing sources
+//
+// A request carries the caller's rate limit (Options.Limit): whichever
+// end sends, the caller's own sender or the service for gets and pushes,
+// paces its file data to it. A service's quotas (Config.Quota,
+// Config.UserQuota) bound the file data it stores (see quota.go); a put
+// that would exceed one is refused with a QuotaError before its data
+// flows, or at the file that exceeds it. A sender checks each file's size
+// and mtime again once it has read all of it: a file that changed while
+// it was sent could be torn, so it is failed as changed on both ends
+// (mFail's failChanged), nothing of it is stored, and the transfer
+// returns a ChangedError naming it.
+//
 // # Third-party transfers
 //
 // A push asks service A to send its paths to service B: A dials B itself

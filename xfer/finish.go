@@ -4,12 +4,14 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"sync"
 	"time"
 )
 
 // end verifies f once all wanted blocks came: every block received or
-// kept, the file digest the sender's; then it sets mode and mtime and
-// renames the partial file to the target.
+// kept, the file digest the sender's; then it sets the partial file's mode
+// and mtime and renames it to the target. Modes go only on files this
+// receiver made.
 func (r *receiver) end(f *rfile, digest uint64) ack {
 	e := f.e
 	fail := func(why string) ack {
@@ -37,32 +39,31 @@ func (r *receiver) end(f *rfile, digest uint64) ack {
 	if fileDigest(e.size, ds) != digest {
 		return fail(fmt.Sprintf("%s: the file's checksum differs from the sender's", e.path))
 	}
-	mtime := time.Unix(0, e.mtime)
-	name := f.part
-	if f.fromTarget && f.out == nil {
-		name = f.target // all there already: nothing to rename
-	} else {
+	// All there already (a whole file with the sender's size and mtime):
+	// nothing to rename, and the file keeps its mode (it was there before).
+	if !f.fromTarget || f.out != nil {
+		mtime := time.Unix(0, e.mtime)
 		if err := r.open(f); err != nil {
-			return fail(pathErr(r.t, f.part, err))
+			return fail(pathErr(f.t, f.part, err))
 		}
+		// the mode and mtime go on the partial file, which this receiver
+		// made, before it takes the target's name
 		if err := f.out.Truncate(int64(e.size)); err != nil {
-			return fail(pathErr(r.t, f.part, err))
+			return fail(pathErr(f.t, f.part, err))
+		}
+		if err := f.out.Chmod(os.FileMode(e.mode)); err != nil {
+			return fail(pathErr(f.t, f.part, err))
 		}
 		err := f.out.Close()
 		f.out = nil
 		if err != nil {
-			return fail(pathErr(r.t, f.part, err))
+			return fail(pathErr(f.t, f.part, err))
 		}
-	}
-	if err := r.t.Chmod(name, os.FileMode(e.mode)); err != nil {
-		return fail(pathErr(r.t, name, err))
-	}
-	if err := r.t.Chtimes(name, mtime, mtime); err != nil {
-		return fail(pathErr(r.t, name, err))
-	}
-	if name != f.target {
-		if err := r.t.Rename(name, f.target); err != nil {
-			return fail(pathErr(r.t, f.target, err))
+		if err := f.t.Chtimes(f.part, mtime, mtime); err != nil {
+			return fail(pathErr(f.t, f.part, err))
+		}
+		if err := f.t.Rename(f.part, f.target); err != nil {
+			return fail(pathErr(f.t, f.target, err))
 		}
 	}
 	r.tally.file(int64(e.size), int64(kept))
@@ -74,13 +75,16 @@ func (r *receiver) end(f *rfile, digest uint64) ack {
 // finishDirs sets the modes and mtimes of the directories made, deepest
 // first (a file stored in a directory changes its mtime).
 func (r *receiver) finishDirs() {
-	sort.SliceStable(r.dirs, func(i, j int) bool { return len(r.dirs[i].name) > len(r.dirs[j].name) })
+	sort.SliceStable(r.dirs, func(i, j int) bool {
+		return len(r.dirs[i].t.Name(r.dirs[i].name)) > len(r.dirs[j].t.Name(r.dirs[j].name))
+	})
 	for _, d := range r.dirs {
-		if err := r.t.Chmod(d.name, d.mode); err != nil {
-			r.tally.failed(d.name, pathErr(r.t, d.name, err))
+		r.made.del(d.t.Name(d.name))
+		if err := d.t.Chmod(d.name, d.mode); err != nil {
+			r.tally.failed(d.name, pathErr(d.t, d.name, err))
 			continue
 		}
-		_ = r.t.Chtimes(d.name, d.mtime, d.mtime)
+		_ = d.t.Chtimes(d.name, d.mtime, d.mtime)
 	}
 }
 
@@ -91,6 +95,47 @@ func (r *receiver) closeAll() {
 		if f.out != nil {
 			f.out.Close()
 		}
-		r.busy.release(f.part)
+		r.busy.release(f.t.Name(f.part))
+		// what was not written is given back; what was stays charged
+		// (the partial file keeps it for a resume, which charges the rest)
+		r.quota.refund(f.reserved - min(f.reserved, f.recvd))
 	}
+	if r.sub.r != nil {
+		r.sub.r.Close()
+	}
+}
+
+// madeSet is the directories receivers made whose modes and mtimes are not
+// set yet (they are set at the end of a session): a session that drops
+// leaves them for the next attempt to finish. A directory that is not in
+// it was there before, and keeps its mode. It holds at most maxMade
+// names; past that, directories stay as made (mode 0700).
+type madeSet struct {
+	mu sync.Mutex
+	m  map[string]bool
+}
+
+const maxMade = 1 << 16
+
+func (s *madeSet) add(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]bool{}
+	}
+	if len(s.m) < maxMade {
+		s.m[name] = true
+	}
+}
+
+func (s *madeSet) has(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[name]
+}
+
+func (s *madeSet) del(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, name)
 }

@@ -29,9 +29,19 @@ type tree interface {
 	Name(name string) string
 }
 
-// rootTree is a served root: os.Root refuses paths that leave it, by "..",
-// or by symbolic links pointing out.
-type rootTree struct{ r *os.Root }
+// rootTree is a directory tree opened as an os.Root: the served root, or
+// where a receiver stores what it is sent. os.Root refuses paths that
+// leave it, by "..", or by symbolic links pointing out (also links swapped
+// in while a transfer runs). prefix is how errors name the root ("" for
+// the served root itself: its paths are named as clients name them); what
+// says what it is in an error ("the served root", "the destination").
+type rootTree struct {
+	r      *os.Root
+	prefix string
+	what   string
+}
+
+func servedTree(r *os.Root) rootTree { return rootTree{r: r, what: "the served root"} }
 
 func (t rootTree) Open(n string) (*os.File, error) { return t.r.Open(n) }
 func (t rootTree) OpenFile(n string, f int, p os.FileMode) (*os.File, error) {
@@ -47,7 +57,23 @@ func (t rootTree) Remove(n string) error                  { return t.r.Remove(n)
 func (t rootTree) Rename(a, b string) error               { return t.r.Rename(a, b) }
 func (t rootTree) Chmod(n string, m os.FileMode) error    { return t.r.Chmod(n, m) }
 func (t rootTree) Chtimes(n string, a, m time.Time) error { return t.r.Chtimes(n, a, m) }
-func (t rootTree) Name(n string) string                   { return n }
+func (t rootTree) Name(n string) string {
+	if t.prefix == "" {
+		return n
+	}
+	return path.Join(t.prefix, n)
+}
+func (t rootTree) escapes() string { return "escapes " + t.what }
+
+// sub opens the directory name of t as a tree of its own, whose paths
+// cannot leave it.
+func (t rootTree) sub(name, what string) (rootTree, error) {
+	r, err := t.r.OpenRoot(name)
+	if err != nil {
+		return rootTree{}, err
+	}
+	return rootTree{r: r, prefix: t.Name(name), what: what}, nil
+}
 
 // localTree is the caller's file system, paths relative to dir.
 type localTree struct{ dir string }
@@ -178,7 +204,59 @@ func pathErr(t tree, name string, err error) string {
 		err = le.Err
 	}
 	if err.Error() == "path escapes from parent" {
-		return t.Name(name) + ": path escapes the served root"
+		what := "path escapes the served root"
+		if rt, ok := t.(rootTree); ok && rt.what != "" {
+			what = "path " + rt.escapes() + " (by \"..\" or a symbolic link)"
+		}
+		return t.Name(name) + ": " + what
 	}
 	return t.Name(name) + ": " + err.Error()
 }
+
+// checkEntryPath checks the name a sender gives an entry: relative,
+// slash-separated, every element a name (not "", "." or ".."), so that it
+// names a place below the receiver's destination and nothing else.
+func checkEntryPath(p string) error {
+	why := ""
+	switch {
+	case p == "":
+		why = "an empty name"
+	case strings.HasPrefix(p, "/"):
+		why = "an absolute path"
+	default:
+		for _, el := range strings.Split(p, "/") {
+			switch el {
+			case "":
+				why = "a name with an empty element (a doubled or trailing slash)"
+			case ".":
+				why = `a name with a "." element (the destination itself, or a name that is not clean)`
+			case "..":
+				why = `a name with a ".." element (a step out of the destination)`
+			}
+			if why != "" {
+				break
+			}
+		}
+	}
+	if why == "" {
+		return nil
+	}
+	return &UnsafePathError{Path: p, Reason: why}
+}
+
+// UnsafePathError is an entry a receiver refused because its name is not
+// a clean relative path below the destination: "..", ".", an absolute
+// path, an empty element or a trailing slash. A sender that offers one is
+// broken or malicious; the receiver ends the session (mAbort).
+type UnsafePathError struct {
+	Path   string // the entry's name as the sender gave it
+	Reason string
+}
+
+func (e *UnsafePathError) Error() string {
+	return fmt.Sprintf("xfer: the sender offered an entry named %q, %s: refused, nothing of it written", e.Path, e.Reason)
+}
+
+// Unwrap makes it a malformed message: the session ends, and is not
+// retried.
+func (e *UnsafePathError) Unwrap() error { return errFrame }

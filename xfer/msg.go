@@ -15,6 +15,7 @@ type request struct {
 	target    string // opPush: the destination's server, NODE[:PORT][@HUB]
 	streams   uint32 // opPush: the link to target: 0 for auto, else a count
 	compress  string // opPush: the link's compression (link.ParseCompression)
+	limit     uint64 // bytes per second of file data the sender may send (get, push: the service), 0 for no bound
 	recursive bool   // from flags
 	resume    bool   // from flags
 }
@@ -31,7 +32,7 @@ func (r request) encode() []byte {
 	for _, p := range r.paths {
 		e = e.str(p)
 	}
-	return e.str(r.target).u32(r.streams).str(r.compress)
+	return e.str(r.target).u32(r.streams).str(r.compress).u64(r.limit)
 }
 
 func decodeRequest(p []byte) (request, error) {
@@ -46,7 +47,7 @@ func decodeRequest(p []byte) (request, error) {
 	for i := 0; i < n && d.err == nil; i++ {
 		r.paths = append(r.paths, d.str())
 	}
-	r.target, r.streams, r.compress = d.str(), d.u32(), d.str()
+	r.target, r.streams, r.compress, r.limit = d.str(), d.u32(), d.str(), d.u64()
 	switch {
 	case r.op < opGet || r.op > opPush:
 		d.fail("unknown operation %d", r.op)
@@ -62,8 +63,9 @@ func decodeRequest(p []byte) (request, error) {
 }
 
 // entry is an mFile: one file or directory the sender offers. Its path is
-// relative and slash-separated; its first element is the name of the
-// source it came from (see target in recv.go).
+// relative, slash-separated and clean, every element a name (see
+// checkEntryPath); its first element is the name of the source it came
+// from (see locate in recv.go).
 type entry struct {
 	id    uint32
 	kind  uint8
@@ -96,9 +98,7 @@ func decodeEntry(p []byte) (entry, error) {
 		d.fail("%d bytes in blocks of %d: more than %d blocks", f.size, f.block, maxBlocks)
 	}
 	if d.err == nil {
-		if _, err := cleanRel(f.path); err != nil {
-			d.fail("%v", err)
-		}
+		d.err = checkEntryPath(f.path)
 	}
 	return f, d.done()
 }
@@ -196,19 +196,33 @@ func decodeAck(p []byte) (ack, error) {
 
 // fail is an mFail: the sender cannot send an entry.
 type fail struct {
-	id   uint32
-	path string
-	text string
+	id      uint32
+	path    string
+	text    string
+	changed bool // the file changed while it was sent (failChanged)
 }
 
-func (f fail) encode() []byte { return enc(nil).u32(f.id).str(f.path).str(f.text) }
+func (f fail) encode() []byte {
+	code := uint8(failOther)
+	if f.changed {
+		code = failChanged
+	}
+	return enc(nil).u32(f.id).str(f.path).str(f.text).u8(code)
+}
 
 func decodeFail(p []byte) (fail, error) {
 	d := dec{p: p}
 	f := fail{id: d.u32(), path: d.str(), text: d.str()}
-	if f.text == "" {
+	code := d.u8()
+	switch {
+	case f.text == "":
 		d.fail("a failure without a reason")
+	case code > failChanged:
+		d.fail("failure code %d", code)
+	case code == failChanged && f.id == 0:
+		d.fail("a change of a file never offered")
 	}
+	f.changed = code == failChanged
 	return f, d.done()
 }
 

@@ -16,23 +16,29 @@ import (
 // starts from it; nothing ever takes it for the file.
 const partSuffix = ".gridlink-part"
 
-// receiver stores what a sender offers under dest in t.
+// receiver stores what a sender offers in its destination. Every entry
+// name is checked (checkEntryPath) and every file written through an
+// os.Root: the destination directory, or for placeAs the directory that
+// holds the destination, in which the one name base is all it touches
+// (and below it, through a root of its own, once it is a directory).
 type receiver struct {
 	ep     *endpoint
-	t      tree
-	dest   string
-	place  uint8
+	d      destination
+	sub    rootTree // placeAs: d.base as a tree, once it is a directory
 	resume bool
 	obs    *observer
 	tally  *tally
+	quota  *charge
 
 	files map[uint32]*rfile
 	busy  *busySet
+	made  *madeSet
 	top   string // placeAs: the one source's name
 	dirs  []dirMeta
 }
 
 type dirMeta struct {
+	t     rootTree
 	name  string
 	mode  os.FileMode
 	mtime time.Time
@@ -41,6 +47,7 @@ type dirMeta struct {
 // rfile is a file being received.
 type rfile struct {
 	e          entry
+	t          rootTree // the tree target and part are in
 	target     string
 	part       string
 	have       []uint64 // digests of what the receiver had
@@ -49,6 +56,7 @@ type rfile struct {
 	gotSet     []bool
 	out        *os.File
 	recvd      uint64
+	reserved   uint64 // bytes charged to the quota for it
 	err        string // set once the file failed; its data is then dropped
 }
 
@@ -67,13 +75,29 @@ func placement(t tree, dest string) (uint8, error) {
 
 // receive runs a receiving session until the sender's bye.
 // Files being written are marked in busy (shared by the sessions of a
-// service; nil for a session of its own).
-func receive(ep *endpoint, t tree, dest string, place uint8, resume bool, busy *busySet, obs *observer, tl *tally) error {
+// service; nil for a session of its own); directories made and not yet
+// finished in made (shared by the attempts of a transfer, and the
+// sessions of a service; nil: this session's own).
+func receive(ep *endpoint, d destination, resume bool, busy *busySet, made *madeSet, q *charge, obs *observer, tl *tally) error {
 	if busy == nil {
 		busy = &busySet{}
 	}
-	r := &receiver{ep: ep, t: t, dest: dest, place: place, resume: resume, busy: busy, obs: obs, tally: tl, files: map[uint32]*rfile{}}
+	if made == nil {
+		made = &madeSet{}
+	}
+	r := &receiver{ep: ep, d: d, resume: resume, busy: busy, made: made, quota: q, obs: obs, tally: tl, files: map[uint32]*rfile{}}
 	defer r.closeAll()
+	err := r.run()
+	var re refusal
+	if errors.As(err, &re) {
+		abort(ep, re.err)
+		return re.err
+	}
+	return err
+}
+
+func (r *receiver) run() error {
+	ep := r.ep
 	for {
 		typ, p, err := ep.recv()
 		if err != nil {
@@ -83,39 +107,52 @@ func receive(ep *endpoint, t tree, dest string, place uint8, resume bool, busy *
 		case mPlan:
 			files, size, err := decodePlan(p)
 			if err != nil {
-				return err
+				return refusal{err}
 			}
-			obs.event(Event{Kind: EventPlan, N: int64(files), Size: int64(size)})
+			if err := r.quota.plan(size, r.resume); err != nil {
+				return refusal{err}
+			}
+			r.obs.event(Event{Kind: EventPlan, N: int64(files), Size: int64(size)})
 		case mFile:
 			e, err := decodeEntry(p)
 			if err != nil {
-				return err
+				return refusal{err}
+			}
+			if !r.d.recursive && e.kind == kindDir {
+				return refusal{&UnsafePathError{Path: e.path, Reason: "a directory, in a copy without -r"}}
+			}
+			if !r.d.recursive && strings.Contains(e.path, "/") {
+				return refusal{&UnsafePathError{Path: e.path, Reason: "a name below a directory, in a copy without -r"}}
 			}
 			if r.files[e.id] != nil {
-				return fmt.Errorf("xfer: entry %d offered twice", e.id)
+				return refusal{fmt.Errorf("xfer: entry %d offered twice", e.id)}
 			}
-			if err := ep.send(mWant, r.offered(e).encode()); err != nil {
+			w, err := r.offered(e)
+			if err != nil {
+				return refusal{err}
+			}
+			if err := ep.send(mWant, w.encode()); err != nil {
 				return err
 			}
 		case mData:
 			b, err := decodeBlock(p)
 			if err != nil {
-				return err
+				return refusal{err}
 			}
 			if err := r.data(b); err != nil {
-				return err
+				return refusal{err}
 			}
 		case mEnd:
 			e, err := decodeEnd(p)
 			if err != nil {
-				return err
+				return refusal{err}
 			}
 			f := r.files[e.id]
 			if f == nil || f.got == nil {
-				return fmt.Errorf("xfer: the end of entry %d, never asked for", e.id)
+				return refusal{fmt.Errorf("xfer: the end of entry %d, never asked for", e.id)}
 			}
 			a := r.end(f, e.digest)
-			r.busy.release(f.part)
+			r.busy.release(f.t.Name(f.part))
 			delete(r.files, e.id)
 			if err := ep.send(mAck, a.encode()); err != nil {
 				return err
@@ -123,97 +160,151 @@ func receive(ep *endpoint, t tree, dest string, place uint8, resume bool, busy *
 		case mFail:
 			fl, err := decodeFail(p)
 			if err != nil {
-				return err
+				return refusal{err}
 			}
 			if f := r.files[fl.id]; fl.id != 0 {
 				if f == nil || f.got == nil {
-					return fmt.Errorf("xfer: a failure of entry %d, never asked for", fl.id)
+					return refusal{fmt.Errorf("xfer: a failure of entry %d, never asked for", fl.id)}
 				}
 				r.drop(f, "")
-				r.busy.release(f.part)
+				r.busy.release(f.t.Name(f.part))
 				delete(r.files, fl.id)
 			}
-			r.tally.failed(fl.path, fl.text)
+			r.tally.fail(FileError{Path: fl.path, Error: fl.text, Changed: fl.changed})
 			r.obs.event(Event{Kind: EventDone, ID: fl.id, Path: fl.path, Err: fl.text})
 		case mBye:
 			r.finishDirs()
 			return ep.sendNow(mBye)
+		case mAbort:
+			why, err := decodeText(p)
+			if err != nil {
+				return err
+			}
+			return &RefusedError{"the sender gave up: " + why}
 		default:
-			return fmt.Errorf("%w: message %d from a sender", errFrame, typ)
+			return refusal{fmt.Errorf("%w: message %d from a sender", errFrame, typ)}
 		}
 	}
 }
 
-// targetOf maps an entry path to its name in t.
-func (r *receiver) targetOf(p string) (string, error) {
-	if r.place == placeInto {
-		return path.Join(r.dest, p), nil
+// locate maps an entry path to the tree and name it is stored as; top
+// says it is placeAs's destination itself.
+func (r *receiver) locate(p string) (t rootTree, name string, top bool, err error) {
+	if r.d.place == placeInto {
+		return r.d.t, p, false, nil
 	}
-	top, rest, _ := strings.Cut(p, "/")
+	first, rest, _ := strings.Cut(p, "/")
 	if r.top == "" {
-		r.top = top
+		r.top = first
 	}
-	if top != r.top {
-		return "", fmt.Errorf("%s: not a directory, and there are several sources", r.t.Name(r.dest))
+	if first != r.top {
+		return rootTree{}, "", false, fmt.Errorf("%s: not a directory, and there are several sources", r.d.t.Name(r.d.base))
 	}
-	return path.Join(r.dest, rest), nil
+	if rest == "" {
+		return r.d.t, r.d.base, true, nil
+	}
+	if r.sub.r == nil {
+		return rootTree{}, "", false, fmt.Errorf("%s: not a directory (%s came first)", r.d.t.Name(r.d.base), first)
+	}
+	return r.sub, rest, false, nil
 }
 
 // offered answers an entry: makes a directory, or looks at what is there
-// of a file.
-func (r *receiver) offered(e entry) want {
+// of a file. Its error ends the session (a quota exceeded).
+func (r *receiver) offered(e entry) (want, error) {
 	w := want{id: e.id}
-	refuse := func(why string) want {
+	refuse := func(why string) (want, error) {
 		r.tally.failed(e.path, why)
 		r.obs.event(Event{Kind: EventDone, ID: e.id, Path: e.path, Size: int64(e.size), Err: why})
-		return want{id: e.id, status: wantError, text: why}
+		return want{id: e.id, status: wantError, text: why}, nil
 	}
-	target, err := r.targetOf(e.path)
+	t, name, top, err := r.locate(e.path)
 	if err != nil {
 		return refuse(err.Error())
 	}
 	if e.kind == kindDir {
-		if err := r.t.Mkdir(target, 0o700); err != nil {
-			if fi, serr := r.t.Stat(target); !errors.Is(err, fs.ErrExist) || serr != nil || !fi.IsDir() {
-				return refuse(pathErr(r.t, target, err))
-			}
+		return r.dir(e, t, name, top, refuse)
+	}
+	if dir := path.Dir(name); dir != "." {
+		if fi, err := t.Stat(dir); err != nil {
+			return refuse(pathErr(t, dir, err))
+		} else if !fi.IsDir() {
+			return refuse(t.Name(dir) + ": not a directory")
 		}
-		r.dirs = append(r.dirs, dirMeta{target, os.FileMode(e.mode), time.Unix(0, e.mtime)})
-		r.tally.dir()
-		r.obs.event(Event{Kind: EventDone, ID: e.id, Path: e.path})
-		w.status = wantSkip
-		return w
 	}
-	if fi, err := r.t.Lstat(target); err == nil && fi.IsDir() {
-		return refuse(r.t.Name(target) + ": a directory is in the way")
+	if fi, err := t.Lstat(name); err == nil && fi.IsDir() {
+		return refuse(t.Name(name) + ": a directory is in the way")
 	}
-	f := &rfile{e: e, target: target, part: path.Join(path.Dir(target), "."+path.Base(target)+partSuffix)}
-	if !r.busy.acquire(f.part) {
-		return refuse(r.t.Name(target) + ": another transfer is writing it")
+	f := &rfile{e: e, t: t, target: name, part: path.Join(path.Dir(name), "."+path.Base(name)+partSuffix)}
+	if !r.busy.acquire(t.Name(f.part)) {
+		return refuse(t.Name(name) + ": another transfer is writing it")
 	}
 	n := blocks(e.size, e.block)
 	if r.resume {
-		if have, err := r.digests(f.part, e, n); err == nil {
+		if have, err := r.digests(t, f.part, e, n); err == nil {
 			f.have = have
-		} else if fi, err := r.t.Stat(target); err == nil && fi.Mode().IsRegular() && fi.Size() == int64(e.size) && fi.ModTime().UnixNano() == e.mtime {
-			if have, err := r.digests(target, e, n); err == nil {
+		} else if fi, err := t.Lstat(name); err == nil && fi.Mode().IsRegular() && fi.Size() == int64(e.size) && fi.ModTime().UnixNano() == e.mtime {
+			if have, err := r.digests(t, name, e, n); err == nil {
 				f.have, f.fromTarget = have, true
 			}
 		}
 	} else {
-		_ = r.t.Remove(f.part)
+		_ = t.Remove(f.part)
+	}
+	if err := r.reserve(f); err != nil {
+		r.busy.release(t.Name(f.part))
+		return want{}, err
 	}
 	f.got, f.gotSet = make([]uint64, n), make([]bool, n)
 	r.files[e.id] = f
 	r.obs.event(Event{Kind: EventStart, ID: e.id, Path: e.path, Size: int64(e.size)})
 	w.have = f.have
-	return w
+	return w, nil
+}
+
+// dir makes a directory, or takes one that is there. Only one it made
+// (in this session, or an earlier attempt) gets the sender's mode and
+// mtime, at the end: a directory that was there keeps its own.
+func (r *receiver) dir(e entry, t rootTree, name string, top bool, refuse func(string) (want, error)) (want, error) {
+	made := false
+	if err := t.Mkdir(name, 0o700); err == nil {
+		made = true
+	} else {
+		fi, serr := t.Stat(name)
+		switch {
+		case !errors.Is(err, fs.ErrExist):
+			return refuse(pathErr(t, name, err))
+		case serr != nil:
+			return refuse(pathErr(t, name, serr))
+		case !fi.IsDir():
+			return refuse(t.Name(name) + ": not a directory")
+		}
+	}
+	key := t.Name(name)
+	if made {
+		r.made.add(key)
+	} else {
+		made = r.made.has(key)
+	}
+	if top && r.sub.r == nil {
+		sub, err := t.sub(name, "the destination")
+		if err != nil {
+			return refuse(pathErr(t, name, err))
+		}
+		r.sub = sub
+	}
+	if made {
+		r.dirs = append(r.dirs, dirMeta{t, name, os.FileMode(e.mode), time.Unix(0, e.mtime)})
+	}
+	r.tally.dir()
+	r.obs.event(Event{Kind: EventDone, ID: e.id, Path: e.path})
+	return want{id: e.id, status: wantSkip}, nil
 }
 
 // digests reads name block by block (at most n blocks) and returns their
 // digests.
-func (r *receiver) digests(name string, e entry, n int) ([]uint64, error) {
-	in, err := r.t.Open(name)
+func (r *receiver) digests(t rootTree, name string, e entry, n int) ([]uint64, error) {
+	in, err := t.Open(name)
 	if err != nil {
 		return nil, err
 	}
@@ -250,11 +341,11 @@ func (r *receiver) data(b block) error {
 		return nil
 	}
 	if err := r.open(f); err != nil {
-		r.drop(f, pathErr(r.t, f.part, err))
+		r.drop(f, pathErr(f.t, f.part, err))
 		return nil
 	}
 	if _, err := f.out.WriteAt(b.data, int64(b.offset)); err != nil {
-		r.drop(f, pathErr(r.t, f.target, err))
+		r.drop(f, pathErr(f.t, f.target, err))
 		return nil
 	}
 	i := b.offset / uint64(e.block)
@@ -274,13 +365,13 @@ func (r *receiver) open(f *rfile) error {
 	if len(f.have) == 0 || f.fromTarget {
 		flags |= os.O_TRUNC
 	}
-	out, err := r.t.OpenFile(f.part, flags, 0o600)
+	out, err := f.t.OpenFile(f.part, flags, 0o600)
 	if err != nil {
 		return err
 	}
 	f.out = out
 	if f.fromTarget {
-		in, err := r.t.Open(f.target)
+		in, err := f.t.Open(f.target)
 		if err != nil {
 			return err
 		}
@@ -299,7 +390,8 @@ func (r *receiver) drop(f *rfile, why string) {
 		f.out.Close()
 		f.out = nil
 	}
-	_ = r.t.Remove(f.part)
+	_ = f.t.Remove(f.part)
+	r.refund(f)
 	if f.err == "" {
 		f.err = why
 	}

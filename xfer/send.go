@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +29,7 @@ type sender struct {
 	wants chan want
 	left  atomic.Int64
 	done  chan struct{}
+	quit  chan struct{} // closed when the session ends
 	once  sync.Once
 
 	sentTotal int64
@@ -39,7 +41,7 @@ type sender struct {
 // of single entries go to the tally; the error is the session's.
 func send(ctx context.Context, ep *endpoint, t tree, paths []string, recursive bool, top func(string) string, obs *observer, limit int64, tl *tally) error {
 	s := &sender{ep: ep, t: t, obs: obs, tally: tl, limit: limit, byID: map[uint32]*source{},
-		slots: make(chan struct{}, window), wants: make(chan want, window), done: make(chan struct{}), start: time.Now()}
+		slots: make(chan struct{}, window), wants: make(chan want, window), done: make(chan struct{}), quit: make(chan struct{}), start: time.Now()}
 	srcs, fails := walk(t, paths, recursive, top)
 	s.srcs = srcs
 	var size int64
@@ -64,6 +66,7 @@ func send(ctx context.Context, ep *endpoint, t tree, paths []string, recursive b
 	}
 	stop := context.AfterFunc(ctx, func() { ep.c.Close() })
 	defer stop()
+	defer close(s.quit)
 
 	errc := make(chan error, 2)
 	go func() { errc <- s.offer() }()
@@ -109,7 +112,11 @@ func (s *sender) offer() error {
 			if err := s.ep.flush(); err != nil {
 				return err
 			}
-			s.slots <- struct{}{}
+			select {
+			case s.slots <- struct{}{}:
+			case <-s.quit:
+				return nil
+			}
 		}
 		if err := s.ep.send(mFile, s.srcs[i].e.encode()); err != nil {
 			return err
@@ -147,7 +154,11 @@ func (s *sender) read() error {
 				return fmt.Errorf("xfer: the receiver wants %s with %d blocks", src.e.path, len(w.have))
 			}
 			answered[w.id] = true
-			s.wants <- w
+			select {
+			case s.wants <- w:
+			case <-s.quit:
+				return nil
+			}
 		case mAck:
 			a, err := decodeAck(p)
 			if err != nil {
@@ -160,6 +171,12 @@ func (s *sender) read() error {
 			s.acked(src, a)
 		case mBye:
 			return nil
+		case mAbort:
+			why, err := decodeText(p)
+			if err != nil {
+				return err
+			}
+			return &RefusedError{"refused by the receiver: " + why}
 		default:
 			return fmt.Errorf("%w: message %d from a receiver", errFrame, typ)
 		}
@@ -223,11 +240,17 @@ func (s *sender) sendFile(src *source, have []uint64) error {
 		b := buf[:min(uint64(e.block), e.size-off)]
 		if _, err := f.ReadAt(b, int64(off)); err != nil {
 			if err == io.EOF {
-				return s.failFile(src, s.t.Name(src.name)+": the file shrank while it was sent")
+				return s.failChanged(src, s.t.Name(src.name)+": changed while it was sent (it shrank): not stored")
 			}
 			return s.failFile(src, pathErr(s.t, src.name, err))
 		}
 		digests[i] = blockDigest(b)
+		if i == n-1 {
+			// all read: a file that changed meanwhile may be torn
+			if why := changedSince(f, e, s.t.Name(src.name)); why != "" { // the last block is not sent
+				return s.failChanged(src, why)
+			}
+		}
 		if i >= len(have) || have[i] != digests[i] {
 			hdr := block{id: e.id, offset: off, digest: digests[i]}.header()
 			if err := s.ep.send(mData, hdr, b); err != nil {
@@ -247,6 +270,33 @@ func (s *sender) failFile(src *source, why string) error {
 	s.obs.event(Event{Kind: EventDone, ID: src.e.id, Path: src.e.path, Size: int64(src.e.size), Err: why})
 	s.finish()
 	return s.ep.send(mFail, fail{id: src.e.id, path: src.e.path, text: why}.encode())
+}
+
+// failChanged fails a file that changed while it was sent: the receiver
+// drops what it got, and both ends report the file as changed.
+func (s *sender) failChanged(src *source, why string) error {
+	s.tally.fail(FileError{Path: src.e.path, Error: why, Changed: true})
+	s.obs.event(Event{Kind: EventDone, ID: src.e.id, Path: src.e.path, Size: int64(src.e.size), Err: why})
+	s.finish()
+	return s.ep.send(mFail, fail{id: src.e.id, path: src.e.path, text: why, changed: true}.encode())
+}
+
+// changedSince says how f, open for sending, is no longer the file its
+// entry describes ("" if it still is): its size or modification time
+// differ from when it was listed. A writer that keeps both (or writes
+// within the file system's timestamp granularity) goes unseen.
+func changedSince(f *os.File, e entry, name string) string {
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		return fmt.Sprintf("%s: %v", name, err)
+	case fi.Size() != int64(e.size):
+		return fmt.Sprintf("%s: changed while it was sent (%d bytes, now %d): not stored", name, e.size, fi.Size())
+	case fi.ModTime().UnixNano() != e.mtime:
+		return fmt.Sprintf("%s: changed while it was sent (modified %s, now %s): not stored", name,
+			time.Unix(0, e.mtime).Format(time.RFC3339Nano), fi.ModTime().Format(time.RFC3339Nano))
+	}
+	return ""
 }
 
 // pace sleeps as long as the rate limit asks for n more bytes.

@@ -40,14 +40,26 @@ type Config struct {
 	Delegation Delegation
 	// Logf, if set, logs each request and its outcome.
 	Logf func(format string, args ...any)
+	// Quota bounds the bytes of file data this service stores, for all
+	// clients together, from when it starts (0: no bound); UserQuota bounds
+	// them per user, as User names the user of a connection. See quota.go
+	// for what they count; a put that would exceed one is refused
+	// (QuotaError), in words to the client and in the log.
+	Quota, UserQuota int64
+	// User names the user of a client connection for UserQuota: in
+	// gridlink the subject its certificate proves (a delegated proxy's
+	// user, for pushes), else its node ID. Nil or "": only Quota applies.
+	User func(net.Conn) string
 }
 
 // Server is a transfer service.
 type Server struct {
-	cfg  Config
-	root *os.Root
-	name string // the root's base name, the name of a request for "."
-	busy busySet
+	cfg    Config
+	root   *os.Root
+	name   string // the root's base name, the name of a request for "."
+	busy   busySet
+	made   madeSet
+	quotas quotas
 }
 
 // NewServer opens cfg.Root.
@@ -63,7 +75,15 @@ func NewServer(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("xfer: served root: %w", err)
 	}
-	return &Server{cfg: cfg, root: r, name: filepath.Base(abs)}, nil
+	s := &Server{cfg: cfg, root: r, name: filepath.Base(abs)}
+	if s.name == "/" || s.name == "." {
+		s.name = "root"
+	}
+	if cfg.Quota > 0 {
+		s.quotas.all = &counter{who: "this service's", limit: cfg.Quota}
+	}
+	s.quotas.userLimit = cfg.UserQuota
+	return s, nil
 }
 
 // Close closes the served root.
@@ -132,29 +152,35 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	switch req.op {
 	case opGet:
 		if err = ep.sendNow(mAccept, []byte{0}); err == nil {
-			err = send(ctx, ep, rootTree{s.root}, req.paths, req.recursive, s.top, nil, 0, &tl)
+			err = send(ctx, ep, servedTree(s.root), req.paths, req.recursive, s.top, nil, int64(req.limit), &tl)
 		}
 	case opPut:
-		var place uint8
-		switch {
-		case req.flags&flagInto != 0:
-			place = placeInto
-		case req.flags&flagAs != 0:
-			place = placeAs
-		default:
-			if place, err = placement(rootTree{s.root}, req.dest); err != nil {
-				s.logf("xfer: %s: refused: %v", c.RemoteAddr(), err)
-				_ = ep.sendNow(mRefuse, enc(nil).str(err.Error()))
-				return
-			}
+		var d destination
+		if d, err = s.destination(req); err != nil {
+			s.logf("xfer: %s: refused: %v", c.RemoteAddr(), err)
+			_ = ep.sendNow(mRefuse, enc(nil).str(err.Error()))
+			return
 		}
-		if err = ep.sendNow(mAccept, []byte{place}); err == nil {
-			err = receive(ep, rootTree{s.root}, req.dest, place, req.resume, &s.busy, nil, &tl)
+		defer d.close()
+		user := ""
+		if s.cfg.User != nil {
+			user = s.cfg.User(c)
+		}
+		d.recursive = req.recursive
+		if err = ep.sendNow(mAccept, []byte{d.place}); err == nil {
+			err = receive(ep, d, req.resume, &s.busy, &s.made, s.quotas.charge(user), nil, &tl)
 		}
 	case opPush:
 		err = s.push(ctx, ep, req)
 	}
 	sum := tl.summary()
+	for i, fe := range sum.Errors {
+		if i == maxLogged {
+			s.logf("xfer: %s: %d more entries failed", c.RemoteAddr(), len(sum.Errors)-i)
+			break
+		}
+		s.logf("xfer: %s: %s: %s", c.RemoteAddr(), fe.Path, fe.Error)
+	}
 	if err != nil {
 		s.logf("xfer: %s: %s %v -> %s: %v (%d files, %d failed, %d bytes sent)", c.RemoteAddr(), opName(req.op), req.paths, req.dest, err, sum.Files, sum.Failed, sum.Sent)
 		return
@@ -162,6 +188,9 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	s.logf("xfer: %s: %s %v -> %s: %d files, %d failed, %d bytes sent, %d kept in %.2f s", c.RemoteAddr(), opName(req.op), req.paths,
 		req.dest, sum.Files, sum.Failed, sum.Sent, sum.Kept, time.Since(start).Seconds())
 }
+
+// maxLogged bounds the failed entries a session logs one by one.
+const maxLogged = 10
 
 func opName(op uint8) string {
 	return map[uint8]string{opGet: "get", opPut: "put", opPush: "push"}[op]
@@ -189,6 +218,24 @@ func (s *Server) check(r *request) error {
 		return errors.New("this service does not push to other services (third-party transfers)")
 	}
 	return nil
+}
+
+// destination opens where a put stores its entries: into dest if the
+// client said so or it is a directory, else as dest.
+func (s *Server) destination(req request) (destination, error) {
+	var place uint8
+	switch {
+	case req.flags&flagInto != 0:
+		place = placeInto
+	case req.flags&flagAs != 0:
+		place = placeAs
+	default:
+		var err error
+		if place, err = placement(servedTree(s.root), req.dest); err != nil {
+			return destination{}, err
+		}
+	}
+	return openDest(servedTree(s.root), req.dest, place)
 }
 
 // top names the entries of a request path: its base name, the root's for
@@ -256,10 +303,10 @@ func (s *Server) push(ctx context.Context, ep *endpoint, req request) error {
 	dial := func(ctx context.Context) (net.Conn, error) {
 		return s.cfg.Push(ctx, req.target, Link{Streams: int(req.streams), Compress: req.compress}, cred)
 	}
-	o := Options{Recursive: req.recursive, Resume: req.resume, Logf: s.cfg.Logf,
+	o := Options{Recursive: req.recursive, Resume: req.resume, Limit: int64(req.limit), Logf: s.cfg.Logf,
 		Progress: func(e Event) { _ = ep.send(mEvent, e.encode()) }}
-	sum, err := put(ctx, dial, rootTree{s.root}, req.paths, s.top, req.dest, o)
-	if err != nil {
+	sum, err := put(ctx, dial, servedTree(s.root), req.paths, s.top, req.dest, o)
+	if err != nil && !errors.Is(err, ErrSourceChanged) { // the summary tells the caller which files changed
 		sum.Error = err.Error()
 	}
 	return s.result(ep, sum)

@@ -1,6 +1,11 @@
 package xfer
 
-import "sync"
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+)
 
 // EventKind says what an Event reports.
 type EventKind uint8
@@ -43,6 +48,44 @@ type Summary struct {
 type FileError struct {
 	Path  string `json:"path"`
 	Error string `json:"error"`
+	// Changed: the source file changed while it was sent (its size or
+	// mtime at the end differed from the start), so what was sent could
+	// be torn; nothing of it was stored. The transfer's error is then a
+	// ChangedError.
+	Changed bool `json:"changed,omitempty"`
+}
+
+// ErrSourceChanged is what a ChangedError is.
+var ErrSourceChanged = errors.New("xfer: a source file changed while it was sent")
+
+// ChangedError is the error of a transfer in which source files changed
+// while they were sent: they were not stored (a torn copy is never taken
+// for a verified one); copy them again once they are still.
+type ChangedError struct{ Paths []string }
+
+func (e *ChangedError) Error() string {
+	return fmt.Sprintf("xfer: %d source file(s) changed while they were sent, not stored (copy again once they are still): %s",
+		len(e.Paths), strings.Join(e.Paths, ", "))
+}
+
+func (e *ChangedError) Unwrap() error { return ErrSourceChanged }
+
+// changed turns a transfer's result with changed files into a
+// ChangedError (a transfer that failed otherwise keeps its error).
+func changed(sum Summary, err error) (Summary, error) {
+	if err != nil {
+		return sum, err
+	}
+	var ps []string
+	for _, e := range sum.Errors {
+		if e.Changed {
+			ps = append(ps, e.Path)
+		}
+	}
+	if len(ps) > 0 {
+		return sum, &ChangedError{Paths: ps}
+	}
+	return sum, nil
 }
 
 const maxErrors = 100
@@ -73,11 +116,13 @@ func (t *tally) sent(n int64) {
 	t.mu.Unlock()
 }
 
-func (t *tally) failed(path, why string) {
+func (t *tally) failed(path, why string) { t.fail(FileError{Path: path, Error: why}) }
+
+func (t *tally) fail(e FileError) {
 	t.mu.Lock()
 	t.s.Failed++
 	if len(t.s.Errors) < maxErrors {
-		t.s.Errors = append(t.s.Errors, FileError{Path: path, Error: why})
+		t.s.Errors = append(t.s.Errors, e)
 	}
 	t.mu.Unlock()
 }

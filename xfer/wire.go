@@ -20,7 +20,7 @@ import (
 //	        field out of range and bytes left over.
 const (
 	// Opening (the client's first frame and the server's answer).
-	mRequest = 1 // op u8, flags u8, dest str, n u16, n x path str, target str, streams u32 (0 = auto), compress str
+	mRequest = 1 // op u8, flags u8, dest str, n u16, n x path str, target str, streams u32 (0 = auto), compress str, limit u64 (bytes/s the sender may send, 0 = no bound)
 	mAccept  = 2 // placement u8: where entries go at a receiving server (placeInto, placeAs; 0 otherwise)
 	mRefuse  = 3 // text str
 
@@ -28,12 +28,18 @@ const (
 	// right after mAccept: the source's request, then the caller's answer.
 	mDelegate = 4 // blob bytes (at most maxBlob; empty: nothing asked / nothing given)
 
+	// Either end of a session, instead of its next message: the session
+	// ends, for this reason (a receiver refusing an entry that names a
+	// place outside its destination, a quota); the sender of it closes
+	// once the other end has closed, or after abortLinger.
+	mAbort = 5 // text str
+
 	// Sender -> receiver.
 	mPlan = 10 // files u64, bytes u64: what the sender will offer
 	mFile = 11 // id u32, kind u8, path str, size u64, mode u32, mtime i64 (Unix ns), block u32
 	mData = 12 // id u32, offset u64, digest u64, then the block's bytes (the rest of the payload, 1..block)
 	mEnd  = 13 // id u32, digest u64: the file's digest (see Digest); all wanted blocks were sent
-	mFail = 14 // id u32, path str, text str: the sender cannot send this entry (no id was given: 0)
+	mFail = 14 // id u32, path str, text str, code u8 (failOther, failChanged): the sender cannot send this entry (no id was given: 0)
 	mBye  = 15 // (empty) both ways: all files offered and answered; the answer closes the session
 
 	// Receiver -> sender.
@@ -71,6 +77,12 @@ const (
 const (
 	kindFile = 0
 	kindDir  = 1
+)
+
+// Failure codes of mFail.
+const (
+	failOther   = 0 // the text says why
+	failChanged = 1 // the source file changed while it was sent: what was sent is torn
 )
 
 // Want statuses.

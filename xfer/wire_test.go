@@ -14,7 +14,9 @@ func seeds() map[byte][][]byte {
 			request{op: opGet, dest: "x", paths: []string{"a", "b/c"}, recursive: true}.encode(),
 			request{op: opPut, dest: "d", resume: true, flags: flagInto}.encode(),
 			request{op: opPush, dest: "d", paths: []string{"."}, target: "b:2811@hub", streams: 8, compress: "auto"}.encode(),
+			request{op: opGet, dest: "x", paths: []string{"a"}, limit: 20 << 20}.encode(),
 		},
+		mAbort:    {enc(nil).str("xfer: quota: refused")},
 		mAccept:   {{0}, {placeInto}, {placeAs}},
 		mRefuse:   {enc(nil).str("no")},
 		mDelegate: {enc(nil).bytes(nil), enc(nil).bytes([]byte("csr"))},
@@ -25,7 +27,7 @@ func seeds() map[byte][][]byte {
 		},
 		mData: {append(block{id: 1, offset: DefaultBlock, digest: 7}.header(), 1, 2, 3)},
 		mEnd:  {enc(nil).u32(1).u64(99)},
-		mFail: {fail{id: 0, path: "x", text: "x: no such file"}.encode()},
+		mFail: {fail{id: 0, path: "x", text: "x: no such file"}.encode(), fail{id: 3, path: "y", text: "y: changed", changed: true}.encode()},
 		mWant: {
 			want{id: 1, have: []uint64{1, 2}}.encode(),
 			want{id: 2, status: wantSkip}.encode(),
@@ -47,7 +49,7 @@ func decode(typ byte, p []byte) ([]byte, error) {
 	case mAccept:
 		_, err := decodeAccept(p)
 		return p, err
-	case mRefuse:
+	case mRefuse, mAbort:
 		s, err := decodeText(p)
 		return enc(nil).str(s), err
 	case mDelegate:
@@ -115,6 +117,13 @@ func TestBadMessages(t *testing.T) {
 		{mRequest, request{op: opPut, dest: "x", flags: flagInto | flagAs}.encode()},
 		{mFile, entry{id: 1, path: "../x", block: 1}.encode()},
 		{mFile, entry{id: 1, path: "/x", block: 1}.encode()},
+		{mFile, entry{id: 1, path: ".", kind: kindDir}.encode()},
+		{mFile, entry{id: 1, path: "a/..", kind: kindDir}.encode()},
+		{mFile, entry{id: 1, path: "a/../b", block: 1}.encode()},
+		{mFile, entry{id: 1, path: "a/./b", block: 1}.encode()},
+		{mFile, entry{id: 1, path: "a//b", block: 1}.encode()},
+		{mFile, entry{id: 1, path: "a/", kind: kindDir}.encode()},
+		{mFile, entry{id: 1, path: "", block: 1}.encode()},
 		{mFile, entry{id: 1, path: "x", block: 0}.encode()},
 		{mFile, entry{id: 1, path: "x", block: 1, size: maxBlocks + 1}.encode()},
 		{mFile, entry{id: 0, path: "x", block: 1}.encode()},
@@ -127,6 +136,8 @@ func TestBadMessages(t *testing.T) {
 		{mAck, ack{id: 1, ok: true, text: "x"}.encode()},
 		{mAck, ack{id: 1}.encode()},
 		{mFail, fail{id: 1, path: "x"}.encode()},
+		{mFail, fail{id: 0, path: "x", text: "x", changed: true}.encode()},
+		{mFail, append(enc(nil).u32(1).str("x").str("x"), 2)},
 		{mEvent, Event{Kind: 9}.encode()},
 		{mResult, []byte(`{"files":1,"bogus":2}`)},
 		{mResult, []byte(`{"files":1}{}`)},

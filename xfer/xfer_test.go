@@ -130,6 +130,9 @@ func TestDroppedConnectionResumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameFile(t, filepath.Join(src, "big"), filepath.Join(root, "big"))
+	if fi, err := os.Stat(filepath.Join(root, "many")); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("a directory made by the dropped attempt: %v %v, want the source's mode 0755", fi, err)
+	}
 	if sum.Attempts != 2 || sum.Files != 51 || sum.Sent > int64(size)+60000+2*DefaultBlock || len(logs) != 1 {
 		t.Errorf("put through a dropped connection: %+v, %d logs", sum, len(logs))
 	}
