@@ -93,6 +93,10 @@ func (h *Hub) hubMessage(r *wire.Routed) {
 			Msg: &wire.Message{Kind: wire.KFound, Found: &wire.Found{Query: r.Msg.Lookup.Query, Matches: h.localMatches(r.Msg.Lookup.Node)}}})
 	case wire.KFound:
 		h.answer(r.FromHub, r.Msg.Found)
+	case wire.KClaim:
+		h.claimed(r)
+	case wire.KClaimed:
+		h.answerClaim(r.FromHub, r.Msg.Claimed)
 	case wire.KSplice, wire.KSpliceReply, wire.KSpliceGo, wire.KSpliceFail:
 		h.spliceMessage(r)
 	}

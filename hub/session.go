@@ -60,6 +60,7 @@ type Session struct {
 	hubQueries map[uint64]chan []wire.RouteAd
 	nextQ      uint64
 	closed     bool
+	refused    error // a permanent refusal that ended the session's attachments
 	messages   chan *wire.Routed
 	incoming   chan *Incoming
 	done       chan struct{}
@@ -255,7 +256,7 @@ func (s *Session) attachTo(ctx context.Context, spec string) (*slink, error) {
 		c.Close()
 		return nil, err
 	}
-	hello, err := readHello(r, hubID)
+	hello, err := sec.readHello()
 	if err != nil {
 		c.Close()
 		return nil, err
@@ -359,6 +360,10 @@ func (s *Session) maintain() {
 			continue
 		case <-sl.l.done:
 		}
+		if errors.Is(sl.l.err, ErrPermanent) {
+			s.giveUp(sl.l.err)
+			return
+		}
 		s.logf("hub: node %s: lost hub %s: %v; re-attaching", s.cfg.Machine, sl.hub.Name, sl.l.err)
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() {
@@ -372,13 +377,37 @@ func (s *Session) maintain() {
 		cancel()
 		if err != nil {
 			if errors.Is(err, pki.ErrDenied) {
-				s.logf("hub: node %s: %v", s.cfg.Machine, err)
+				s.giveUp(err)
 			}
 			return // closed
 		}
 		s.logf("hub: node %s: attached to hub %s", s.cfg.Machine, nsl.hub.Name)
 		s.install(nsl, nidx)
 	}
+}
+
+// giveUp ends re-attaching for a refusal that trying again cannot
+// change: what waits for a hub gets err.
+func (s *Session) giveUp(err error) {
+	s.logf("hub: node %s: not attaching again: %v", s.cfg.Machine, err)
+	s.mu.Lock()
+	s.refused = err
+	ready := s.ready
+	s.mu.Unlock()
+	select {
+	case <-ready:
+	default:
+		close(ready)
+	}
+}
+
+// Refused is the refusal that ended the session's attachments (nil while
+// it attaches or re-attaches): e.g. the hubs gave its name to a node whose
+// certificate certifies it (errors.Is ErrNameTaken).
+func (s *Session) Refused() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
 }
 
 // current waits for an attached link.
@@ -388,6 +417,11 @@ func (s *Session) current(ctx context.Context) (*slink, error) {
 		if s.closed {
 			s.mu.Unlock()
 			return nil, ErrClosed
+		}
+		if s.refused != nil {
+			err := s.refused
+			s.mu.Unlock()
+			return nil, err
 		}
 		sl, ready := s.cur, s.ready
 		s.mu.Unlock()
