@@ -65,8 +65,12 @@ func takenBy(name string, holder *wire.Holding) *RefusedError {
 	if hub == "" {
 		hub = holder.Node.Hub.Short()
 	}
+	who := "node " + holder.Node.ID.Short()
+	if holder.Owner != holder.Node.ID.String() { // a grid with a CA: the subject too
+		who = holder.Owner + " (" + who + ")"
+	}
 	return &RefusedError{Code: wire.RefusedNameTaken, Holder: holder.Node,
-		Reason: fmt.Sprintf("the name %q is held by another identity: %s (node %s) at hub %s", name, holder.Owner, holder.Node.ID.Short(), hub)}
+		Reason: fmt.Sprintf("the name %q is held by another identity: %s at hub %s", name, who, hub)}
 }
 
 // holdingLocked is an attached node's holding; h.mu is held.
