@@ -14,6 +14,7 @@ import (
 	"github.com/gridlink/gridlink/pki/ca"
 	"github.com/gridlink/gridlink/pki/pkitest"
 	"github.com/gridlink/gridlink/pki/proxy"
+	"github.com/gridlink/gridlink/wire"
 )
 
 // logBook keeps what a hub or session logs, for tests that check that
@@ -297,4 +298,37 @@ func TestRoleMismatchRefused(t *testing.T) {
 		alog.wait(t, "the refusing hub's log", "refused", reason, `asked for the name "x", but its certificate certifies "c" only`)
 		xlog.wait(t, "the refused hub's log", "not admitted by hub", `asked for the name "x", but its certificate certifies "c" only`, "not dialling it again")
 	})
+}
+
+// A node cannot claim names for itself with hubs' messages: a forged
+// claim routed to a hub is dropped, the holder keeps its name.
+func TestNameForgedClaimDropped(t *testing.T) {
+	g := pkitest.New(t, "grid")
+	a, alog := namedHub(t, "a", g.Member(t, ca.Hub, "a"))
+	srv, err := attachAs(t, "srvhome", g.Member(t, ca.Node, "srvhome"), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	evil, err := attachAs(t, "evil", g.Member(t, ca.Node, "evil"), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := srv.Machine()
+	forged.ID = evil.Machine().ID
+	claim := &wire.Message{Kind: wire.KClaim, Claim: &wire.Claim{Query: 1, Name: "srvhome",
+		Holding: wire.Holding{Node: forged, Owner: "CN=evil,OU=node,O=grid", Bound: true, Attached: true}}}
+	if err := evil.Send(context.Background(), a.ID(), identity.ID{}, claim); err != nil {
+		t.Fatal(err)
+	}
+	alog.wait(t, "the hub's log", "dropping a claim message from node "+evil.Machine().ID.Short())
+	if srv.Refused() != nil || len(a.Nodes()) != 2 {
+		t.Errorf("the forged claim evicted srvhome: %v %v", srv.Refused(), a.Nodes())
+	}
+	alog.mu.Lock()
+	defer alog.mu.Unlock()
+	for _, l := range alog.lines {
+		if strings.Contains(l, "loses its name") {
+			t.Errorf("hub: %s", l)
+		}
+	}
 }
