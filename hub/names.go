@@ -191,6 +191,26 @@ func (h *Hub) evict(nodes []*peer, name string, holder *wire.Holding) {
 	}
 }
 
+// reclaim tells a hub that just became reachable the names of this hub's
+// nodes (claims of query 0, answered like any other): if both hubs
+// admitted nodes of different identities under one name while they could
+// not reach each other, or while one did not answer in time, each applies
+// the rule to both holdings and the node that loses is refused, at its
+// own hub.
+func (h *Hub) reclaim(hub identity.ID) {
+	h.mu.Lock()
+	var claims []*wire.Claim
+	for _, n := range h.nodes {
+		if n.machine.Name != "" {
+			claims = append(claims, &wire.Claim{Name: n.machine.Name, Holding: n.holdingLocked()})
+		}
+	}
+	h.mu.Unlock()
+	for _, c := range claims {
+		h.route(&wire.Routed{FromHub: h.id, ToHub: hub, TTL: routedTTL, Msg: &wire.Message{Kind: wire.KClaim, Claim: c}})
+	}
+}
+
 // claimed answers another hub's claim: this hub's holders of the name,
 // after judging the claim against them (its nodes that lose the name are
 // told, its claims that lose are refused).
@@ -218,8 +238,28 @@ func (h *Hub) claimed(r *wire.Routed) {
 		Msg: &wire.Message{Kind: wire.KClaimed, Claimed: &wire.Claimed{Query: c.Query, Holders: holders}}})
 }
 
-// answerClaim takes a hub's answer to one of our claims.
+// answerClaim takes a hub's answer to one of our claims: for a reclaim
+// (query 0), our nodes that lose their names to the holders there are
+// refused.
 func (h *Hub) answerClaim(from identity.ID, a *wire.Claimed) {
+	if a.Query == 0 {
+		for i := range a.Holders {
+			o := &a.Holders[i]
+			if o.Node.Hub != from || !o.Attached {
+				continue
+			}
+			h.mu.Lock()
+			var evict []*peer
+			for _, n := range h.nodes {
+				if hold := n.holdingLocked(); n.machine.Name == o.Node.Name && n.owner != o.Owner && keeps(o, &hold) {
+					evict = append(evict, n)
+				}
+			}
+			h.mu.Unlock()
+			h.evict(evict, o.Node.Name, o)
+		}
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	cl := h.claims[a.Query]

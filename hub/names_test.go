@@ -332,3 +332,27 @@ func TestNameForgedClaimDropped(t *testing.T) {
 		}
 	}
 }
+
+// Two hubs that admitted nodes of two identities under one name while
+// they could not reach each other settle it once they can: the earlier
+// holder keeps the name, the later one is refused and told who holds it.
+func TestNameSettledWhenHubsMeet(t *testing.T) {
+	a, _ := namedHub(t, "a", creds(t))
+	b, blog := namedHub(t, "b", creds(t))
+	first, err := attachAs(t, "n1", creds(t), a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(5 * time.Millisecond) // admitted a few milliseconds apart, by the hubs' clocks
+	second, err := attachAs(t, "n1", creds(t), b)
+	if err != nil {
+		t.Fatalf("b, which does not know a yet: %v", err)
+	}
+	c, _ := namedHub(t, "c", creds(t), a, b)
+	linked(t, a, b, c)
+	waitFor(t, "the later holder to be told", 10*time.Second, func() bool { return second.Refused() != nil })
+	refusedFor(t, second.Refused(), ErrNameTaken, first.Machine().ID, "a", blog)
+	if first.Refused() != nil {
+		t.Errorf("the earlier holder was refused too: %v", first.Refused())
+	}
+}
