@@ -48,7 +48,7 @@ const DefaultListen = "0.0.0.0:7946"
 
 // Config configures a hub. The zero value of every field but Creds works.
 type Config struct {
-	Name   string           // hub name, usually the site (e.g. "das3v"); default: the ID's short form
+	Name   string           // hub name, usually the site (e.g. "das3v"); default: the name a hub certificate certifies, else the ID's short form
 	Creds  *pki.Credentials // required
 	Listen string           // "host:port" for hub links and node attachments (default DefaultListen)
 	Peers  []string         // other hubs' transport specs, dialled with Dial: "HOST:PORT" or an ssh:// spec
@@ -119,7 +119,7 @@ func New(cfg Config) (*Hub, error) {
 		spliceFailed: map[identity.ID]spliceFailure{},
 	}
 	if h.cfg.Name == "" {
-		h.cfg.Name = h.id.Short()
+		h.cfg.Name = cfg.Creds.DefaultName(h.id.Short())
 	}
 	if h.interval <= 0 {
 		h.interval = time.Second
