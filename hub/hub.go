@@ -333,6 +333,11 @@ func (h *Hub) serveConn(ctx context.Context, raw net.Conn) {
 	// Registered before our hello goes out: once a node has our hello, the
 	// hub routes to it.
 	if err := h.register(p); err != nil {
+		var re *RefusedError
+		if errors.As(err, &re) { // its name, lost to a claim at the last moment
+			h.refuse(c, sealer, id.Short(), re)
+			return
+		}
 		h.logf("hub %s: %s: %v", h.cfg.Name, p.l.desc, err)
 		c.Close()
 		return

@@ -238,11 +238,15 @@ func (h *Hub) claimed(r *wire.Routed) {
 		Msg: &wire.Message{Kind: wire.KClaimed, Claimed: &wire.Claimed{Query: c.Query, Holders: holders}}})
 }
 
-// answerClaim takes a hub's answer to one of our claims: for a reclaim
-// (query 0), our nodes that lose their names to the holders there are
-// refused.
+// answerClaim takes a hub's answer to one of our claims. For a reclaim
+// (query 0), or a claim no longer waiting (its node admitted when the
+// answer was late), our nodes that lose their names to the admitted
+// holders there are refused.
 func (h *Hub) answerClaim(from identity.ID, a *wire.Claimed) {
-	if a.Query == 0 {
+	h.mu.Lock()
+	waiting := h.claims[a.Query] != nil
+	h.mu.Unlock()
+	if a.Query == 0 || !waiting {
 		for i := range a.Holders {
 			o := &a.Holders[i]
 			if o.Node.Hub != from || !o.Attached {
