@@ -130,7 +130,11 @@ func (in *Incoming) Refuse(reason string) {
 
 // Attach attaches to the first hub of cfg.Hubs that answers, trying them
 // in rounds with backoff until ctx is done (or 30 s if ctx has no
-// deadline). The session then lives until Close.
+// deadline), or until every hub refused the node's certificate, or one
+// refused its role or name (a *RefusedError, errors.Is ErrPermanent: the
+// holder of a name taken is named in it). The session then lives until
+// Close; if a hub later gives its name to another node (Refused), it
+// stops re-attaching.
 func Attach(ctx context.Context, cfg SessionConfig) (*Session, error) {
 	if cfg.Creds == nil {
 		return nil, errors.New("hub: session without credentials")
@@ -183,6 +187,11 @@ func (s *Session) attachLoop(ctx context.Context, start int) (*slink, int, error
 			sl, err := s.attachTo(ctx, s.cfg.Hubs[i])
 			if err == nil {
 				return sl, i, nil
+			}
+			if errors.Is(err, ErrPermanent) {
+				// refused for its role or name: every hub of the
+				// overlay judges those alike.
+				return nil, 0, fmt.Errorf("hub: %s: %w", s.cfg.Hubs[i], err)
 			}
 			errs[i] = s.cfg.Hubs[i] + ": " + err.Error()
 			if errors.Is(err, pki.ErrDenied) {
