@@ -3,6 +3,7 @@ package hub
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/gridlink/gridlink/identity"
@@ -35,6 +36,11 @@ import (
 // before asking, so at least one of the two sees the other. A hub whose
 // admitted node loses its name (to a node whose certificate certifies
 // it) sends it a refusal on its link and closes it.
+
+// sameName says whether two names are one: names are compared without
+// regard to case, as lookups match them (NAME.grid is a DNS-like name),
+// so no identity holds "SRVHOME" while another holds "srvhome".
+func sameName(a, b string) bool { return strings.EqualFold(a, b) }
 
 // claim is a node being admitted under a name: its holding, the hubs yet
 // to answer and, once it lost, the refusal.
@@ -144,7 +150,7 @@ func (h *Hub) admitName(p *peer, who pki.Peer) *RefusedError {
 func (h *Hub) judgeLocked(c *wire.Holding, id identity.ID) (evict []*peer, lost *RefusedError) {
 	name := c.Node.Name
 	for _, n := range h.nodes {
-		if n.machine.Name != name || n.owner == c.Owner || n.id == id {
+		if !sameName(n.machine.Name, name) || n.owner == c.Owner || n.id == id {
 			continue
 		}
 		hold := n.holdingLocked()
@@ -154,7 +160,7 @@ func (h *Hub) judgeLocked(c *wire.Holding, id identity.ID) (evict []*peer, lost 
 		evict = append(evict, n)
 	}
 	for _, o := range h.claims {
-		if o.name != name || o.holding.Owner == c.Owner || o.holding.Node.ID == id || o.lost != nil {
+		if !sameName(o.name, name) || o.holding.Owner == c.Owner || o.holding.Node.ID == id || o.lost != nil {
 			continue
 		}
 		if keeps(&o.holding, c) {
@@ -164,7 +170,7 @@ func (h *Hub) judgeLocked(c *wire.Holding, id identity.ID) (evict []*peer, lost 
 	// c keeps the name against every holder here: the claims being
 	// admitted lose it.
 	for _, o := range h.claims {
-		if o.name == name && o.holding.Owner != c.Owner && o.holding.Node.ID != id && o.lost == nil {
+		if sameName(o.name, name) && o.holding.Owner != c.Owner && o.holding.Node.ID != id && o.lost == nil {
 			o.lose(takenBy(name, c))
 		}
 	}
@@ -222,12 +228,12 @@ func (h *Hub) claimed(r *wire.Routed) {
 	h.mu.Lock()
 	var holders []wire.Holding
 	for _, n := range h.nodes {
-		if n.machine.Name == c.Name && n.owner != c.Holding.Owner && len(holders) < 16 {
+		if sameName(n.machine.Name, c.Name) && n.owner != c.Holding.Owner && len(holders) < 16 {
 			holders = append(holders, n.holdingLocked())
 		}
 	}
 	for _, o := range h.claims {
-		if o.name == c.Name && o.holding.Owner != c.Holding.Owner && o.lost == nil && len(holders) < 16 {
+		if sameName(o.name, c.Name) && o.holding.Owner != c.Holding.Owner && o.lost == nil && len(holders) < 16 {
 			holders = append(holders, o.holding)
 		}
 	}
@@ -255,7 +261,7 @@ func (h *Hub) answerClaim(from identity.ID, a *wire.Claimed) {
 			h.mu.Lock()
 			var evict []*peer
 			for _, n := range h.nodes {
-				if hold := n.holdingLocked(); n.machine.Name == o.Node.Name && n.owner != o.Owner && keeps(o, &hold) {
+				if hold := n.holdingLocked(); sameName(n.machine.Name, o.Node.Name) && n.owner != o.Owner && keeps(o, &hold) {
 					evict = append(evict, n)
 				}
 			}
@@ -273,7 +279,7 @@ func (h *Hub) answerClaim(from identity.ID, a *wire.Claimed) {
 	delete(cl.waiting, from)
 	for i := range a.Holders {
 		o := &a.Holders[i]
-		if o.Node.Name != cl.name || o.Owner == cl.holding.Owner || o.Node.Hub != from {
+		if !sameName(o.Node.Name, cl.name) || o.Owner == cl.holding.Owner || o.Node.Hub != from {
 			continue
 		}
 		if keeps(o, &cl.holding) {

@@ -225,6 +225,8 @@ func TestNameOpenGridFirstKeeps(t *testing.T) {
 	refusedFor(t, err, ErrNameTaken, first.Machine().ID, "a", alog)
 	_, err = attachAs(t, "n1", creds(t), b)
 	refusedFor(t, err, ErrNameTaken, first.Machine().ID, "a", blog)
+	_, err = attachAs(t, "N1", creds(t), b) // names are one in any case, as lookups match them
+	refusedFor(t, err, ErrNameTaken, first.Machine().ID, "a", blog)
 	// the holder itself re-attaches (its key is its identity)
 	first.Close()
 }
