@@ -43,6 +43,9 @@ func hubCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if !cmd.Flags().Changed("name") {
+				name = creds.DefaultName(name) // a hub certificate's name
+			}
 			d := &direct.Dialer{Creds: creds, SSH: sshConfig(useSSH, sshCfg, known, ids)}
 			h, err := hub.New(hub.Config{Name: name, Creds: creds, Listen: listen, Peers: peers, Dial: d.Transport, Logf: logf(verbose)})
 			if err != nil {
@@ -70,7 +73,7 @@ func hubCmd() *cobra.Command {
 		},
 	}
 	f := c.Flags()
-	f.StringVar(&name, "name", hostname(), "hub name, usually the site's")
+	f.StringVar(&name, "name", hostname(), "hub name, usually the site's (with --cert: the name it certifies)")
 	f.StringVar(&listen, "listen", "0.0.0.0:7946", "address for hub links and node attachments")
 	f.StringArrayVar(&peers, "peer", nil, "another hub: HOST:PORT or ssh://[USER@]HOST[:PORT]/[TARGET:]PORT (repeatable)")
 	f.StringVar(&keyFile, "key", "", "key file (created if missing); default: a fresh key")
@@ -97,11 +100,13 @@ type nodeFlags struct {
 	verbose, discover    bool
 	portMap              bool
 	sec                  secFlags
+	cmd                  *cobra.Command
 }
 
 func (nf *nodeFlags) add(c *cobra.Command, defaultName string) {
+	nf.cmd = c
 	f := c.Flags()
-	f.StringVar(&nf.name, "name", defaultName, "node name, unique in the job")
+	f.StringVar(&nf.name, "name", defaultName, "node name, unique in the grid (with a node's --cert: the name it certifies)")
 	f.StringArrayVar(&nf.hubs, "hub", nil, "hub to attach to, HOST:PORT (repeatable: tried in order)")
 	f.StringVar(&nf.keyFile, "key", "", "key file (created if missing); default: a fresh key")
 	f.StringVar(&nf.ports, "ports", "", "confine the direct listener to LO-HI")
@@ -142,7 +147,11 @@ func (nf *nodeFlags) config(ctx context.Context, who string) (vconn.Config, erro
 		}
 		fmt.Fprintf(os.Stderr, "%s: discovered hub %s at %s\n", who, found[0].Name, found[0].Addr)
 	}
-	return vconn.Config{Name: nf.name, Key: key, Creds: creds, Hubs: hubs, Ports: pr, Preferred: pref, PortMap: nf.portMap, Logf: logf(nf.verbose)}, nil
+	name := nf.name
+	if nf.cmd == nil || !nf.cmd.Flags().Changed("name") {
+		name = creds.DefaultName(name) // a node certificate binds its name
+	}
+	return vconn.Config{Name: name, Key: key, Creds: creds, Hubs: hubs, Ports: pr, Preferred: pref, PortMap: nf.portMap, Logf: logf(nf.verbose)}, nil
 }
 
 func nodeCmd() *cobra.Command {

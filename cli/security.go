@@ -319,7 +319,7 @@ func certCmd() *cobra.Command {
 
 func certIssueCmd() *cobra.Command {
 	var dir, passFile, role, name, keyPath, idText, out, userPassFile string
-	var groups []string
+	var groups, aliases []string
 	var days int
 	var plain bool
 	c := &cobra.Command{
@@ -337,7 +337,7 @@ func certIssueCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r := ca.Request{Role: ca.Role(role), Name: name, Groups: groups, Lifetime: time.Duration(days) * 24 * time.Hour}
+			r := ca.Request{Role: ca.Role(role), Name: name, Groups: groups, Aliases: aliases, Lifetime: time.Duration(days) * 24 * time.Hour}
 			switch {
 			case r.Role == ca.User:
 				if keyPath == "" {
@@ -390,6 +390,7 @@ func certIssueCmd() *cobra.Command {
 	f.StringVar(&role, "role", "node", "hub, node or user")
 	f.StringVar(&name, "name", "", "the hub's or node's name, or the user's login")
 	f.StringArrayVar(&groups, "group", nil, "a group the holder belongs to, for access control (repeatable)")
+	f.StringArrayVar(&aliases, "alias", nil, "another name the hub or node may use besides --name (repeatable)")
 	f.StringVar(&keyPath, "key", "", "the key to certify: a hub's or node's identity key file, or the user's key file (made if missing)")
 	f.StringVar(&idText, "id", "", "the hub's or node's ID (its public key) instead of --key")
 	f.StringVar(&out, "out", "cert.pem", "certificate file to write")

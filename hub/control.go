@@ -91,8 +91,21 @@ func (h *Hub) hubMessage(r *wire.Routed) {
 	case wire.KLookup:
 		h.route(&wire.Routed{FromHub: h.id, ToHub: r.FromHub, ToNode: r.FromNode, TTL: routedTTL,
 			Msg: &wire.Message{Kind: wire.KFound, Found: &wire.Found{Query: r.Msg.Lookup.Query, Matches: h.localMatches(r.Msg.Lookup.Node)}}})
-	case wire.KFound:
-		h.answer(r.FromHub, r.Msg.Found)
+	case wire.KFound, wire.KClaim, wire.KClaimed:
+		if !r.FromNode.IsZero() {
+			// hubs' business: a node's answer or claim would
+			// spoof lookups or evict the holders of names.
+			h.logf("hub %s: dropping a %s message from node %s: only hubs send those", h.cfg.Name, r.Msg.Kind, r.FromNode.Short())
+			return
+		}
+		switch r.Msg.Kind {
+		case wire.KFound:
+			h.answer(r.FromHub, r.Msg.Found)
+		case wire.KClaim:
+			h.claimed(r)
+		default:
+			h.answerClaim(r.FromHub, r.Msg.Claimed)
+		}
 	case wire.KSplice, wire.KSpliceReply, wire.KSpliceGo, wire.KSpliceFail:
 		h.spliceMessage(r)
 	}

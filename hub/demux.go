@@ -45,6 +45,12 @@ func (sl *slink) handle(f wire.Frame) error {
 				}
 			}
 			s.mu.Unlock()
+		case wire.KRefused:
+			// the hub gave our name to another node: the link ends with
+			// its refusal, which maintain does not retry.
+			e := refusedBy(sl.hub.Name, m.Refusal)
+			s.logf("hub: node %s: %v", s.cfg.Machine, e)
+			return e
 		default:
 			return fmt.Errorf("unexpected %s message from a hub", m.Kind)
 		}

@@ -62,7 +62,7 @@ func (h *Hub) linkOver(ctx context.Context, c net.Conn, want identity.ID, nagle 
 		c.Close()
 		return nil, nil, err
 	}
-	hello, err := readHello(r, id)
+	hello, err := sec.readHello()
 	if err != nil {
 		c.Close()
 		return nil, nil, err
@@ -109,6 +109,10 @@ func (h *Hub) dialPeer(ctx context.Context, spec string) {
 		p, r, err := h.dialHub(ctx, spec, identity.ID{}, dialTimeout)
 		if err != nil {
 			if ctx.Err() != nil {
+				return
+			}
+			if errors.Is(err, ErrPermanent) {
+				h.logf("hub %s: peer %s: %v; not dialling it again: retrying cannot change that", h.cfg.Name, spec, err)
 				return
 			}
 			if msg := err.Error(); msg != lastErr {

@@ -17,12 +17,13 @@
 // circuit that overruns it.
 //
 // The package owns the hub protocol's behaviour: links, routing, circuit
-// switching, lookups, node sessions and circuit flow control. It leaves
-// out the frame and message encodings (package wire), the identity
-// handshake (pki), how a transport is reached, e.g. SSH tunnels (the
-// caller's Dial, from package direct), the choice between direct, reverse
-// and routed connections (package vconn), and admission control (hubs
-// accept any identity for now).
+// switching, lookups, node sessions, circuit flow control, and what a
+// link may be once its handshake admitted it: its role (secure.go) and a
+// node's name, unique across the overlay (names.go). It leaves out the
+// frame and message encodings (package wire), the identity handshake and
+// certificate chains (pki), how a transport is reached, e.g. SSH tunnels
+// (the caller's Dial, from package direct), and the choice between
+// direct, reverse and routed connections (package vconn).
 package hub
 
 import (
@@ -47,7 +48,7 @@ const DefaultListen = "0.0.0.0:7946"
 
 // Config configures a hub. The zero value of every field but Creds works.
 type Config struct {
-	Name   string           // hub name, usually the site (e.g. "das3v"); default: the ID's short form
+	Name   string           // hub name, usually the site (e.g. "das3v"); default: the name a hub certificate certifies, else the ID's short form
 	Creds  *pki.Credentials // required
 	Listen string           // "host:port" for hub links and node attachments (default DefaultListen)
 	Peers  []string         // other hubs' transport specs, dialled with Dial: "HOST:PORT" or an ssh:// spec
@@ -82,6 +83,7 @@ type Hub struct {
 	state     uint64 // our own state number, even
 	dialing   map[identity.ID]bool
 	queries   map[uint64]*query
+	claims    map[uint64]*claim // names being claimed for nodes being admitted, by query (names.go)
 	nextQuery uint64
 	ctx       context.Context
 	wg        sync.WaitGroup
@@ -110,13 +112,14 @@ func New(cfg Config) (*Hub, error) {
 		routes:   map[identity.ID]*route{},
 		dialing:  map[identity.ID]bool{},
 		queries:  map[uint64]*query{},
+		claims:   map[uint64]*claim{},
 		trigger:  make(chan struct{}, 1),
 
 		splices:      map[uint64]*hubSplice{},
 		spliceFailed: map[identity.ID]spliceFailure{},
 	}
 	if h.cfg.Name == "" {
-		h.cfg.Name = h.id.Short()
+		h.cfg.Name = cfg.Creds.DefaultName(h.id.Short())
 	}
 	if h.interval <= 0 {
 		h.interval = time.Second
@@ -317,16 +320,24 @@ func (h *Hub) serveConn(ctx context.Context, raw net.Conn) {
 		return
 	}
 	if err := admitRole(sec.tc.Peer, hello.Role); err != nil {
-		h.logf("hub %s: connection from %s: %v", h.cfg.Name, c.RemoteAddr(), err)
-		c.Close()
+		h.refuse(c, sealer, id.Short(), roleRefusal(err))
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
 	p := h.newPeer(c, sealer, hello, false, false)
 	p.who = sec.tc.Peer
+	if e := h.admitName(p, sec.tc.Peer); e != nil {
+		h.refuse(c, sealer, id.Short(), e)
+		return
+	}
 	// Registered before our hello goes out: once a node has our hello, the
 	// hub routes to it.
 	if err := h.register(p); err != nil {
+		var re *RefusedError
+		if errors.As(err, &re) { // its name, lost to a claim at the last moment
+			h.refuse(c, sealer, id.Short(), re)
+			return
+		}
 		h.logf("hub %s: %s: %v", h.cfg.Name, p.l.desc, err)
 		c.Close()
 		return
@@ -348,6 +359,9 @@ func readHello(r *wire.Reader, id identity.ID) (*wire.Hello, error) {
 	m, err := wire.Decode(f.Payload)
 	if err != nil {
 		return nil, err
+	}
+	if m.Kind == wire.KRefused {
+		return nil, refusedBy(id.Short(), m.Refusal)
 	}
 	if m.Kind != wire.KHello {
 		return nil, fmt.Errorf("first message is %s, want a hello", m.Kind)

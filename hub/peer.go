@@ -36,6 +36,13 @@ type peer struct {
 	machine identity.Machine // a node's identifier, hub fields filled; a hub's hello machine
 	who     pki.Peer         // what its handshake proved, for rechecks when the revocation list changes
 
+	// a node's hold on its name (names.go)
+	owner  string    // the identity behind it (pki.Peer.Owner)
+	bound  bool      // its certificate certifies its name
+	since  time.Time // when its admission started
+	claim  *claim    // its claim, handed over to h.nodes by register
+	claimQ uint64
+
 	cmu      sync.Mutex
 	circuits map[uint32]circRef // circuits on this link, by this link's number
 	nextCirc uint32
@@ -101,6 +108,13 @@ func (h *Hub) register(p *peer) error {
 		}
 		h.hubs[p.id] = p
 	} else {
+		if cl := p.claim; cl != nil {
+			delete(h.claims, p.claimQ)
+			if cl.lost != nil {
+				h.mu.Unlock()
+				return cl.lost
+			}
+		}
 		old = h.nodes[p.id]
 		h.nodes[p.id] = p
 	}

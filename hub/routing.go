@@ -108,14 +108,24 @@ func (h *Hub) applyGossip(p *peer, g *wire.Gossip) {
 		h.mu.Unlock()
 		return // a link being replaced
 	}
+	var met []identity.ID // hubs that became reachable: they learn our nodes' names
 	for i := range g.Routes {
-		if h.applyAdLocked(p, &g.Routes[i], now) {
+		ad := &g.Routes[i]
+		r := h.routes[ad.Hub]
+		was := r != nil && r.next != nil
+		if h.applyAdLocked(p, ad, now) {
 			changed = true
+		}
+		if r = h.routes[ad.Hub]; !was && r != nil && r.next != nil {
+			met = append(met, ad.Hub)
 		}
 	}
 	h.mu.Unlock()
 	if changed {
 		h.triggerUpdate()
+	}
+	for _, id := range met {
+		h.reclaim(id)
 	}
 }
 

@@ -3,6 +3,7 @@ package hub
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 
@@ -75,6 +76,24 @@ func secure(ctx context.Context, creds *pki.Credentials, c net.Conn, client bool
 		return nil, err
 	}
 	return &secured{peer: tc.Peer.ID, s: s, r: r, tc: tc}, nil
+}
+
+// readHello reads the peer's hello (readHello), naming the peer as the
+// handshake proved it in a refusal, and checks that the peer's
+// certificate certifies the name its hello gives.
+func (l *secured) readHello() (*wire.Hello, error) {
+	hello, err := readHello(l.r, l.peer)
+	var re *RefusedError
+	if errors.As(err, &re) {
+		re.Hub = l.tc.Peer.String()
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := l.tc.Peer.MayUse(hello.Machine.Name); err != nil {
+		return nil, err
+	}
+	return hello, nil
 }
 
 // writeHello sends a link's first frame, before the link's writer exists.

@@ -60,6 +60,7 @@ type Session struct {
 	hubQueries map[uint64]chan []wire.RouteAd
 	nextQ      uint64
 	closed     bool
+	refused    error // a permanent refusal that ended the session's attachments
 	messages   chan *wire.Routed
 	incoming   chan *Incoming
 	done       chan struct{}
@@ -129,7 +130,11 @@ func (in *Incoming) Refuse(reason string) {
 
 // Attach attaches to the first hub of cfg.Hubs that answers, trying them
 // in rounds with backoff until ctx is done (or 30 s if ctx has no
-// deadline). The session then lives until Close.
+// deadline), or until every hub refused the node's certificate, or one
+// refused its role or name (a *RefusedError, errors.Is ErrPermanent: the
+// holder of a name taken is named in it). The session then lives until
+// Close; if a hub later gives its name to another node (Refused), it
+// stops re-attaching.
 func Attach(ctx context.Context, cfg SessionConfig) (*Session, error) {
 	if cfg.Creds == nil {
 		return nil, errors.New("hub: session without credentials")
@@ -182,6 +187,11 @@ func (s *Session) attachLoop(ctx context.Context, start int) (*slink, int, error
 			sl, err := s.attachTo(ctx, s.cfg.Hubs[i])
 			if err == nil {
 				return sl, i, nil
+			}
+			if errors.Is(err, ErrPermanent) {
+				// refused for its role or name: every hub of the
+				// overlay judges those alike.
+				return nil, 0, fmt.Errorf("hub: %s: %w", s.cfg.Hubs[i], err)
 			}
 			errs[i] = s.cfg.Hubs[i] + ": " + err.Error()
 			if errors.Is(err, pki.ErrDenied) {
@@ -255,7 +265,7 @@ func (s *Session) attachTo(ctx context.Context, spec string) (*slink, error) {
 		c.Close()
 		return nil, err
 	}
-	hello, err := readHello(r, hubID)
+	hello, err := sec.readHello()
 	if err != nil {
 		c.Close()
 		return nil, err
@@ -359,6 +369,10 @@ func (s *Session) maintain() {
 			continue
 		case <-sl.l.done:
 		}
+		if errors.Is(sl.l.err, ErrPermanent) {
+			s.giveUp(sl.l.err)
+			return
+		}
 		s.logf("hub: node %s: lost hub %s: %v; re-attaching", s.cfg.Machine, sl.hub.Name, sl.l.err)
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() {
@@ -372,13 +386,37 @@ func (s *Session) maintain() {
 		cancel()
 		if err != nil {
 			if errors.Is(err, pki.ErrDenied) {
-				s.logf("hub: node %s: %v", s.cfg.Machine, err)
+				s.giveUp(err)
 			}
 			return // closed
 		}
 		s.logf("hub: node %s: attached to hub %s", s.cfg.Machine, nsl.hub.Name)
 		s.install(nsl, nidx)
 	}
+}
+
+// giveUp ends re-attaching for a refusal that trying again cannot
+// change: what waits for a hub gets err.
+func (s *Session) giveUp(err error) {
+	s.logf("hub: node %s: not attaching again: %v", s.cfg.Machine, err)
+	s.mu.Lock()
+	s.refused = err
+	ready := s.ready
+	s.mu.Unlock()
+	select {
+	case <-ready:
+	default:
+		close(ready)
+	}
+}
+
+// Refused is the refusal that ended the session's attachments (nil while
+// it attaches or re-attaches): e.g. the hubs gave its name to a node whose
+// certificate certifies it (errors.Is ErrNameTaken).
+func (s *Session) Refused() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.refused
 }
 
 // current waits for an attached link.
@@ -388,6 +426,11 @@ func (s *Session) current(ctx context.Context) (*slink, error) {
 		if s.closed {
 			s.mu.Unlock()
 			return nil, ErrClosed
+		}
+		if s.refused != nil {
+			err := s.refused
+			s.mu.Unlock()
+			return nil, err
 		}
 		sl, ready := s.cur, s.ready
 		s.mu.Unlock()

@@ -20,7 +20,7 @@ import (
 // Config configures a node. The zero value works: a fresh key, the host
 // name as name, no hub (direct connections only), any listening port.
 type Config struct {
-	Name string       // unique name in the job; default: the host name
+	Name string       // unique name in the grid; default: the name a node certificate certifies, else the host name
 	Key  identity.Key // default: a fresh key
 	// Hubs are transport specs of the hubs to attach to, in order of
 	// preference ("HOST:PORT" or "ssh://..."). None: direct only.
@@ -98,6 +98,9 @@ type nameEntry struct {
 func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Name == "" {
 		cfg.Name, _ = os.Hostname()
+		if cfg.Creds != nil {
+			cfg.Name = cfg.Creds.DefaultName(cfg.Name) // a node certificate binds its name
+		}
 	}
 	if cfg.Creds != nil {
 		cfg.Key = cfg.Creds.Key

@@ -65,6 +65,9 @@ type Message struct {
 	HubList *HubList          `json:"hub_list,omitempty"`
 	Splice  *Splice           `json:"splice,omitempty"`
 	Machine *identity.Machine `json:"machine,omitempty"`
+	Refusal *Refusal          `json:"refusal,omitempty"` // names.go
+	Claim   *Claim            `json:"claim,omitempty"`
+	Claimed *Claimed          `json:"claimed,omitempty"`
 }
 
 // Hello introduces one end of a hub link. A hub answers a node's hello with
@@ -223,7 +226,7 @@ func strictUnmarshal(p []byte, v any) error {
 
 func (m *Message) check(depth int) error {
 	set := 0
-	for _, p := range []bool{m.Hello != nil, m.Gossip != nil, m.Routed != nil, m.Lookup != nil, m.Found != nil, m.Reverse != nil, m.Fail != nil, m.Hubs != nil, m.HubList != nil, m.Splice != nil, m.Machine != nil} {
+	for _, p := range []bool{m.Hello != nil, m.Gossip != nil, m.Routed != nil, m.Lookup != nil, m.Found != nil, m.Reverse != nil, m.Fail != nil, m.Hubs != nil, m.HubList != nil, m.Splice != nil, m.Machine != nil, m.Refusal != nil, m.Claim != nil, m.Claimed != nil} {
 		if p {
 			set++
 		}
@@ -248,7 +251,7 @@ func (m *Message) check(depth int) error {
 		if r == nil || r.Msg == nil || r.TTL < 0 || r.TTL > maxTTL || depth > 0 {
 			return fmt.Errorf("bad routed envelope")
 		}
-		if r.Msg.Kind == KRouted || r.Msg.Kind == KHello || r.Msg.Kind == KGossip || r.Msg.Kind == KMachine {
+		if r.Msg.Kind == KRouted || r.Msg.Kind == KHello || r.Msg.Kind == KGossip || r.Msg.Kind == KMachine || r.Msg.Kind == KRefused {
 			return fmt.Errorf("cannot route a %s message", r.Msg.Kind)
 		}
 		return r.Msg.check(depth + 1)
@@ -281,6 +284,21 @@ func (m *Message) check(depth int) error {
 		ok = m.Machine != nil
 		if ok {
 			return checkMachine(m.Machine)
+		}
+	case KRefused:
+		ok = m.Refusal != nil
+		if ok {
+			return m.Refusal.check()
+		}
+	case KClaim:
+		ok = m.Claim != nil
+		if ok {
+			return m.Claim.check()
+		}
+	case KClaimed:
+		ok = m.Claimed != nil
+		if ok {
+			return m.Claimed.check()
 		}
 	case KSplice, KSpliceReply, KSpliceGo:
 		ok = m.Splice != nil

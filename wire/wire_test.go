@@ -187,6 +187,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add(Encode(&Message{Kind: KGossip, Gossip: &Gossip{Routes: []RouteAd{{Hub: m.ID, Name: "g", State: 2, Hops: 1, Addrs: m.Addrs}}}}))
 	f.Add(Encode(&Message{Kind: KRouted, Routed: &Routed{FromHub: m.ID, ToHub: m.ID, Msg: &Message{Kind: KReverse, Reverse: &Reverse{From: m, Port: 1}}}}))
 	f.Add(Encode(&Message{Kind: KMachine, Machine: &m}))
+	f.Add(Encode(&Message{Kind: KRefused, Refusal: &Refusal{Code: RefusedNameTaken, Reason: "taken", Holder: &m}}))
+	f.Add(Encode(&Message{Kind: KRouted, Routed: &Routed{FromHub: m.ID, ToHub: m.ID, Msg: &Message{Kind: KClaim, Claim: &Claim{Query: 1, Name: "n", Holding: Holding{Node: m, Owner: "o", SinceMs: 1}}}}}))
+	f.Add(Encode(&Message{Kind: KRouted, Routed: &Routed{FromHub: m.ID, ToHub: m.ID, Msg: &Message{Kind: KClaimed, Claimed: &Claimed{Query: 1, Holders: []Holding{{Node: m, Owner: "o", Bound: true, Attached: true}}}}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		msg, err := Decode(b)
 		if err != nil {

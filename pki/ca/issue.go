@@ -60,6 +60,9 @@ type Request struct {
 	// Groups the holder belongs to, for access control (a service may
 	// accept only some groups).
 	Groups []string
+	// Aliases are more names a hub or node may use besides Name (DNS
+	// names in the subject alternative name; see pki.Peer.MayUse).
+	Aliases []string
 	// Key is the public key to certify. For a hub or node it is the
 	// Ed25519 identity key (identity.ID.PublicKey()), so the certificate's
 	// key is the node's ID; for a user an Ed25519 or ECDSA (P-256, P-384)
@@ -86,6 +89,10 @@ func (a *Authority) Issue(r Request) (*x509.Certificate, error) {
 		return nil, err
 	}
 	if err := checkKey(r.Role, r.Key); err != nil {
+		return nil, err
+	}
+	aliases, err := normAliases(r.Role, r.Aliases)
+	if err != nil {
 		return nil, err
 	}
 	if k, ok := r.Key.(interface{ Equal(crypto.PublicKey) bool }); ok && k.Equal(a.Cert.PublicKey) {
@@ -117,6 +124,7 @@ func (a *Authority) Issue(r Request) (*x509.Certificate, error) {
 		IsCA:                  false,
 		MaxPathLen:            -1,
 	}
+	tmpl.DNSNames = aliases
 	for _, g := range groups {
 		tmpl.URIs = append(tmpl.URIs, &url.URL{Scheme: groupScheme, Opaque: groupPrefix + g})
 	}
@@ -135,6 +143,26 @@ func normGroups(in []string) ([]string, error) {
 	for _, g := range out {
 		if err := checkName(g); err != nil {
 			return nil, fmt.Errorf("ca: group: %w", err)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out), nil
+}
+
+func normAliases(role Role, in []string) ([]string, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	if role == User {
+		return nil, errors.New("ca: a user certificate has no aliases (users name their nodes freely: see pki.Peer.MayUse)")
+	}
+	if len(in) > MaxGroups {
+		return nil, fmt.Errorf("ca: %d aliases, at most %d", len(in), MaxGroups)
+	}
+	out := slices.Clone(in)
+	for _, a := range out {
+		if err := checkName(a); err != nil {
+			return nil, fmt.Errorf("ca: alias: %w", err)
 		}
 	}
 	slices.Sort(out)
@@ -162,9 +190,10 @@ func checkKey(role Role, key crypto.PublicKey) error {
 
 // Attributes are what an end-entity certificate says of its holder.
 type Attributes struct {
-	Name   string
-	Role   Role
-	Groups []string // sorted
+	Name    string
+	Role    Role
+	Groups  []string // sorted
+	Aliases []string // a hub's or node's other names (DNS SANs), sorted
 }
 
 // AttributesOf reads the name, role and groups of an end-entity certificate
@@ -195,6 +224,19 @@ func AttributesOf(cert *x509.Certificate) (Attributes, error) {
 	}
 	slices.Sort(a.Groups)
 	a.Groups = slices.Compact(a.Groups)
+	if a.Role != User {
+		if len(cert.DNSNames) > MaxGroups {
+			return a, fmt.Errorf("%d aliases, at most %d", len(cert.DNSNames), MaxGroups)
+		}
+		for _, n := range cert.DNSNames {
+			if checkName(n) != nil {
+				return a, fmt.Errorf("bad alias %q", n)
+			}
+			a.Aliases = append(a.Aliases, n)
+		}
+		slices.Sort(a.Aliases)
+		a.Aliases = slices.Compact(a.Aliases)
+	}
 	if a.Role != User {
 		if _, ok := cert.PublicKey.(ed25519.PublicKey); !ok {
 			return a, fmt.Errorf("a %s certificate with a %T key, want Ed25519", a.Role, cert.PublicKey)

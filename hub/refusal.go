@@ -1,0 +1,102 @@
+package hub
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/pki"
+	"github.com/gridlink/gridlink/wire"
+)
+
+// A hub that refuses a link after reading its hello (the certificate's
+// role does not allow what the hello asks, or the name is not the
+// certificate's or is held by another identity) sends a wire.KRefused
+// message with the reason in place of its own hello, logs the same
+// reason and closes the link. The refused end's error is a *RefusedError;
+// retrying will not change it, so sessions and hub diallers stop.
+
+// Refusals after the hello, on both ends (errors.Is).
+var (
+	// ErrPermanent is wrapped by every *RefusedError: a refusal that
+	// trying again does not change.
+	ErrPermanent = errors.New("refused for good")
+	// ErrWrongRole: the certificate's role does not allow the link (a hub
+	// certificate attaching as a node, a node's or user's linking as a
+	// hub).
+	ErrWrongRole = errors.New("wrong role for the certificate")
+	// ErrNameTaken: another identity holds the name in the overlay.
+	ErrNameTaken = errors.New("name held by another identity")
+)
+
+// RefusedError is a hub's refusal of a link after its hello. On the
+// refused end ByPeer is true and Hub names the refusing hub; on the
+// refusing end it is what the hub logs. It wraps pki.ErrDenied,
+// ErrPermanent and its kind (ErrWrongRole, pki.ErrNameNotCertified or
+// ErrNameTaken).
+type RefusedError struct {
+	Hub    string // the refusing hub's name
+	ByPeer bool
+	Code   string // wire.Refused*
+	Reason string
+	// Holder is, for ErrNameTaken, the node that holds the name (its ID,
+	// and Hub and HubName: where it is attached).
+	Holder identity.Machine
+}
+
+func (e *RefusedError) Error() string {
+	if e.ByPeer {
+		return fmt.Sprintf("%v by hub %s: %s", pki.ErrDenied, e.Hub, e.Reason)
+	}
+	return fmt.Sprintf("refused: %s", e.Reason)
+}
+
+func (e *RefusedError) Unwrap() []error {
+	errs := []error{pki.ErrDenied, ErrPermanent}
+	switch e.Code {
+	case wire.RefusedRole:
+		errs = append(errs, ErrWrongRole)
+	case wire.RefusedName:
+		errs = append(errs, pki.ErrNameNotCertified)
+	case wire.RefusedNameTaken:
+		errs = append(errs, ErrNameTaken)
+	}
+	return errs
+}
+
+// message is the refusal as sent.
+func (e *RefusedError) message() *wire.Message {
+	r := &wire.Refusal{Code: e.Code, Reason: e.Reason}
+	if !e.Holder.ID.IsZero() {
+		h := e.Holder
+		r.Holder = &h
+	}
+	return &wire.Message{Kind: wire.KRefused, Refusal: r}
+}
+
+// refusedBy is a refusal received from hub.
+func refusedBy(hub string, r *wire.Refusal) *RefusedError {
+	e := &RefusedError{Hub: hub, ByPeer: true, Code: r.Code, Reason: r.Reason}
+	if r.Holder != nil {
+		e.Holder = *r.Holder
+	}
+	return e
+}
+
+// refuse sends a link whose hello was read the refusal in place of the
+// hub's hello, logs it and closes the link. The refused end has nothing
+// more to send before it reads our answer, so closing does not reset
+// the connection under the refusal.
+func (h *Hub) refuse(c net.Conn, s *wire.Sealer, who string, e *RefusedError) {
+	h.logf("hub %s: connection from %s (%s): %v", h.cfg.Name, c.RemoteAddr(), who, e)
+	_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
+	_, _ = c.Write(s.Append(nil, wire.TControl, 0, 0, wire.Encode(e.message())))
+	c.Close()
+}
+
+// roleRefusal is admitRole's refusal as a *RefusedError.
+func roleRefusal(err error) *RefusedError {
+	return &RefusedError{Code: wire.RefusedRole, Reason: err.Error()}
+}
