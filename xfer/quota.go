@@ -126,21 +126,24 @@ func (c *charge) counters() []*counter {
 	return cs
 }
 
-// plan checks a sender's plan of size bytes against what is left.
-func (c *charge) plan(size uint64, resume bool) error {
+// plan checks a sender's plan of size bytes against what is left, and
+// the bytes of a file it replaces (old).
+func (c *charge) plan(size uint64, resume bool, old uint64) error {
 	if c == nil || resume {
 		return nil
 	}
-	return c.take(size, "", false)
+	return c.take(size, "", false, old)
 }
 
-// reserve charges n bytes for the file path, or refuses them all. A user's
-// count is saved before the data flows (a refusal if it cannot be).
-func (c *charge) reserve(n uint64, path string) error {
+// reserve charges n bytes for the file path, or refuses them all; old is
+// the size of the file it replaces, which its storing gives back
+// (replaced): n may exceed what is left by as much. A user's count is
+// saved before the data flows (a refusal if it cannot be).
+func (c *charge) reserve(n uint64, path string, old uint64) error {
 	if c == nil || n == 0 {
 		return nil
 	}
-	if err := c.take(n, path, true); err != nil {
+	if err := c.take(n, path, true, old); err != nil {
 		return err
 	}
 	if err := c.save(); err != nil {
@@ -150,14 +153,14 @@ func (c *charge) reserve(n uint64, path string) error {
 	return nil
 }
 
-func (c *charge) take(n uint64, path string, keep bool) error {
+func (c *charge) take(n uint64, path string, keep bool, old uint64) error {
 	cs := c.counters()
 	for _, k := range cs {
 		k.mu.Lock()
 		defer k.mu.Unlock()
 	}
 	for _, k := range cs {
-		if left := k.limit - k.used; n > uint64(max(left, 0)) {
+		if left := k.limit - k.used; n > uint64(max(left, 0))+min(old, n) {
 			return &QuotaError{Who: k.who, Quota: k.limit, Left: max(left, 0), Want: int64(min(n, 1<<62)), Path: path}
 		}
 	}
@@ -226,11 +229,19 @@ func (r *receiver) reserve(f *rfile) error {
 	if err := fits(f.t, path.Dir(f.target), f.e.size-held, f.e.path); err != nil {
 		return err
 	}
-	if err := r.quota.reserve(f.e.size-held, f.e.path); err != nil {
+	if err := r.quota.reserve(f.e.size-held, f.e.path, fileSize(f.t, f.target)); err != nil {
 		return err
 	}
 	f.reserved = f.e.size - held
 	return nil
+}
+
+// fileSize is the size of name in t if it is a regular file, else 0.
+func fileSize(t tree, name string) uint64 {
+	if fi, err := t.Lstat(name); err == nil && fi.Mode().IsRegular() {
+		return uint64(fi.Size())
+	}
+	return 0
 }
 
 // refund gives back what f reserved, once its partial file is gone.

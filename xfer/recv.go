@@ -109,7 +109,11 @@ func (r *receiver) run() error {
 			if err != nil {
 				return refusal{err}
 			}
-			if err := r.quota.plan(size, r.resume); err != nil {
+			var old uint64 // the file a one-file put replaces
+			if r.d.place == placeAs {
+				old = fileSize(r.d.t, r.d.base)
+			}
+			if err := r.quota.plan(size, r.resume, old); err != nil {
 				return refusal{err}
 			}
 			if !r.resume {
