@@ -32,10 +32,14 @@ import (
 // the service (an administrator lowers counts by editing the state file
 // while the service is stopped).
 //
-// A put whose plan exceeds what is left is refused before any data flows
-// (a resumed one is checked file by file, since much of it may be there
-// already); a sender whose files add up to more than it planned is
-// stopped at the file that would exceed the quota. The receiver ends the
+// A put whose plan exceeds what is left (plus the size of the file it
+// replaces, for a put of one file as a file that is there) is refused
+// before any data flows; a resumed one is checked file by file, since
+// much of it may be there already (so a tree sent again over itself near
+// a quota goes with --resume). Each file is checked when it is offered,
+// against what is left plus the size of the file it replaces, and a
+// sender whose files add up to more than it planned is stopped at the
+// file that would exceed the quota. The receiver ends the
 // session with a QuotaError and tells the sender why (mAbort); the
 // service logs it. Free space is checked too, whatever the quotas (see
 // space.go).
