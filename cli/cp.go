@@ -38,13 +38,18 @@ func serveCmd() *cobra.Command {
 default; no path may leave it), and pushes from DIR to another service
 (third-party transfers, which this service dials itself).
 
---quota bounds the bytes of file data the service stores for all clients
-together, --user-quota for each user (the subject a client's certificate
-proves, or a proxy's user; in an open grid, each client's node key):
-counted from when the service starts (not what DIR held before, and not
-kept across restarts), a file charged when its data is asked for and
-given back if it fails. A copy that would exceed one is refused before its
-data flows, or at the file that exceeds it, in words on both ends.`,
+--quota bounds the bytes of file data DIR holds, what was there before
+included (measured at start, logged with the time it took; a replaced
+file counts its new size less the old). --user-quota bounds the bytes each
+user's copies add (the subject a client's certificate proves, or a
+proxy's user; in an open grid, each client's node key), kept across
+restarts in DIR/.gridlink-quota (mode 0600, never served or written for
+clients; a corrupt one stops serve from starting, a missing one starts
+every count at zero; DIR must be writable by the service). A copy that
+would exceed one is refused before its data flows, or at the file that
+exceeds it, in words on both ends. Whatever the quotas, a copy larger than
+the free space of the file system it writes to (less 1% of it, at most
+64 MiB) is refused too, and one that finds it full stops, naming it.`,
 		Example: `  gridlink serve --name das3v-data --hub 198.51.100.10:7946 --root /data
   gridlink cp -r results das3v-data:runs/42   # elsewhere`,
 		Args: cobra.NoArgs,
@@ -105,8 +110,8 @@ data flows, or at the file that exceeds it, in words on both ends.`,
 	f.BoolVar(&allowPlain, "allow-plain", false, "allow clients to ask for authenticated-plain links (cp --encrypt off)")
 	f.StringArrayVar(&allowNames, "allow", nil, "admit only this subject (a user's, node's or hub's certificate name; repeatable; with --allow-group: either)")
 	f.StringArrayVar(&allowGroups, "allow-group", nil, "admit only members of this group (repeatable)")
-	f.StringVar(&quota, "quota", "", "the most bytes of file data clients may store, all together (suffixes K, M, G; default: no bound)")
-	f.StringVar(&userQuota, "user-quota", "", "the most bytes of file data each user may store (suffixes K, M, G; default: no bound)")
+	f.StringVar(&quota, "quota", "", "the most bytes of file data DIR may hold, what it holds at start included (suffixes K, M, G; default: no bound)")
+	f.StringVar(&userQuota, "user-quota", "", "the most bytes of file data each user's copies may add, counted across restarts in DIR/.gridlink-quota (suffixes K, M, G; default: no bound)")
 	return c
 }
 

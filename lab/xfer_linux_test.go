@@ -314,6 +314,7 @@ func xferBadInput(t *testing.T, x *xferLab, src string) {
 	os.Chmod(filepath.Join(root, "rw"), 0o777)
 	writeRandom(t, filepath.Join(root, "ok"), 1000)
 	writeRandom(t, filepath.Join(src, "three"), 3<<20)
+	os.Chmod(root, 0o777) // --user-quota keeps its counts in root/.gridlink-quota
 	serve := x.serve("das3d-n2", root, true, "--user-quota", "4M")
 	out := openDir(t)
 	for _, c := range []struct {
@@ -325,7 +326,8 @@ func xferBadInput(t *testing.T, x *xferLab, src string) {
 		{[]string{"xfer-das3d-n2:../etc/passwd", out}, "escapes the root"},
 		{[]string{"xfer-das3d-n2:/etc/passwd", out}, "absolute path"},
 		{[]string{filepath.Join(src, "three"), "xfer-das3d-n2:ro/three"}, "permission denied"},
-		{[]string{filepath.Join(src, "three"), "xfer-das3d-n2:small/three"}, "no space left on device"},
+		{[]string{filepath.Join(src, "three"), "xfer-das3d-n2:small/three"}, "bytes free on the file system of small (2097152 bytes"},
+		{[]string{"xfer-das3d-n2:.gridlink-quota", out}, "reserved for the service's quota state"},
 		{[]string{filepath.Join(src, "three"), "xfer-das3d-n2:../three"}, "escapes the root"},
 	} {
 		r, err := x.cp("das3v-n1", c.args...)

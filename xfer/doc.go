@@ -81,9 +81,14 @@
 // A request carries the caller's rate limit (Options.Limit): whichever
 // end sends, the caller's own sender or the service for gets and pushes,
 // paces its file data to it. A service's quotas (Config.Quota,
-// Config.UserQuota) bound the file data it stores (see quota.go); a put
-// that would exceed one is refused with a QuotaError before its data
-// flows, or at the file that exceeds it. A sender checks each file's size
+// Config.UserQuota) bound the file data it stores (see quota.go): the
+// service's counts what the served tree holds, measured at start; each
+// user's what the user's puts added, kept across restarts in the root's
+// StateFile, which no client may read or write. A put that would exceed
+// one is refused with a QuotaError before its data flows, or at the file
+// that exceeds it. Whatever the quotas, a receiver refuses what does not
+// fit on its file system, and stops when a write finds it full, with a
+// SpaceError (see space.go). A sender checks each file's size
 // and mtime again once it has read all of it: a file that changed while
 // it was sent could be torn, so it is failed as changed on both ends
 // (mFail's failChanged), nothing of it is stored, and the transfer

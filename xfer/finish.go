@@ -62,9 +62,11 @@ func (r *receiver) end(f *rfile, digest uint64) ack {
 		if err := f.t.Chtimes(f.part, mtime, mtime); err != nil {
 			return fail(pathErr(f.t, f.part, err))
 		}
+		old := fileSize(f.t, f.target) // the file it replaces, given back once gone
 		if err := f.t.Rename(f.part, f.target); err != nil {
 			return fail(pathErr(f.t, f.target, err))
 		}
+		r.quota.replaced(old, f.reserved)
 	}
 	r.tally.file(int64(e.size), int64(kept))
 	r.tally.sent(int64(f.recvd))

@@ -39,9 +39,17 @@ type rootTree struct {
 	r      *os.Root
 	prefix string
 	what   string
+	served bool // a service's: StateFile is not its clients'
 }
 
-func servedTree(r *os.Root) rootTree { return rootTree{r: r, what: "the served root"} }
+func servedTree(r *os.Root) rootTree { return rootTree{r: r, what: "the served root", served: true} }
+
+// private says whether name (relative to t) is the service's own: the
+// quota state (see StateFile), never served or written for a client.
+func private(t tree, name string) bool {
+	rt, ok := t.(rootTree)
+	return ok && rt.served && reserved(rt.Name(name))
+}
 
 func (t rootTree) Open(n string) (*os.File, error) { return t.r.Open(n) }
 func (t rootTree) OpenFile(n string, f int, p os.FileMode) (*os.File, error) {
@@ -72,7 +80,7 @@ func (t rootTree) sub(name, what string) (rootTree, error) {
 	if err != nil {
 		return rootTree{}, err
 	}
-	return rootTree{r: r, prefix: t.Name(name), what: what}, nil
+	return rootTree{r: r, prefix: t.Name(name), what: what, served: t.served}, nil
 }
 
 // localTree is the caller's file system, paths relative to dir.
@@ -144,6 +152,9 @@ func walk(t tree, paths []string, recursive bool, top func(string) string) ([]so
 		}
 		for _, de := range des {
 			n, r := path.Join(name, de.Name()), path.Join(rel, de.Name())
+			if private(t, n) {
+				continue // the service's own, not listed
+			}
 			fi, err := t.Stat(n)
 			switch {
 			case err != nil:

@@ -109,8 +109,17 @@ func (r *receiver) run() error {
 			if err != nil {
 				return refusal{err}
 			}
-			if err := r.quota.plan(size, r.resume); err != nil {
+			var old uint64 // the file a one-file put replaces
+			if r.d.place == placeAs {
+				old = fileSize(r.d.t, r.d.base)
+			}
+			if err := r.quota.plan(size, r.resume, old); err != nil {
 				return refusal{err}
+			}
+			if !r.resume {
+				if err := fits(r.d.t, ".", size, ""); err != nil {
+					return refusal{err}
+				}
 			}
 			r.obs.event(Event{Kind: EventPlan, N: int64(files), Size: int64(size)})
 		case mFile:
@@ -222,6 +231,9 @@ func (r *receiver) offered(e entry) (want, error) {
 	if err != nil {
 		return refuse(err.Error())
 	}
+	if private(t, name) {
+		return refuse((&ReservedPathError{Path: t.Name(name)}).Error())
+	}
 	if e.kind == kindDir {
 		return r.dir(e, t, name, top, refuse)
 	}
@@ -248,8 +260,10 @@ func (r *receiver) offered(e entry) (want, error) {
 				f.have, f.fromTarget = have, true
 			}
 		}
-	} else {
-		_ = t.Remove(f.part)
+	} else if fi, err := t.Lstat(f.part); err == nil && fi.Mode().IsRegular() {
+		if t.Remove(f.part) == nil {
+			r.quota.freed(fi.Size())
+		}
 	}
 	if err := r.reserve(f); err != nil {
 		r.busy.release(t.Name(f.part))
@@ -342,17 +356,26 @@ func (r *receiver) data(b block) error {
 	}
 	if err := r.open(f); err != nil {
 		r.drop(f, pathErr(f.t, f.part, err))
-		return nil
+		return r.full(f, err)
 	}
 	if _, err := f.out.WriteAt(b.data, int64(b.offset)); err != nil {
 		r.drop(f, pathErr(f.t, f.target, err))
-		return nil
+		return r.full(f, err)
 	}
 	i := b.offset / uint64(e.block)
 	f.got[i], f.gotSet[i] = b.digest, true
 	f.recvd += uint64(len(b.data))
 	r.obs.event(Event{Kind: EventBytes, ID: e.id, Path: e.path, Size: int64(e.size), N: int64(b.offset) + int64(len(b.data))})
 	return nil
+}
+
+// full ends the session with a SpaceError if err says f's file system is
+// full: the next files would not fit either.
+func (r *receiver) full(f *rfile, err error) error {
+	if !isFull(err) {
+		return nil
+	}
+	return full(f.t, path.Dir(f.target), f.e.path)
 }
 
 // open opens f's partial file for writing: the one there when resuming

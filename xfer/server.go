@@ -40,11 +40,14 @@ type Config struct {
 	Delegation Delegation
 	// Logf, if set, logs each request and its outcome.
 	Logf func(format string, args ...any)
-	// Quota bounds the bytes of file data this service stores, for all
-	// clients together, from when it starts (0: no bound); UserQuota bounds
-	// them per user, as User names the user of a connection. See quota.go
-	// for what they count; a put that would exceed one is refused
-	// (QuotaError), in words to the client and in the log.
+	// Quota bounds the bytes of file data the served tree holds, what was
+	// there when the service started included (0: no bound); UserQuota
+	// bounds the bytes each user's uploads add, as User names the user of
+	// a connection, counted across restarts in the root's StateFile. See
+	// quota.go for what they count; a put that would exceed one is refused
+	// (QuotaError), in words to the client and in the log. Whatever they
+	// say, a put that does not fit on the file system is refused too
+	// (SpaceError, see space.go).
 	Quota, UserQuota int64
 	// User names the user of a client connection for UserQuota: in
 	// gridlink the subject its certificate proves (a delegated proxy's
@@ -59,10 +62,12 @@ type Server struct {
 	name   string // the root's base name, the name of a request for "."
 	busy   busySet
 	made   madeSet
-	quotas quotas
+	quotas *quotas
 }
 
-// NewServer opens cfg.Root.
+// NewServer opens cfg.Root, measures what it holds for cfg.Quota and
+// reads its StateFile for cfg.UserQuota (a QuotaStateError if that cannot
+// be read or saved).
 func NewServer(cfg Config) (*Server, error) {
 	if cfg.Root == "" {
 		cfg.Root = "."
@@ -79,10 +84,10 @@ func NewServer(cfg Config) (*Server, error) {
 	if s.name == "/" || s.name == "." {
 		s.name = "root"
 	}
-	if cfg.Quota > 0 {
-		s.quotas.all = &counter{who: "this service's", limit: cfg.Quota}
+	if s.quotas, err = openQuotas(r, cfg.Quota, cfg.UserQuota, s.logf); err != nil {
+		r.Close()
+		return nil, err
 	}
-	s.quotas.userLimit = cfg.UserQuota
 	return s, nil
 }
 
@@ -199,11 +204,12 @@ func opName(op uint8) string {
 // check cleans the paths of a request, refusing it if one leaves the root.
 func (s *Server) check(r *request) error {
 	var err error
-	if r.op == opPut || r.op == opPush {
-		if r.op == opPut {
-			if r.dest, err = cleanRel(r.dest); err != nil {
-				return err
-			}
+	if r.op == opPut {
+		if r.dest, err = cleanRel(r.dest); err != nil {
+			return err
+		}
+		if reserved(r.dest) {
+			return &ReservedPathError{Path: r.dest}
 		}
 	}
 	for i, p := range r.paths {
@@ -212,6 +218,9 @@ func (s *Server) check(r *request) error {
 		}
 		if r.paths[i], err = cleanRel(p); err != nil {
 			return err
+		}
+		if reserved(r.paths[i]) {
+			return &ReservedPathError{Path: r.paths[i]}
 		}
 	}
 	if r.op == opPush && s.cfg.Push == nil {
