@@ -37,6 +37,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/wire"
@@ -88,6 +89,9 @@ type Hub struct {
 	trigger   chan struct{}
 	serving   atomic.Bool
 
+	gate  direct.Gate   // bounds pending handshakes (accept.go)
+	quiet *direct.Quiet // rate-limits what strangers make the hub log (accept.go)
+
 	nat          hubNAT                        // this hub's NAT, for splicing (splice.go)
 	splices      map[uint64]*hubSplice         // rendezvous in progress, by token
 	spliceFailed map[identity.ID]spliceFailure // when splicing a link to a hub last failed, and how often
@@ -130,6 +134,7 @@ func New(cfg Config) (*Hub, error) {
 	if h.cfg.Listen == "" {
 		h.cfg.Listen = DefaultListen
 	}
+	h.quiet = h.newQuiet()
 	// State numbers start from the clock, so a restarted hub's states are
 	// newer than any of its previous life.
 	h.state = uint64(time.Now().UnixMilli()) * 2
@@ -262,33 +267,12 @@ func (h *Hub) Serve(ctx context.Context) error {
 	return err
 }
 
-func (h *Hub) acceptLoop(ctx context.Context) error {
-	var delay time.Duration
-	for {
-		c, err := h.ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, errTooManyFiles) {
-				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				h.logf("hub %s: accept: %v; retrying in %v", h.cfg.Name, err, delay)
-				time.Sleep(delay)
-				continue
-			}
-			return err
-		}
-		delay = 0
-		h.wg.Add(1)
-		go func() { defer h.wg.Done(); h.serveConn(ctx, c) }()
-	}
-}
-
 // serveConn runs an accepted connection: handshake, hello, then the link;
-// or answers an observation request (observe.go).
-func (h *Hub) serveConn(ctx context.Context, raw net.Conn) {
-	replay := h.sniff(raw)
+// or answers an observation request (observe.go). It holds pend (nil for
+// a connection no gate holds) until the peer's hello is read.
+func (h *Hub) serveConn(ctx context.Context, raw net.Conn, pend *direct.Pending) {
+	defer pend.Done()
+	replay := h.sniff(raw, pend)
 	if replay == nil {
 		return // an observation request, answered
 	}
@@ -297,7 +281,7 @@ func (h *Hub) serveConn(ctx context.Context, raw net.Conn) {
 	sec, err := secure(hctx, h.cfg.Creds, replay, false, identity.ID{}, "")
 	cancel()
 	if err != nil {
-		h.logf("hub %s: connection from %s: %v", h.cfg.Name, c.RemoteAddr(), err)
+		h.logHandshake(c, pend, err)
 		if !errors.Is(err, pki.ErrDenied) { // a refusal closes once its reason is out
 			c.Close()
 		}
@@ -322,6 +306,7 @@ func (h *Hub) serveConn(ctx context.Context, raw net.Conn) {
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
+	pend.Done()
 	p := h.newPeer(c, sealer, hello, false, false)
 	p.who = sec.tc.Peer
 	// Registered before our hello goes out: once a node has our hello, the
