@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime"
 	"syscall"
 	"time"
 
@@ -29,6 +30,8 @@ const (
 	// acceptBackoffMax caps the pause of an accept loop out of file
 	// descriptors with nothing pending to shed.
 	acceptBackoffMax = 100 * time.Millisecond
+	// listenBacklog is the hub's accept queue (setBacklog).
+	listenBacklog = 4096
 )
 
 // Log reasons of the accept path (keys of the hub's Quiet; each is the
@@ -58,6 +61,25 @@ func (h *Hub) logQuiet(reason, format string, args ...any) {
 func outOfFiles(err error) bool {
 	return errors.Is(err, errTooManyFiles) || errors.Is(err, syscall.ENFILE) ||
 		errors.Is(err, syscall.ENOBUFS) || errors.Is(err, syscall.ENOMEM)
+}
+
+// acceptLoops runs one accept loop per CPU (up to 4): under a flood the
+// kernel's accept queue is full, and how long a newcomer waits in it is
+// its length over the rate the hub drains it. It returns the first
+// loop's error, or nil when all end with ctx.
+func (h *Hub) acceptLoops(ctx context.Context) error {
+	n := min(max(runtime.GOMAXPROCS(0), 1), 4)
+	errs := make(chan error, n)
+	for range n {
+		h.wg.Add(1)
+		go func() { defer h.wg.Done(); errs <- h.acceptLoop(ctx) }()
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (h *Hub) acceptLoop(ctx context.Context) error {

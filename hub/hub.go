@@ -142,6 +142,7 @@ func New(cfg Config) (*Hub, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hub %s: %w", h.cfg.Name, err)
 	}
+	setBacklog(ln, listenBacklog)
 	h.ln = ln
 	h.addrs = listenAddrs(ln.Addr())
 	return h, nil
@@ -216,7 +217,7 @@ func (h *Hub) Serve(ctx context.Context) error {
 	h.mu.Unlock()
 	acceptErr := make(chan error, 1)
 	h.wg.Add(3)
-	go func() { defer h.wg.Done(); acceptErr <- h.acceptLoop(ctx) }()
+	go func() { defer h.wg.Done(); acceptErr <- h.acceptLoops(ctx) }()
 	go func() { defer h.wg.Done(); h.gossipLoop(ctx) }()
 	go func() { defer h.wg.Done(); h.watchRevocations(ctx) }()
 	for _, spec := range h.cfg.Peers {
