@@ -273,7 +273,9 @@ func (h *Hub) Serve(ctx context.Context) error {
 // a connection no gate holds) until the peer's hello is read.
 func (h *Hub) serveConn(ctx context.Context, raw net.Conn, pend *direct.Pending) {
 	defer pend.Done()
+	stop := context.AfterFunc(ctx, func() { _ = raw.SetReadDeadline(time.Now()) }) // the hub's end aborts it
 	replay := h.sniff(raw, pend)
+	stop()
 	if replay == nil {
 		return // an observation request, answered
 	}
