@@ -65,6 +65,7 @@ type Message struct {
 	HubList *HubList          `json:"hub_list,omitempty"`
 	Splice  *Splice           `json:"splice,omitempty"`
 	Machine *identity.Machine `json:"machine,omitempty"`
+	CRL     *CRL              `json:"crl,omitempty"` // KCRL (crl.go)
 }
 
 // Hello introduces one end of a hub link. A hub answers a node's hello with
@@ -223,7 +224,7 @@ func strictUnmarshal(p []byte, v any) error {
 
 func (m *Message) check(depth int) error {
 	set := 0
-	for _, p := range []bool{m.Hello != nil, m.Gossip != nil, m.Routed != nil, m.Lookup != nil, m.Found != nil, m.Reverse != nil, m.Fail != nil, m.Hubs != nil, m.HubList != nil, m.Splice != nil, m.Machine != nil} {
+	for _, p := range []bool{m.Hello != nil, m.Gossip != nil, m.Routed != nil, m.Lookup != nil, m.Found != nil, m.Reverse != nil, m.Fail != nil, m.Hubs != nil, m.HubList != nil, m.Splice != nil, m.Machine != nil, m.CRL != nil} {
 		if p {
 			set++
 		}
@@ -248,7 +249,7 @@ func (m *Message) check(depth int) error {
 		if r == nil || r.Msg == nil || r.TTL < 0 || r.TTL > maxTTL || depth > 0 {
 			return fmt.Errorf("bad routed envelope")
 		}
-		if r.Msg.Kind == KRouted || r.Msg.Kind == KHello || r.Msg.Kind == KGossip || r.Msg.Kind == KMachine {
+		if r.Msg.Kind == KRouted || r.Msg.Kind == KHello || r.Msg.Kind == KGossip || r.Msg.Kind == KMachine || r.Msg.Kind == KCRL {
 			return fmt.Errorf("cannot route a %s message", r.Msg.Kind)
 		}
 		return r.Msg.check(depth + 1)
@@ -281,6 +282,11 @@ func (m *Message) check(depth int) error {
 		ok = m.Machine != nil
 		if ok {
 			return checkMachine(m.Machine)
+		}
+	case KCRL:
+		ok = m.CRL != nil
+		if ok {
+			return m.CRL.check()
 		}
 	case KSplice, KSpliceReply, KSpliceGo:
 		ok = m.Splice != nil
