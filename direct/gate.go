@@ -264,18 +264,28 @@ func ReadFirstRecord(r io.Reader, have []byte) ([]byte, error) {
 			return nil, err
 		}
 	}
-	if buf[0] != recordHandshake {
-		return nil, fmt.Errorf("%w: first byte %#02x", ErrNotTLS, buf[0])
-	}
-	size := int(buf[3])<<8 | int(buf[4])
-	if size == 0 || size > maxRecord {
-		return nil, fmt.Errorf("%w: first record of %d bytes", ErrNotTLS, size)
+	size, err := recordSize(buf)
+	if err != nil {
+		return nil, err
 	}
 	buf = append(buf, make([]byte, size)...)
 	if _, err := io.ReadFull(r, buf[recordHeader:]); err != nil {
 		return nil, err
 	}
 	return buf, nil
+}
+
+// recordSize checks a first record's header and returns the size of its
+// body.
+func recordSize(hdr []byte) (int, error) {
+	if hdr[0] != recordHandshake {
+		return 0, fmt.Errorf("%w: first byte %#02x", ErrNotTLS, hdr[0])
+	}
+	size := int(hdr[3])<<8 | int(hdr[4])
+	if size == 0 || size > maxRecord {
+		return 0, fmt.Errorf("%w: first record of %d bytes", ErrNotTLS, size)
+	}
+	return size, nil
 }
 
 // ReplayConn is a connection whose first reads return Pending (bytes read

@@ -225,7 +225,7 @@ func (l *Listener) serve(raw net.Conn, pend *Pending) {
 	from := raw.RemoteAddr().String()
 	_ = raw.SetReadDeadline(time.Now().Add(FirstBytesTimeout))
 	stop := context.AfterFunc(ctx, func() { _ = raw.SetReadDeadline(time.Now()) }) // Close aborts it
-	hello, err := ReadFirstRecord(raw, nil)
+	err := PeekFirstRecord(raw)
 	stop()
 	if err != nil {
 		raw.Close()
@@ -241,7 +241,6 @@ func (l *Listener) serve(raw net.Conn, pend *Pending) {
 	}
 	_ = raw.SetReadDeadline(time.Time{})
 	pend.Hello()
-	raw = &ReplayConn{Conn: raw, Pending: hello}
 	var st serverState
 	tc := tls.Server(pki.NoReadAhead(raw), serverConfig(l.cert, &st, l.decide))
 	if err := tc.HandshakeContext(ctx); err != nil {
