@@ -17,18 +17,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 RUNS=${RUNS:-3}
 CONNS=${CONNS:-20000}
+REDIAL=${REDIAL:-5s}  # a flooding connection redials at most this often (0: at once)
 if [ -z "${GRIDLINK:-}" ]; then
   go build -o bin/gridlink ./cmd/gridlink
   GRIDLINK=$PWD/bin/gridlink
 fi
 race=()
 if [ -n "${RACE:-}" ]; then race=(-race); fi
-echo "flood of $CONNS connections, hub $GRIDLINK, $(nproc) CPUs, $(uptime | sed 's/.*load average/load average/')"
+echo "flood of $CONNS connections (each redialled at most every $REDIAL), hub $GRIDLINK, $(nproc) CPUs, $(uptime | sed 's/.*load average/load average/')"
 echo
 echo "| run | opened | attach calm ms | attach median ms | attach max ms | hub RSS max KiB | hub fds max | hub log lines | result |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for run in $(seq "$RUNS"); do
-  out=$(GRIDLINK_BIN=$GRIDLINK GRIDLINK_FLOOD_CONNS=$CONNS go test "${race[@]}" -count=1 -run '^TestFloodNewNodeAttaches$' -v ./hub 2>&1 || true)
+  out=$(GRIDLINK_BIN=$GRIDLINK GRIDLINK_FLOOD_CONNS=$CONNS GRIDLINK_FLOOD_REDIAL=$REDIAL go test "${race[@]}" -count=1 -run '^TestFloodNewNodeAttaches$' -v ./hub 2>&1 || true)
   fig=$(grep -o 'FIGURES .*' <<<"$out" || true)
   result=$(grep -Eo -- '--- (PASS|FAIL)' <<<"$out" | head -1 | cut -c5-)
   if [ -z "$fig" ]; then

@@ -121,7 +121,7 @@ func (g *Gate) Admit(c net.Conn) (*Pending, *Shed) {
 	if victim == nil {
 		return p, nil
 	}
-	victim.c.Close()
+	abort(victim.c)
 	return p, &Shed{From: victim.c.RemoteAddr().String(), Reason: "shed the oldest: " + reason}
 }
 
@@ -143,8 +143,18 @@ func (g *Gate) ShedOldest(reason string) (*Shed, bool) {
 	g.removeLocked(victim)
 	g.shed++
 	g.mu.Unlock()
-	victim.c.Close()
+	abort(victim.c)
 	return &Shed{From: victim.c.RemoteAddr().String(), Reason: "shed the oldest: " + reason}, true
+}
+
+// abort closes a shed connection with a reset (SO_LINGER 0): no FIN
+// exchange, no TIME_WAIT left on this side for each of a flood's
+// connections.
+func abort(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	c.Close()
 }
 
 func (g *Gate) removeLocked(p *Pending) {

@@ -141,7 +141,7 @@ func Listen(ctx context.Context, cfg ListenConfig) (*Listener, error) {
 
 // listenRange binds the first free port of r on host.
 func listenRange(ctx context.Context, network, host string, r PortRange) (net.Listener, error) {
-	var lc net.ListenConfig
+	lc := net.ListenConfig{Control: listenControl}
 	if r == (PortRange{}) {
 		ln, err := lc.Listen(ctx, network, net.JoinHostPort(host, "0"))
 		if err != nil {

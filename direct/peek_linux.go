@@ -4,7 +4,19 @@ import (
 	"io"
 	"net"
 	"syscall"
+	"time"
 )
+
+// listenControl readies a listening socket for floods of connections that
+// never speak (TCP_DEFER_ACCEPT): the kernel queues a connection for
+// accept only once its first bytes arrive, or after FirstBytesTimeout,
+// so idle connections cost neither a descriptor nor a place in the
+// accept queue. Every client of ours speaks first (the TLS ClientHello).
+func listenControl(_, _ string, c syscall.RawConn) error {
+	return c.Control(func(fd uintptr) {
+		_ = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_DEFER_ACCEPT, int(FirstBytesTimeout/time.Second))
+	})
+}
 
 // PeekFirstRecord waits, within c's read deadline, until c's socket holds
 // its peer's whole first TLS record (the ClientHello), without consuming

@@ -2,7 +2,13 @@
 
 package direct
 
-import "net"
+import (
+	"net"
+	"syscall"
+)
+
+// listenControl leaves listening sockets as they are elsewhere than Linux.
+func listenControl(_, _ string, _ syscall.RawConn) error { return nil }
 
 // PeekFirstRecord does not check connections elsewhere than Linux: the
 // handshake's timeout bounds them.

@@ -30,7 +30,7 @@ const (
 	// acceptBackoffMax caps the pause of an accept loop out of file
 	// descriptors with nothing pending to shed.
 	acceptBackoffMax = 100 * time.Millisecond
-	// listenBacklog is the hub's accept queue (setBacklog): Go asks for
+	// listenBacklog is the hub's accept queue (tuneListener): Go asks for
 	// somaxconn, which some systems raise to 65535; under a flood the
 	// queue stays full and a newcomer waits in it for its length over the
 	// rate the hub drains it (about 5000 a second on a loaded 2-core

@@ -142,7 +142,7 @@ func New(cfg Config) (*Hub, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hub %s: %w", h.cfg.Name, err)
 	}
-	setBacklog(ln, listenBacklog)
+	tuneListener(ln, listenBacklog, direct.FirstBytesTimeout)
 	h.ln = ln
 	h.addrs = listenAddrs(ln.Addr())
 	return h, nil

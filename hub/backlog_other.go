@@ -1,8 +1,0 @@
-//go:build !linux
-
-package hub
-
-import "net"
-
-// setBacklog keeps the system's accept queue elsewhere than Linux.
-func setBacklog(net.Listener, int) {}
