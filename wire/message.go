@@ -56,6 +56,7 @@ type Message struct {
 	Kind    string            `json:"kind"`
 	Hello   *Hello            `json:"hello,omitempty"`
 	Gossip  *Gossip           `json:"gossip,omitempty"`
+	CRL     *CRL              `json:"crl,omitempty"` // KCRL (crl.go)
 	Routed  *Routed           `json:"routed,omitempty"`
 	Lookup  *Lookup           `json:"lookup,omitempty"`
 	Found   *Found            `json:"found,omitempty"`
@@ -65,7 +66,6 @@ type Message struct {
 	HubList *HubList          `json:"hub_list,omitempty"`
 	Splice  *Splice           `json:"splice,omitempty"`
 	Machine *identity.Machine `json:"machine,omitempty"`
-	CRL     *CRL              `json:"crl,omitempty"` // KCRL (crl.go)
 }
 
 // Hello introduces one end of a hub link. A hub answers a node's hello with
@@ -224,10 +224,13 @@ func strictUnmarshal(p []byte, v any) error {
 
 func (m *Message) check(depth int) error {
 	set := 0
-	for _, p := range []bool{m.Hello != nil, m.Gossip != nil, m.Routed != nil, m.Lookup != nil, m.Found != nil, m.Reverse != nil, m.Fail != nil, m.Hubs != nil, m.HubList != nil, m.Splice != nil, m.Machine != nil, m.CRL != nil} {
+	for _, p := range []bool{m.Hello != nil, m.Gossip != nil, m.Routed != nil, m.Lookup != nil, m.Found != nil, m.Reverse != nil, m.Fail != nil, m.Hubs != nil, m.HubList != nil, m.Splice != nil, m.Machine != nil} {
 		if p {
 			set++
 		}
+	}
+	if m.CRL != nil {
+		set++
 	}
 	if set != 1 {
 		return fmt.Errorf("%d bodies, want exactly 1", set)
@@ -244,12 +247,20 @@ func (m *Message) check(depth int) error {
 		if ok {
 			return m.Gossip.check()
 		}
+	case KCRL:
+		if depth > 0 {
+			return fmt.Errorf("cannot route a %s message", m.Kind)
+		}
+		ok = m.CRL != nil
+		if ok {
+			return m.CRL.check()
+		}
 	case KRouted:
 		r := m.Routed
 		if r == nil || r.Msg == nil || r.TTL < 0 || r.TTL > maxTTL || depth > 0 {
 			return fmt.Errorf("bad routed envelope")
 		}
-		if r.Msg.Kind == KRouted || r.Msg.Kind == KHello || r.Msg.Kind == KGossip || r.Msg.Kind == KMachine || r.Msg.Kind == KCRL {
+		if r.Msg.Kind == KRouted || r.Msg.Kind == KHello || r.Msg.Kind == KGossip || r.Msg.Kind == KMachine {
 			return fmt.Errorf("cannot route a %s message", r.Msg.Kind)
 		}
 		return r.Msg.check(depth + 1)
@@ -282,11 +293,6 @@ func (m *Message) check(depth int) error {
 		ok = m.Machine != nil
 		if ok {
 			return checkMachine(m.Machine)
-		}
-	case KCRL:
-		ok = m.CRL != nil
-		if ok {
-			return m.CRL.check()
 		}
 	case KSplice, KSpliceReply, KSpliceGo:
 		ok = m.Splice != nil
