@@ -149,8 +149,7 @@ func New(cfg Config) (*Hub, error) {
 }
 
 func dialTCP(ctx context.Context, spec string) (net.Conn, error) {
-	var d net.Dialer
-	return d.DialContext(ctx, "tcp", spec)
+	return direct.ConnectTCP(ctx, nil, spec)
 }
 
 // listenAddrs lists where others can reach a listener: its address, or
