@@ -235,7 +235,7 @@ func (l *Listener) serve(raw net.Conn, pend *Pending) {
 		case errors.Is(err, ErrNotTLS):
 			l.quietly("failed", "direct: handshake failed", "from", from, "err", err)
 		default:
-			l.quietly("silent", "direct: no TLS ClientHello in time", "from", from, "within", FirstBytesTimeout, "err", err)
+			l.quietly("silent", "direct: no whole TLS ClientHello", "from", from, "within", FirstBytesTimeout, "err", err)
 		}
 		return
 	}

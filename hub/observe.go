@@ -58,7 +58,11 @@ func (h *Hub) silent(c net.Conn, pend *direct.Pending, err error) {
 	if pend.Err() != nil {
 		return // shed, and logged so
 	}
-	h.logQuiet(quietSilent, "hub %s: connection from %s: no TLS ClientHello or observation request within %v: %v", h.cfg.Name, c.RemoteAddr(), direct.FirstBytesTimeout, err)
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		h.logQuiet(quietSilent, "hub %s: connection from %s: no TLS ClientHello or observation request within %v", h.cfg.Name, c.RemoteAddr(), direct.FirstBytesTimeout)
+		return
+	}
+	h.logQuiet(quietSilent, "hub %s: connection from %s: closed before a whole TLS ClientHello or observation request: %v", h.cfg.Name, c.RemoteAddr(), err)
 }
 
 // answerHubs answers a node's KHubs: every hub this one has a route to,
