@@ -16,6 +16,12 @@
 // reading a link, queues what each circuit's window allows and resets a
 // circuit that overruns it.
 //
+// What strangers can make a hub hold before they prove who they are is
+// bounded (accept.go): pending handshakes by a gate that sheds the oldest
+// idle one, the first message by a short deadline, and what the hub logs
+// about them by a rate limit. Hubs pass revocation lists to each other
+// (crl.go).
+//
 // The package owns the hub protocol's behaviour: links, routing, circuit
 // switching, lookups, node sessions and circuit flow control. It leaves
 // out the frame and message encodings (package wire), the identity
