@@ -26,7 +26,7 @@ const (
 
 // Gate bounds the connections a listener holds while their handshakes run
 // (unauthenticated: anyone can open them), in all (Max) and per source
-// address (PerSource). It never refuses a newcomer: when a bound is
+// address (PerSource; an IPv6 source is its /64). It never refuses a newcomer: when a bound is
 // reached it sheds the oldest pending connection instead, first among
 // those that have not yet sent their whole first message (Pending.Hello),
 // from the newcomer's source address if that address is over its bound,
@@ -238,10 +238,17 @@ func (p *Pending) Err() error {
 	return fmt.Errorf("%w: %s", ErrShed, p.shed)
 }
 
+// sourceOf is the source a connection counts against: its IPv4 address,
+// or the /64 of its IPv6 address (one host commonly holds a whole /64).
 func sourceOf(c net.Conn) netip.Addr {
 	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
 		if a, ok := netip.AddrFromSlice(ta.IP); ok {
-			return a.Unmap()
+			a = a.Unmap()
+			if a.Is6() {
+				p, _ := a.Prefix(64)
+				return p.Addr()
+			}
+			return a
 		}
 	}
 	return netip.Addr{} // pipes and the like: one source

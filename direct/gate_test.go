@@ -65,6 +65,15 @@ func TestGateShedsOldestIdle(t *testing.T) {
 	if g.Shed() != 2 {
 		t.Errorf("shed %d, want 2", g.Shed())
 	}
+	// IPv6 sources count by /64.
+	g6 := &Gate{Max: 10, PerSource: 1}
+	g6.Admit(fake("2001:db8:1:2::1", 1))
+	if _, shed := g6.Admit(fake("2001:db8:1:2::ffff", 1)); shed == nil {
+		t.Error("a second connection from the same /64 was not counted against it")
+	}
+	if _, shed := g6.Admit(fake("2001:db8:1:3::1", 1)); shed != nil {
+		t.Errorf("another /64 shed %+v", shed)
+	}
 	// Out of descriptors: the oldest idle one (b1) goes.
 	if s, ok := g.ShedOldest("test"); !ok || !b1.closed.Load() || s.From != b1.from.String() {
 		t.Errorf("ShedOldest: %+v %v", s, ok)
