@@ -19,7 +19,8 @@ import (
 // A node revoked at one hub is refused at once by another hub that shares
 // no file with it and never rereads its own (issue 16): the first hub
 // passes the newer list on over their link, the second checks the CA's
-// signature and takes it, and cuts the node's attachment there too.
+// signature and takes it, and cuts the node's attachment there too. A hub
+// that links later gets the list when its link comes up.
 func TestRevocationReachesPeerHub(t *testing.T) {
 	g := pkitest.New(t, "grid")
 	load := func() (*pki.Trust, string) {
@@ -130,6 +131,15 @@ func TestRevocationReachesPeerHub(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("evil's attachment to b made before its revocation is still up")
+		}
+	}
+	// A hub that links later, its file still holding the old list, gets
+	// the new one at link-up.
+	trustC, _ := load()
+	start("c", trustC, b.Addr().String())
+	for deadline := time.Now().Add(5 * time.Second); trustC.CRLs()[0].Number.Cmp(crl2.Number) != 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("hub c, linked to b, still holds list %v, want %v", trustC.CRLs()[0].Number, crl2.Number)
 		}
 	}
 }
