@@ -47,6 +47,7 @@ bench: deps build
 	bench/apps.sh
 	bench/xfer.sh
 	bench/security.sh
+	bench/flood.sh
 
 # Longer fuzzing of every fuzz target, FUZZTIME each.
 fuzz:

@@ -64,11 +64,16 @@ type ListenConfig struct {
 	Logger *slog.Logger
 }
 
-// maxPending bounds the connections a listener holds before Accept takes
-// them: handshakes in progress plus handshaken connections waiting. Past it
-// the listener stops accepting until one finishes (the kernel backlog
-// queues the rest).
-const maxPending = 1024
+// A listener's handshakes in progress are bounded by its Gate (256 in
+// all, 16 per source address: the oldest idle one is shed for a
+// newcomer); handshaken connections waiting for Accept by maxWaiting
+// (past it the newest is closed).
+const (
+	maxWaiting = 1024
+	// acceptBackoffMax caps the pause of an accept loop out of file
+	// descriptors with nothing pending to shed.
+	acceptBackoffMax = 100 * time.Millisecond
+)
 
 // Listener accepts direct connections: TCP, then a TLS handshake run
 // concurrently with the others under a timeout.
@@ -84,6 +89,9 @@ type Listener struct {
 	closing sync.Once
 	mu      sync.Mutex // orders ServeConn's wg.Add before Close's Wait
 	stats   struct{ accepted, refused, failed atomic.Uint64 }
+	gate    Gate         // bounds handshakes in progress
+	quiet   *Quiet       // rate-limits lines about strangers' connections
+	waiting atomic.Int64 // handshaken, not yet taken by Accept
 }
 
 // Stats counts what a listener did with incoming connections.
@@ -122,6 +130,9 @@ func Listen(ctx context.Context, cfg ListenConfig) (*Listener, error) {
 	if l.log == nil {
 		l.log = slog.Default()
 	}
+	l.quiet = NewQuiet(0, 0, func(reason string, more int, since time.Time) {
+		l.log.Info("direct: more connections not logged", "reason", reason, "count", more, "since", since.Format(time.TimeOnly))
+	})
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.wg.Add(1)
 	go l.loop()
@@ -130,7 +141,7 @@ func Listen(ctx context.Context, cfg ListenConfig) (*Listener, error) {
 
 // listenRange binds the first free port of r on host.
 func listenRange(ctx context.Context, network, host string, r PortRange) (net.Listener, error) {
-	var lc net.ListenConfig
+	lc := net.ListenConfig{Control: listenControl}
 	if r == (PortRange{}) {
 		ln, err := lc.Listen(ctx, network, net.JoinHostPort(host, "0"))
 		if err != nil {
@@ -159,23 +170,23 @@ func listenRange(ctx context.Context, network, host string, r PortRange) (net.Li
 
 func (l *Listener) loop() {
 	defer l.wg.Done()
-	sem := make(chan struct{}, maxPending)
 	backoff := time.Duration(0)
 	for {
-		select {
-		case sem <- struct{}{}:
-		case <-l.ctx.Done():
-			return
-		}
 		raw, err := l.ln.Accept()
 		if err != nil {
-			<-sem
 			if l.ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
 				return
 			}
-			// Out of file descriptors and the like: wait and retry.
-			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
-			l.log.Warn("direct: accept", "addr", l.ln.Addr().String(), "err", err, "retry", backoff)
+			if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+				// Out of file descriptors: make room by shedding the
+				// oldest pending handshake, and take the next at once.
+				if s, ok := l.gate.ShedOldest(fmt.Sprintf("out of file descriptors (%v)", err)); ok {
+					l.quietly("shed", "direct: shed", "from", s.From, "reason", s.Reason)
+					continue
+				}
+			}
+			backoff = min(max(2*backoff, 5*time.Millisecond), acceptBackoffMax)
+			l.quietly("accept", "direct: accept", "addr", l.ln.Addr().String(), "err", err, "retry", backoff)
 			select {
 			case <-time.After(backoff):
 			case <-l.ctx.Done():
@@ -184,36 +195,70 @@ func (l *Listener) loop() {
 			continue
 		}
 		backoff = 0
+		pend, shed := l.gate.Admit(raw)
+		if shed != nil {
+			l.quietly("shed", "direct: shed", "from", shed.From, "reason", shed.Reason)
+		}
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			defer func() { <-sem }()
-			l.serve(raw)
+			l.serve(raw, pend)
 		}()
 	}
 }
 
+// quietly logs a line about a stranger's connection, rate-limited by
+// reason (Quiet).
+func (l *Listener) quietly(reason, msg string, args ...any) {
+	if l.quiet.Allow(reason) {
+		l.log.Info(msg, args...)
+	}
+}
+
 // serve runs one incoming handshake and hands the connection to Accept.
-func (l *Listener) serve(raw net.Conn) {
+// The gate holds pend (nil: a connection no gate holds) until the
+// handshake ends; its first message must come within FirstBytesTimeout.
+func (l *Listener) serve(raw net.Conn, pend *Pending) {
+	defer pend.Done()
 	ctx, cancel := context.WithTimeout(l.ctx, l.cfg.HandshakeTimeout)
 	defer cancel()
+	from := raw.RemoteAddr().String()
+	_ = raw.SetReadDeadline(time.Now().Add(FirstBytesTimeout))
+	stop := context.AfterFunc(ctx, func() { _ = raw.SetReadDeadline(time.Now()) }) // Close aborts it
+	err := PeekFirstRecord(raw)
+	stop()
+	if err != nil {
+		raw.Close()
+		l.stats.failed.Add(1)
+		switch {
+		case pend.Err() != nil: // logged when shed
+		case errors.Is(err, ErrNotTLS):
+			l.quietly("failed", "direct: handshake failed", "from", from, "err", err)
+		default:
+			l.quietly("silent", "direct: no whole TLS ClientHello", "from", from, "within", FirstBytesTimeout, "err", err)
+		}
+		return
+	}
+	_ = raw.SetReadDeadline(time.Time{})
+	pend.Hello()
 	var st serverState
 	tc := tls.Server(pki.NoReadAhead(raw), serverConfig(l.cert, &st, l.decide))
-	from := raw.RemoteAddr().String()
 	if err := tc.HandshakeContext(ctx); err != nil {
 		raw.Close()
 		if st.refusal != "" {
 			l.stats.refused.Add(1)
-			l.log.Info("direct: refused", "from", from, "peer", st.claim.Short(), "reason", st.refusal, "err", err)
+			l.quietly("refused: "+st.refusal, "direct: refused", "from", from, "peer", st.claim.Short(), "reason", st.refusal, "err", err)
 			return
 		}
 		l.stats.failed.Add(1)
-		l.log.Info("direct: handshake failed", "from", from, "err", err)
+		if pend.Err() == nil {
+			l.quietly("failed", "direct: handshake failed", "from", from, "err", err)
+		}
 		return
 	}
 	if st.refusal != "" {
 		l.stats.refused.Add(1)
-		l.log.Info("direct: refused", "from", from, "peer", st.claim.Short(), "request", st.request, "reason", st.refusal)
+		l.quietly("refused: "+st.refusal, "direct: refused", "from", from, "peer", st.claim.Short(), "request", st.request, "reason", st.refusal)
 		_ = raw.SetWriteDeadline(time.Now().Add(5 * time.Second))
 		_, _ = tc.Write(encodeRefusal(st.refusal))
 		tc.Close()
@@ -226,9 +271,18 @@ func (l *Listener) serve(raw net.Conn) {
 	pc, err := l.cfg.Creds.Settle(tc, admit)
 	if err != nil {
 		l.stats.refused.Add(1)
-		l.log.Info("direct: refused", "from", from, "request", st.request, "err", err)
+		l.quietly("refused: "+err.Error(), "direct: refused", "from", from, "request", st.request, "err", err)
 		return
 	}
+	pend.Done()
+	// Handshaken connections no Accept has taken yet are bounded too.
+	if l.waiting.Add(1) > maxWaiting {
+		l.waiting.Add(-1)
+		l.quietly("unaccepted", "direct: dropped a handshaken connection no Accept took", "from", from, "waiting", maxWaiting)
+		pc.Close()
+		return
+	}
+	defer l.waiting.Add(-1)
 	l.stats.accepted.Add(1)
 	c := &Conn{Conn: pc, Peer: st.claim, Request: st.request, Via: from}
 	select {
@@ -251,7 +305,7 @@ func (l *Listener) ServeConn(raw net.Conn) {
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
-		l.serve(raw)
+		l.serve(raw, nil)
 	}()
 }
 

@@ -145,12 +145,17 @@ func TestListenGarbage(t *testing.T) {
 func TestListenClose(t *testing.T) {
 	srv := testCreds(t, 1)
 	l := testListen(t, ListenConfig{Creds: srv, Addr: "127.0.0.2"})
-	// A handshake in progress when the listener closes is aborted.
+	// A handshake in progress when the listener closes is aborted. (A
+	// client that has sent nothing is not in one yet: the kernel holds it
+	// until its first bytes, TCP_DEFER_ACCEPT.)
 	silent, err := net.Dial("tcp4", l.Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer silent.Close()
+	if _, err := silent.Write([]byte{0x16, 0x03, 0x01, 0x02, 0x00, 0x01}); err != nil {
+		t.Fatal(err)
+	}
 	errc := make(chan error, 1)
 	go func() { _, err := l.Accept(); errc <- err }()
 	time.Sleep(50 * time.Millisecond)

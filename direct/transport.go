@@ -27,7 +27,7 @@ func (d *Dialer) Transport(ctx context.Context, spec string) (net.Conn, error) {
 		if _, _, err := splitPort(spec); err != nil {
 			return nil, fmt.Errorf("direct: transport %q: %v (want HOST:PORT or ssh://[USER@]HOST[:PORT]/[HOST:]PORT)", clip(spec), err)
 		}
-		c, err := d.dialTCP(ctx, spec)
+		c, err := ConnectTCP(ctx, d.DialContext, spec) // hubs may be flooded: race SYNs
 		if err != nil {
 			return nil, fmt.Errorf("direct: transport %s: %w", spec, err)
 		}

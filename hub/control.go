@@ -22,6 +22,8 @@ func (h *Hub) control(p *peer, m *wire.Message) error {
 	switch {
 	case m.Kind == wire.KGossip && p.isHub:
 		h.applyGossip(p, m.Gossip)
+	case m.Kind == wire.KCRL && p.isHub:
+		h.takeCRL(p, m.CRL)
 	case m.Kind == wire.KRouted:
 		r := m.Routed
 		if !p.isHub {

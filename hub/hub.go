@@ -16,6 +16,12 @@
 // reading a link, queues what each circuit's window allows and resets a
 // circuit that overruns it.
 //
+// What strangers can make a hub hold before they prove who they are is
+// bounded (accept.go): pending handshakes by a gate that sheds the oldest
+// idle one, the first message by a short deadline, and what the hub logs
+// about them by a rate limit. Hubs pass revocation lists to each other
+// (crl.go).
+//
 // The package owns the hub protocol's behaviour: links, routing, circuit
 // switching, lookups, node sessions, circuit flow control, and what a
 // link may be once its handshake admitted it: its role (secure.go) and a
@@ -38,6 +44,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/wire"
@@ -90,6 +97,9 @@ type Hub struct {
 	trigger   chan struct{}
 	serving   atomic.Bool
 
+	gate  direct.Gate   // bounds pending handshakes (accept.go)
+	quiet *direct.Quiet // rate-limits what strangers make the hub log (accept.go)
+
 	nat          hubNAT                        // this hub's NAT, for splicing (splice.go)
 	splices      map[uint64]*hubSplice         // rendezvous in progress, by token
 	spliceFailed map[identity.ID]spliceFailure // when splicing a link to a hub last failed, and how often
@@ -133,6 +143,7 @@ func New(cfg Config) (*Hub, error) {
 	if h.cfg.Listen == "" {
 		h.cfg.Listen = DefaultListen
 	}
+	h.quiet = h.newQuiet()
 	// State numbers start from the clock, so a restarted hub's states are
 	// newer than any of its previous life.
 	h.state = uint64(time.Now().UnixMilli()) * 2
@@ -140,14 +151,14 @@ func New(cfg Config) (*Hub, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hub %s: %w", h.cfg.Name, err)
 	}
+	tuneListener(ln, listenBacklog, direct.FirstBytesTimeout)
 	h.ln = ln
 	h.addrs = listenAddrs(ln.Addr())
 	return h, nil
 }
 
 func dialTCP(ctx context.Context, spec string) (net.Conn, error) {
-	var d net.Dialer
-	return d.DialContext(ctx, "tcp", spec)
+	return direct.ConnectTCP(ctx, nil, spec)
 }
 
 // listenAddrs lists where others can reach a listener: its address, or
@@ -214,7 +225,7 @@ func (h *Hub) Serve(ctx context.Context) error {
 	h.mu.Unlock()
 	acceptErr := make(chan error, 1)
 	h.wg.Add(3)
-	go func() { defer h.wg.Done(); acceptErr <- h.acceptLoop(ctx) }()
+	go func() { defer h.wg.Done(); acceptErr <- h.acceptLoops(ctx) }()
 	go func() { defer h.wg.Done(); h.gossipLoop(ctx) }()
 	go func() { defer h.wg.Done(); h.watchRevocations(ctx) }()
 	for _, spec := range h.cfg.Peers {
@@ -265,33 +276,14 @@ func (h *Hub) Serve(ctx context.Context) error {
 	return err
 }
 
-func (h *Hub) acceptLoop(ctx context.Context) error {
-	var delay time.Duration
-	for {
-		c, err := h.ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, errTooManyFiles) {
-				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
-				h.logf("hub %s: accept: %v; retrying in %v", h.cfg.Name, err, delay)
-				time.Sleep(delay)
-				continue
-			}
-			return err
-		}
-		delay = 0
-		h.wg.Add(1)
-		go func() { defer h.wg.Done(); h.serveConn(ctx, c) }()
-	}
-}
-
 // serveConn runs an accepted connection: handshake, hello, then the link;
-// or answers an observation request (observe.go).
-func (h *Hub) serveConn(ctx context.Context, raw net.Conn) {
-	replay := h.sniff(raw)
+// or answers an observation request (observe.go). It holds pend (nil for
+// a connection no gate holds) until the peer's hello is read.
+func (h *Hub) serveConn(ctx context.Context, raw net.Conn, pend *direct.Pending) {
+	defer pend.Done()
+	stop := context.AfterFunc(ctx, func() { _ = raw.SetReadDeadline(time.Now()) }) // the hub's end aborts it
+	replay := h.sniff(raw, pend)
+	stop()
 	if replay == nil {
 		return // an observation request, answered
 	}
@@ -300,7 +292,7 @@ func (h *Hub) serveConn(ctx context.Context, raw net.Conn) {
 	sec, err := secure(hctx, h.cfg.Creds, replay, false, identity.ID{}, "")
 	cancel()
 	if err != nil {
-		h.logf("hub %s: connection from %s: %v", h.cfg.Name, c.RemoteAddr(), err)
+		h.logHandshake(c, pend, err)
 		if !errors.Is(err, pki.ErrDenied) { // a refusal closes once its reason is out
 			c.Close()
 		}
@@ -324,6 +316,7 @@ func (h *Hub) serveConn(ctx context.Context, raw net.Conn) {
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
+	pend.Done()
 	p := h.newPeer(c, sealer, hello, false, false)
 	p.who = sec.tc.Peer
 	if e := h.admitName(p, sec.tc.Peer); e != nil {

@@ -2,11 +2,13 @@ package hub
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"time"
 
+	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/wire"
 )
 
@@ -14,44 +16,53 @@ import (
 const observeTimeout = 5 * time.Second
 
 // sniff tells an observation request (wire.ObserveRequest) from a TLS
-// handshake on an accepted connection. It answers an observation itself
-// and returns nil; otherwise it returns a connection that replays what it
-// read.
-func (h *Hub) sniff(c net.Conn) net.Conn {
-	_ = c.SetReadDeadline(time.Now().Add(handshakeTimeout))
+// handshake on an accepted connection, reading the whole first message
+// (the request, or the ClientHello's record) within
+// direct.FirstBytesTimeout. It answers an observation itself and returns
+// nil; otherwise it tells pend the peer has spoken and returns a
+// connection that replays what it read.
+func (h *Hub) sniff(c net.Conn, pend *direct.Pending) net.Conn {
+	_ = c.SetReadDeadline(time.Now().Add(direct.FirstBytesTimeout))
 	var first [1]byte
 	if _, err := io.ReadFull(c, first[:]); err != nil {
-		c.Close()
+		h.silent(c, pend, err)
 		return nil
 	}
-	_ = c.SetReadDeadline(time.Time{})
 	if first[0] != wire.ObserveRequest[0] {
-		return &replayConn{Conn: c, pending: first[:]}
+		hello, err := direct.ReadFirstRecord(c, first[:])
+		if err != nil && !errors.Is(err, direct.ErrNotTLS) {
+			h.silent(c, pend, err)
+			return nil
+		}
+		if err != nil {
+			hello = first[:] // not TLS: let the handshake say so
+		}
+		_ = c.SetReadDeadline(time.Time{})
+		pend.Hello()
+		return &direct.ReplayConn{Conn: c, Pending: hello}
 	}
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(observeTimeout))
 	rest := make([]byte, len(wire.ObserveRequest)-1)
 	if _, err := io.ReadFull(c, rest); err != nil || string(first[:])+string(rest) != wire.ObserveRequest {
-		h.logf("hub %s: connection from %s: neither a TLS handshake nor an observation request", h.cfg.Name, c.RemoteAddr())
+		h.logQuiet(quietFailed, "hub %s: connection from %s: neither a TLS handshake nor an observation request", h.cfg.Name, c.RemoteAddr())
 		return nil
 	}
 	_, _ = c.Write(wire.AppendObserved(nil, addrPort(c.RemoteAddr())))
 	return nil
 }
 
-// replayConn returns pending before reading on.
-type replayConn struct {
-	net.Conn
-	pending []byte
-}
-
-func (c *replayConn) Read(p []byte) (int, error) {
-	if len(c.pending) > 0 {
-		n := copy(p, c.pending)
-		c.pending = c.pending[n:]
-		return n, nil
+// silent closes a connection whose first message did not come in time.
+func (h *Hub) silent(c net.Conn, pend *direct.Pending, err error) {
+	c.Close()
+	if pend.Err() != nil {
+		return // shed, and logged so
 	}
-	return c.Conn.Read(p)
+	if ne, ok := errors.AsType[net.Error](err); ok && ne.Timeout() {
+		h.logQuiet(quietSilent, "hub %s: connection from %s: no TLS ClientHello or observation request within %v", h.cfg.Name, c.RemoteAddr(), direct.FirstBytesTimeout)
+		return
+	}
+	h.logQuiet(quietSilent, "hub %s: connection from %s: closed before a whole TLS ClientHello or observation request: %v", h.cfg.Name, c.RemoteAddr(), err)
 }
 
 // answerHubs answers a node's KHubs: every hub this one has a route to,

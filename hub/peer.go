@@ -78,6 +78,7 @@ func (h *Hub) run(p *peer, r *wire.Reader) {
 		h.logf("hub %s: linked to %s, dialled=%v", h.cfg.Name, p.l.desc, p.dialed)
 		p.l.ping()
 		h.sendTable(p)
+		h.sendCRLs(p)
 	}
 	err := p.l.readLoop(r, p.handle)
 	h.unregister(p, err)

@@ -123,13 +123,15 @@ func admitRole(p pki.Peer, hello string) error {
 
 // watchRevocations closes the links of hubs and nodes that a new
 // revocation list revokes: a revoked member is cut off at once, not only
-// refused when it next connects. Its circuits go with its link.
+// refused when it next connects. Its circuits go with its link. It also
+// passes the new list on to the neighbour hubs (crl.go).
 func (h *Hub) watchRevocations(ctx context.Context) {
 	t := h.cfg.Creds.Trust()
 	if t == nil {
 		return // an open grid
 	}
 	t.OnChange(ctx.Done(), func() {
+		h.broadcastCRLs()
 		h.mu.Lock()
 		peers := make([]*peer, 0, len(h.all))
 		for p := range h.all {

@@ -292,5 +292,5 @@ func (h *Hub) answerSplice(r *wire.Routed) {
 		return
 	}
 	h.wg.Add(1)
-	go func() { defer h.wg.Done(); h.serveConn(h.ctx, c) }()
+	go func() { defer h.wg.Done(); h.serveConn(h.ctx, c, nil) }()
 }

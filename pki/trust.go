@@ -93,13 +93,20 @@ func (t *Trust) VerifyCertificates(certs []*x509.Certificate) (*chain.Result, er
 // SetCRL takes a new revocation list (signed by one of the CAs) for
 // connections set up from now on. A list older than the one in force
 // (lower CRL number) is refused.
-func (t *Trust) SetCRL(crl *x509.RevocationList) error {
+func (t *Trust) SetCRL(crl *x509.RevocationList) error { return t.setCRL(crl, false) }
+
+// setCRL is SetCRL; newer refuses a list whose number is not higher than
+// the one in force (what a peer offers must be news).
+func (t *Trust) setCRL(crl *x509.RevocationList, newer bool) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	cfg := t.cfg
 	for _, old := range cfg.CRLs {
-		if bytes.Equal(old.RawIssuer, crl.RawIssuer) && old.Number != nil && crl.Number != nil && crl.Number.Cmp(old.Number) < 0 {
-			return fmt.Errorf("pki: revocation list number %v is older than the one in force (%v)", crl.Number, old.Number)
+		if !bytes.Equal(old.RawIssuer, crl.RawIssuer) || old.Number == nil || crl.Number == nil {
+			continue
+		}
+		if c := crl.Number.Cmp(old.Number); c < 0 || newer && c == 0 {
+			return fmt.Errorf("pki: revocation list number %v is not newer than the one in force (%v)", crl.Number, old.Number)
 		}
 	}
 	var crls []*x509.RevocationList
@@ -118,6 +125,73 @@ func (t *Trust) SetCRL(crl *x509.RevocationList) error {
 	close(t.changed)
 	t.changed = make(chan struct{})
 	return nil
+}
+
+// CRLs returns the revocation lists in force, one per CA that has one.
+func (t *Trust) CRLs() []*x509.RevocationList {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.cfg.CRLs)
+}
+
+// Offer is a revocation list another hub holds (DER, as its CA signed
+// it). It first rereads the list file (Reload), in case the newer list is
+// already on disk, then takes the offered list if one of the CAs signed
+// it and its CRL number is higher than that of the list in force from
+// that CA; an unsigned, unparsable or older list is never taken. It
+// returns Newer if it took the list, Same if the list in force has the
+// same number, Older if the list in force is newer (the sender is
+// behind: send it ours).
+func (t *Trust) Offer(der []byte) (CRLOrder, error) {
+	crl, err := x509.ParseRevocationList(der)
+	if err != nil {
+		return 0, fmt.Errorf("pki: offered revocation list: %w", err)
+	}
+	if crl.Number == nil {
+		return 0, errors.New("pki: offered revocation list has no CRL number")
+	}
+	order := func() CRLOrder {
+		for _, held := range t.CRLs() {
+			if bytes.Equal(held.RawIssuer, crl.RawIssuer) && held.Number != nil {
+				return CRLOrder(crl.Number.Cmp(held.Number))
+			}
+		}
+		return Newer
+	}
+	if o := order(); o != Newer {
+		return o, nil
+	}
+	_, _ = t.Reload() // our own file unreadable: a signed newer list is still taken
+	if o := order(); o != Newer {
+		return o, nil
+	}
+	// SetCRL checks that one of the CAs signed it (chain.New).
+	if err := t.setCRL(crl, true); err != nil {
+		return 0, err
+	}
+	return Newer, nil
+}
+
+// CRLOrder compares an offered revocation list with the one in force.
+type CRLOrder int
+
+// The orders of an offered revocation list (Trust.Offer).
+const (
+	Older CRLOrder = -1 // the list in force is newer
+	Same  CRLOrder = 0
+	Newer CRLOrder = 1 // the offered list was newer, and taken
+)
+
+func (o CRLOrder) String() string {
+	switch o {
+	case Older:
+		return "older"
+	case Same:
+		return "the same"
+	case Newer:
+		return "newer"
+	}
+	return fmt.Sprintf("CRLOrder(%d)", int(o))
 }
 
 // Changed returns a channel closed when the next revocation list is taken:

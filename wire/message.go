@@ -56,6 +56,7 @@ type Message struct {
 	Kind    string            `json:"kind"`
 	Hello   *Hello            `json:"hello,omitempty"`
 	Gossip  *Gossip           `json:"gossip,omitempty"`
+	CRL     *CRL              `json:"crl,omitempty"` // KCRL (crl.go)
 	Routed  *Routed           `json:"routed,omitempty"`
 	Lookup  *Lookup           `json:"lookup,omitempty"`
 	Found   *Found            `json:"found,omitempty"`
@@ -231,6 +232,9 @@ func (m *Message) check(depth int) error {
 			set++
 		}
 	}
+	if m.CRL != nil {
+		set++
+	}
 	if set != 1 {
 		return fmt.Errorf("%d bodies, want exactly 1", set)
 	}
@@ -245,6 +249,14 @@ func (m *Message) check(depth int) error {
 		ok = m.Gossip != nil
 		if ok {
 			return m.Gossip.check()
+		}
+	case KCRL:
+		if depth > 0 {
+			return fmt.Errorf("cannot route a %s message", m.Kind)
+		}
+		ok = m.CRL != nil
+		if ok {
+			return m.CRL.check()
 		}
 	case KRouted:
 		r := m.Routed

@@ -1,0 +1,322 @@
+package direct
+
+import (
+	"container/list"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// Bounds on the connections a listener holds before their peers have
+// proved anything (Gate).
+const (
+	// DefaultMaxPending bounds a Gate's pending handshakes in all.
+	DefaultMaxPending = 256
+	// DefaultMaxPendingPerSource bounds them per source address.
+	DefaultMaxPendingPerSource = 16
+	// FirstBytesTimeout is how long an accepted connection may take to
+	// send its first message (a TLS ClientHello, whole): a peer that means
+	// to connect sends it at once, an idle flooder never does.
+	FirstBytesTimeout = 3 * time.Second
+)
+
+// Gate bounds the connections a listener holds while their handshakes run
+// (unauthenticated: anyone can open them), in all (Max) and per source
+// address (PerSource; an IPv6 source is its /64). It never refuses a newcomer: when a bound is
+// reached it sheds the oldest pending connection instead, first among
+// those that have not yet sent their whole first message (Pending.Hello),
+// from the newcomer's source address if that address is over its bound,
+// else from anywhere. A flood of idle or half-sent connections thus holds
+// at most Max descriptors and goroutines, and each of its connections
+// lives only until Max newer ones arrive, while a peer that sends its
+// ClientHello at once (within the time Max arrivals take) moves behind
+// every idle one and completes its handshake.
+//
+// The zero value uses the defaults. Safe for concurrent use.
+type Gate struct {
+	Max       int // default DefaultMaxPending
+	PerSource int // default DefaultMaxPendingPerSource
+
+	mu      sync.Mutex
+	waiting list.List // *Pending, oldest first: no whole first message yet
+	greeted list.List // *Pending, oldest first: first message in, handshake running
+	bySrc   map[netip.Addr][]*Pending
+	shed    uint64
+}
+
+// Pending is a connection admitted by a Gate, until Done. Its methods do
+// nothing on a nil *Pending (a connection no gate holds).
+type Pending struct {
+	g       *Gate
+	c       net.Conn
+	src     netip.Addr
+	elem    *list.Element
+	greeted bool
+	shed    string // why it was shed; "" while it is not
+}
+
+// Shed describes a connection a Gate closed to make room.
+type Shed struct {
+	From   string // the shed connection's remote address
+	Reason string // in words, e.g. "shed: 16 handshakes pending from 127.1.0.1 (limit 16)"
+}
+
+// ErrShed is the error a handshake sees whose connection the Gate shed
+// (wrapped: see Pending.Err).
+var ErrShed = errors.New("shed to make room for newer connections")
+
+func (g *Gate) bounds() (int, int) {
+	m, ps := g.Max, g.PerSource
+	if m <= 0 {
+		m = DefaultMaxPending
+	}
+	if ps <= 0 {
+		ps = DefaultMaxPendingPerSource
+	}
+	return m, ps
+}
+
+// Admit registers an accepted connection as pending and, if that takes
+// a bound past its limit, sheds (closes) the oldest pending connection as
+// described on Gate, reporting it so the caller can log why.
+func (g *Gate) Admit(c net.Conn) (*Pending, *Shed) {
+	src := sourceOf(c)
+	p := &Pending{g: g, c: c, src: src}
+	max, per := g.bounds()
+	g.mu.Lock()
+	if g.bySrc == nil {
+		g.bySrc = map[netip.Addr][]*Pending{}
+	}
+	var victim *Pending
+	var reason string
+	if same := g.bySrc[src]; len(same) >= per {
+		victim = same[0]
+		for _, q := range same {
+			if !q.greeted {
+				victim = q
+				break
+			}
+		}
+		reason = fmt.Sprintf("%d handshakes pending from %s (limit %d per address)", len(same), src, per)
+	} else if n := g.waiting.Len() + g.greeted.Len(); n >= max {
+		e := g.waiting.Front()
+		if e == nil {
+			e = g.greeted.Front()
+		}
+		victim = e.Value.(*Pending)
+		reason = fmt.Sprintf("%d handshakes pending in all (limit %d)", n, max)
+	}
+	if victim != nil {
+		victim.shed = reason
+		g.removeLocked(victim)
+		g.shed++
+	}
+	p.elem = g.waiting.PushBack(p)
+	g.bySrc[src] = append(g.bySrc[src], p)
+	g.mu.Unlock()
+	if victim == nil {
+		return p, nil
+	}
+	abort(victim.c)
+	return p, &Shed{From: victim.c.RemoteAddr().String(), Reason: "shed the oldest: " + reason}
+}
+
+// ShedOldest closes the oldest pending connection (idle ones first), as
+// Admit does when a bound is reached: what an accept loop out of file
+// descriptors does to make room. It reports false if nothing is pending.
+func (g *Gate) ShedOldest(reason string) (*Shed, bool) {
+	g.mu.Lock()
+	e := g.waiting.Front()
+	if e == nil {
+		e = g.greeted.Front()
+	}
+	if e == nil {
+		g.mu.Unlock()
+		return nil, false
+	}
+	victim := e.Value.(*Pending)
+	victim.shed = reason
+	g.removeLocked(victim)
+	g.shed++
+	g.mu.Unlock()
+	abort(victim.c)
+	return &Shed{From: victim.c.RemoteAddr().String(), Reason: "shed the oldest: " + reason}, true
+}
+
+// abort closes a shed connection with a reset (SO_LINGER 0): no FIN
+// exchange, no TIME_WAIT left on this side for each of a flood's
+// connections.
+func abort(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	c.Close()
+}
+
+func (g *Gate) removeLocked(p *Pending) {
+	if p.elem == nil {
+		return
+	}
+	if p.greeted {
+		g.greeted.Remove(p.elem)
+	} else {
+		g.waiting.Remove(p.elem)
+	}
+	p.elem = nil
+	same := g.bySrc[p.src]
+	for i, q := range same {
+		if q == p {
+			same = append(same[:i:i], same[i+1:]...)
+			break
+		}
+	}
+	if len(same) == 0 {
+		delete(g.bySrc, p.src)
+	} else {
+		g.bySrc[p.src] = same
+	}
+}
+
+// Len returns how many connections are pending.
+func (g *Gate) Len() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.waiting.Len() + g.greeted.Len()
+}
+
+// Shed returns how many connections the gate has shed.
+func (g *Gate) Shed() uint64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.shed
+}
+
+// Hello records that the connection's peer sent its whole first message:
+// it is shed only after every connection that has not.
+func (p *Pending) Hello() {
+	if p == nil {
+		return
+	}
+	g := p.g
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if p.elem == nil || p.greeted {
+		return
+	}
+	g.waiting.Remove(p.elem)
+	p.greeted = true
+	p.elem = g.greeted.PushBack(p)
+}
+
+// Done releases the connection from the gate (its handshake is over, one
+// way or the other). It may be called more than once.
+func (p *Pending) Done() {
+	if p == nil {
+		return
+	}
+	p.g.mu.Lock()
+	p.g.removeLocked(p)
+	p.g.mu.Unlock()
+}
+
+// Err returns, if the gate shed this connection, an error wrapping ErrShed
+// that says why; else nil. A handshake that fails on a shed connection
+// failed because of it.
+func (p *Pending) Err() error {
+	if p == nil {
+		return nil
+	}
+	p.g.mu.Lock()
+	defer p.g.mu.Unlock()
+	if p.shed == "" {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrShed, p.shed)
+}
+
+// sourceOf is the source a connection counts against: its IPv4 address,
+// or the /64 of its IPv6 address (one host commonly holds a whole /64).
+func sourceOf(c net.Conn) netip.Addr {
+	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
+		if a, ok := netip.AddrFromSlice(ta.IP); ok {
+			a = a.Unmap()
+			if a.Is6() {
+				p, _ := a.Prefix(64)
+				return p.Addr()
+			}
+			return a
+		}
+	}
+	return netip.Addr{} // pipes and the like: one source
+}
+
+// TLS record layer constants for ReadFirstRecord.
+const (
+	recordHeader    = 5     // content type, version (2), length (2)
+	recordHandshake = 0x16  // content type of a ClientHello's record
+	maxRecord       = 16640 // 2^14 plus what TLS 1.2 allows for expansion
+)
+
+// ErrNotTLS is returned by ReadFirstRecord for bytes that do not start a
+// TLS handshake record.
+var ErrNotTLS = errors.New("not a TLS handshake")
+
+// ReadFirstRecord reads from r, after the bytes have (at most the
+// record header's 5) already read from it, up to the end of the first TLS record (which, from a TLS client, is
+// its ClientHello), and returns every byte read, have included, for the
+// handshake to replay. The caller bounds the time it takes (a read
+// deadline: FirstBytesTimeout).
+func ReadFirstRecord(r io.Reader, have []byte) ([]byte, error) {
+	if len(have) > recordHeader {
+		return nil, fmt.Errorf("direct: ReadFirstRecord given %d bytes already read, at most %d", len(have), recordHeader)
+	}
+	buf := make([]byte, recordHeader, recordHeader+512)
+	n := copy(buf, have)
+	if n < recordHeader {
+		if _, err := io.ReadFull(r, buf[n:]); err != nil {
+			return nil, err
+		}
+	}
+	size, err := recordSize(buf)
+	if err != nil {
+		return nil, err
+	}
+	buf = append(buf, make([]byte, size)...)
+	if _, err := io.ReadFull(r, buf[recordHeader:]); err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
+
+// recordSize checks a first record's header and returns the size of its
+// body.
+func recordSize(hdr []byte) (int, error) {
+	if hdr[0] != recordHandshake {
+		return 0, fmt.Errorf("%w: first byte %#02x", ErrNotTLS, hdr[0])
+	}
+	size := int(hdr[3])<<8 | int(hdr[4])
+	if size == 0 || size > maxRecord {
+		return 0, fmt.Errorf("%w: first record of %d bytes", ErrNotTLS, size)
+	}
+	return size, nil
+}
+
+// ReplayConn is a connection whose first reads return Pending (bytes read
+// from it before, e.g. by ReadFirstRecord).
+type ReplayConn struct {
+	net.Conn
+	Pending []byte
+}
+
+func (c *ReplayConn) Read(p []byte) (int, error) {
+	if len(c.Pending) > 0 {
+		n := copy(p, c.Pending)
+		c.Pending = c.Pending[n:]
+		return n, nil
+	}
+	return c.Conn.Read(p)
+}

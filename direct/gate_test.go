@@ -1,0 +1,193 @@
+package direct
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// fakeConn is a connection from a given address that records its Close.
+type fakeConn struct {
+	net.Conn
+	from   *net.TCPAddr
+	closed atomic.Bool
+}
+
+func (c *fakeConn) RemoteAddr() net.Addr { return c.from }
+func (c *fakeConn) Close() error         { c.closed.Store(true); return nil }
+
+func fake(ip string, port int) *fakeConn {
+	return &fakeConn{from: &net.TCPAddr{IP: net.ParseIP(ip), Port: port}}
+}
+
+// The gate sheds the oldest pending connection that has not sent its first
+// message, from the newcomer's address when that one is over its bound,
+// else from anywhere; never the newcomer.
+func TestGateShedsOldestIdle(t *testing.T) {
+	g := &Gate{Max: 4, PerSource: 2}
+	a1, a2 := fake("127.1.0.1", 1), fake("127.1.0.1", 2)
+	pa1, _ := g.Admit(a1)
+	pa2, _ := g.Admit(a2)
+	pa1.Hello() // a1 spoke: a2 goes first
+	a3 := fake("127.1.0.1", 3)
+	_, shed := g.Admit(a3)
+	if shed == nil || !a2.closed.Load() || a1.closed.Load() || !strings.Contains(shed.Reason, "per address") {
+		t.Fatalf("third from one address: shed %+v, a1 closed %v, a2 closed %v; want a2 shed for its address", shed, a1.closed.Load(), a2.closed.Load())
+	}
+	if !errors.Is(pa2.Err(), ErrShed) || pa1.Err() != nil {
+		t.Errorf("Err: a1 %v, a2 %v", pa1.Err(), pa2.Err())
+	}
+	b1, b2 := fake("127.2.0.1", 1), fake("127.3.0.1", 1)
+	g.Admit(b1)
+	g.Admit(b2)
+	if n := g.Len(); n != 4 {
+		t.Fatalf("pending %d, want 4", n)
+	}
+	// Full: the oldest idle one anywhere (a3; a1 spoke) goes.
+	c := fake("127.4.0.1", 1)
+	_, shed = g.Admit(c)
+	if shed == nil || !a3.closed.Load() || a1.closed.Load() || !strings.Contains(shed.Reason, "in all") {
+		t.Fatalf("fifth: shed %+v, a3 closed %v; want a3 shed", shed, a3.closed.Load())
+	}
+	pa1.Done()
+	pa1.Done() // twice is fine
+	if n := g.Len(); n != 3 {
+		t.Errorf("pending %d after Done, want 3", n)
+	}
+	if g.Shed() != 2 {
+		t.Errorf("shed %d, want 2", g.Shed())
+	}
+	// IPv6 sources count by /64.
+	g6 := &Gate{Max: 10, PerSource: 1}
+	g6.Admit(fake("2001:db8:1:2::1", 1))
+	if _, shed := g6.Admit(fake("2001:db8:1:2::ffff", 1)); shed == nil {
+		t.Error("a second connection from the same /64 was not counted against it")
+	}
+	if _, shed := g6.Admit(fake("2001:db8:1:3::1", 1)); shed != nil {
+		t.Errorf("another /64 shed %+v", shed)
+	}
+	// Out of descriptors: the oldest idle one (b1) goes.
+	if s, ok := g.ShedOldest("test"); !ok || !b1.closed.Load() || s.From != b1.from.String() {
+		t.Errorf("ShedOldest: %+v %v", s, ok)
+	}
+}
+
+// A flood of idle connections (more than the 1024 handshakes the listener
+// held before it stopped accepting) does not keep a dialler out: it
+// connects at once.
+func TestListenFloodIdle(t *testing.T) {
+	srv, cli := testCreds(t, 1), testCreds(t, 2)
+	var logs bytes.Buffer
+	var logMu sync.Mutex
+	l := testListen(t, ListenConfig{Creds: srv, Addr: "127.0.0.1", Logger: slog.New(slog.NewTextHandler(lockedWriter{&logs, &logMu}, nil))})
+	const flood = 1100
+	var conns []net.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	for i := range flood {
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 30, byte(i/200), byte(i%200+1))}}
+		c, err := d.Dial("tcp4", l.Addr().String())
+		if err != nil {
+			t.Fatalf("flood connection %d: %v", i, err)
+		}
+		conns = append(conns, c)
+	}
+	time.Sleep(100 * time.Millisecond) // the listener has taken them
+	go echo(l)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	c, err := (&Dialer{Creds: cli, Local: noLocal}).Dial(ctx, l.Machine(srv.Key.ID(), "srv"), "")
+	if err != nil {
+		t.Fatalf("dial during a flood of %d idle connections: %v", flood, err)
+	}
+	c.Close()
+	took := time.Since(start)
+	t.Logf("dial during the flood: %v; pending %d, shed %d", took, l.gate.Len(), l.gate.Shed())
+	if took > time.Second {
+		t.Errorf("dial during a flood of %d idle connections took %v, want under 1 s", flood, took)
+	}
+	logMu.Lock()
+	lines := strings.Count(logs.String(), "\n")
+	logMu.Unlock()
+	if lines > 20 {
+		t.Errorf("the listener logged %d lines for %d shed connections, want them rate-limited", lines, l.gate.Shed())
+	}
+}
+
+type lockedWriter struct {
+	b  *bytes.Buffer
+	mu *sync.Mutex
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+// Quiet lets the first lines of a reason through, holds the rest back and
+// sums them up when the interval ends.
+func TestQuiet(t *testing.T) {
+	var mu sync.Mutex
+	var summaries []string
+	q := NewQuiet(2, 50*time.Millisecond, func(reason string, more int, since time.Time) {
+		mu.Lock()
+		defer mu.Unlock()
+		summaries = append(summaries, fmt.Sprintf("%d more %s", more, reason))
+	})
+	passed := 0
+	for range 10 {
+		if q.Allow("shed") {
+			passed++
+		}
+	}
+	if !q.Allow("other reason") {
+		t.Error("a second reason was held back")
+	}
+	if passed != 2 {
+		t.Errorf("%d of 10 passed, want 2", passed)
+	}
+	time.Sleep(150 * time.Millisecond)
+	mu.Lock()
+	got := strings.Join(summaries, "; ")
+	mu.Unlock()
+	if got != "8 more shed" {
+		t.Errorf("summaries %q, want \"8 more shed\"", got)
+	}
+	if !q.Allow("shed") {
+		t.Error("a new interval held the first line back")
+	}
+}
+
+// ReadFirstRecord returns a whole first handshake record, or an error.
+func FuzzReadFirstRecord(f *testing.F) {
+	f.Add([]byte{0x16, 0x03, 0x01, 0x00, 0x02, 0x01, 0x00})
+	f.Add([]byte{0x16, 0x03, 0x01, 0x02, 0x00, 0x01})
+	f.Add([]byte("GET / HTTP/1.0\r\n\r\n"))
+	f.Add([]byte{0x16, 0x03, 0x01, 0xff, 0xff})
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, have := range [][]byte{nil, b[:min(1, len(b))]} {
+			rest := b[len(have):]
+			got, err := ReadFirstRecord(bytes.NewReader(rest), have)
+			if err != nil {
+				continue
+			}
+			if len(got) < recordHeader || got[0] != recordHandshake || len(got) != recordHeader+(int(got[3])<<8|int(got[4])) || !bytes.HasPrefix(b, got) {
+				t.Fatalf("ReadFirstRecord(%x) = %x", b, got)
+			}
+		}
+	})
+}

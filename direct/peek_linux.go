@@ -1,0 +1,70 @@
+package direct
+
+import (
+	"io"
+	"net"
+	"syscall"
+	"time"
+)
+
+// listenControl readies a listening socket for floods of connections that
+// never speak (TCP_DEFER_ACCEPT): the kernel queues a connection for
+// accept only once its first bytes arrive, or after FirstBytesTimeout,
+// so idle connections cost neither a descriptor nor a place in the
+// accept queue. Every client of ours speaks first (the TLS ClientHello).
+func listenControl(_, _ string, c syscall.RawConn) error {
+	return c.Control(func(fd uintptr) {
+		_ = syscall.SetsockoptInt(int(fd), syscall.IPPROTO_TCP, syscall.TCP_DEFER_ACCEPT, int(FirstBytesTimeout/time.Second))
+	})
+}
+
+// PeekFirstRecord waits, within c's read deadline, until c's socket holds
+// its peer's whole first TLS record (the ClientHello), without consuming
+// it: the handshake then reads it from the socket itself, so the
+// connection needs no wrapper (pki.Beneath hands out the TCP connection
+// as it is). It returns an error wrapping ErrNotTLS for bytes that do not
+// start a handshake record, and the read's error (a timeout, EOF) if the
+// record does not come whole. A connection that is no socket is not
+// checked.
+func PeekFirstRecord(c net.Conn) error {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	buf := make([]byte, recordHeader+maxRecord)
+	want := recordHeader
+	var perr error
+	err = rc.Read(func(fd uintptr) bool {
+		for {
+			n, _, e := syscall.Recvfrom(int(fd), buf[:want], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+			switch {
+			case e == syscall.EAGAIN || e == syscall.EINTR:
+				return false // wait for bytes
+			case e != nil:
+				perr = e
+				return true
+			case n == 0:
+				perr = io.ErrUnexpectedEOF
+				return true
+			case n < want:
+				return false // wait for more
+			case want > recordHeader:
+				return true // the whole record is in
+			}
+			size, err := recordSize(buf[:recordHeader])
+			if err != nil {
+				perr = err
+				return true
+			}
+			want = recordHeader + size
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return perr
+}

@@ -1,0 +1,15 @@
+//go:build !linux
+
+package direct
+
+import (
+	"net"
+	"syscall"
+)
+
+// listenControl leaves listening sockets as they are elsewhere than Linux.
+func listenControl(_, _ string, _ syscall.RawConn) error { return nil }
+
+// PeekFirstRecord does not check connections elsewhere than Linux: the
+// handshake's timeout bounds them.
+func PeekFirstRecord(net.Conn) error { return nil }
