@@ -26,11 +26,14 @@ const (
 
 // Gate bounds the connections a listener holds while their handshakes run
 // (unauthenticated: anyone can open them), in all (Max) and per source
-// address (PerSource; an IPv6 source is its /64). It never refuses a newcomer: when a bound is
-// reached it sheds the oldest pending connection instead, first among
-// those that have not yet sent their whole first message (Pending.Hello),
-// from the newcomer's source address if that address is over its bound,
-// else from anywhere. A flood of idle or half-sent connections thus holds
+// address (PerSource; an IPv6 source is its /64). It never refuses a
+// newcomer: when a bound is reached it sheds an older pending connection
+// instead (victimLocked says which): a source's idle connections (no
+// whole first message yet, see Pending.Hello) beyond PerSource; when the
+// gate is full, the oldest of the source holding the most if it holds
+// more than PerSource, else the oldest idle one anywhere. Handshakes in
+// progress count against their source only when the gate is full, so
+// many honest peers behind one address are not cut while there is room. A flood of idle or half-sent connections thus holds
 // at most Max descriptors and goroutines, and each of its connections
 // lives only until Max newer ones arrive, while a peer that sends its
 // ClientHello at once (within the time Max arrivals take) moves behind
@@ -91,25 +94,7 @@ func (g *Gate) Admit(c net.Conn) (*Pending, *Shed) {
 	if g.bySrc == nil {
 		g.bySrc = map[netip.Addr][]*Pending{}
 	}
-	var victim *Pending
-	var reason string
-	if same := g.bySrc[src]; len(same) >= per {
-		victim = same[0]
-		for _, q := range same {
-			if !q.greeted {
-				victim = q
-				break
-			}
-		}
-		reason = fmt.Sprintf("%d handshakes pending from %s (limit %d per address)", len(same), src, per)
-	} else if n := g.waiting.Len() + g.greeted.Len(); n >= max {
-		e := g.waiting.Front()
-		if e == nil {
-			e = g.greeted.Front()
-		}
-		victim = e.Value.(*Pending)
-		reason = fmt.Sprintf("%d handshakes pending in all (limit %d)", n, max)
-	}
+	victim, reason := g.victimLocked(src, per, max)
 	if victim != nil {
 		victim.shed = reason
 		g.removeLocked(victim)
@@ -123,6 +108,65 @@ func (g *Gate) Admit(c net.Conn) (*Pending, *Shed) {
 	}
 	abort(victim.c)
 	return p, &Shed{From: victim.c.RemoteAddr().String(), Reason: "shed the oldest: " + reason}
+}
+
+// victimLocked picks the connection to shed for a newcomer from src, or
+// nil. A source's idle connections (no whole first message) are bounded
+// at per; connections whose handshake runs count against their source
+// only once the gate is full, so that one address with many honest
+// peers behind it (a NATed site, a node setting up many connections at
+// once) is never cut while there is room. When full, the source holding
+// the most connections gives up its oldest (idle first) if it holds more
+// than per; else the oldest idle connection anywhere goes, else the
+// oldest pending one.
+func (g *Gate) victimLocked(src netip.Addr, per, max int) (*Pending, string) {
+	same := g.bySrc[src]
+	if idle := oldestIdle(same); idle != nil && countIdle(same) >= per {
+		return idle, fmt.Sprintf("%d connections from %s sent nothing whole yet (limit %d per address)", countIdle(same), src, per)
+	}
+	n := g.waiting.Len() + g.greeted.Len()
+	if n < max {
+		return nil, ""
+	}
+	var top []*Pending
+	for _, s := range g.bySrc {
+		if len(s) > len(top) {
+			top = s
+		}
+	}
+	if len(top) > per {
+		v := oldestIdle(top)
+		if v == nil {
+			v = top[0]
+		}
+		return v, fmt.Sprintf("%d handshakes pending in all (limit %d), %d of them from %s", n, max, len(top), v.src)
+	}
+	e := g.waiting.Front()
+	if e == nil {
+		e = g.greeted.Front()
+	}
+	return e.Value.(*Pending), fmt.Sprintf("%d handshakes pending in all (limit %d)", n, max)
+}
+
+// oldestIdle is the first of ps (oldest first) that has not sent its
+// whole first message, or nil.
+func oldestIdle(ps []*Pending) *Pending {
+	for _, q := range ps {
+		if !q.greeted {
+			return q
+		}
+	}
+	return nil
+}
+
+func countIdle(ps []*Pending) int {
+	n := 0
+	for _, q := range ps {
+		if !q.greeted {
+			n++
+		}
+	}
+	return n
 }
 
 // ShedOldest closes the oldest pending connection (idle ones first), as

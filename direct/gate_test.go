@@ -29,41 +29,63 @@ func fake(ip string, port int) *fakeConn {
 }
 
 // The gate sheds the oldest pending connection that has not sent its first
-// message, from the newcomer's address when that one is over its bound,
-// else from anywhere; never the newcomer.
+// message, from the newcomer's address when that one has too many idle
+// ones, else, once full, from the address holding the most, else from
+// anywhere; never the newcomer, and never handshakes in progress while
+// there is room.
 func TestGateShedsOldestIdle(t *testing.T) {
-	g := &Gate{Max: 4, PerSource: 2}
-	a1, a2 := fake("127.1.0.1", 1), fake("127.1.0.1", 2)
+	g := &Gate{Max: 5, PerSource: 2}
+	a1, a2, a3 := fake("127.1.0.1", 1), fake("127.1.0.1", 2), fake("127.1.0.1", 3)
 	pa1, _ := g.Admit(a1)
 	pa2, _ := g.Admit(a2)
-	pa1.Hello() // a1 spoke: a2 goes first
-	a3 := fake("127.1.0.1", 3)
-	_, shed := g.Admit(a3)
+	pa1.Hello() // a1 spoke: it does not count against its address's idle bound
+	if _, shed := g.Admit(a3); shed != nil {
+		t.Fatalf("third from one address, one idle before it: shed %+v", shed)
+	}
+	a4 := fake("127.1.0.1", 4)
+	_, shed := g.Admit(a4)
 	if shed == nil || !a2.closed.Load() || a1.closed.Load() || !strings.Contains(shed.Reason, "per address") {
-		t.Fatalf("third from one address: shed %+v, a1 closed %v, a2 closed %v; want a2 shed for its address", shed, a1.closed.Load(), a2.closed.Load())
+		t.Fatalf("third idle from one address: shed %+v, a1 closed %v, a2 closed %v; want a2 shed for its address", shed, a1.closed.Load(), a2.closed.Load())
 	}
 	if !errors.Is(pa2.Err(), ErrShed) || pa1.Err() != nil {
 		t.Errorf("Err: a1 %v, a2 %v", pa1.Err(), pa2.Err())
 	}
 	b1, b2 := fake("127.2.0.1", 1), fake("127.3.0.1", 1)
 	g.Admit(b1)
-	g.Admit(b2)
 	if n := g.Len(); n != 4 {
 		t.Fatalf("pending %d, want 4", n)
 	}
-	// Full: the oldest idle one anywhere (a3; a1 spoke) goes.
+	g.Admit(b2)
+	// Full (a1, a3, a4, b1, b2): 127.1.0.1 holds 3, over its bound of 2:
+	// its oldest idle one (a3; a1 spoke) goes.
 	c := fake("127.4.0.1", 1)
 	_, shed = g.Admit(c)
 	if shed == nil || !a3.closed.Load() || a1.closed.Load() || !strings.Contains(shed.Reason, "in all") {
-		t.Fatalf("fifth: shed %+v, a3 closed %v; want a3 shed", shed, a3.closed.Load())
+		t.Fatalf("full: shed %+v, a3 closed %v; want a3 shed", shed, a3.closed.Load())
+	}
+	// Full again, no address over its bound: the oldest idle one anywhere
+	// (a4) goes.
+	_, shed = g.Admit(fake("127.5.0.1", 1))
+	if shed == nil || !a4.closed.Load() || b1.closed.Load() {
+		t.Fatalf("full, spread: shed %+v, a4 closed %v, b1 closed %v; want a4 shed", shed, a4.closed.Load(), b1.closed.Load())
 	}
 	pa1.Done()
 	pa1.Done() // twice is fine
-	if n := g.Len(); n != 3 {
-		t.Errorf("pending %d after Done, want 3", n)
+	if n := g.Len(); n != 4 {
+		t.Errorf("pending %d after Done, want 4", n)
 	}
-	if g.Shed() != 2 {
-		t.Errorf("shed %d, want 2", g.Shed())
+	if g.Shed() != 3 {
+		t.Errorf("shed %d, want 3", g.Shed())
+	}
+	// Many handshakes in progress from one address (a NATed site): none is
+	// shed while the gate has room.
+	gn := &Gate{Max: 100, PerSource: 2}
+	for i := range 50 {
+		p, shed := gn.Admit(fake("127.9.0.1", i))
+		if shed != nil {
+			t.Fatalf("handshake %d from one address shed %+v with room left", i, shed)
+		}
+		p.Hello()
 	}
 	// IPv6 sources count by /64.
 	g6 := &Gate{Max: 10, PerSource: 1}
