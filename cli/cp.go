@@ -68,6 +68,7 @@ the free space of the file system it writes to (less 1% of it, at most
 				return err
 			}
 			defer node.Close()
+			go reportAttach(ctx, "gridlink serve", node, nf.verbose)
 			q, err := parseBytes(quota)
 			if err != nil {
 				return fmt.Errorf("--quota: %w", err)
@@ -259,7 +260,7 @@ func runCp(ctx context.Context, nf *nodeFlags, cf cpFlags, args []string) error 
 	if err != nil {
 		return err
 	}
-	node, err := vconn.Start(ctx, cfg)
+	node, err := startOnce(ctx, cfg)
 	if err != nil {
 		return err
 	}

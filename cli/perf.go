@@ -58,12 +58,17 @@ reports the rate per interval and overall, as the server counted it.`,
 			if err != nil {
 				return err
 			}
-			node, err := vconn.Start(ctx, cfg)
+			start := startOnce
+			if serve {
+				start = vconn.Start
+			}
+			node, err := start(ctx, cfg)
 			if err != nil {
 				return err
 			}
 			defer node.Close()
 			if serve {
+				go reportAttach(ctx, "gridlink perf", node, nf.verbose)
 				l, err := link.Listen(node, uint16(port), link.ListenOptions{AllowPlain: true, MaxStreams: maxStreams})
 				if err != nil {
 					return err

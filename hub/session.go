@@ -43,7 +43,31 @@ const (
 	messageQueue  = 256 // routed messages not yet taken
 	// attachGiveUp bounds Attach when its context has no deadline.
 	attachGiveUp = 30 * time.Second
+	// attachWait is how long a request waits for a hub while the session
+	// has none (a re-attach to the next hub usually takes less) before it
+	// fails with a *NotAttachedError.
+	attachWait = 250 * time.Millisecond
+	// attachLogEvery repeats an unchanged "attaching to ..." line.
+	attachLogEvery = time.Minute
 )
+
+// NotAttachedError says that a session has no hub now: since when (the
+// session's start, or the loss of its last hub) and why (the last
+// attempt's failure, or what ended the lost link).
+type NotAttachedError struct {
+	Since time.Time
+	Cause error
+}
+
+func (e *NotAttachedError) Error() string {
+	return fmt.Sprintf("not attached to any hub since %s: %v", e.Since.Format(time.RFC3339), e.Cause)
+}
+
+func (e *NotAttachedError) Unwrap() error { return e.Cause }
+
+// errFirstAttempt is the cause of not being attached before the first
+// attempt ended.
+var errFirstAttempt = errors.New("the first attempt is under way")
 
 // Session is a node's attachment to a hub: lookups, routed messages and
 // circuits. Make one with Attach.
@@ -60,7 +84,15 @@ type Session struct {
 	hubQueries map[uint64]chan []wire.RouteAd
 	nextQ      uint64
 	closed     bool
-	refused    error // a permanent refusal that ended the session's attachments
+	refused    error         // a permanent refusal that ended the session's attachments
+	gaveUp     chan struct{} // closed with refused
+	since      time.Time     // not attached since (while cur is nil)
+	cause      error         // why not attached (while cur is nil)
+	firstRound chan struct{} // closed once the first round of attempts ended
+	logged     string        // the last "attaching to" reason logged
+	loggedAt   time.Time
+	ctx        context.Context
+	cancel     context.CancelFunc
 	messages   chan *wire.Routed
 	incoming   chan *Incoming
 	done       chan struct{}
@@ -136,6 +168,29 @@ func (in *Incoming) Refuse(reason string) {
 // Close; if a hub later gives its name to another node (Refused), it
 // stops re-attaching.
 func Attach(ctx context.Context, cfg SessionConfig) (*Session, error) {
+	s, err := Connect(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, attachGiveUp)
+		defer cancel()
+	}
+	if err := s.WaitAttached(ctx); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Connect returns a session at once that attaches in the background: to
+// the first hub of cfg.Hubs that answers, in rounds with backoff, logging
+// "attaching to HUB: reason, retrying" while none does, and again to the
+// next one that answers whenever it loses its hub, until Close or a
+// refusal that trying again cannot change (Refused, GaveUp). While it has
+// no hub, its requests fail after a short wait with a *NotAttachedError.
+func Connect(cfg SessionConfig) (*Session, error) {
 	if cfg.Creds == nil {
 		return nil, errors.New("hub: session without credentials")
 	}
@@ -154,23 +209,119 @@ func Attach(ctx context.Context, cfg SessionConfig) (*Session, error) {
 		cfg.Dial = dialTCP
 	}
 	s := &Session{cfg: cfg, machine: cfg.Machine, logf: cfg.Logf, ready: make(chan struct{}), lookups: map[uint64]chan []identity.Machine{}, hubQueries: map[uint64]chan []wire.RouteAd{},
-		messages: make(chan *wire.Routed, messageQueue), incoming: make(chan *Incoming, incomingQueue), done: make(chan struct{})}
+		messages: make(chan *wire.Routed, messageQueue), incoming: make(chan *Incoming, incomingQueue), done: make(chan struct{}),
+		gaveUp: make(chan struct{}), firstRound: make(chan struct{}), since: time.Now(), cause: errFirstAttempt}
 	if s.logf == nil {
 		s.logf = log.Printf
 	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, attachGiveUp)
-		defer cancel()
-	}
-	sl, idx, err := s.attachLoop(ctx, 0)
-	if err != nil {
-		return nil, err
-	}
-	s.install(sl, idx)
+	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.wg.Add(1)
-	go s.maintain()
+	go s.run()
 	return s, nil
+}
+
+// WaitAttached waits until the session is attached (nil), refused (the
+// refusal), closed (ErrClosed) or ctx is done (an error naming every hub's
+// last failure).
+func (s *Session) WaitAttached(ctx context.Context) error {
+	for {
+		s.mu.Lock()
+		closed, refused, cur, ready, cause := s.closed, s.refused, s.cur, s.ready, s.cause
+		s.mu.Unlock()
+		switch {
+		case closed:
+			return ErrClosed
+		case refused != nil:
+			return refused
+		case cur != nil:
+			return nil
+		}
+		select {
+		case <-ready:
+		case <-s.done:
+			return ErrClosed
+		case <-ctx.Done():
+			return fmt.Errorf("hub: cannot attach to any hub (%v): %w", cause, ctx.Err())
+		}
+	}
+}
+
+// FirstRound is closed once the first round of attempts ended: attached,
+// refused, or every hub failed once.
+func (s *Session) FirstRound() <-chan struct{} { return s.firstRound }
+
+// GaveUp is closed when the session stops attaching for a refusal
+// (Refused says which).
+func (s *Session) GaveUp() <-chan struct{} { return s.gaveUp }
+
+// NotAttached says why the session has no hub now: nil while attached,
+// the refusal after one (Refused), else a *NotAttachedError.
+func (s *Session) NotAttached() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.notAttachedLocked()
+}
+
+func (s *Session) notAttachedLocked() error {
+	switch {
+	case s.closed:
+		return ErrClosed
+	case s.refused != nil:
+		return s.refused
+	case s.cur != nil && !s.cur.l.isClosed():
+		return nil
+	}
+	return &NotAttachedError{Since: s.since, Cause: s.cause}
+}
+
+// HubSpecs are the hub specs the session attaches to, in order.
+func (s *Session) HubSpecs() []string { return append([]string(nil), s.cfg.Hubs...) }
+
+// run attaches, keeps the hub, and re-attaches to the next hub when it is
+// lost, until Close or a refusal.
+func (s *Session) run() {
+	defer s.wg.Done()
+	idx := 0
+	for {
+		sl, i, err := s.attachLoop(s.ctx, idx)
+		if err != nil {
+			if !errors.Is(err, ErrClosed) && s.ctx.Err() == nil {
+				s.giveUp(err)
+			}
+			s.endFirstRound()
+			return
+		}
+		if !s.install(sl, i) {
+			return
+		}
+		s.endFirstRound()
+		s.logf("hub: node %s: attached to hub %s", s.cfg.Machine, sl.hub.Name)
+		err = s.keep(sl)
+		if err == nil {
+			return // closed
+		}
+		if errors.Is(err, ErrPermanent) {
+			s.giveUp(err)
+			return
+		}
+		s.logf("hub: node %s: lost hub %s: %v; re-attaching", s.cfg.Machine, sl.hub.Name, err)
+		s.mu.Lock()
+		if s.cur == nil || s.cur == sl {
+			s.since, s.cause = time.Now(), fmt.Errorf("lost hub %s: %v", sl.hub.Name, err)
+		}
+		s.mu.Unlock()
+		idx = (i + 1) % len(s.cfg.Hubs)
+	}
+}
+
+func (s *Session) endFirstRound() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-s.firstRound:
+	default:
+		close(s.firstRound)
+	}
 }
 
 // attachLoop tries the hubs in order from start, in rounds with backoff,
@@ -207,6 +358,9 @@ func (s *Session) attachLoop(ctx context.Context, start int) (*slink, int, error
 			// will not change that.
 			return nil, 0, &refusedError{list: strings.Join(compact(errs), "; "), last: denied}
 		}
+		if ctx.Err() == nil {
+			s.roundFailed(strings.Join(compact(errs), "; "))
+		}
 		select {
 		case <-ctx.Done():
 			return nil, 0, fmt.Errorf("hub: cannot attach to any hub (%s): %w", strings.Join(compact(errs), "; "), ctx.Err())
@@ -215,6 +369,22 @@ func (s *Session) attachLoop(ctx context.Context, start int) (*slink, int, error
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, backoffMax)
+	}
+}
+
+// roundFailed records and logs why a round of attempts failed: "attaching
+// to HUB: reason, retrying", once per change or minute.
+func (s *Session) roundFailed(why string) {
+	s.mu.Lock()
+	s.cause = errors.New(why)
+	again := why == s.logged && time.Since(s.loggedAt) < attachLogEvery
+	if !again {
+		s.logged, s.loggedAt = why, time.Now()
+	}
+	s.mu.Unlock()
+	s.endFirstRound()
+	if !again {
+		s.logf("hub: node %s: attaching to %s, retrying", s.cfg.Machine, why)
 	}
 }
 
@@ -308,12 +478,12 @@ func (s *Session) watchRevocation(sl *slink, hub pki.Peer, t *pki.Trust) {
 	})
 }
 
-func (s *Session) install(sl *slink, idx int) {
+func (s *Session) install(sl *slink, idx int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		sl.l.close(ErrClosed)
-		return
+		return false
 	}
 	s.cur, s.curIdx = sl, idx
 	s.catchUpLocked(sl)
@@ -322,6 +492,7 @@ func (s *Session) install(sl *slink, idx int) {
 	default:
 		close(s.ready)
 	}
+	return true
 }
 
 // detach forgets a lost link: its circuits are reset.
@@ -330,6 +501,7 @@ func (s *Session) detach(sl *slink, cause error) {
 	if s.cur == sl {
 		s.cur = nil
 		s.ready = make(chan struct{})
+		s.since, s.cause = time.Now(), fmt.Errorf("lost hub %s: %v", sl.hub.Name, cause)
 	}
 	s.mu.Unlock()
 	sl.mu.Lock()
@@ -345,53 +517,27 @@ func (s *Session) detach(sl *slink, cause error) {
 	}
 }
 
-// maintain pings the hub and re-attaches when the link is lost.
-func (s *Session) maintain() {
-	defer s.wg.Done()
+// keep pings the hub until the link is lost (its error) or the session
+// closed (nil).
+func (s *Session) keep(sl *slink) error {
 	t := time.NewTicker(nodePingEvery)
 	defer t.Stop()
 	for {
-		s.mu.Lock()
-		sl, idx := s.cur, s.curIdx
-		s.mu.Unlock()
-		if sl == nil {
-			return // closed
-		}
 		select {
 		case <-s.done:
-			return
+			return nil
 		case <-t.C:
 			if d := sl.l.silentFor(); d > nodeSilence {
 				sl.l.close(&silentError{d.Round(time.Millisecond)})
 			} else {
 				sl.l.ping()
 			}
-			continue
 		case <-sl.l.done:
-		}
-		if errors.Is(sl.l.err, ErrPermanent) {
-			s.giveUp(sl.l.err)
-			return
-		}
-		s.logf("hub: node %s: lost hub %s: %v; re-attaching", s.cfg.Machine, sl.hub.Name, sl.l.err)
-		ctx, cancel := context.WithCancel(context.Background())
-		go func() {
-			select {
-			case <-s.done:
-				cancel()
-			case <-ctx.Done():
+			if s.ctx.Err() != nil {
+				return nil
 			}
-		}()
-		nsl, nidx, err := s.attachLoop(ctx, (idx+1)%len(s.cfg.Hubs))
-		cancel()
-		if err != nil {
-			if errors.Is(err, pki.ErrDenied) {
-				s.giveUp(err)
-			}
-			return // closed
+			return sl.l.err
 		}
-		s.logf("hub: node %s: attached to hub %s", s.cfg.Machine, nsl.hub.Name)
-		s.install(nsl, nidx)
 	}
 }
 
@@ -408,6 +554,7 @@ func (s *Session) giveUp(err error) {
 	default:
 		close(ready)
 	}
+	close(s.gaveUp)
 }
 
 // Refused is the refusal that ended the session's attachments (nil while
@@ -419,8 +566,11 @@ func (s *Session) Refused() error {
 	return s.refused
 }
 
-// current waits for an attached link.
+// current waits for an attached link: while the session has none, for
+// attachWait at most (a re-attach to the next hub), then it fails with a
+// *NotAttachedError.
 func (s *Session) current(ctx context.Context) (*slink, error) {
+	var wait <-chan time.Time
 	for {
 		s.mu.Lock()
 		if s.closed {
@@ -437,10 +587,21 @@ func (s *Session) current(ctx context.Context) (*slink, error) {
 		if sl != nil && !sl.l.isClosed() {
 			return sl, nil
 		}
+		if wait == nil {
+			wait = time.After(attachWait)
+		}
 		select {
 		case <-ready:
 		case <-s.done:
 			return nil, ErrClosed
+		case <-wait:
+			s.mu.Lock()
+			err := s.notAttachedLocked()
+			s.mu.Unlock()
+			if err == nil { // attached just now
+				continue
+			}
+			return nil, fmt.Errorf("hub: %w", err)
 		case <-ctx.Done():
 			return nil, fmt.Errorf("hub: not attached to a hub: %w", ctx.Err())
 		}
@@ -500,6 +661,7 @@ func (s *Session) Close() error {
 	sl := s.cur
 	s.cur = nil
 	close(s.done)
+	s.cancel()
 	close(s.messages)
 	close(s.incoming)
 	s.mu.Unlock()

@@ -156,14 +156,20 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.wg.Add(1)
 	go n.acceptDirect()
 	if len(cfg.Hubs) > 0 {
-		n.session, err = hub.Attach(ctx, hub.SessionConfig{
+		n.session, err = hub.Connect(hub.SessionConfig{
 			Creds:   creds,
 			Machine: n.localMachine(),
 			Hubs:    cfg.Hubs,
-			Dial:    n.dialer.Transport,
+			Dial:    hubTransport(creds, cfg),
 			Logf:    cfg.Logf,
 		})
+		if err == nil {
+			err = n.firstAttach(ctx)
+		}
 		if err != nil {
+			if n.session != nil {
+				n.session.Close()
+			}
 			n.direct.Close()
 			return nil, fmt.Errorf("vconn: node %s: attach to a hub (%v): %w", cfg.Name, cfg.Hubs, err)
 		}
