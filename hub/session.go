@@ -331,6 +331,7 @@ func (s *Session) attachLoop(ctx context.Context, start int) (*slink, int, error
 	n := len(s.cfg.Hubs)
 	errs := make([]string, n)
 	for {
+		round := &RoundError{Errs: map[string]error{}} // read by others once recorded
 		var denied error
 		refusals := 0
 		for k := range n {
@@ -345,6 +346,7 @@ func (s *Session) attachLoop(ctx context.Context, start int) (*slink, int, error
 				return nil, 0, fmt.Errorf("hub: %s: %w", s.cfg.Hubs[i], err)
 			}
 			errs[i] = s.cfg.Hubs[i] + ": " + err.Error()
+			round.Errs[s.cfg.Hubs[i]] = err
 			if errors.Is(err, pki.ErrDenied) {
 				refusals++
 				denied = err
@@ -359,7 +361,8 @@ func (s *Session) attachLoop(ctx context.Context, start int) (*slink, int, error
 			return nil, 0, &refusedError{list: strings.Join(compact(errs), "; "), last: denied}
 		}
 		if ctx.Err() == nil {
-			s.roundFailed(strings.Join(compact(errs), "; "))
+			round.text = strings.Join(compact(errs), "; ")
+			s.roundFailed(round)
 		}
 		select {
 		case <-ctx.Done():
@@ -372,11 +375,29 @@ func (s *Session) attachLoop(ctx context.Context, start int) (*slink, int, error
 	}
 }
 
+// RoundError is why a round of attempts to attach failed: each hub spec's
+// error ("SPEC: reason; SPEC: reason"); errors.Is and As see every one.
+type RoundError struct {
+	Errs map[string]error // by hub spec
+	text string
+}
+
+func (e *RoundError) Error() string { return e.text }
+
+func (e *RoundError) Unwrap() []error {
+	var out []error
+	for _, err := range e.Errs {
+		out = append(out, err)
+	}
+	return out
+}
+
 // roundFailed records and logs why a round of attempts failed: "attaching
 // to HUB: reason, retrying", once per change or minute.
-func (s *Session) roundFailed(why string) {
+func (s *Session) roundFailed(round *RoundError) {
+	why := round.Error()
 	s.mu.Lock()
-	s.cause = errors.New(why)
+	s.cause = round
 	again := why == s.logged && time.Since(s.loggedAt) < attachLogEvery
 	if !again {
 		s.logged, s.loggedAt = why, time.Now()
