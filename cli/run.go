@@ -218,9 +218,14 @@ func nodeCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "node",
 		Short: "run this host's node agent (other gridlink commands talk to it)",
+		Long: `node runs this host's node agent. It starts at once, also while no hub
+answers (it keeps trying, and gridlink status says "attaching to HUB:
+<reason>, retrying"); it re-attaches when its hub dies, and ends only when
+stopped or when the hubs refuse it for good (its certificate, role or name).`,
 		Example: `  gridlink node --name das3v-n1 --hub 198.51.100.10:7946
   gridlink node --hub 10.4.0.10:7946 --ports 40000-40100 --prefer 10.2.0.0/24
-  gridlink node --hub 198.51.100.10:7946 --portmap   # behind a home router: ask it for an inbound port`,
+  gridlink node --hub 198.51.100.10:7946 --portmap   # behind a home router: ask it for an inbound port
+  gridlink node --hub ssh://root@10.5.0.1/127.0.0.1:7946 --identity ~/.ssh/id_ed25519   # through the frontend's sshd`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := signalContext()
