@@ -68,7 +68,7 @@ the free space of the file system it writes to (less 1% of it, at most
 				return err
 			}
 			defer node.Close()
-			go reportAttach(ctx, "gridlink serve", node, nf.verbose)
+			ctx, refused := keepNode(ctx, "gridlink serve", node, nf.verbose)
 			q, err := parseBytes(quota)
 			if err != nil {
 				return fmt.Errorf("--quota: %w", err)
@@ -100,7 +100,11 @@ the free space of the file system it writes to (less 1% of it, at most
 				return err
 			}
 			fmt.Fprintf(os.Stderr, "gridlink serve: %s serving %s on %s\n", node.Name(), orDefault(root, "."), l.Addr())
-			return srv.Serve(ctx, l)
+			err = srv.Serve(ctx, l)
+			if rerr := refused(); rerr != nil {
+				return rerr
+			}
+			return err
 		},
 	}
 	nf.add(c, hostname())

@@ -68,13 +68,17 @@ reports the rate per interval and overall, as the server counted it.`,
 			}
 			defer node.Close()
 			if serve {
-				go reportAttach(ctx, "gridlink perf", node, nf.verbose)
+				ctx, refused := keepNode(ctx, "gridlink perf", node, nf.verbose)
 				l, err := link.Listen(node, uint16(port), link.ListenOptions{AllowPlain: true, MaxStreams: maxStreams})
 				if err != nil {
 					return err
 				}
 				fmt.Fprintf(os.Stderr, "gridlink perf: %s listening on %s\n", node.Name(), l.Addr())
-				return perf.Serve(ctx, l, logf(true))
+				err = perf.Serve(ctx, l, logf(true))
+				if rerr := refused(); rerr != nil {
+					return rerr
+				}
+				return err
 			}
 			if !asJSON {
 				o.Report = func(iv perf.Interval) {

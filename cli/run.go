@@ -180,6 +180,31 @@ func startOnce(ctx context.Context, cfg vconn.Config) (*vconn.Node, error) {
 	return node, nil
 }
 
+// keepNode is for long-running commands (node, serve, perf --serve): it
+// reports the node's attachment (reportAttach) and returns a context that
+// ends with ctx or when the hubs refuse the node for good, and what to
+// return then: the refusal, or nil.
+func keepNode(ctx context.Context, who string, n *vconn.Node, verbose bool) (context.Context, func() error) {
+	ctx, cancel := context.WithCancel(ctx)
+	go reportAttach(ctx, who, n, verbose)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-n.GaveUp():
+			cancel()
+		}
+	}()
+	return ctx, func() error {
+		cancel()
+		select {
+		case <-n.GaveUp():
+			return fmt.Errorf("%s %s: %w", who, n.Name(), n.Attached())
+		default:
+			return nil
+		}
+	}
+}
+
 // reportAttach prints, for a long-running node without --verbose (whose
 // session logs it itself), when it attaches, loses its hub or fails to
 // attach for a new reason, until ctx is done.
@@ -250,13 +275,11 @@ stopped or when the hubs refuse it for good (its certificate, role or name).`,
 				where = "without a hub"
 			}
 			fmt.Fprintf(os.Stderr, "gridlink node %s (%s) %s; addresses %v; control socket %s (%s)\n", m.Name, m.ID.Short(), where, m.Addrs, a.Control(), who)
-			go reportAttach(ctx, "gridlink node", a.Node(), nf.verbose)
-			select {
-			case <-ctx.Done():
-			case <-a.Node().GaveUp():
-				err := a.Node().Attached()
+			ctx, refused := keepNode(ctx, "gridlink node", a.Node(), nf.verbose)
+			<-ctx.Done()
+			if err := refused(); err != nil {
 				a.Close()
-				return fmt.Errorf("gridlink node %s: %w", m.Name, err)
+				return err
 			}
 			return a.Close()
 		},
