@@ -23,14 +23,17 @@ type Config struct {
 	Name string       // unique name in the grid; default: the name a node certificate certifies, else the host name
 	Key  identity.Key // default: a fresh key
 	// Hubs are transport specs of the hubs to attach to, in order of
-	// preference ("HOST:PORT" or "ssh://..."). None: direct only.
+	// preference ("HOST:PORT" or "ssh://...": through an sshd, configured
+	// by SSH, or the user's ~/.ssh files when SSH is nil). None: direct
+	// only. The node attaches in the background and keeps trying (Start
+	// waits for the first round; Attached, WaitAttached).
 	Hubs  []string
 	Ports direct.PortRange // confine the direct listener; zero: any port
 	// ListenAddr binds the direct listener to one address (it is then the
 	// only one the node advertises); default: all interfaces.
 	ListenAddr string
 	Preferred  []netip.Prefix // networks to try first
-	SSH        *direct.SSHConfig
+	SSH        *direct.SSHConfig // ssh:// hubs; with it, direct connections also try the targets' sshds
 	// HeadStart is how much earlier a more direct method starts in a race
 	// (default 25ms): direct at 0, reverse at HeadStart, routed at 2x.
 	HeadStart time.Duration
@@ -94,7 +97,9 @@ type nameEntry struct {
 	at time.Time
 }
 
-// Start brings a node up: key, direct listener, hub session.
+// Start brings a node up: key, direct listener, hub session. It waits for
+// the session's first round of attempts (firstAttach): a refusal fails
+// Start, an unreachable hub does not.
 func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Name == "" {
 		cfg.Name, _ = os.Hostname()
