@@ -32,7 +32,7 @@ type Config struct {
 	// ListenAddr binds the direct listener to one address (it is then the
 	// only one the node advertises); default: all interfaces.
 	ListenAddr string
-	Preferred  []netip.Prefix // networks to try first
+	Preferred  []netip.Prefix    // networks to try first
 	SSH        *direct.SSHConfig // ssh:// hubs; with it, direct connections also try the targets' sshds
 	// HeadStart is how much earlier a more direct method starts in a race
 	// (default 25ms): direct at 0, reverse at HeadStart, routed at 2x.
