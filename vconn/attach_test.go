@@ -12,8 +12,23 @@ import (
 // the first dial by a node that had its old identity cached: the failed
 // dial looks the name up again and tries once more.
 func TestStaleNameRetried(t *testing.T) {
+	for _, noCache := range []bool{false, true} {
+		t.Run(map[bool]string{false: "CachedMethod", true: "NoMethodCache"}[noCache], func(t *testing.T) {
+			staleName(t, noCache)
+		})
+	}
+}
+
+// staleName: with the method cache, the cached method fails and the name
+// is looked up again before the race; without, the race fails first.
+func staleName(t *testing.T, noCache bool) {
 	h := testHub(t, "h")
-	a := testNode(t, "a", h, Direct, Reverse, Routed)
+	a, err := Start(context.Background(), Config{Name: "a", ListenAddr: "127.0.0.1", Hubs: []string{h.Addr().String()},
+		Methods: []Method{Direct, Reverse, Routed}, NoCache: noCache, HeadStart: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
 	b1 := testNode(t, "b", h)
 	serveEcho(t, b1, 7)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

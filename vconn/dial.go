@@ -39,24 +39,36 @@ func (n *Node) Dial(ctx context.Context, addr string) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vconn: dial %s: %w", addr, err)
 	}
-	c, err := n.DialMachine(ctx, target, port)
+	// A cached name may have moved on (its node restarted with a fresh
+	// key, or elsewhere): when the cached method fails, or else the whole
+	// setup, look the name up again and, if it names another machine now,
+	// try that one, once.
+	rechecked := false
+	recheck := func(ctx context.Context, why error) (identity.Machine, bool) {
+		if !cached || rechecked || errors.Is(why, ErrRefused) || ctx.Err() != nil {
+			return identity.Machine{}, false
+		}
+		rechecked = true
+		n.forgetName(a)
+		fresh, err := n.lookup(ctx, a)
+		if err != nil || sameMachine(fresh, target) {
+			return identity.Machine{}, false
+		}
+		n.cfg.Logf("vconn: dial %s: %s failed (%v); the name now names %s: trying that", addr, target, why, fresh)
+		return fresh, true
+	}
+	c, err := n.dialMachine(ctx, target, port, recheck)
 	if err == nil {
 		return c, nil
 	}
-	n.forgetName(a)
-	if cached && !errors.Is(err, ErrRefused) && ctx.Err() == nil {
-		// the name may have moved on (a node restarted with a fresh key,
-		// elsewhere): look it up again, and try once more if it did.
-		if fresh, _, lerr := n.resolve(ctx, a); lerr == nil && !sameMachine(fresh, target) {
-			n.cfg.Logf("vconn: dial %s: %s failed (%v); the name now names %s: trying again", addr, target, err, fresh)
-			c, err2 := n.DialMachine(ctx, fresh, port)
-			if err2 == nil {
-				return c, nil
-			}
-			err = fmt.Errorf("%w (and before, at %s: %v)", err2, target, err)
-			n.forgetName(a)
+	if fresh, ok := recheck(ctx, err); ok {
+		c, err2 := n.DialMachine(ctx, fresh, port)
+		if err2 == nil {
+			return c, nil
 		}
+		err = fmt.Errorf("%w (and before, at %s: %v)", err2, target, err)
 	}
+	n.forgetName(a)
 	return nil, fmt.Errorf("vconn: dial %s: %w", addr, err)
 }
 
@@ -140,6 +152,13 @@ type result struct {
 // DialMachine connects to port on the target machine: the cached method
 // for its site first, else a race of every method that could work.
 func (n *Node) DialMachine(ctx context.Context, target identity.Machine, port uint16) (*Conn, error) {
+	return n.dialMachine(ctx, target, port, nil)
+}
+
+// dialMachine is DialMachine; when the cached method fails, recheck (if
+// given) may name another machine to race for instead: the name dialled
+// now names it.
+func (n *Node) dialMachine(ctx context.Context, target identity.Machine, port uint16, recheck func(context.Context, error) (identity.Machine, bool)) (*Conn, error) {
 	start := time.Now()
 	n.mu.Lock()
 	cached, ok := n.cache[target.Hub]
@@ -156,6 +175,11 @@ func (n *Node) DialMachine(ctx context.Context, target identity.Machine, port ui
 		n.mu.Lock()
 		delete(n.cache, target.Hub)
 		n.mu.Unlock()
+		if recheck != nil {
+			if fresh, ok := recheck(ctx, r.err); ok {
+				target = fresh
+			}
+		}
 	}
 	r, err := n.race(ctx, target, port)
 	if err != nil {
