@@ -65,12 +65,13 @@ func (e *NotAttachedError) Error() string {
 
 func (e *NotAttachedError) Unwrap() error { return e.Cause }
 
-// errFirstAttempt is the cause of not being attached before the first
-// attempt ended.
-var errFirstAttempt = errors.New("the first attempt is under way")
+// ErrFirstAttempt is why a session is not attached before its first
+// round of attempts ended.
+var ErrFirstAttempt = errors.New("the first attempt is under way")
 
 // Session is a node's attachment to a hub: lookups, routed messages and
-// circuits. Make one with Attach.
+// circuits. Make one with Attach (which waits for a hub) or Connect
+// (which attaches in the background).
 type Session struct {
 	cfg  SessionConfig
 	logf func(string, ...any)
@@ -210,7 +211,7 @@ func Connect(cfg SessionConfig) (*Session, error) {
 	}
 	s := &Session{cfg: cfg, machine: cfg.Machine, logf: cfg.Logf, ready: make(chan struct{}), lookups: map[uint64]chan []identity.Machine{}, hubQueries: map[uint64]chan []wire.RouteAd{},
 		messages: make(chan *wire.Routed, messageQueue), incoming: make(chan *Incoming, incomingQueue), done: make(chan struct{}),
-		gaveUp: make(chan struct{}), firstRound: make(chan struct{}), since: time.Now(), cause: errFirstAttempt}
+		gaveUp: make(chan struct{}), firstRound: make(chan struct{}), since: time.Now(), cause: ErrFirstAttempt}
 	if s.logf == nil {
 		s.logf = log.Printf
 	}

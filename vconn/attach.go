@@ -57,14 +57,16 @@ func (n *Node) Attached() error {
 
 // AttachState is what a status display says of the node's hub session:
 // empty while attached or without hubs, else "attaching to HUBS: reason,
-// retrying (not attached since T)" or "refused by the hubs: reason, not
-// attaching again".
+// retrying (not attached since T)", or "refused: reason; not attaching
+// again" after a refusal that ended its attachments.
 func (n *Node) AttachState() string {
 	err := n.Attached()
 	var na *NotAttachedError
 	switch {
 	case err == nil:
 		return ""
+	case errors.As(err, &na) && errors.Is(na.Cause, hub.ErrFirstAttempt):
+		return "attaching to " + strings.Join(n.cfg.Hubs, ", ") + ": the first attempt is under way"
 	case errors.As(err, &na):
 		return "attaching to " + strings.Join(n.cfg.Hubs, ", ") + ": " + na.Cause.Error() + ", retrying (not attached since " + na.Since.Format(time.RFC3339) + ")"
 	case errors.Is(err, hub.ErrClosed):
