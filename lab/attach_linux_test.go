@@ -213,6 +213,11 @@ func TestSSHSiteAttach(t *testing.T) {
 			st, err := L.status(cn2)
 			return err == nil && st.Attach != ""
 		})
+		// a direct connection to an address it knows needs no hub
+		if p, _ := L.ping(cn2, "campus-n3"); p.Error != "" || p.Method != "direct" {
+			t.Errorf("campus-n2 -> campus-n3 (known) without a hub: method %q, error %q; want direct", p.Method, p.Error)
+		}
+		// what needs a hub (the name looked up afresh) fails at once
 		p, d := L.ping(cn2, "campus-n3", "--fresh")
 		t.Logf("ping without a hub: %v: %s", d.Round(time.Millisecond), p.Error)
 		if !strings.Contains(p.Error, "not attached to any hub since ") {
