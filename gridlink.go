@@ -52,7 +52,10 @@ const AutoStreams = link.Auto
 type Node struct{ n *vconn.Node }
 
 // Start brings a node up: its key, its direct listener and, if Config.Hubs
-// names any, its hub attachment.
+// names any, its hub attachment. It waits for the first round of attempts
+// to attach (3 s at most): a hub's refusal fails it; a hub that does not
+// answer does not, the node keeps attaching in the background (see
+// WaitAttached).
 func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n, err := vconn.Start(ctx, cfg)
 	if err != nil {
@@ -60,6 +63,14 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	return &Node{n}, nil
 }
+
+// NotAttachedError says that a node has no hub now, since when and why;
+// Dial returns it at once for a target only the hubs can find or reach.
+type NotAttachedError = vconn.NotAttachedError
+
+// WaitAttached waits until the node is attached to a hub (at once without
+// hubs), refused, or ctx is done (30 s if it has no deadline).
+func (n *Node) WaitAttached(ctx context.Context) error { return n.n.WaitAttached(ctx) }
 
 // Dial connects to a virtual address NODE:PORT[@HUB], where NODE is a node
 // name or ID.

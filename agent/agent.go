@@ -175,7 +175,11 @@ func echo(c net.Conn) { _, _ = io.Copy(c, c) }
 
 // Status is the answer of GET /status.
 type Status struct {
-	Node     identity.Machine  `json:"node"`
+	Node identity.Machine `json:"node"`
+	// Attach is empty while the node is attached to a hub, else what its
+	// session is doing: "attaching to HUB: reason, retrying (not attached
+	// since T)", or the refusal that ended it.
+	Attach   string            `json:"attach,omitempty"`
 	Observed string            `json:"observed,omitempty"`
 	Conns    []vconn.ConnInfo  `json:"conns"`
 	Cache    map[string]string `json:"cache"` // target hub -> method
@@ -184,7 +188,7 @@ type Status struct {
 }
 
 func (a *Agent) status(w http.ResponseWriter, r *http.Request) {
-	st := Status{Node: a.node.Machine(), Conns: a.node.Conns(), Cache: map[string]string{}, NAT: natInfo(a.node), PortMap: portMapInfo(a.node)}
+	st := Status{Node: a.node.Machine(), Attach: a.node.AttachState(), Conns: a.node.Conns(), Cache: map[string]string{}, NAT: natInfo(a.node), PortMap: portMapInfo(a.node)}
 	if s := a.node.Session(); s != nil {
 		st.Observed = s.Observed().String()
 	}

@@ -68,6 +68,7 @@ the free space of the file system it writes to (less 1% of it, at most
 				return err
 			}
 			defer node.Close()
+			ctx, refused := keepNode(ctx, "gridlink serve", node, nf.verbose)
 			q, err := parseBytes(quota)
 			if err != nil {
 				return fmt.Errorf("--quota: %w", err)
@@ -99,7 +100,11 @@ the free space of the file system it writes to (less 1% of it, at most
 				return err
 			}
 			fmt.Fprintf(os.Stderr, "gridlink serve: %s serving %s on %s\n", node.Name(), orDefault(root, "."), l.Addr())
-			return srv.Serve(ctx, l)
+			err = srv.Serve(ctx, l)
+			if rerr := refused(); rerr != nil {
+				return rerr
+			}
+			return err
 		},
 	}
 	nf.add(c, hostname())
@@ -259,7 +264,7 @@ func runCp(ctx context.Context, nf *nodeFlags, cf cpFlags, args []string) error 
 	if err != nil {
 		return err
 	}
-	node, err := vconn.Start(ctx, cfg)
+	node, err := startOnce(ctx, cfg)
 	if err != nil {
 		return err
 	}

@@ -115,7 +115,7 @@ func dialAs(ctx context.Context, cfg vconn.Config, cred *proxy.Credential, targe
 	c.Creds, c.Key = creds, creds.Key
 	c.Name = fmt.Sprintf("%.40s.push-%s", cfg.Name, creds.Key.ID().Short())
 	c.PortMap = false
-	n, err := vconn.Start(ctx, c)
+	n, err := startOnce(ctx, c)
 	if err != nil {
 		return nil, err
 	}

@@ -58,18 +58,27 @@ reports the rate per interval and overall, as the server counted it.`,
 			if err != nil {
 				return err
 			}
-			node, err := vconn.Start(ctx, cfg)
+			start := startOnce
+			if serve {
+				start = vconn.Start
+			}
+			node, err := start(ctx, cfg)
 			if err != nil {
 				return err
 			}
 			defer node.Close()
 			if serve {
+				ctx, refused := keepNode(ctx, "gridlink perf", node, nf.verbose)
 				l, err := link.Listen(node, uint16(port), link.ListenOptions{AllowPlain: true, MaxStreams: maxStreams})
 				if err != nil {
 					return err
 				}
 				fmt.Fprintf(os.Stderr, "gridlink perf: %s listening on %s\n", node.Name(), l.Addr())
-				return perf.Serve(ctx, l, logf(true))
+				err = perf.Serve(ctx, l, logf(true))
+				if rerr := refused(); rerr != nil {
+					return rerr
+				}
+				return err
 			}
 			if !asJSON {
 				o.Report = func(iv perf.Interval) {

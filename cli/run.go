@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -99,6 +100,9 @@ type nodeFlags struct {
 	hubs, prefer         []string
 	verbose, discover    bool
 	portMap              bool
+	useSSH               bool // ssh:// hubs and sshd tunnels, as a hub's --ssh
+	sshCfg, known        string
+	ids                  []string
 	sec                  secFlags
 	cmd                  *cobra.Command
 }
@@ -107,13 +111,17 @@ func (nf *nodeFlags) add(c *cobra.Command, defaultName string) {
 	nf.cmd = c
 	f := c.Flags()
 	f.StringVar(&nf.name, "name", defaultName, "node name, unique in the grid (with a node's --cert: the name it certifies)")
-	f.StringArrayVar(&nf.hubs, "hub", nil, "hub to attach to, HOST:PORT (repeatable: tried in order)")
+	f.StringArrayVar(&nf.hubs, "hub", nil, "hub to attach to, HOST:PORT or ssh://[USER@]HOST[:PORT]/[TARGET:]PORT (repeatable: tried in order)")
 	f.StringVar(&nf.keyFile, "key", "", "key file (created if missing); default: a fresh key")
 	f.StringVar(&nf.ports, "ports", "", "confine the direct listener to LO-HI")
 	f.StringArrayVar(&nf.prefer, "prefer", nil, "network to try first for direct connections (repeatable)")
 	f.BoolVarP(&nf.verbose, "verbose", "v", false, "log connection setup")
 	f.BoolVar(&nf.discover, "discover", false, "without --hub: find the site's hub by UDP multicast")
 	f.BoolVar(&nf.portMap, "portmap", false, "ask the NAT gateway for an inbound port (UPnP IGD, NAT-PMP) and advertise it; deleted when the node stops")
+	f.BoolVar(&nf.useSSH, "ssh", false, "also try direct connections through the targets' sshds (an ssh:// --hub needs no flag: it uses ~/.ssh defaults)")
+	f.StringVar(&nf.sshCfg, "ssh-config", "", "ssh client config file for ssh:// hubs and tunnels (implies --ssh)")
+	f.StringVar(&nf.known, "known-hosts", "", "ssh known_hosts file (implies --ssh)")
+	f.StringArrayVar(&nf.ids, "identity", nil, "ssh private key file (repeatable, implies --ssh)")
 	nf.sec.add(c)
 }
 
@@ -151,7 +159,81 @@ func (nf *nodeFlags) config(ctx context.Context, who string) (vconn.Config, erro
 	if nf.cmd == nil || !nf.cmd.Flags().Changed("name") {
 		name = creds.DefaultName(name) // a node certificate binds its name
 	}
-	return vconn.Config{Name: name, Key: key, Creds: creds, Hubs: hubs, Ports: pr, Preferred: pref, PortMap: nf.portMap, Logf: logf(nf.verbose)}, nil
+	return vconn.Config{Name: name, Key: key, Creds: creds, Hubs: hubs, Ports: pr, Preferred: pref, PortMap: nf.portMap,
+		SSH: sshConfig(nf.useSSH, nf.sshCfg, nf.known, nf.ids), Logf: logf(nf.verbose)}, nil
+}
+
+// startOnce starts the node of a one-shot command (cp, a perf client),
+// which needs a hub: it waits for the attachment as long as ctx allows
+// (30 s at most if ctx has no deadline).
+func startOnce(ctx context.Context, cfg vconn.Config) (*vconn.Node, error) {
+	node, err := vconn.Start(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := node.WaitAttached(wctx); err != nil {
+		node.Close()
+		return nil, err
+	}
+	return node, nil
+}
+
+// keepNode is for long-running commands (node, serve, perf --serve): it
+// reports the node's attachment (reportAttach) and returns a context that
+// ends with ctx or when the hubs refuse the node for good, and what to
+// return then: the refusal, or nil.
+func keepNode(ctx context.Context, who string, n *vconn.Node, verbose bool) (context.Context, func() error) {
+	ctx, cancel := context.WithCancel(ctx)
+	go reportAttach(ctx, who, n, verbose)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-n.GaveUp():
+			cancel()
+		}
+	}()
+	return ctx, func() error {
+		cancel()
+		select {
+		case <-n.GaveUp():
+			return fmt.Errorf("%s %s: %w", who, n.Name(), n.Attached())
+		default:
+			return nil
+		}
+	}
+}
+
+// reportAttach prints, for a long-running node without --verbose (whose
+// session logs it itself), when it attaches, loses its hub or fails to
+// attach for a new reason, until ctx is done.
+func reportAttach(ctx context.Context, who string, n *vconn.Node, verbose bool) {
+	if verbose {
+		return
+	}
+	last := n.AttachState()
+	var lastCause string
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(500 * time.Millisecond):
+		}
+		st, cause := n.AttachState(), ""
+		var na *vconn.NotAttachedError
+		if err := n.Attached(); errors.As(err, &na) {
+			cause = na.Cause.Error()
+		}
+		switch {
+		case st == "" && last != "":
+			m := n.Machine()
+			fmt.Fprintf(os.Stderr, "%s %s: attached to hub %s\n", who, m.Name, m.HubName)
+		case st != "" && (last == "" || cause != lastCause):
+			fmt.Fprintf(os.Stderr, "%s %s: %s\n", who, n.Name(), st)
+		}
+		last, lastCause = st, cause
+	}
 }
 
 func nodeCmd() *cobra.Command {
@@ -161,9 +243,14 @@ func nodeCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "node",
 		Short: "run this host's node agent (other gridlink commands talk to it)",
+		Long: `node runs this host's node agent. It starts at once, also while no hub
+answers (it keeps trying, and gridlink status says "attaching to HUB:
+<reason>, retrying"); it re-attaches when its hub dies, and ends only when
+stopped or when the hubs refuse it for good (its certificate, role or name).`,
 		Example: `  gridlink node --name das3v-n1 --hub 198.51.100.10:7946
   gridlink node --hub 10.4.0.10:7946 --ports 40000-40100 --prefer 10.2.0.0/24
-  gridlink node --hub 198.51.100.10:7946 --portmap   # behind a home router: ask it for an inbound port`,
+  gridlink node --hub 198.51.100.10:7946 --portmap   # behind a home router: ask it for an inbound port
+  gridlink node --hub ssh://root@10.5.0.1/127.0.0.1:7946 --identity ~/.ssh/id_ed25519   # through the frontend's sshd`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := signalContext()
@@ -181,8 +268,19 @@ func nodeCmd() *cobra.Command {
 			if uid := os.Geteuid(); uid != 0 {
 				who = fmt.Sprintf("uid %d and root only", uid)
 			}
-			fmt.Fprintf(os.Stderr, "gridlink node %s (%s) attached to hub %s; addresses %v; control socket %s (%s)\n", m.Name, m.ID.Short(), m.HubName, m.Addrs, a.Control(), who)
+			where := "attached to hub " + m.HubName
+			if st := a.Node().AttachState(); st != "" {
+				where = st
+			} else if len(cfg.Hubs) == 0 {
+				where = "without a hub"
+			}
+			fmt.Fprintf(os.Stderr, "gridlink node %s (%s) %s; addresses %v; control socket %s (%s)\n", m.Name, m.ID.Short(), where, m.Addrs, a.Control(), who)
+			ctx, refused := keepNode(ctx, "gridlink node", a.Node(), nf.verbose)
 			<-ctx.Done()
+			if err := refused(); err != nil {
+				a.Close()
+				return err
+			}
 			return a.Close()
 		},
 	}
@@ -268,8 +366,12 @@ func statusCmd() *cobra.Command {
 			if asJSON {
 				return json.NewEncoder(os.Stdout).Encode(st)
 			}
-			fmt.Printf("node %s (%s)\n  hub: %s (%s)\n  addresses: %v\n  seen by the hub as: %s\n",
-				st.Node.Name, st.Node.ID.Short(), st.Node.HubName, st.Node.Hub.Short(), st.Node.Addrs, st.Observed)
+			hubWords := fmt.Sprintf("%s (%s)", st.Node.HubName, st.Node.Hub.Short())
+			if st.Attach != "" {
+				hubWords = st.Attach
+			}
+			fmt.Printf("node %s (%s)\n  hub: %s\n  addresses: %v\n  seen by the hub as: %s\n",
+				st.Node.Name, st.Node.ID.Short(), hubWords, st.Node.Addrs, st.Observed)
 			fmt.Printf("connections: %d\n", len(st.Conns))
 			for _, c := range st.Conns {
 				fmt.Printf("  %s -> %s  %s\n", c.Local, c.Remote, c.Method)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log"
 	"net"
 	"net/netip"
 	"strings"
@@ -43,10 +42,17 @@ const (
 	messageQueue  = 256 // routed messages not yet taken
 	// attachGiveUp bounds Attach when its context has no deadline.
 	attachGiveUp = 30 * time.Second
+	// attachWait is how long a request waits for a hub while the session
+	// has none (a re-attach to the next hub usually takes less) before it
+	// fails with a *NotAttachedError.
+	attachWait = 250 * time.Millisecond
+	// attachLogEvery repeats an unchanged "attaching to ..." line.
+	attachLogEvery = time.Minute
 )
 
 // Session is a node's attachment to a hub: lookups, routed messages and
-// circuits. Make one with Attach.
+// circuits. Make one with Attach (which waits for a hub) or Connect
+// (which attaches in the background).
 type Session struct {
 	cfg  SessionConfig
 	logf func(string, ...any)
@@ -60,7 +66,15 @@ type Session struct {
 	hubQueries map[uint64]chan []wire.RouteAd
 	nextQ      uint64
 	closed     bool
-	refused    error // a permanent refusal that ended the session's attachments
+	refused    error         // a permanent refusal that ended the session's attachments
+	gaveUp     chan struct{} // closed with refused
+	since      time.Time     // not attached since (while cur is nil)
+	cause      error         // why not attached (while cur is nil)
+	firstRound chan struct{} // closed once the first round of attempts ended
+	logged     string        // the last "attaching to" reason logged
+	loggedAt   time.Time
+	ctx        context.Context
+	cancel     context.CancelFunc
 	messages   chan *wire.Routed
 	incoming   chan *Incoming
 	done       chan struct{}
@@ -136,40 +150,19 @@ func (in *Incoming) Refuse(reason string) {
 // Close; if a hub later gives its name to another node (Refused), it
 // stops re-attaching.
 func Attach(ctx context.Context, cfg SessionConfig) (*Session, error) {
-	if cfg.Creds == nil {
-		return nil, errors.New("hub: session without credentials")
-	}
-	if len(cfg.Hubs) == 0 {
-		return nil, errors.New("hub: session without hubs")
-	}
-	id := cfg.Creds.Key.ID()
-	if cfg.Machine.ID.IsZero() {
-		cfg.Machine.ID = id
-	}
-	if cfg.Machine.ID != id {
-		return nil, fmt.Errorf("hub: machine %s does not match the credentials' key %s", cfg.Machine.ID.Short(), id.Short())
-	}
-	cfg.Machine.Hub, cfg.Machine.HubName = identity.ID{}, ""
-	if cfg.Dial == nil {
-		cfg.Dial = dialTCP
-	}
-	s := &Session{cfg: cfg, machine: cfg.Machine, logf: cfg.Logf, ready: make(chan struct{}), lookups: map[uint64]chan []identity.Machine{}, hubQueries: map[uint64]chan []wire.RouteAd{},
-		messages: make(chan *wire.Routed, messageQueue), incoming: make(chan *Incoming, incomingQueue), done: make(chan struct{})}
-	if s.logf == nil {
-		s.logf = log.Printf
+	s, err := Connect(cfg)
+	if err != nil {
+		return nil, err
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, attachGiveUp)
 		defer cancel()
 	}
-	sl, idx, err := s.attachLoop(ctx, 0)
-	if err != nil {
+	if err := s.WaitAttached(ctx); err != nil {
+		s.Close()
 		return nil, err
 	}
-	s.install(sl, idx)
-	s.wg.Add(1)
-	go s.maintain()
 	return s, nil
 }
 
@@ -180,6 +173,7 @@ func (s *Session) attachLoop(ctx context.Context, start int) (*slink, int, error
 	n := len(s.cfg.Hubs)
 	errs := make([]string, n)
 	for {
+		round := &RoundError{Errs: map[string]error{}} // read by others once recorded
 		var denied error
 		refusals := 0
 		for k := range n {
@@ -194,6 +188,7 @@ func (s *Session) attachLoop(ctx context.Context, start int) (*slink, int, error
 				return nil, 0, fmt.Errorf("hub: %s: %w", s.cfg.Hubs[i], err)
 			}
 			errs[i] = s.cfg.Hubs[i] + ": " + err.Error()
+			round.Errs[s.cfg.Hubs[i]] = err
 			if errors.Is(err, pki.ErrDenied) {
 				refusals++
 				denied = err
@@ -206,6 +201,10 @@ func (s *Session) attachLoop(ctx context.Context, start int) (*slink, int, error
 			// Every hub refused this node's certificate: trying again
 			// will not change that.
 			return nil, 0, &refusedError{list: strings.Join(compact(errs), "; "), last: denied}
+		}
+		if ctx.Err() == nil {
+			round.text = strings.Join(compact(errs), "; ")
+			s.roundFailed(round)
 		}
 		select {
 		case <-ctx.Done():
@@ -308,12 +307,12 @@ func (s *Session) watchRevocation(sl *slink, hub pki.Peer, t *pki.Trust) {
 	})
 }
 
-func (s *Session) install(sl *slink, idx int) {
+func (s *Session) install(sl *slink, idx int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		sl.l.close(ErrClosed)
-		return
+		return false
 	}
 	s.cur, s.curIdx = sl, idx
 	s.catchUpLocked(sl)
@@ -322,6 +321,7 @@ func (s *Session) install(sl *slink, idx int) {
 	default:
 		close(s.ready)
 	}
+	return true
 }
 
 // detach forgets a lost link: its circuits are reset.
@@ -330,6 +330,7 @@ func (s *Session) detach(sl *slink, cause error) {
 	if s.cur == sl {
 		s.cur = nil
 		s.ready = make(chan struct{})
+		s.since, s.cause = time.Now(), fmt.Errorf("lost hub %s: %v", sl.hub.Name, cause)
 	}
 	s.mu.Unlock()
 	sl.mu.Lock()
@@ -345,53 +346,27 @@ func (s *Session) detach(sl *slink, cause error) {
 	}
 }
 
-// maintain pings the hub and re-attaches when the link is lost.
-func (s *Session) maintain() {
-	defer s.wg.Done()
+// keep pings the hub until the link is lost (its error) or the session
+// closed (nil).
+func (s *Session) keep(sl *slink) error {
 	t := time.NewTicker(nodePingEvery)
 	defer t.Stop()
 	for {
-		s.mu.Lock()
-		sl, idx := s.cur, s.curIdx
-		s.mu.Unlock()
-		if sl == nil {
-			return // closed
-		}
 		select {
 		case <-s.done:
-			return
+			return nil
 		case <-t.C:
 			if d := sl.l.silentFor(); d > nodeSilence {
 				sl.l.close(&silentError{d.Round(time.Millisecond)})
 			} else {
 				sl.l.ping()
 			}
-			continue
 		case <-sl.l.done:
-		}
-		if errors.Is(sl.l.err, ErrPermanent) {
-			s.giveUp(sl.l.err)
-			return
-		}
-		s.logf("hub: node %s: lost hub %s: %v; re-attaching", s.cfg.Machine, sl.hub.Name, sl.l.err)
-		ctx, cancel := context.WithCancel(context.Background())
-		go func() {
-			select {
-			case <-s.done:
-				cancel()
-			case <-ctx.Done():
+			if s.ctx.Err() != nil {
+				return nil
 			}
-		}()
-		nsl, nidx, err := s.attachLoop(ctx, (idx+1)%len(s.cfg.Hubs))
-		cancel()
-		if err != nil {
-			if errors.Is(err, pki.ErrDenied) {
-				s.giveUp(err)
-			}
-			return // closed
+			return sl.l.err
 		}
-		s.logf("hub: node %s: attached to hub %s", s.cfg.Machine, nsl.hub.Name)
-		s.install(nsl, nidx)
 	}
 }
 
@@ -408,6 +383,7 @@ func (s *Session) giveUp(err error) {
 	default:
 		close(ready)
 	}
+	close(s.gaveUp)
 }
 
 // Refused is the refusal that ended the session's attachments (nil while
@@ -419,8 +395,11 @@ func (s *Session) Refused() error {
 	return s.refused
 }
 
-// current waits for an attached link.
+// current waits for an attached link: while the session has none, for
+// attachWait at most (a re-attach to the next hub), then it fails with a
+// *NotAttachedError.
 func (s *Session) current(ctx context.Context) (*slink, error) {
+	var wait <-chan time.Time
 	for {
 		s.mu.Lock()
 		if s.closed {
@@ -437,10 +416,21 @@ func (s *Session) current(ctx context.Context) (*slink, error) {
 		if sl != nil && !sl.l.isClosed() {
 			return sl, nil
 		}
+		if wait == nil {
+			wait = time.After(attachWait)
+		}
 		select {
 		case <-ready:
 		case <-s.done:
 			return nil, ErrClosed
+		case <-wait:
+			s.mu.Lock()
+			err := s.notAttachedLocked()
+			s.mu.Unlock()
+			if err == nil { // attached just now
+				continue
+			}
+			return nil, fmt.Errorf("hub: %w", err)
 		case <-ctx.Done():
 			return nil, fmt.Errorf("hub: not attached to a hub: %w", ctx.Err())
 		}
@@ -500,6 +490,7 @@ func (s *Session) Close() error {
 	sl := s.cur
 	s.cur = nil
 	close(s.done)
+	s.cancel()
 	close(s.messages)
 	close(s.incoming)
 	s.mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -34,30 +35,74 @@ func (n *Node) Dial(ctx context.Context, addr string) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("vconn: dial %s: %w", addr, err)
 	}
-	target, err := n.Resolve(ctx, a)
+	target, cached, err := n.resolve(ctx, a)
 	if err != nil {
 		return nil, fmt.Errorf("vconn: dial %s: %w", addr, err)
 	}
-	c, err := n.DialMachine(ctx, target, port)
-	if err != nil {
+	// A cached name may have moved on (its node restarted with a fresh
+	// key, or elsewhere): when the cached method fails, or else the whole
+	// setup, look the name up again and, if it names another machine now,
+	// try that one, once.
+	rechecked := false
+	recheck := func(ctx context.Context, why error) (identity.Machine, bool) {
+		if !cached || rechecked || errors.Is(why, ErrRefused) || ctx.Err() != nil {
+			return identity.Machine{}, false
+		}
+		rechecked = true
 		n.forgetName(a)
-		return nil, fmt.Errorf("vconn: dial %s: %w", addr, err)
+		fresh, err := n.lookup(ctx, a)
+		if err != nil || sameMachine(fresh, target) {
+			return identity.Machine{}, false
+		}
+		n.cfg.Logf("vconn: dial %s: %s failed (%v); the name now names %s: trying that", addr, target, why, fresh)
+		return fresh, true
 	}
-	return c, nil
+	c, err := n.dialMachine(ctx, target, port, recheck)
+	if err == nil {
+		return c, nil
+	}
+	if fresh, ok := recheck(ctx, err); ok {
+		c, err2 := n.DialMachine(ctx, fresh, port)
+		if err2 == nil {
+			return c, nil
+		}
+		err = fmt.Errorf("%w (and before, at %s: %v)", err2, target, err)
+	}
+	n.forgetName(a)
+	return nil, fmt.Errorf("vconn: dial %s: %w", addr, err)
+}
+
+// sameMachine reports whether a and b are the same node at the same hub
+// and addresses.
+func sameMachine(a, b identity.Machine) bool {
+	return a.ID == b.ID && a.Hub == b.Hub && slices.Equal(a.Addrs, b.Addrs)
 }
 
 // Resolve finds the machine a virtual address names, through the hubs.
 func (n *Node) Resolve(ctx context.Context, a identity.Addr) (identity.Machine, error) {
+	m, _, err := n.resolve(ctx, a)
+	return m, err
+}
+
+// resolve is Resolve, and says whether the answer came from the name cache.
+func (n *Node) resolve(ctx context.Context, a identity.Addr) (identity.Machine, bool, error) {
 	if a.Node == n.cfg.Name || a.Node == n.ID().String() {
-		return n.Machine(), nil
+		return n.Machine(), false, nil
 	}
 	key := a.Node + "@" + a.Hub
 	n.mu.Lock()
 	e, ok := n.names[key]
 	n.mu.Unlock()
 	if ok && time.Since(e.at) < nameTTL {
-		return e.m, nil
+		return e.m, true, nil
 	}
+	m, err := n.lookup(ctx, a)
+	return m, false, err
+}
+
+// lookup asks the hubs which machine a names.
+func (n *Node) lookup(ctx context.Context, a identity.Addr) (identity.Machine, error) {
+	key := a.Node + "@" + a.Hub
 	if n.session == nil {
 		return identity.Machine{}, fmt.Errorf("cannot resolve %q: this node has no hub", a.Node)
 	}
@@ -107,6 +152,13 @@ type result struct {
 // DialMachine connects to port on the target machine: the cached method
 // for its site first, else a race of every method that could work.
 func (n *Node) DialMachine(ctx context.Context, target identity.Machine, port uint16) (*Conn, error) {
+	return n.dialMachine(ctx, target, port, nil)
+}
+
+// dialMachine is DialMachine; when the cached method fails, recheck (if
+// given) may name another machine to race for instead: the name dialled
+// now names it.
+func (n *Node) dialMachine(ctx context.Context, target identity.Machine, port uint16, recheck func(context.Context, error) (identity.Machine, bool)) (*Conn, error) {
 	start := time.Now()
 	n.mu.Lock()
 	cached, ok := n.cache[target.Hub]
@@ -123,6 +175,11 @@ func (n *Node) DialMachine(ctx context.Context, target identity.Machine, port ui
 		n.mu.Lock()
 		delete(n.cache, target.Hub)
 		n.mu.Unlock()
+		if recheck != nil {
+			if fresh, ok := recheck(ctx, r.err); ok {
+				target = fresh
+			}
+		}
 	}
 	r, err := n.race(ctx, target, port)
 	if err != nil {
@@ -163,6 +220,12 @@ func (n *Node) possible(m Method, target identity.Machine) error {
 		return errors.New("the target lists no addresses")
 	case (m == Reverse || m == Routed || m == Splice) && n.session == nil:
 		return errors.New("this node has no hub")
+	case m == Reverse || m == Routed || m == Splice:
+		if err := n.session.NotAttached(); err != nil {
+			return err
+		}
+	}
+	switch {
 	case (m == Reverse || m == Routed || m == Splice) && target.Hub.IsZero():
 		return errors.New("the target is not attached to a hub")
 	case m == Reverse && len(n.localMachine().Addrs) == 0:
@@ -365,12 +428,25 @@ func (n *Node) plausible(m Method, target identity.Machine) bool {
 	return true
 }
 
+// raceError says why no method reached target, each method's reason; when
+// the node has no hub, it is a *NotAttachedError first (errors.As finds
+// it), followed by what the other methods met.
 func raceError(target identity.Machine, errs map[Method]error) error {
 	var parts []string
+	var na *NotAttachedError
 	for m, err := range errs {
+		if errors.As(err, &na) {
+			continue
+		}
 		parts = append(parts, fmt.Sprintf("%s: %v", m, err))
 	}
 	sort.Strings(parts)
+	if na != nil {
+		if len(parts) == 0 {
+			return fmt.Errorf("cannot reach %s: %w", target, na)
+		}
+		return fmt.Errorf("cannot reach %s: %w; %s", target, na, strings.Join(parts, "; "))
+	}
 	return fmt.Errorf("no method reached %s: %s", target, strings.Join(parts, "; "))
 }
 

@@ -123,7 +123,10 @@ func (n *Node) watchNAT() {
 		ctx, cancel := context.WithTimeout(n.ctx, 30*time.Second)
 		st, err := n.probeNAT(ctx)
 		cancel()
+		var na *NotAttachedError
 		switch {
+		case errors.As(err, &na):
+			delay = 2 * time.Second // soon after the node attaches
 		case err != nil:
 			n.cfg.Logf("vconn: node %s: cannot classify this host's NAT: %v", n.cfg.Name, err)
 			delay = 30 * time.Second

@@ -23,14 +23,17 @@ type Config struct {
 	Name string       // unique name in the grid; default: the name a node certificate certifies, else the host name
 	Key  identity.Key // default: a fresh key
 	// Hubs are transport specs of the hubs to attach to, in order of
-	// preference ("HOST:PORT" or "ssh://..."). None: direct only.
+	// preference ("HOST:PORT" or "ssh://...": through an sshd, configured
+	// by SSH, or the user's ~/.ssh files when SSH is nil). None: direct
+	// only. The node attaches in the background and keeps trying (Start
+	// waits for the first round; Attached, WaitAttached).
 	Hubs  []string
 	Ports direct.PortRange // confine the direct listener; zero: any port
 	// ListenAddr binds the direct listener to one address (it is then the
 	// only one the node advertises); default: all interfaces.
 	ListenAddr string
-	Preferred  []netip.Prefix // networks to try first
-	SSH        *direct.SSHConfig
+	Preferred  []netip.Prefix    // networks to try first
+	SSH        *direct.SSHConfig // ssh:// hubs; with it, direct connections also try the targets' sshds
 	// HeadStart is how much earlier a more direct method starts in a race
 	// (default 25ms): direct at 0, reverse at HeadStart, routed at 2x.
 	HeadStart time.Duration
@@ -94,7 +97,9 @@ type nameEntry struct {
 	at time.Time
 }
 
-// Start brings a node up: key, direct listener, hub session.
+// Start brings a node up: key, direct listener, hub session. It waits for
+// the session's first round of attempts (firstAttach): a refusal fails
+// Start, an unreachable hub does not.
 func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Name == "" {
 		cfg.Name, _ = os.Hostname()
@@ -156,14 +161,20 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.wg.Add(1)
 	go n.acceptDirect()
 	if len(cfg.Hubs) > 0 {
-		n.session, err = hub.Attach(ctx, hub.SessionConfig{
+		n.session, err = hub.Connect(hub.SessionConfig{
 			Creds:   creds,
 			Machine: n.localMachine(),
 			Hubs:    cfg.Hubs,
-			Dial:    n.dialer.Transport,
+			Dial:    hubTransport(creds, cfg),
 			Logf:    cfg.Logf,
 		})
+		if err == nil {
+			err = n.firstAttach(ctx)
+		}
 		if err != nil {
+			if n.session != nil {
+				n.session.Close()
+			}
 			n.direct.Close()
 			return nil, fmt.Errorf("vconn: node %s: attach to a hub (%v): %w", cfg.Name, cfg.Hubs, err)
 		}
