@@ -47,7 +47,7 @@ const (
 	mAck  = 21 // id u32, ok u8, text str, kept u64, got u64: the file's final state
 
 	// Source -> caller of a push: progress and the summary.
-	mEvent  = 30 // kind u8 (EventPlan..EventDone), id u32, path str, size u64, n u64, text str
+	mEvent  = 30 // kind u8 (EventPlan..EventDir), id u32, path str, size u64, n u64, text str
 	mResult = 31 // summary: JSON of Summary, at most maxBlob
 )
 
