@@ -76,7 +76,7 @@ the free space of the file system it writes to (less 1% of it, at most
 			if err != nil {
 				return fmt.Errorf("--user-quota: %w", err)
 			}
-			xc := xfer.Config{Root: root, Push: pushDialer(cfg, node, maxStreams), Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) },
+			xc := xfer.Config{Root: root, Push: pushDialer(cfg, node, maxStreams), Logf: printf(logger("node", node.Name())),
 				Quota: q, UserQuota: uq, User: linkUser}
 			if cfg.Creds != nil && cfg.Creds.Trust() != nil {
 				// a grid with a CA: push as the caller, never as this service

@@ -47,16 +47,18 @@ func hubCmd() *cobra.Command {
 				name = creds.DefaultName(name) // a hub certificate's name
 			}
 			d := &direct.Dialer{Creds: creds, SSH: sshConfig(useSSH, sshCfg, known, ids)}
-			h, err := hub.New(hub.Config{Name: name, Creds: creds, Listen: listen, Peers: peers, Dial: d.Transport, Logf: logf(verbose)})
+			// a hub logs its links, routes and refusals always (-v or not)
+			hlog := printf(logger("hub", name))
+			h, err := hub.New(hub.Config{Name: name, Creds: creds, Listen: listen, Peers: peers, Dial: d.Transport, Logf: hlog})
 			if err != nil {
 				return err
 			}
 			ctx, cancel := signalContext()
 			defer cancel()
 			if trust != nil {
-				go trust.Watch(ctx, 0, func(f string, a ...any) { fmt.Fprintf(os.Stderr, "hub %s: "+f+"\n", append([]any{name}, a...)...) })
+				go trust.Watch(ctx, 0, func(f string, a ...any) { hlog("hub %s: "+f, append([]any{name}, a...)...) })
 			}
-			stop, err := serveHubStatus(h, control, func(f string, a ...any) { fmt.Fprintf(os.Stderr, "hub %s: "+f+"\n", append([]any{name}, a...)...) })
+			stop, err := serveHubStatus(h, control, func(f string, a ...any) { hlog("hub %s: "+f, append([]any{name}, a...)...) })
 			if err != nil {
 				return err
 			}
@@ -151,7 +153,7 @@ func (nf *nodeFlags) config(ctx context.Context, who string) (vconn.Config, erro
 	if nf.cmd == nil || !nf.cmd.Flags().Changed("name") {
 		name = creds.DefaultName(name) // a node certificate binds its name
 	}
-	return vconn.Config{Name: name, Key: key, Creds: creds, Hubs: hubs, Ports: pr, Preferred: pref, PortMap: nf.portMap, Logf: logf(nf.verbose)}, nil
+	return vconn.Config{Name: name, Key: key, Creds: creds, Hubs: hubs, Ports: pr, Preferred: pref, PortMap: nf.portMap, Logf: logf(nf.verbose, "node", name)}, nil
 }
 
 func nodeCmd() *cobra.Command {
