@@ -100,4 +100,3 @@ func sshConfig(use bool, cfgFile, known string, ids []string) *direct.SSHConfig 
 	}
 	return &direct.SSHConfig{ConfigFile: cfgFile, KnownHosts: known, IdentityFiles: ids}
 }
-
