@@ -225,7 +225,11 @@ func (a *Agent) connect(w http.ResponseWriter, r *http.Request) {
 		up.Close()
 		return
 	}
-	Join(c, up)
+	// the client copies the bytes itself and sees the stream end; why
+	// it failed (a hub on the way died, say) goes to the agent's log
+	if _, _, err := JoinErr(c, up); err != nil {
+		a.logf("agent: stream to %s: %v", req.Addr, err)
+	}
 }
 
 func (a *Agent) bind(w http.ResponseWriter, r *http.Request) {
