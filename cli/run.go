@@ -83,7 +83,7 @@ func hubCmd() *cobra.Command {
 	f.StringVar(&sshCfg, "ssh-config", "", "ssh client config file (implies --ssh)")
 	f.StringVar(&known, "known-hosts", "", "ssh known_hosts file (implies --ssh)")
 	f.StringArrayVar(&ids, "identity", nil, "ssh private key file (repeatable, implies --ssh)")
-	f.BoolVarP(&verbose, "verbose", "v", false, "log links, routes and circuits")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log links, routes and circuits (a hub always does; kept for scripts)")
 	f.BoolVar(&announce, "announce", false, "answer hub discovery queries (UDP multicast on this host's networks)")
 	f.StringVar(&control, "control", HubControl, "status socket, which gridlink status --hub asks (another one for a second hub on this host)")
 	sf.add(c)
