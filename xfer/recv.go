@@ -35,10 +35,10 @@ type receiver struct {
 	made  *madeSet
 	top   string // placeAs: the one source's name
 	dirs  []dirMeta
-	// marked (placeAs): the directory taking the source's place is this
-	// copy's, marked by UnfinishedFile until it completes
-	marked bool
-	ours   bool // (placeAs) the directory taking the source's place is this copy's
+	// ours (placeAs): the directory taking the source's place is this
+	// copy's (made by it, or by the unfinished copy it continues); marked:
+	// its UnfinishedFile is written, and goes once the copy completes
+	ours, marked bool
 }
 
 type dirMeta struct {
