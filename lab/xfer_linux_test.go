@@ -418,6 +418,7 @@ func xferResumeNewDir(t *testing.T, x *xferLab, src, root string) {
 		if left, _ := filepath.Glob(filepath.Join(dst, ".*")); len(left) > 0 {
 			t.Errorf("%s: left behind: %v", how, left)
 		}
+		t.Logf("%s: the resumed copy kept %d and sent %d of %d bytes in %.2f s", how, r.Kept, r.Sent, size+1000, r.Seconds)
 		if r.Kept < size/3 || r.Sent > size-size/3 {
 			t.Errorf("%s: resume kept %d and sent %d of %d bytes: not continued", how, r.Kept, r.Sent, size)
 		}
