@@ -113,3 +113,54 @@ func TestRestartedHubSupersedesOldRoute(t *testing.T) {
 		})
 	}
 }
+
+// A hub that cannot splice a link to another (here the other has
+// splicing off) logs it once, not at every retry (issue 17, item 9: hubs
+// retried splices to hubs that are not neighbours, logging each).
+func TestSpliceFailureLoggedOnce(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var logA logCounter
+	ca, cc := creds(t), creds(t)
+	if ca.Key.ID().String() > cc.Key.ID().String() {
+		ca, cc = cc, ca // a offers (the smaller ID)
+	}
+	b, err := New(Config{Name: "b", Creds: creds(t), Listen: "127.0.0.1:0", Interval: testInterval, Logf: func(string, ...any) {}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(Config{Name: "c", Creds: cc, Listen: "127.0.0.1:0", Interval: testInterval, Logf: func(string, ...any) {},
+		Peers: []string{b.Addr().String()}, NoSplice: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(Config{Name: "a", Creds: ca, Listen: "127.0.0.1:0", Interval: testInterval, Logf: logA.logf,
+		Peers: []string{b.Addr().String()},
+		Dial: func(ctx context.Context, spec string) (net.Conn, error) {
+			if spec == c.Addr().String() {
+				return nil, fmt.Errorf("dial %s: blocked by the test firewall", spec)
+			}
+			var d net.Dialer
+			return d.DialContext(ctx, "tcp", spec)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.cfg.Dial = func(ctx context.Context, spec string) (net.Conn, error) {
+		if spec == a.Addr().String() {
+			return nil, fmt.Errorf("dial %s: blocked by the test firewall", spec)
+		}
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", spec)
+	}
+	var wg sync.WaitGroup
+	for _, h := range []*Hub{b, c, a} {
+		wg.Add(1)
+		go func() { defer wg.Done(); h.Serve(ctx) }()
+	}
+	defer wg.Wait()
+	defer cancel()
+	time.Sleep(17 * time.Second)
+	if n := logA.count("splice a link to c"); n != 1 {
+		t.Errorf("a logged %d failed splices to c in 17 s, want 1; logs:\n%q", n, logA.lines)
+	}
+}
