@@ -249,7 +249,9 @@ type localEnd interface {
 type socketEnd struct{ net.Conn }
 
 func (e socketEnd) join(up net.Conn) error {
-	Join(e.Conn, up)
+	if _, _, err := JoinErr(e.Conn, up); err != nil {
+		return fmt.Errorf("stream: %w", err)
+	}
 	return nil
 }
 

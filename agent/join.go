@@ -18,22 +18,36 @@ var joinBufs = sync.Pool{New: func() any { return new([joinBuffer]byte) }}
 // half-closing protocols (ssh, scp, nc-style EOF) work; an error in either
 // direction closes both at once. It returns the bytes copied a→b and b→a.
 func Join(a, b net.Conn) (ab, ba int64) {
+	ab, ba, _ = JoinErr(a, b)
+	return ab, ba
+}
+
+// JoinErr is Join, and returns the error that ended the stream: the
+// first to happen in either direction (nil if both ended cleanly), not
+// the ones closing both ends then caused. A stream over the overlay
+// that a hub's death cut fails naming that hub, say.
+func JoinErr(a, b net.Conn) (ab, ba int64, err error) {
+	var first struct {
+		sync.Once
+		err error
+	}
+	fail := func(e error) { first.Do(func() { first.err = e }) }
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		ba = half(a, b, a, b)
+		ba = half(a, b, a, b, fail)
 	}()
-	ab = half(b, a, a, b)
+	ab = half(b, a, a, b, fail)
 	wg.Wait()
 	a.Close()
 	b.Close()
-	return ab, ba
+	return ab, ba, first.err
 }
 
-// half copies src to dst, then half-closes dst or, on an error, closes
-// both x and y.
-func half(dst, src, x, y net.Conn) int64 {
+// half copies src to dst, then half-closes dst or, on an error, hands it
+// to fail and closes both x and y.
+func half(dst, src, x, y net.Conn, fail func(error)) int64 {
 	buf := joinBufs.Get().(*[joinBuffer]byte)
 	defer joinBufs.Put(buf)
 	var n int64
@@ -48,9 +62,12 @@ func half(dst, src, x, y net.Conn) int64 {
 		n, err = io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, buf[:])
 	}
 	if cw, ok := dst.(interface{ CloseWrite() error }); ok && err == nil {
-		if cw.CloseWrite() == nil {
+		if err = cw.CloseWrite(); err == nil {
 			return n
 		}
+	}
+	if err != nil {
+		fail(err)
 	}
 	x.Close()
 	y.Close()

@@ -198,7 +198,7 @@ func (a *Agent) connect(w http.ResponseWriter, r *http.Request) {
 	} else {
 		var addr string
 		if addr, err = a.resolveService(ctx, va); err == nil {
-			up, err = link.Dial(ctx, a.node, addr, lo)
+			up, err = a.dialStream(ctx, addr, lo)
 		}
 	}
 	a.setups.release()
@@ -225,7 +225,11 @@ func (a *Agent) connect(w http.ResponseWriter, r *http.Request) {
 		up.Close()
 		return
 	}
-	Join(c, up)
+	// the client copies the bytes itself and sees the stream end; why
+	// it failed (a hub on the way died, say) goes to the agent's log
+	if _, _, err := JoinErr(c, up); err != nil {
+		a.logf("agent: stream to %s: %v", req.Addr, err)
+	}
 }
 
 func (a *Agent) bind(w http.ResponseWriter, r *http.Request) {
@@ -346,4 +350,23 @@ func (a *Agent) expose(w http.ResponseWriter, r *http.Request) {
 			Join(local, peer)
 		}()
 	}
+}
+
+// dialStream sets up the overlay end of a stream to addr: a link, except
+// to EchoPort, every agent's built-in echo, which answers raw (as gridlink
+// ping and the Go API's Dial use it): a link's hello would come back as
+// data, so it is dialed raw and the link options do not apply.
+func (a *Agent) dialStream(ctx context.Context, addr string, lo link.Options) (net.Conn, error) {
+	if va, err := identity.ParseAddr(addr); err == nil && va.Port == EchoPort && va.Service == "" {
+		c, err := a.node.Dial(ctx, addr)
+		if err != nil {
+			return nil, err
+		}
+		return c, nil
+	}
+	c, err := link.Dial(ctx, a.node, addr, lo)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }

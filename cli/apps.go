@@ -228,6 +228,11 @@ func ncCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "nc NAME[.grid]:PORT",
 		Short: "join stdin and stdout to an overlay connection (for ssh's ProxyCommand)",
+		Long: `nc joins stdin and stdout to a connection to NAME:PORT through the agent:
+what stdin says is sent, its end half-closes the connection, and what the
+far side sends goes to stdout until it closes. Port 7 (or NAME:echo) is
+every agent's built-in echo: it answers raw, so nc's link options
+(--streams, --compress, --encrypt) do not apply to it.`,
 		Example: `  ssh -o ProxyCommand='gridlink nc %h:%p' user@g5k-n1.grid
   echo hello | gridlink nc das3v-n1:7`,
 		Args: cobra.ExactArgs(1),

@@ -27,6 +27,7 @@ func Root() *cobra.Command {
 	}
 	root.AddCommand(versionCmd(), hubCmd(), nodeCmd(), pingCmd(), statusCmd(), doctorCmd(), perfCmd(),
 		socksCmd(), exposeCmd(), forwardCmd(), ncCmd(), serveCmd(), cpCmd(), caCmd(), certCmd(), proxyCmd())
+	addLogFormat(root)
 	return root
 }
 
@@ -98,11 +99,4 @@ func sshConfig(use bool, cfgFile, known string, ids []string) *direct.SSHConfig 
 		return nil
 	}
 	return &direct.SSHConfig{ConfigFile: cfgFile, KnownHosts: known, IdentityFiles: ids}
-}
-
-func logf(verbose bool) func(string, ...any) {
-	if !verbose {
-		return nil
-	}
-	return func(format string, args ...any) { fmt.Fprintf(os.Stderr, format+"\n", args...) }
 }

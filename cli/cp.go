@@ -77,7 +77,7 @@ the free space of the file system it writes to (less 1% of it, at most
 			if err != nil {
 				return fmt.Errorf("--user-quota: %w", err)
 			}
-			xc := xfer.Config{Root: root, Push: pushDialer(cfg, node, maxStreams), Logf: func(f string, a ...any) { fmt.Fprintf(os.Stderr, f+"\n", a...) },
+			xc := xfer.Config{Root: root, Push: pushDialer(cfg, node, maxStreams), Logf: printf(logger("node", node.Name())),
 				Quota: q, UserQuota: uq, User: linkUser}
 			if cfg.Creds != nil && cfg.Creds.Trust() != nil {
 				// a grid with a CA: push as the caller, never as this service
@@ -197,10 +197,22 @@ root of node NAME's transfer service. Local to remote, remote to local, or
 remote to remote: then the data flows from the first service to the other
 directly (a third-party transfer) and this end watches.
 
+Where copies go (scp's rules): DST that is an existing directory receives
+each source as DST/NAME (a tree as DST/NAME/...); DST that does not exist,
+or is a file, becomes the one source's copy (cp -r SRC NEW makes NEW
+SRC's copy, not NEW/SRC); several sources need an existing directory.
+
 Files travel in blocks over a link of parallel streams, each block and
-file checked end to end; a file is written under a temporary name and
-renamed once verified, with its mode and mtime. A dropped connection is
-resumed automatically; --resume also keeps what an earlier run stored.`,
+file checked end to end; a file is written under a temporary name
+(DIR/.NAME.gridlink-part) and renamed once verified, with its mode and
+mtime. A dropped connection is resumed automatically. An interrupted
+copy (killed, or out of retries) leaves its partial files where they
+go, and cp says where; the same command with --resume continues it,
+keeping what it stored where the checksums agree. A tree copied to a new
+DST is continued in DST, not copied again into DST/NAME: until it
+completes, DST holds a mark (.gridlink-unfinished) naming its source. A
+copy without --resume follows the rules above (into DST/NAME once DST
+exists) and says where the unfinished one is.`,
 		Example: `  gridlink cp -r results das3v-data:runs/42 --hub 198.51.100.10:7946
   gridlink cp das3v-data:runs/42/out.h5 . --hub 198.51.100.10:7946 --resume
   gridlink cp das3v-data:runs/42 g5k-data:incoming -r --hub 198.51.100.10:7946`,
@@ -305,6 +317,9 @@ func runCp(ctx context.Context, nf *nodeFlags, cf cpFlags, args []string) error 
 		sum, err = xfer.Push(ctx, dialer(snode), spaths, withDefaultPort(dnode, cf.port), dpath, l, o)
 	}
 	bar.stop()
+	if err != nil && (ctx.Err() != nil || sum.Attempts > 1) {
+		fmt.Fprintf(os.Stderr, "gridlink cp: interrupted: what was stored stays at %s (partial files named .NAME.gridlink-part); the same command with --resume continues it\n", dst)
+	}
 	seen.mu.Lock()
 	defer seen.mu.Unlock()
 	return cpReport(sum, err, cf.asJSON, cf.quiet, seen.method, seen.streams)

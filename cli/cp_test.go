@@ -65,3 +65,23 @@ func TestProgressPlain(t *testing.T) {
 		t.Errorf("progress output:\n%s", out)
 	}
 }
+
+// The first progress line has no rate yet ("-", not "0 B/s"), and
+// directories are not counted as files.
+func TestProgressFirstLineAndDirs(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newProgress(w, time.Hour, false)
+	p.event(xfer.Event{Kind: xfer.EventPlan, N: 1, Size: 1 << 20})
+	p.event(xfer.Event{Kind: xfer.EventDir, ID: 1, Path: "d"})
+	p.event(xfer.Event{Kind: xfer.EventStart, ID: 2, Path: "d/a", Size: 1 << 20})
+	p.event(xfer.Event{Kind: xfer.EventDone, ID: 2, Path: "d/a", Size: 1 << 20, N: 1 << 20})
+	p.stop()
+	w.Close()
+	out, _ := io.ReadAll(r)
+	if !strings.Contains(string(out), "total 1.0 MiB / 1.0 MiB, 1 / 1 files (1 directories), -, ETA -") || strings.Contains(string(out), "0 B/s") {
+		t.Errorf("progress output:\n%s", out)
+	}
+}

@@ -29,6 +29,7 @@ type progress struct {
 	nfiles  int64
 	done    int64 // bytes of finished files
 	ndone   int64
+	ndirs   int64 // directories made or there (not files)
 	start   time.Time
 	samples []sample // (time, bytes) for the rate, the last rateWindow
 	drawn   int      // lines drawn last (tty)
@@ -90,6 +91,8 @@ func (p *progress) event(e xfer.Event) {
 		p.total, p.nfiles = e.Size, e.N
 	case xfer.EventStart:
 		p.files[e.ID] = &fileBar{path: e.Path, size: e.Size, started: time.Now()}
+	case xfer.EventDir:
+		p.ndirs++
 	case xfer.EventBytes:
 		if f := p.files[e.ID]; f != nil {
 			f.n = e.N
@@ -152,15 +155,22 @@ func (p *progress) draw() {
 	for len(p.samples) > 2 && now.Sub(p.samples[1].t) > rateWindow {
 		p.samples = p.samples[1:]
 	}
-	rate := 0.0
-	if s := p.samples[0]; now.Sub(s.t) > 0 {
+	// the rate over the window, once there is one: the first draw has
+	// a single sample and says "-", not 0 B/s
+	rate, rateText := 0.0, "-"
+	if s := p.samples[0]; len(p.samples) > 1 && now.Sub(s.t) > 0 {
 		rate = float64(cur-s.n) / now.Sub(s.t).Seconds()
+		rateText = size(int64(rate)) + "/s"
 	}
 	eta := "-"
 	if rate > 0 && p.total > cur {
 		eta = time.Duration(float64(p.total-cur) / rate * float64(time.Second)).Round(time.Second).String()
 	}
-	total := fmt.Sprintf("total %s / %s, %d / %d files, %s/s, ETA %s", size(cur), size(p.total), p.ndone, p.nfiles, size(int64(rate)), eta)
+	dirs := ""
+	if p.ndirs > 0 {
+		dirs = fmt.Sprintf(" (%d directories)", p.ndirs)
+	}
+	total := fmt.Sprintf("total %s / %s, %d / %d files%s, %s, ETA %s", size(cur), size(p.total), p.ndone, p.nfiles, dirs, rateText, eta)
 	if !p.tty {
 		fmt.Fprintf(p.out, "%6.1f s  %s\n", now.Sub(p.start).Seconds(), total)
 		return

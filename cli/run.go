@@ -48,16 +48,18 @@ func hubCmd() *cobra.Command {
 				name = creds.DefaultName(name) // a hub certificate's name
 			}
 			d := &direct.Dialer{Creds: creds, SSH: sshConfig(useSSH, sshCfg, known, ids)}
-			h, err := hub.New(hub.Config{Name: name, Creds: creds, Listen: listen, Peers: peers, Dial: d.Transport, Logf: logf(verbose)})
+			// a hub logs its links, routes and refusals always (-v or not)
+			hlog := printf(logger("hub", name))
+			h, err := hub.New(hub.Config{Name: name, Creds: creds, Listen: listen, Peers: peers, Dial: d.Transport, Logf: hlog})
 			if err != nil {
 				return err
 			}
 			ctx, cancel := signalContext()
 			defer cancel()
 			if trust != nil {
-				go trust.Watch(ctx, 0, func(f string, a ...any) { fmt.Fprintf(os.Stderr, "hub %s: "+f+"\n", append([]any{name}, a...)...) })
+				go trust.Watch(ctx, 0, func(f string, a ...any) { hlog("hub %s: "+f, append([]any{name}, a...)...) })
 			}
-			stop, err := serveHubStatus(h, control, func(f string, a ...any) { fmt.Fprintf(os.Stderr, "hub %s: "+f+"\n", append([]any{name}, a...)...) })
+			stop, err := serveHubStatus(h, control, func(f string, a ...any) { hlog("hub %s: "+f, append([]any{name}, a...)...) })
 			if err != nil {
 				return err
 			}
@@ -82,7 +84,7 @@ func hubCmd() *cobra.Command {
 	f.StringVar(&sshCfg, "ssh-config", "", "ssh client config file (implies --ssh)")
 	f.StringVar(&known, "known-hosts", "", "ssh known_hosts file (implies --ssh)")
 	f.StringArrayVar(&ids, "identity", nil, "ssh private key file (repeatable, implies --ssh)")
-	f.BoolVarP(&verbose, "verbose", "v", false, "log links, routes and circuits")
+	f.BoolVarP(&verbose, "verbose", "v", false, "log links, routes and circuits (a hub always does; kept for scripts)")
 	f.BoolVar(&announce, "announce", false, "answer hub discovery queries (UDP multicast on this host's networks)")
 	f.StringVar(&control, "control", HubControl, "status socket, which gridlink status --hub asks (another one for a second hub on this host)")
 	sf.add(c)
@@ -160,7 +162,7 @@ func (nf *nodeFlags) config(ctx context.Context, who string) (vconn.Config, erro
 		name = creds.DefaultName(name) // a node certificate binds its name
 	}
 	return vconn.Config{Name: name, Key: key, Creds: creds, Hubs: hubs, Ports: pr, Preferred: pref, PortMap: nf.portMap,
-		SSH: sshConfig(nf.useSSH, nf.sshCfg, nf.known, nf.ids), Logf: logf(nf.verbose)}, nil
+		SSH: sshConfig(nf.useSSH, nf.sshCfg, nf.known, nf.ids), Logf: logf(nf.verbose, "node", name)}, nil
 }
 
 // startOnce starts the node of a one-shot command (cp, a perf client),

@@ -241,7 +241,7 @@ func (c *Circuit) linkErr() error {
 	if c.err != nil {
 		return c.err
 	}
-	return fmt.Errorf("%w: hub link lost", ErrReset)
+	return fmt.Errorf("%w: hub link to %s lost", ErrReset, c.sl.hub.Name)
 }
 
 // CloseWrite finishes our direction: the peer reads io.EOF after the data

@@ -37,16 +37,27 @@ func (h *Hub) dialHub(ctx context.Context, spec string, want identity.ID, timeou
 
 // linkOver runs the dialling side of a hub link over c, made by a
 // transport or a splice: handshake (checking the peer is want unless want
-// is zero) and the hello exchange. c is closed on error.
+// is zero) and the hello exchange. c is closed on error; an error after
+// the handshake is an *identifiedError naming the peer.
 func (h *Hub) linkOver(ctx context.Context, c net.Conn, want identity.ID, nagle bool) (*peer, *wire.Reader, error) {
 	sec, err := secure(ctx, h.cfg.Creds, c, true, want, ca.Hub)
 	if err != nil {
 		c.Close()
 		return nil, nil, err
 	}
-	id, sealer, r := sec.peer, sec.s, sec.r
-	if id == h.id {
+	p, r, err := h.helloOver(ctx, c, sec, nagle)
+	if err != nil {
 		c.Close()
+		return nil, nil, &identifiedError{sec.peer, err}
+	}
+	return p, r, nil
+}
+
+// helloOver runs the hello exchange of a dialled hub link after its
+// handshake sec.
+func (h *Hub) helloOver(ctx context.Context, c net.Conn, sec *secured, nagle bool) (*peer, *wire.Reader, error) {
+	id, sealer := sec.peer, sec.s
+	if id == h.id {
 		return nil, nil, errors.New("that is this hub itself")
 	}
 	if d, ok := ctx.Deadline(); ok {
@@ -54,28 +65,34 @@ func (h *Hub) linkOver(ctx context.Context, c net.Conn, want identity.ID, nagle 
 	}
 	mine := &wire.Hello{Role: "hub", Machine: h.machine(), Version: wire.Version, Observed: addrPort(c.RemoteAddr()), Tunnel: nagle}
 	if err := writeHello(c, sealer, mine); err != nil {
-		err = sec.explain(err)
-		c.Close()
-		return nil, nil, err
+		return nil, nil, sec.explain(err)
 	}
 	if err := sec.verdict(); err != nil {
-		c.Close()
 		return nil, nil, err
 	}
 	hello, err := sec.readHello()
 	if err != nil {
-		c.Close()
 		return nil, nil, err
 	}
 	if hello.Role != "hub" {
-		c.Close()
 		return nil, nil, fmt.Errorf("%s is a %s, not a hub", id.Short(), hello.Role)
 	}
 	_ = c.SetDeadline(time.Time{})
 	p := h.newPeer(c, sealer, hello, true, nagle)
 	p.who = sec.tc.Peer
-	return p, r, nil
+	return p, sec.r, nil
 }
+
+// identifiedError is a failure of a dialled hub link after the handshake
+// proved the peer: the dialler knows whom it reached (say, a hub that
+// dropped the link as a duplicate of one it has with this hub).
+type identifiedError struct {
+	peer identity.ID
+	err  error
+}
+
+func (e *identifiedError) Error() string { return e.err.Error() }
+func (e *identifiedError) Unwrap() error { return e.err }
 
 // sleepCtx sleeps for d or until ctx is done; false if ctx is done.
 func sleepCtx(ctx context.Context, d time.Duration) bool {
@@ -110,6 +127,16 @@ func (h *Hub) dialPeer(ctx context.Context, spec string) {
 		if err != nil {
 			if ctx.Err() != nil {
 				return
+			}
+			var ie *identifiedError
+			if errors.As(err, &ie) {
+				known = ie.peer
+				if h.linkedTo(known) {
+					// it dropped this link as a duplicate of ours: quiet
+					// until that one ends
+					backoff, lastErr = backoffMin, ""
+					continue
+				}
 			}
 			if errors.Is(err, ErrPermanent) {
 				h.logf("hub %s: peer %s: %v; not dialling it again: retrying cannot change that", h.cfg.Name, spec, err)
@@ -156,6 +183,7 @@ func (h *Hub) maybeDialLocked(r *route) {
 // theirs) or the hub is forgotten or unreachable.
 func (h *Hub) dialLearned(ctx context.Context, id identity.ID) {
 	backoff := backoffMin
+	lastSplice := "" // the last splice failure logged
 	for ctx.Err() == nil {
 		h.mu.Lock()
 		r := h.routes[id]
@@ -189,7 +217,11 @@ func (h *Hub) dialLearned(ctx context.Context, id identity.ID) {
 			// firewalls. Splice a link (the hub with the smaller ID
 			// asks; the other answers).
 			if p, rd, err := h.spliceHub(ctx, id); err != nil {
-				h.logf("hub %s: splice a link to %s: %v", h.cfg.Name, h.hubName(id), err)
+				if msg := err.Error(); msg != lastSplice {
+					h.logf("hub %s: splice a link to %s: %v (retrying after 5 s, doubling up to %v; logged again if the reason changes)",
+						h.cfg.Name, h.hubName(id), err, spliceRetryMax)
+					lastSplice = msg
+				}
 			} else if err := h.register(p); err != nil {
 				p.l.close(err)
 			} else {

@@ -29,7 +29,9 @@ import (
 //     unreachable entry is believed only from the route's own next hop, so
 //     a working alternative is not thrown away;
 //   - a route whose state stops advancing expires to unreachable, and an
-//     unreachable route is eventually forgotten.
+//     unreachable route is eventually forgotten, at once when a hub of
+//     the same name is reachable (the hub restarted with a new key: its
+//     old identity's route is superseded, not listed until it expires).
 
 // hopCost is what one more hop costs in route selection, so that among
 // paths of about the same latency the shorter wins.
@@ -129,6 +131,23 @@ func (h *Hub) applyGossip(p *peer, g *wire.Gossip) {
 	}
 }
 
+// supersededLocked forgets the unreachable routes to hubs named as a
+// reachable one: the same hub under an earlier key.
+func (h *Hub) supersededLocked() {
+	now := map[string]identity.ID{}
+	for id, r := range h.routes {
+		if r.next != nil && r.name != "" && r.name != id.Short() {
+			now[r.name] = id
+		}
+	}
+	for id, r := range h.routes {
+		if cur, ok := now[r.name]; ok && r.next == nil && cur != id {
+			h.logf("hub %s: forgetting the route to hub %s (%s): the hub of that name is now %s", h.cfg.Name, r.name, id.Short(), cur.Short())
+			delete(h.routes, id)
+		}
+	}
+}
+
 // applyAdLocked applies one entry from neighbour p and reports whether
 // reachability or a next hop changed.
 func (h *Hub) applyAdLocked(p *peer, ad *wire.RouteAd, now time.Time) bool {
@@ -217,6 +236,7 @@ func (h *Hub) expireLocked(now time.Time) bool {
 			delete(h.routes, id)
 		}
 	}
+	h.supersededLocked()
 	return changed
 }
 

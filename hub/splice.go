@@ -19,8 +19,8 @@ import (
 // splice a TCP connection, as nodes do (see package vconn), with routed
 // hub messages for the rendezvous, and run an ordinary hub link over it.
 // The hub with the smaller ID offers; the other answers. A refusal or a
-// failed punch delays the next offer to that hub, from 5 s doubling up to
-// 5 min. Each learns its own NAT from public hubs' observations
+// failed punch, or no answer, delays the next offer to that hub, from 5 s
+// doubling up to 5 min; the failure is logged when its reason changes. Each learns its own NAT from public hubs' observations
 // (nat.Probe), neighbours first.
 const (
 	spliceReplyWait = 5 * time.Second
@@ -127,10 +127,9 @@ func (h *Hub) sendTo(hub identity.ID, m *wire.Message) {
 // side of a hub link over it.
 func (h *Hub) spliceHub(ctx context.Context, id identity.ID) (*peer, *wire.Reader, error) {
 	p, rd, err := h.spliceOnce(ctx, id)
-	var answered *spliceAnswered
-	if errors.As(err, &answered) {
-		// the other hub refused, or the network did: not again soon. (No
-		// answer at all is retried sooner: its routes may be catching up.)
+	if err != nil && ctx.Err() == nil {
+		// the other hub refused, the network did, or no answer came (no
+		// route to it, say): not again soon, and later still each time
 		h.mu.Lock()
 		f := h.spliceFailed[id]
 		h.spliceFailed[id] = spliceFailure{at: time.Now(), count: f.count + 1}

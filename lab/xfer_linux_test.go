@@ -196,6 +196,7 @@ func TestGrid6Xfer(t *testing.T) {
 	x.serve("hiroshi-n1", rootH, false)
 
 	t.Run("KillAndResume", func(t *testing.T) { xferResume(t, x, src, rootD) })
+	t.Run("KillAndResumeNewDir", func(t *testing.T) { xferResumeNewDir(t, x, src, rootD) })
 	t.Run("Routed", func(t *testing.T) {
 		// g5k's nodes have no route out, hiroshi's only ssh: routed only
 		writeRandom(t, filepath.Join(src, "routed"), 3<<20+5)
@@ -369,4 +370,70 @@ func xferBadInput(t *testing.T, x *xferLab, src string) {
 	if err != nil || r.Files != 1 || r.Seconds < 1.2 {
 		t.Errorf("a download limited to 2M: %+v %v (want at least 1.2 s)", r, err)
 	}
+}
+
+// killHalfWay starts cmd and kills it once the partial file part holds
+// half of size.
+func killHalfWay(t *testing.T, ctx context.Context, cmd *exec.Cmd, part string, size int64) {
+	t.Helper()
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if fi, err := os.Stat(part); err == nil && fi.Size() >= size/2 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("the copy never reached half way: %s", errb.Bytes())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	time.Sleep(500 * time.Millisecond) // the service notices the drop and closes the file
+}
+
+// xferResumeNewDir (issue 17, item 4): a tree copied to a directory that
+// did not exist is killed half way, both ways; cp -r --resume with the
+// same arguments continues it in that directory (not anew in DIR/cpsrc,
+// since DIR now exists), keeping the partial file's data, and leaves
+// neither partial files nor its mark behind.
+func xferResumeNewDir(t *testing.T, x *xferLab, src, root string) {
+	const size = 24 << 20
+	tree := filepath.Join(src, "cpsrc")
+	writeRandom(t, filepath.Join(tree, "big"), size)
+	writeRandom(t, filepath.Join(tree, "sub", "small"), 1000)
+	check := func(how, dst string, r cpResult, err error) {
+		t.Helper()
+		if err != nil || r.Files != 2 || r.Failed != 0 {
+			t.Fatalf("%s: resume: %+v %v", how, r, err)
+		}
+		sameBytes(t, filepath.Join(tree, "big"), filepath.Join(dst, "big"))
+		sameBytes(t, filepath.Join(tree, "sub", "small"), filepath.Join(dst, "sub", "small"))
+		if _, err := os.Stat(filepath.Join(dst, "cpsrc")); err == nil {
+			t.Errorf("%s: the resumed copy started again in %s/cpsrc", how, dst)
+		}
+		if left, _ := filepath.Glob(filepath.Join(dst, ".*")); len(left) > 0 {
+			t.Errorf("%s: left behind: %v", how, left)
+		}
+		t.Logf("%s: the resumed copy kept %d and sent %d of %d bytes in %.2f s", how, r.Kept, r.Sent, size+1000, r.Seconds)
+		if r.Kept < size/3 || r.Sent > size-size/3 {
+			t.Errorf("%s: resume kept %d and sent %d of %d bytes: not continued", how, r.Kept, r.Sent, size)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// put: das3v-n1 to a new directory of das3d-n1's service
+	killHalfWay(t, ctx, x.cpCmd(ctx, "das3v-n1", "-r", "--limit", "12M", tree, "xfer-das3d-n1:newdir"),
+		filepath.Join(root, "newdir", ".big.gridlink-part"), size)
+	r, err := x.cp("das3v-n1", "-r", "--resume", tree, "xfer-das3d-n1:newdir")
+	check("put", filepath.Join(root, "newdir"), r, err)
+	// get: from that service to a new local directory
+	back := filepath.Join(openDir(t), "back")
+	killHalfWay(t, ctx, x.cpCmd(ctx, "das3v-n1", "-r", "--limit", "12M", "xfer-das3d-n1:newdir", back),
+		filepath.Join(back, ".big.gridlink-part"), size)
+	r, err = x.cp("das3v-n1", "-r", "--resume", "xfer-das3d-n1:newdir", back)
+	check("get", back, r, err)
 }

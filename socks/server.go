@@ -19,6 +19,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"time"
 )
@@ -126,6 +127,7 @@ func (s *Server) ServeConn(c net.Conn) {
 	req, err := s.handshake(c, deadline)
 	if err != nil {
 		s.logf("socks: %s: %v", c.RemoteAddr(), err)
+		lingerClose(c)
 		return
 	}
 	_ = c.SetDeadline(time.Time{})
@@ -147,6 +149,9 @@ func (s *Server) ServeConn(c net.Conn) {
 // answering a bad one.
 func (s *Server) handshake(c net.Conn, deadline time.Time) (Request, error) {
 	methods, err := readGreeting(c)
+	if errors.Is(err, errSocks4) {
+		_, _ = c.Write([]byte{0, Socks4Rejected, 0, 0, 0, 0, 0, 0})
+	}
 	if err != nil {
 		return Request{}, err
 	}
@@ -231,6 +236,26 @@ func isLoopback(a net.Addr) bool {
 	}
 	return false
 }
+
+// lingerClose ends a connection the server refused after answering it:
+// it half-closes and reads what the client still sends (a bounded time
+// and amount), so that closing does not reset the connection (a socket
+// closed with unread data sends a reset, which can discard the answer
+// at the client before it reads it).
+func lingerClose(c net.Conn) {
+	cw, ok := c.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return
+	}
+	_ = c.SetReadDeadline(time.Now().Add(lingerTime))
+	_, _ = io.CopyN(io.Discard, c, lingerBytes)
+}
+
+// lingerTime and lingerBytes bound lingerClose's reading.
+const (
+	lingerTime  = 2 * time.Second
+	lingerBytes = 64 << 10
+)
 
 func (s *Server) reply(c net.Conn, rep byte, a Addr) error {
 	_, err := c.Write(appendReply(nil, rep, a))

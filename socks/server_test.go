@@ -177,7 +177,7 @@ func TestBadGreetingAndTimeout(t *testing.T) {
 	s := &Server{Backend: &fakeBackend{}, HandshakeTimeout: 200 * time.Millisecond,
 		Logf: func(f string, a ...any) { mu.Lock(); logs = append(logs, f); mu.Unlock() }}
 	addr := startServer(t, s)
-	for _, raw := range [][]byte{{4, 1, 0, 80, 1, 2, 3, 4, 0}, {5, 0}, {5, 2, 0}} {
+	for _, raw := range [][]byte{{5, 0}, {5, 2, 0}} { // (SOCKS4: TestProtocolReplies)
 		c, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)

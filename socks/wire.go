@@ -75,6 +75,17 @@ type Request struct {
 	Addr Addr
 }
 
+// SOCKS4 (and 4a): a client that speaks it gets the SOCKS4 reply "request
+// rejected", 8 bytes: VN=0 CD=0x5B DSTPORT(2)=0 DSTIP(4)=0. Only SOCKS5 is
+// served.
+const (
+	socks4Version  = 4
+	Socks4Rejected = 0x5B
+)
+
+// errSocks4 is the greeting of a SOCKS4 client.
+var errSocks4 = errors.New("socks: a SOCKS4 request: only SOCKS5 is served (answered 0x5B, request rejected)")
+
 // errAtyp is the decoding error of an unknown address type: the server
 // answers it with ReplyAtypNotSupported, other bad requests with a general
 // failure.
@@ -85,6 +96,9 @@ func readGreeting(r io.Reader) ([]byte, error) {
 	var h [2]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
 		return nil, fmt.Errorf("socks: greeting: %w", err)
+	}
+	if h[0] == socks4Version {
+		return nil, errSocks4
 	}
 	if h[0] != version {
 		return nil, fmt.Errorf("socks: greeting: version %d, want 5 (is this a SOCKS5 client?)", h[0])

@@ -94,9 +94,14 @@ func Get(ctx context.Context, dial Dialer, paths []string, dest string, o Option
 	if err != nil {
 		return Summary{}, err
 	}
-	d, err := localDest(abs)
+	d, err := localDest(abs, o.Resume)
 	if err != nil {
 		return Summary{}, err
+	}
+	if d.place == placeInto && o.Logf != nil {
+		if n := unfinishedNote(localTree{dir: "/"}, strings.TrimPrefix(abs, "/")); n != "" {
+			o.Logf("xfer: %s", n)
+		}
 	}
 	defer d.close()
 	d.recursive = o.Recursive

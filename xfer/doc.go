@@ -50,6 +50,18 @@
 // flipped byte costs one block). The receiver does not fsync: a crash of
 // its host can lose what its page cache held, as with cp and scp.
 //
+// Placement follows scp: into DEST if it is a directory (DEST/NAME/...),
+// else as DEST (the one source's copy). A tree copied as a new DEST makes
+// DEST a directory, so a later run would copy into it: until the copy
+// completes, DEST holds UnfinishedFile naming the source, and a resumed
+// request (Options.Resume, flagResume) whose DEST holds it continues that
+// copy in DEST (placeAs; DEST's directories count as made by the copy,
+// so they get the source's modes at the end). A resumed copy of another
+// source into it is refused (UnfinishedError), in words on both ends; a
+// copy without resume keeps scp's rule, and a note says where the
+// unfinished one is. Senders never offer, and receivers never write, an
+// entry of that name.
+//
 // # The served root
 //
 // Every path a client names is relative to the served root and opened

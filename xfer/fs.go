@@ -152,8 +152,8 @@ func walk(t tree, paths []string, recursive bool, top func(string) string) ([]so
 		}
 		for _, de := range des {
 			n, r := path.Join(name, de.Name()), path.Join(rel, de.Name())
-			if private(t, n) {
-				continue // the service's own, not listed
+			if private(t, n) || de.Name() == UnfinishedFile {
+				continue // the service's own, or a copy's mark: not listed
 			}
 			fi, err := t.Stat(n)
 			switch {

@@ -263,7 +263,7 @@ func (e Event) encode() []byte {
 func decodeEvent(p []byte) (Event, error) {
 	d := dec{p: p}
 	e := Event{Kind: EventKind(d.u8()), ID: d.u32(), Path: d.str(), Size: int64(d.u64()), N: int64(d.u64()), Err: d.str()}
-	if (e.Kind < EventPlan || e.Kind > EventDone) && d.err == nil {
+	if (e.Kind < EventPlan || e.Kind > EventDir) && d.err == nil {
 		d.fail("event kind %d", e.Kind)
 	}
 	if (e.Size < 0 || e.N < 0) && d.err == nil {

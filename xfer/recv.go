@@ -35,6 +35,10 @@ type receiver struct {
 	made  *madeSet
 	top   string // placeAs: the one source's name
 	dirs  []dirMeta
+	// ours (placeAs): the directory taking the source's place is this
+	// copy's (made by it, or by the unfinished copy it continues); marked:
+	// its UnfinishedFile is written, and goes once the copy completes
+	ours, marked bool
 }
 
 type dirMeta struct {
@@ -182,6 +186,7 @@ func (r *receiver) run() error {
 			r.tally.fail(FileError{Path: fl.path, Error: fl.text, Changed: fl.changed})
 			r.obs.event(Event{Kind: EventDone, ID: fl.id, Path: fl.path, Err: fl.text})
 		case mBye:
+			r.unmark()
 			r.finishDirs()
 			return ep.sendNow(mBye)
 		case mAbort:
@@ -204,6 +209,9 @@ func (r *receiver) locate(p string) (t rootTree, name string, top bool, err erro
 	}
 	first, rest, _ := strings.Cut(p, "/")
 	if r.top == "" {
+		if u := r.d.unfinished; u != "" && first != u {
+			return rootTree{}, "", false, &UnfinishedError{Dir: r.d.t.Name(r.d.base), Source: u, Offer: first}
+		}
 		r.top = first
 	}
 	if first != r.top {
@@ -228,11 +236,18 @@ func (r *receiver) offered(e entry) (want, error) {
 		return want{id: e.id, status: wantError, text: why}, nil
 	}
 	t, name, top, err := r.locate(e.path)
+	var ue *UnfinishedError
+	if errors.As(err, &ue) {
+		return want{}, err
+	}
 	if err != nil {
 		return refuse(err.Error())
 	}
 	if private(t, name) {
 		return refuse((&ReservedPathError{Path: t.Name(name)}).Error())
+	}
+	if path.Base(name) == UnfinishedFile {
+		return refuse(t.Name(name) + ": reserved for marking an unfinished copy (" + UnfinishedFile + "): not written")
 	}
 	if e.kind == kindDir {
 		return r.dir(e, t, name, top, refuse)
@@ -295,10 +310,16 @@ func (r *receiver) dir(e entry, t rootTree, name string, top bool, refuse func(s
 		}
 	}
 	key := t.Name(name)
-	if made {
+	// an unfinished copy's top directory is this copy's, and so is every
+	// directory below one that is
+	if made || top && r.d.unfinished != "" || !top && r.ours {
 		r.made.add(key)
+		made = true
 	} else {
 		made = r.made.has(key)
+	}
+	if top && made {
+		r.ours = true
 	}
 	if top && r.sub.r == nil {
 		sub, err := t.sub(name, "the destination")
@@ -307,11 +328,14 @@ func (r *receiver) dir(e entry, t rootTree, name string, top bool, refuse func(s
 		}
 		r.sub = sub
 	}
+	if top && made {
+		r.mark(e.path)
+	}
 	if made {
 		r.dirs = append(r.dirs, dirMeta{t, name, os.FileMode(e.mode), time.Unix(0, e.mtime)})
 	}
 	r.tally.dir()
-	r.obs.event(Event{Kind: EventDone, ID: e.id, Path: e.path})
+	r.obs.event(Event{Kind: EventDir, ID: e.id, Path: e.path})
 	return want{id: e.id, status: wantSkip}, nil
 }
 

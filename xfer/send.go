@@ -44,10 +44,13 @@ func send(ctx context.Context, ep *endpoint, t tree, paths []string, recursive b
 		slots: make(chan struct{}, window), wants: make(chan want, window), done: make(chan struct{}), quit: make(chan struct{}), start: time.Now()}
 	srcs, fails := walk(t, paths, recursive, top)
 	s.srcs = srcs
-	var size int64
+	var size, files int64
 	for i := range srcs {
 		s.byID[srcs[i].e.id] = &srcs[i]
 		size += int64(srcs[i].e.size)
+		if srcs[i].e.kind != kindDir {
+			files++
+		}
 	}
 	for _, f := range fails {
 		tl.failed(f.path, f.text)
@@ -56,8 +59,8 @@ func send(ctx context.Context, ep *endpoint, t tree, paths []string, recursive b
 			return err
 		}
 	}
-	obs.event(Event{Kind: EventPlan, N: int64(len(srcs)), Size: size})
-	if err := ep.send(mPlan, enc(nil).u64(uint64(len(srcs))).u64(uint64(size))); err != nil {
+	obs.event(Event{Kind: EventPlan, N: files, Size: size})
+	if err := ep.send(mPlan, enc(nil).u64(uint64(files)).u64(uint64(size))); err != nil {
 		return err
 	}
 	s.left.Store(int64(len(srcs)))
@@ -205,7 +208,7 @@ func (s *sender) answer(w want) error {
 		return nil
 	case w.status == wantSkip && src.e.kind == kindDir:
 		s.tally.dir()
-		s.obs.event(Event{Kind: EventDone, ID: w.id, Path: src.e.path})
+		s.obs.event(Event{Kind: EventDir, ID: w.id, Path: src.e.path})
 		s.finish()
 		return nil
 	case w.status == wantSkip:

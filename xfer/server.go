@@ -117,6 +117,14 @@ func (s *Server) Serve(ctx context.Context, l net.Listener) error {
 	}
 }
 
+// noteUnfinished logs where an unfinished earlier copy into dest is, for
+// a copy that goes into dest by scp's rules.
+func (s *Server) noteUnfinished(dest string) {
+	if n := unfinishedNote(servedTree(s.root), dest); n != "" {
+		s.logf("xfer: %s", n)
+	}
+}
+
 func (s *Server) logf(format string, args ...any) {
 	if s.cfg.Logf != nil {
 		s.cfg.Logf(format, args...)
@@ -238,13 +246,18 @@ func (s *Server) destination(req request) (destination, error) {
 		place = placeInto
 	case req.flags&flagAs != 0:
 		place = placeAs
-	default:
+	default: // a first attempt: a retry keeps the placement it was told
 		var err error
 		if place, err = placement(servedTree(s.root), req.dest); err != nil {
 			return destination{}, err
 		}
+		var top string
+		if place, top = resumed(servedTree(s.root), req.dest, place, req.resume); top == "" && place == placeInto {
+			s.noteUnfinished(req.dest)
+		}
+		return openDest(servedTree(s.root), req.dest, place, top)
 	}
-	return openDest(servedTree(s.root), req.dest, place)
+	return openDest(servedTree(s.root), req.dest, place, "")
 }
 
 // top names the entries of a request path: its base name, the root's for

@@ -12,10 +12,11 @@ type EventKind uint8
 
 // Event kinds.
 const (
-	EventPlan  EventKind = 1 // what the sender offers: N files (and directories), Size bytes
+	EventPlan  EventKind = 1 // what the sender offers: N regular files of Size bytes (and directories)
 	EventStart EventKind = 2 // file ID (Path, Size bytes) starts
 	EventBytes EventKind = 3 // file ID has N of its Size bytes (sent or kept)
 	EventDone  EventKind = 4 // file ID is done: stored and verified, or Err says why not
+	EventDir   EventKind = 5 // directory ID (Path) is made, or was there
 )
 
 // Event is a step of a transfer, for progress displays. Events of one

@@ -35,7 +35,7 @@ const (
 	mAbort = 5 // text str
 
 	// Sender -> receiver.
-	mPlan = 10 // files u64, bytes u64: what the sender will offer
+	mPlan = 10 // files u64, bytes u64: what the sender will offer (regular files; directories are not counted)
 	mFile = 11 // id u32, kind u8, path str, size u64, mode u32, mtime i64 (Unix ns), block u32
 	mData = 12 // id u32, offset u64, digest u64, then the block's bytes (the rest of the payload, 1..block)
 	mEnd  = 13 // id u32, digest u64: the file's digest (see Digest); all wanted blocks were sent
@@ -47,7 +47,7 @@ const (
 	mAck  = 21 // id u32, ok u8, text str, kept u64, got u64: the file's final state
 
 	// Source -> caller of a push: progress and the summary.
-	mEvent  = 30 // kind u8 (EventPlan..EventDone), id u32, path str, size u64, n u64, text str
+	mEvent  = 30 // kind u8 (EventPlan..EventDir), id u32, path str, size u64, n u64, text str
 	mResult = 31 // summary: JSON of Summary, at most maxBlob
 )
 

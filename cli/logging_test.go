@@ -1,0 +1,38 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// Log lines are records: timestamped text that keeps the line as it was,
+// or JSON objects with time, level, message and attributes (issue 17,
+// item 9: logs had no timestamps).
+func TestLogFormats(t *testing.T) {
+	var b bytes.Buffer
+	printf(newLogger(&b, "text").With("hub", "das3v"))("hub %s: linked to hub %s (%s)", "das3v", "g5k", "198.51.100.7:7946")
+	line := b.String()
+	if !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z INFO hub das3v: linked to hub g5k \(198\.51\.100\.7:7946\) hub=das3v\n$`).MatchString(line) {
+		t.Errorf("text: %q", line)
+	}
+	b.Reset()
+	printf(newLogger(&b, "json").With("hub", "das3v"))("hub %s: refused: %q", "das3v", "x")
+	var rec map[string]any
+	if err := json.Unmarshal(b.Bytes(), &rec); err != nil {
+		t.Fatalf("json: %v: %s", err, b.Bytes())
+	}
+	if rec["msg"] != `hub das3v: refused: "x"` || rec["level"] != "INFO" || rec["hub"] != "das3v" || rec["time"] == nil {
+		t.Errorf("json: %s", b.Bytes())
+	}
+	root := Root()
+	root.SetArgs([]string{"version", "--log-format", "xml"})
+	root.SetOut(&b)
+	root.SetErr(&b)
+	if err := root.Execute(); err == nil || !strings.Contains(err.Error(), "want text or json") {
+		t.Errorf("--log-format xml: %v", err)
+	}
+	logFormat = "text"
+}

@@ -1,0 +1,146 @@
+package forward
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gridlink/gridlink/agent"
+	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/pki"
+	"github.com/gridlink/gridlink/vconn"
+)
+
+// slowServer sends a byte every 10 ms for ever.
+func slowServer(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				for {
+					if _, err := c.Write([]byte{'.'}); err != nil {
+						return
+					}
+					time.Sleep(10 * time.Millisecond)
+				}
+			}()
+		}
+	}()
+	return l.Addr().String()
+}
+
+// A routed stream whose hub goes away mid-flight ends with an error that
+// names that hub, at nc and forward (issue 17, item 10): alpha is
+// attached to hubs first and second, beta to second; first stops.
+func TestRoutedHubDeathNamed(t *testing.T) {
+	// (nc on a terminal copies the bytes itself: the agent cannot tell
+	// it why the stream ended, and logs it)
+	for _, how := range []string{"nc pipes", "forward"} {
+		t.Run(how, func(t *testing.T) {
+			var hubs []*hub.Hub
+			var stops []func()
+			for i, name := range []string{"first", "second"} {
+				key, _ := identity.NewKey()
+				creds, _ := pki.NewCredentials(key)
+				var peers []string
+				if i > 0 {
+					peers = []string{hubs[0].Addr().String()}
+				}
+				h, err := hub.New(hub.Config{Name: name, Creds: creds, Listen: "127.0.0.1:0", Peers: peers, Interval: 100 * time.Millisecond, Logf: func(string, ...any) {}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan struct{})
+				go func() { h.Serve(ctx); close(done) }()
+				stop := func() { cancel(); <-done }
+				t.Cleanup(stop)
+				hubs, stops = append(hubs, h), append(stops, stop)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			var logs strings.Builder
+			var cs []*agent.Client
+			for i, name := range []string{"alpha", "beta"} {
+				control := fmt.Sprintf("@gridlink-deathtest-%d-%s", os.Getpid(), name)
+				hs := []string{hubs[1].Addr().String()}
+				if i == 0 {
+					hs = []string{hubs[0].Addr().String(), hubs[1].Addr().String()}
+				}
+				a, err := agent.Start(ctx, agent.Config{Control: control, Node: vconn.Config{Name: name, Hubs: hs, ListenAddr: "127.0.0.1",
+					Methods: []vconn.Method{vconn.Routed}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { a.Close() })
+				cs = append(cs, agent.Dial(control))
+			}
+			alpha, beta := cs[0], cs[1]
+			bound := make(chan string, 1)
+			go Expose(ctx, beta, agent.ExposeRequest{Local: slowServer(t), Port: 8080}, func(a string) { bound <- a })
+			<-bound
+			var err error
+			switch how {
+			case "forward":
+				l, lerr := net.Listen("tcp", "127.0.0.1:0")
+				if lerr != nil {
+					t.Fatal(lerr)
+				}
+				go Forward(ctx, l, alpha, agent.ConnectRequest{Addr: "beta:8080"}, func(f string, a ...any) { fmt.Fprintf(&logs, f+"\n", a...) })
+				c, derr := net.Dial("tcp", l.Addr().String())
+				if derr != nil {
+					t.Fatal(derr)
+				}
+				defer c.Close()
+				one := make([]byte, 1)
+				if _, err := io.ReadFull(c, one); err != nil {
+					t.Fatalf("%v; forward's log: %s", err, logs.String())
+				}
+				stops[0]()
+				c.SetReadDeadline(time.Now().Add(20 * time.Second))
+				io.Copy(io.Discard, c)
+				time.Sleep(200 * time.Millisecond)
+				err = fmt.Errorf("%s", logs.String())
+			default:
+				inR, inW, _ := os.Pipe()
+				defer inW.Close()
+				outR, outW, _ := os.Pipe()
+				var in io.Reader = inR
+				var out io.Writer = outW
+				errc := make(chan error, 1)
+				go func() { errc <- NC(ctx, alpha, agent.ConnectRequest{Addr: "beta:8080"}, in, out); outW.Close() }()
+				one := make([]byte, 1)
+				if _, err := io.ReadFull(outR, one); err != nil {
+					t.Fatal(err)
+				}
+				stops[0]()
+				go io.Copy(io.Discard, outR)
+				select {
+				case err = <-errc:
+				case <-time.After(30 * time.Second):
+					t.Fatal("nc did not end")
+				}
+			}
+			t.Logf("%s: %v", how, err)
+			if err == nil || !strings.Contains(err.Error(), "first") {
+				t.Errorf("%s: %v, want an error naming hub first", how, err)
+			}
+		})
+	}
+}
