@@ -67,7 +67,10 @@ func connectRetrying(ctx context.Context, local, remote netip.AddrPort) (net.Con
 			return c, nil
 		}
 		if !refusedByNetwork(err) {
-			if refused != nil && ctx.Err() != nil {
+			// the dial's own deadline (ctx's) may fire before ctx says so.
+			var ne net.Error
+			ended := ctx.Err() != nil || errors.As(err, &ne) && ne.Timeout()
+			if refused != nil && ended {
 				// the deadline ended a try after refusals: they are the news.
 				return nil, &RefusedError{Remote: remote, Tries: tries, Err: refused}
 			}
