@@ -63,9 +63,8 @@ func TestNATZooTraversal(t *testing.T) {
 
 // Hubs behind NATs and firewalls (dropping and rejecting) that can only
 // reach a public hub splice links between themselves: their routes to each
-// other become one hop,
-// except to and from the hub behind the random NAT, which stays two hops
-// away (through the public hub).
+// other become one hop, except to and from the hub behind the random NAT,
+// which stays two hops away (through the public hub).
 func TestNATZooSplicedHubLinks(t *testing.T) {
 	bin := gridlinkBin(t)
 	topo := labtest.Up(t, "nat-zoo", nil)
