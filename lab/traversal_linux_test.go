@@ -61,16 +61,16 @@ func TestNATZooTraversal(t *testing.T) {
 	}
 }
 
-// Hubs behind NATs and firewalls that can only reach a public hub splice
-// links between themselves: their routes to each other become one hop,
-// except to and from the hub behind the random NAT, which stays two hops
-// away (through the public hub).
+// Hubs behind NATs and firewalls (dropping and rejecting) that can only
+// reach a public hub splice links between themselves: their routes to each
+// other become one hop, except to and from the hub behind the random NAT,
+// which stays two hops away (through the public hub).
 func TestNATZooSplicedHubLinks(t *testing.T) {
 	bin := gridlinkBin(t)
 	topo := labtest.Up(t, "nat-zoo", nil)
 	ctx := context.Background()
 	host := func(name string) *topology.Host { return labtest.Host(t, topo, name) }
-	behind := []*topology.Host{host("preserve-h"), host("sequential-h"), host("fwdrop-h"), host("random-h")}
+	behind := []*topology.Host{host("preserve-h"), host("sequential-h"), host("fwdrop-h"), host("fwreject-h"), host("random-h")}
 	o, err := matrix.StartHubs(ctx, topo, bin, host("public-server"), behind)
 	if err != nil {
 		t.Fatal(err)

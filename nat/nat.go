@@ -2,8 +2,11 @@
 // mappings it made (what an outside observer, a hub, saw as the source of
 // connections from known local ports) and predicts the external ports of
 // the next mappings, for TCP splicing (shared/seeds/000 §3.3.3). It owns
-// the classification and the prediction only; gathering observations and
-// splicing are the hubs' and the virtual connection layer's.
+// the classification, the prediction, observing this host from hubs and
+// the simultaneous open with its timing (Punch, Offer, Answer: connects
+// that a rejecting NAT or firewall refuses are made again within the
+// attempt, retry.go); the rendezvous messages and what runs over a splice
+// are the hubs' and the virtual connection layer's.
 package nat
 
 import (

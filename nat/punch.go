@@ -38,9 +38,10 @@ func (r *Reservation) Close() error { return r.ln.Close() }
 // connects the other way to this host's predicted external endpoint, so
 // that each NAT or stateful firewall sees an outgoing connection and lets
 // the other side's SYN in as its reply. A connection from one of remotes
-// that the reservation accepts counts as well. It returns the first
-// connection made, or an error once ctx ends; the reservation is closed
-// either way.
+// that the reservation accepts counts as well. A connect that the network
+// refuses (see connectRetrying) is made again until ctx ends. It returns
+// the first connection made, or an error once ctx ends; the reservation is
+// closed either way.
 func Punch(ctx context.Context, r *Reservation, remotes []netip.AddrPort) (net.Conn, error) {
 	if len(remotes) == 0 {
 		r.ln.Close()
@@ -77,8 +78,7 @@ func Punch(ctx context.Context, r *Reservation, remotes []netip.AddrPort) (net.C
 	}()
 	for _, remote := range remotes {
 		go func() {
-			d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(r.Addr), Control: reuseControl}
-			c, err := d.DialContext(ctx, "tcp", remote.String())
+			c, err := connectRetrying(ctx, r.Addr, remote)
 			out <- outcome{c, err}
 		}()
 	}

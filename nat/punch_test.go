@@ -3,9 +3,11 @@ package nat
 import (
 	"bufio"
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/netip"
+	"syscall"
 	"testing"
 	"time"
 
@@ -101,5 +103,57 @@ func TestObserve(t *testing.T) {
 	}
 	if _, err := Observe(context.Background(), nil, hub); err == nil {
 		t.Fatal("a garbage answer was accepted")
+	}
+}
+
+// A connect the network refuses (a reset: here, nothing listens yet, as
+// when a rejecting NAT answers a SYN that came before its own end's) is
+// made again within the deadline: Punch connects once the other end opens
+// (issue 17: a splice gave up on the first reset from a NAT).
+func TestPunchRetriesRefused(t *testing.T) {
+	lo := netip.MustParseAddr("127.0.0.1")
+	r, err := ReservePort(lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := ReservePort(lo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer := other.Addr
+	other.Close() // refused until it listens again
+	opened := make(chan net.Listener, 1)
+	go func() {
+		time.Sleep(30 * time.Millisecond)
+		ln, err := net.Listen("tcp", peer.String())
+		if err != nil {
+			t.Error(err)
+		}
+		opened <- ln
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	c, err := Punch(ctx, r, []netip.AddrPort{peer})
+	if ln := <-opened; ln != nil {
+		defer ln.Close()
+	}
+	if err != nil {
+		t.Fatalf("punch to a port that listens after 30 ms: %v", err)
+	}
+	c.Close()
+}
+
+// A connect refused until the deadline says so, and how often.
+func TestPunchRefusedUntilDeadline(t *testing.T) {
+	lo := netip.MustParseAddr("127.0.0.1")
+	r, _ := ReservePort(lo)
+	other, _ := ReservePort(lo)
+	other.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	_, err := Punch(ctx, r, []netip.AddrPort{other.Addr})
+	var refused *RefusedError
+	if !errors.As(err, &refused) || !errors.Is(err, syscall.ECONNREFUSED) || refused.Tries < 2 || refused.Remote != other.Addr {
+		t.Fatalf("punch to a closed port: %v; want a RefusedError for %v, refused more than once", err, other.Addr)
 	}
 }

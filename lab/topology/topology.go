@@ -36,6 +36,9 @@
 // in= (PORTS is a list like tcp/22,udp/500,tcp/8000-8100) and allows all
 // outbound ones, or only those to out=. inbound= chooses whether denied
 // packets are dropped (the default, as most site firewalls do) or rejected.
+// On a NAT site inbound=reject needs no firewall: the NAT answers a SYN that
+// matches no mapping with a TCP reset (as a Linux router with only conntrack
+// and masquerade does: the SYN is for the router, whose stack resets it).
 // nat= chooses the NAT's port allocation: preserve keeps the source port when
 // it can (endpoint-independent mapping), random picks a random port for every
 // mapping, sequential takes the next port for every new mapping. Filtering is

@@ -28,7 +28,7 @@ func TestBuiltinsParse(t *testing.T) {
 	for _, name := range topologies.Names() {
 		t.Run(name, func(t *testing.T) { builtin(t, name, nil) })
 	}
-	if got := strings.Join(topologies.Names(), " "); got != "grid6 nat-zoo sshsite wan" {
+	if got := strings.Join(topologies.Names(), " "); got != "grid6 nat-reject nat-zoo sshsite wan" {
 		t.Errorf("built-in topologies = %q", got)
 	}
 }
@@ -267,4 +267,32 @@ func mustHost(t *testing.T, topo *topology.Topology, name string) *topology.Host
 		t.Fatal(err)
 	}
 	return h
+}
+
+// nat-reject: two NATs that reset unsolicited SYNs (inbound=reject on a NAT
+// site, without a firewall), a hub and a node behind each, one public hub.
+func TestNATReject(t *testing.T) {
+	g := builtin(t, "nat-reject", nil)
+	for _, name := range []string{"east", "west"} {
+		s := g.Site(name)
+		if s == nil || s.NAT != topology.NATPreserve || !s.Reject || s.Firewall != topology.FirewallNone {
+			t.Fatalf("site %s = %+v, want a preserving NAT that rejects, no firewall", name, s)
+		}
+		var roles []string
+		for _, h := range s.Hosts {
+			roles = append(roles, h.Role)
+		}
+		if got := strings.Join(roles, " "); got != "frontend node" {
+			t.Errorf("site %s roles %q, want a hub (frontend) and a node", name, got)
+		}
+	}
+	if p := g.Site("public"); p == nil || p.NAT != topology.NATNone || p.Firewall != topology.FirewallNone {
+		t.Errorf("public site = %+v, want open", p)
+	}
+	if l := g.LinkFor("east", "west"); l == nil || l.Delay != 100*time.Microsecond {
+		t.Errorf("east-west link = %+v, want one-way 0.1 ms", l)
+	}
+	if l := builtin(t, "nat-reject", map[string]string{"rtt": "10ms"}).LinkFor("east", "west"); l == nil || l.Delay != 5*time.Millisecond {
+		t.Errorf("east-west link with rtt=10ms = %+v, want one-way 5 ms", l)
+	}
 }
