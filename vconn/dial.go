@@ -15,6 +15,7 @@ import (
 	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/nat"
 	"github.com/gridlink/gridlink/wire"
 )
 
@@ -154,28 +155,36 @@ func (n *Node) enabled(m Method) bool {
 	return false
 }
 
-// possible says why a method cannot work toward target, or nil.
+// possible says why a method cannot work toward target (a *MethodError),
+// or nil.
 func (n *Node) possible(m Method, target identity.Machine) error {
+	no := func(end End, cause error, format string, args ...any) error {
+		return methodErr(m, end, cause, fmt.Errorf(format, args...))
+	}
 	switch {
 	case !n.enabled(m):
-		return fmt.Errorf("%s is disabled", m)
+		return no(Local, ErrDisabled, "%s is disabled", m)
 	case m == Direct && len(target.Addrs) == 0:
-		return errors.New("the target lists no addresses")
+		return no(Remote, ErrNoAddress, "the target lists no addresses")
 	case (m == Reverse || m == Routed || m == Splice) && n.session == nil:
-		return errors.New("this node has no hub")
+		return no(Local, ErrNoHub, "this node has no hub")
 	case (m == Reverse || m == Routed || m == Splice) && target.Hub.IsZero():
-		return errors.New("the target is not attached to a hub")
+		return no(Remote, ErrNoHub, "the target is not attached to a hub")
 	case m == Reverse && len(n.localMachine().Addrs) == 0:
-		return errors.New("this node has no address to be called back at")
+		return no(Local, ErrNoAddress, "this node has no address to be called back at")
 	case m == Splice:
 		n.mu.Lock()
 		failed, st := n.noSplice[target.Hub], n.nat
 		n.mu.Unlock()
 		if !failed.IsZero() && time.Since(failed) < spliceFailedFor {
-			return fmt.Errorf("splicing to site %s failed %v ago", target.HubName, time.Since(failed).Round(time.Second))
+			return no(Path, ErrSpliceRecent, "splicing to site %s failed %v ago", target.HubName, time.Since(failed).Round(time.Second))
 		}
 		if !st.at.IsZero() && st.err == nil && !st.class.Predictable() {
-			return fmt.Errorf("this host's NAT is %s: its ports cannot be predicted", st.class)
+			cause := ErrNATUnknown
+			if st.class.Allocation == nat.Random {
+				cause = ErrRandomNAT
+			}
+			return no(Local, cause, "this host's NAT is %s: its ports cannot be predicted", st.class)
 		}
 	}
 	return nil
@@ -184,7 +193,8 @@ func (n *Node) possible(m Method, target identity.Machine) error {
 // startDelay is a method's head start handicap in a race: direct at once,
 // and splicing too (its rendezvous through the hubs takes longer than a
 // direct setup, which still wins if it works); reverse one HeadStart
-// later, routed two.
+// later, routed two. A head start ends early once every more direct
+// method is settled (see settled).
 func (n *Node) startDelay(m Method) time.Duration {
 	switch m {
 	case Direct, Splice:
@@ -216,20 +226,47 @@ func (n *Node) race(ctx context.Context, target identity.Machine, port uint16) (
 	results := make(chan result, len(methods))
 	raceStart := time.Now()
 	startOf := map[Method]time.Time{}
+	kick := map[Method]chan struct{}{} // closed: start now, the head start is over
+	var best *result
 	for _, m := range methods {
 		delay := n.startDelay(m)
+		if delay > 0 && n.settled(m, methods, errs, target) {
+			delay = 0
+		}
 		startOf[m] = raceStart.Add(delay)
+		k := make(chan struct{})
+		if delay == 0 {
+			close(k)
+		} else {
+			kick[m] = k
+		}
 		go func() {
+			t := time.NewTimer(delay)
+			defer t.Stop()
 			select {
-			case <-time.After(delay):
-				results <- n.attempt(ctx, m, target, port, 1) // in a race, one splice attempt: routed stands by
+			case <-t.C:
+			case <-k:
 			case <-ctx.Done():
 				results <- result{method: m, err: ctx.Err()}
+				return
 			}
+			results <- n.attempt(ctx, m, target, port, 1) // in a race, one splice attempt: routed stands by
 		}()
 	}
+	// endHeadStarts starts at once the methods whose more direct rivals
+	// are all settled.
+	endHeadStarts := func() {
+		for m, k := range kick {
+			if (best == nil || m.rank() < best.method.rank()) && n.settled(m, methods, errs, target) {
+				if now := time.Now(); now.Before(startOf[m]) {
+					startOf[m] = now
+				}
+				close(k)
+				delete(kick, m)
+			}
+		}
+	}
 	pending := len(methods)
-	var best *result
 	var grace <-chan time.Time
 	defer func() {
 		// close what arrives after the decision.
@@ -258,6 +295,7 @@ func (n *Node) race(ctx context.Context, target identity.Machine, port uint16) (
 				if best != nil && n.graceFor(best, methods, errs, startOf) <= 0 {
 					return *best, nil
 				}
+				endHeadStarts()
 				continue
 			}
 			if best != nil && best.method.rank() <= r.method.rank() {
@@ -288,6 +326,19 @@ func (n *Node) race(ctx context.Context, target identity.Machine, port uint16) (
 		return *best, nil
 	}
 	return result{}, raceError(target, errs)
+}
+
+// settled reports whether every method of the race more direct than m is
+// settled: it has failed, or it could not plausibly work (see plausible).
+// m's head start, which keeps it from competing with methods that may
+// still work, is then pointless: waiting it out only delays the setup.
+func (n *Node) settled(m Method, methods []Method, errs map[Method]error, target identity.Machine) bool {
+	for _, o := range methods {
+		if o.rank() < m.rank() && errs[o] == nil && n.plausible(o, target) {
+			return false
+		}
+	}
+	return true
 }
 
 // graceFor is how much longer to wait for methods more direct than best
@@ -392,20 +443,20 @@ func (n *Node) attempt(ctx context.Context, m Method, target identity.Machine, p
 	default:
 		err = fmt.Errorf("method %s is not available", m)
 	}
-	return result{method: m, conn: c, err: err, elapsed: time.Since(start), target: target, spare: spared && err == nil}
+	return result{method: m, conn: c, err: n.classify(m, err), elapsed: time.Since(start), target: target, spare: spared && err == nil}
 }
 
 type pendingReverse struct {
 	target identity.ID
 	conn   chan *direct.Conn
-	fail   chan string
+	fail   chan *wire.Fail
 }
 
 func (n *Node) reverse(ctx context.Context, target identity.Machine, port uint16) (net.Conn, error) {
 	var tb [8]byte
 	_, _ = rand.Read(tb[:])
 	token := binary.BigEndian.Uint64(tb[:])
-	p := &pendingReverse{target: target.ID, conn: make(chan *direct.Conn, 1), fail: make(chan string, 1)}
+	p := &pendingReverse{target: target.ID, conn: make(chan *direct.Conn, 1), fail: make(chan *wire.Fail, 1)}
 	n.mu.Lock()
 	n.reverses[token] = p
 	n.mu.Unlock()
@@ -421,11 +472,8 @@ func (n *Node) reverse(ctx context.Context, target identity.Machine, port uint16
 	select {
 	case c := <-p.conn:
 		return c, nil
-	case reason := <-p.fail:
-		if strings.HasPrefix(reason, "connection refused") {
-			return nil, fmt.Errorf("%w: %s", ErrRefused, strings.TrimPrefix(reason, "connection refused: "))
-		}
-		return nil, errors.New(reason)
+	case f := <-p.fail:
+		return nil, &failError{code: f.Code, reason: f.Reason}
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%s did not call back: %w", target, ctx.Err())
 	}
