@@ -137,8 +137,10 @@ func (n *Node) classify(m Method, err error) error {
 		}
 		return methodErr(m, end, cause, err)
 	case Reverse:
+		// the target's connection back to this host did not arrive (a
+		// refusal or a hub's failure would have): it got no answer.
 		if errors.Is(err, context.DeadlineExceeded) {
-			return methodErr(m, Remote, ErrTimeout, err)
+			return methodErr(m, Local, ErrTimeout, err)
 		}
 	case Splice:
 		switch {

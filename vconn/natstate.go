@@ -109,6 +109,23 @@ func (n *Node) lie(eps []netip.AddrPort) []netip.AddrPort {
 	return eps
 }
 
+// publishNAT puts the external address of this host's NAT, if it is behind
+// one, in its machine identifier (identity.Machine.NAT), and tells the hub
+// when it changed: peers' diagnoses (Explain) say so then.
+func (n *Node) publishNAT(c nat.Class) {
+	ext := netip.Addr{}
+	if c.Allocation != nat.None && c.Allocation != nat.Unknown && c.External.IsValid() {
+		ext = c.External
+	}
+	n.mu.Lock()
+	changed := n.natExternal != ext
+	n.natExternal = ext
+	n.mu.Unlock()
+	if changed {
+		n.advertise()
+	}
+}
+
 // watchNAT classifies this host's NAT soon after start, once the hubs have
 // had a moment to learn of each other, and again every natProbeEvery.
 func (n *Node) watchNAT() {
@@ -130,6 +147,7 @@ func (n *Node) watchNAT() {
 		default:
 			n.cfg.Logf("vconn: node %s: NAT %s (observed from %v)", n.cfg.Name, st.class, st.observers)
 			delay = natProbeEvery
+			n.publishNAT(st.class)
 		}
 	}
 }
