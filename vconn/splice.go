@@ -135,8 +135,11 @@ func (n *Node) spliceAttempt(ctx context.Context, target identity.Machine, port 
 				}
 			case f := <-p.fail:
 				fe := &failError{code: f.Code, reason: f.Reason}
-				if f.Code == wire.FailPortRefused {
+				switch f.Code {
+				case wire.FailPortRefused:
 					return nil, 0, fe
+				case wire.FailNoHubRoute, wire.FailNotAttached: // a hub's words, naming it
+					return nil, 0, fmt.Errorf("%w: %w", errSpliceImpossible, fe)
 				}
 				return nil, 0, fmt.Errorf("%w: %s says: %w", errSpliceImpossible, target, fe)
 			case <-wait.C:
@@ -253,7 +256,10 @@ func (n *Node) spliceMessage(m *wire.Routed) {
 	n.mu.Lock()
 	p := n.splices[token]
 	n.mu.Unlock()
-	if p == nil || p.peer != m.FromNode {
+	// a hub that could not forward our offer answers for the target
+	// (hub.Hub.undeliverable): a failure from no node.
+	fromHub := m.FromNode.IsZero() && m.Msg.Kind == wire.KSpliceFail
+	if p == nil || (p.peer != m.FromNode && !fromHub) {
 		return
 	}
 	switch m.Msg.Kind {
