@@ -416,13 +416,31 @@ func (n *Node) plausible(m Method, target identity.Machine) bool {
 	return true
 }
 
-func raceError(target identity.Machine, errs map[Method]error) error {
+// ErrNoMethod is wrapped by the error of a dial that no method won.
+var ErrNoMethod = errors.New("no method reached the target")
+
+// RaceError is a race that no method won: every method's error, each a
+// *MethodError (errors.As on Errs' values; the RaceError itself unwraps to
+// ErrNoMethod only, so that one method's cause is not taken for the
+// dial's).
+type RaceError struct {
+	Target identity.Machine
+	Errs   map[Method]error
+}
+
+func (e *RaceError) Error() string {
 	var parts []string
-	for m, err := range errs {
+	for m, err := range e.Errs {
 		parts = append(parts, fmt.Sprintf("%s: %v", m, err))
 	}
 	sort.Strings(parts)
-	return fmt.Errorf("no method reached %s: %s", target, strings.Join(parts, "; "))
+	return fmt.Sprintf("no method reached %s: %s", e.Target, strings.Join(parts, "; "))
+}
+
+func (e *RaceError) Unwrap() error { return ErrNoMethod }
+
+func raceError(target identity.Machine, errs map[Method]error) error {
+	return &RaceError{Target: target, Errs: errs}
 }
 
 // attempt tries one method; a splice gets up to tries attempts.
