@@ -229,8 +229,19 @@ func connectCause(err error) error {
 	var causes []error
 	var de *direct.DialError
 	if errors.As(err, &de) {
+		// a loopback address among a remote machine's (one a hub saw
+		// through an ssh tunnel) says nothing of the path to it: count it
+		// only if there is nothing else.
+		var loop []error
 		for _, a := range de.Attempts {
+			if ap, err := netip.ParseAddrPort(a.Via); err == nil && ap.Addr().IsLoopback() {
+				loop = append(loop, attemptCause(a.Err, a.Via))
+				continue
+			}
 			causes = append(causes, attemptCause(a.Err, a.Via))
+		}
+		if len(causes) == 0 {
+			causes = loop
 		}
 	} else {
 		causes = append(causes, attemptCause(err, ""))
