@@ -107,7 +107,7 @@ func TestGrid6DoctorReasons(t *testing.T) {
 		})
 	})
 	nonRoutedThere := []reason{
-		{method: "direct", end: "target", has: []string{"the target's addresses", "private to its site"}, hasNot: []string{"non-routed", "NAT"}},
+		{method: "direct", end: "target", has: []string{"the target's addresses", "private to its site", "the target has no default route"}, hasNot: []string{"NAT", "this host has", "this host is"}},
 		{method: "reverse", end: "target", has: []string{"the target has no route to this host", "non-routed"}, hasNot: []string{"this host is", "this host has no"}},
 		{method: "splice", end: "target", has: []string{"the target's NAT could not be classified"}, hasNot: []string{"this host's NAT"}},
 		{method: "routed", ok: true},

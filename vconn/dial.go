@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -381,9 +382,11 @@ func (n *Node) graceFor(best *result, methods []Method, errs map[Method]error, s
 const graceMargin = 10 * time.Millisecond
 
 // plausible reports whether a method could well work toward target, judged
-// by addresses as the SmartSockets heuristic does: a private address on a
-// network we are not on is a long shot, not worth waiting for once another
-// method has connected.
+// by addresses as the SmartSockets heuristic does (a private address on a
+// network we are not on is a long shot) and by the ends' routes (an end
+// without a default route reaches only its own networks): not worth
+// waiting for once another method has connected, nor worth holding back a
+// less direct method for.
 func (n *Node) plausible(m Method, target identity.Machine) bool {
 	local, _ := direct.LocalPrefixes()
 	reachable := func(addrs []netip.AddrPort) bool {
@@ -399,6 +402,28 @@ func (n *Node) plausible(m Method, target identity.Machine) bool {
 			}
 		}
 		return false
+	}
+	// near: the target is this host or on one of our networks, where the
+	// two reach each other whatever their routes.
+	near := func(addrs []netip.AddrPort) bool {
+		for _, a := range addrs {
+			ip := a.Addr().Unmap()
+			if ip.IsLoopback() || slices.ContainsFunc(append(local, n.cfg.Preferred...), func(p netip.Prefix) bool { return p.Contains(ip) }) {
+				return true
+			}
+		}
+		return false
+	}
+	n.mu.Lock()
+	nonRouted := n.nonRouted
+	n.mu.Unlock()
+	// an end without a default route (by its own routing table, which a
+	// target publishes: Machine.NonRouted) reaches only its own networks.
+	switch {
+	case m == Direct && nonRouted,
+		m == Reverse && target.NonRouted,
+		m == Splice && (nonRouted || target.NonRouted): // both ends' SYNs must cross
+		return near(target.Addrs)
 	}
 	switch m {
 	case Direct:

@@ -217,7 +217,11 @@ func explainConnect(cause error, end End, from, to string, b identity.Machine, a
 		return fmt.Sprintf("%s is behind a NAT (seen from outside as %s, an address it does not have): its own addresses are private to its site and its NAT lets no connection in (%s)", to, ip, how)
 	}
 	if addrs, ok := privateOnly(b, aNets); ok {
-		return fmt.Sprintf("%s's addresses (%s) are private to its site: %s cannot reach them (%s)", to, strings.Join(addrs, ", "), from, how)
+		why := fmt.Sprintf("%s's addresses (%s) are private to its site: %s cannot reach them (%s)", to, strings.Join(addrs, ", "), from, how)
+		if b.NonRouted {
+			why += fmt.Sprintf("; %s has no default route: it is on a non-routed network", to)
+		}
+		return why
 	}
 	switch cause {
 	case ErrTimeout:

@@ -126,6 +126,20 @@ func (n *Node) publishNAT(c nat.Class) {
 	}
 }
 
+// publishRoute puts whether this host has a default route in its machine
+// identifier (identity.Machine.NonRouted), and tells the hub when it
+// changed: peers judge by it which methods can work (plausible).
+func (n *Node) publishRoute() {
+	non := !HasDefaultRoute()
+	n.mu.Lock()
+	changed := n.nonRouted != non
+	n.nonRouted = non
+	n.mu.Unlock()
+	if changed {
+		n.advertise()
+	}
+}
+
 // watchNAT classifies this host's NAT soon after start, once the hubs have
 // had a moment to learn of each other, and again every natProbeEvery.
 func (n *Node) watchNAT() {
@@ -137,6 +151,7 @@ func (n *Node) watchNAT() {
 			return
 		case <-time.After(delay):
 		}
+		n.publishRoute()
 		ctx, cancel := context.WithTimeout(n.ctx, 30*time.Second)
 		st, err := n.probeNAT(ctx)
 		cancel()

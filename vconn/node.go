@@ -84,6 +84,7 @@ type Node struct {
 	noSplice    map[identity.ID]time.Time    // per target hub: when splicing there last failed
 	nat         natState
 	natExternal netip.Addr // the NAT this host is behind: its external address (publishNAT)
+	nonRouted   bool       // this host has no default route (publishRoute)
 	// testPredict, set by tests only, rewrites this node's splice
 	// predictions (natstate.go).
 	testPredict func([]netip.AddrPort) []netip.AddrPort
@@ -156,6 +157,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.wg.Add(1)
 	go n.acceptDirect()
+	n.nonRouted = !HasDefaultRoute()
 	if len(cfg.Hubs) > 0 {
 		n.session, err = hub.Attach(ctx, hub.SessionConfig{
 			Creds:   creds,
@@ -191,7 +193,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 func (n *Node) localMachine() identity.Machine {
 	m := n.withMapped(n.direct.Machine(n.cfg.Key.ID(), n.cfg.Name))
 	n.mu.Lock()
-	m.NAT = n.natExternal
+	m.NAT, m.NonRouted = n.natExternal, n.nonRouted
 	n.mu.Unlock()
 	return m
 }
