@@ -1,12 +1,11 @@
 package agent
 
 import (
-	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -28,6 +27,8 @@ type MethodCheck struct {
 	MS     float64 `json:"ms,omitempty"`
 	Why    string  `json:"why"`             // plain words
 	Error  string  `json:"error,omitempty"` // the raw error
+	End    string  `json:"end,omitempty"`   // where the cause lies: "this host", "target" or "path"
+	Cause  string  `json:"cause,omitempty"` // what was measured there (vconn's cause kinds, in words)
 }
 
 // Diagnosis is the answer of POST /doctor.
@@ -73,6 +74,7 @@ func (a *Agent) doctor(w http.ResponseWriter, r *http.Request) {
 	d.Target = &target
 	methods := []vconn.Method{vconn.Direct, vconn.Reverse, vconn.Splice, vconn.Routed}
 	d.Methods = make([]MethodCheck, len(methods))
+	errs := make([]error, len(methods))
 	var wg sync.WaitGroup
 	for i, m := range methods {
 		wg.Add(1)
@@ -81,14 +83,26 @@ func (a *Agent) doctor(w http.ResponseWriter, r *http.Request) {
 			mctx, mcancel := context.WithTimeout(ctx, 5*time.Second)
 			defer mcancel()
 			el, err := a.node.Try(mctx, m, target, pa.Port)
-			c := MethodCheck{Method: string(m), OK: err == nil, MS: ms(el), Why: vconn.Explain(m, err)}
+			c := MethodCheck{Method: string(m), OK: err == nil, MS: ms(el)}
 			if err != nil {
 				c.Error = err.Error()
 			}
-			d.Methods[i] = c
+			if me := (*vconn.MethodError)(nil); errors.As(err, &me) {
+				c.End = me.End.String()
+				if me.Cause != nil {
+					c.Cause = me.Cause.Error()
+				}
+			}
+			d.Methods[i], errs[i] = c, err
 		}()
 	}
 	wg.Wait()
+	// the facts after the tries: a splice may have classified this host's
+	// NAT meanwhile.
+	facts := a.node.Facts(target)
+	for i, m := range methods {
+		d.Methods[i].Why = vconn.Explain(m, errs[i], facts)
+	}
 	d.Verdict = fmt.Sprintf("no method reaches %s", target)
 	for _, c := range d.Methods {
 		if c.OK {
@@ -121,7 +135,7 @@ func (a *Agent) hostFindings() []string {
 	case len(priv) > 0:
 		out = append(out, "private addresses only: "+strings.Join(priv, ", "))
 	}
-	if !hasDefaultRoute() {
+	if !vconn.HasDefaultRoute() {
 		out = append(out, "no default route: this host is on a non-routed network and reaches nothing beyond its own networks; other sites reach it only through the hubs")
 	}
 	s := a.node.Session()
@@ -143,21 +157,4 @@ func (a *Agent) hostFindings() []string {
 		}
 	}
 	return out
-}
-
-// hasDefaultRoute reads the kernel's IPv4 routing table.
-func hasDefaultRoute() bool {
-	f, err := os.Open("/proc/net/route")
-	if err != nil {
-		return true // cannot tell: say nothing
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 2 && fields[1] == "00000000" && fields[2] != "Destination" {
-			return true
-		}
-	}
-	return false
 }

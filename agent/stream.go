@@ -123,7 +123,7 @@ func kindOf(err error) string {
 		return KindTimeout
 	case strings.Contains(err.Error(), "bad address"):
 		return KindBadRequest
-	case strings.Contains(err.Error(), "every method failed"), strings.Contains(err.Error(), "no method"):
+	case errors.Is(err, vconn.ErrNoMethod):
 		return KindUnreachable
 	}
 	return KindFailed

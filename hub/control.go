@@ -58,33 +58,42 @@ func (h *Hub) route(r *wire.Routed) {
 		n := h.nodes[r.ToNode]
 		h.mu.Unlock()
 		if n == nil {
-			h.undeliverable(r, fmt.Sprintf("node %s is not attached to hub %s", r.ToNode.Short(), h.cfg.Name))
+			h.undeliverable(r, wire.FailNotAttached, fmt.Sprintf("node %s is not attached to hub %s", r.ToNode.Short(), h.cfg.Name))
 			return
 		}
 		n.l.sendControl(&wire.Message{Kind: wire.KRouted, Routed: r})
 		return
 	}
 	if r.TTL <= 0 {
-		h.undeliverable(r, fmt.Sprintf("hub %s: too many hops on the way to hub %s", h.cfg.Name, h.hubName(r.ToHub)))
+		h.undeliverable(r, wire.FailNoHubRoute, fmt.Sprintf("hub %s: too many hops on the way to hub %s", h.cfg.Name, h.hubName(r.ToHub)))
 		return
 	}
 	r.TTL--
 	next := h.nextHop(r.ToHub)
 	if next == nil {
-		h.undeliverable(r, fmt.Sprintf("hub %s: no route to hub %s", h.cfg.Name, h.hubName(r.ToHub)))
+		h.undeliverable(r, wire.FailNoHubRoute, fmt.Sprintf("hub %s: no route to hub %s", h.cfg.Name, h.hubName(r.ToHub)))
 		return
 	}
 	next.l.sendControl(&wire.Message{Kind: wire.KRouted, Routed: r})
 }
 
-// undeliverable drops a routed message; a reverse request gets a failure
-// back, so that its sender need not wait for a timeout.
-func (h *Hub) undeliverable(r *wire.Routed, why string) {
-	if r.Msg.Kind != wire.KReverse || r.FromNode.IsZero() {
+// undeliverable drops a routed message; a node's reverse request or splice
+// offer gets a failure back (code: a wire.Fail code), so that its sender
+// need not wait for a timeout.
+func (h *Hub) undeliverable(r *wire.Routed, code, why string) {
+	if r.FromNode.IsZero() {
 		return
 	}
-	h.route(&wire.Routed{FromHub: h.id, ToHub: r.FromHub, ToNode: r.FromNode, TTL: routedTTL,
-		Msg: &wire.Message{Kind: wire.KReverseFail, Fail: &wire.Fail{Token: r.Msg.Reverse.Token, Reason: why}}})
+	var fail *wire.Message
+	switch {
+	case r.Msg.Kind == wire.KReverse:
+		fail = &wire.Message{Kind: wire.KReverseFail, Fail: &wire.Fail{Token: r.Msg.Reverse.Token, Reason: why, Code: code}}
+	case r.Msg.Kind == wire.KSplice && r.Msg.Splice != nil:
+		fail = &wire.Message{Kind: wire.KSpliceFail, Fail: &wire.Fail{Token: r.Msg.Splice.Token, Reason: why, Code: code}}
+	default:
+		return
+	}
+	h.route(&wire.Routed{FromHub: h.id, ToHub: r.FromHub, ToNode: r.FromNode, TTL: routedTTL, Msg: fail})
 }
 
 // hubMessage handles a routed message for this hub itself.

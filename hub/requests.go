@@ -127,8 +127,8 @@ func (s *Session) Lookup(ctx context.Context, node string) ([]identity.Machine, 
 
 // Send sends m to node toNode at hub toHub (zero toNode: to the hub
 // itself; zero toHub: a node of our own hub) as a routed message. Delivery
-// is not confirmed; an undeliverable reverse request comes back as a
-// reverse-fail message.
+// is not confirmed; an undeliverable reverse request or splice offer comes
+// back as a reverse-fail or splice-fail message (wire.Fail names why).
 func (s *Session) Send(ctx context.Context, toHub, toNode identity.ID, m *wire.Message) error {
 	if m == nil {
 		return errors.New("hub: send: no message")

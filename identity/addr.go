@@ -11,12 +11,14 @@ import (
 // Machine is a machine identifier (SmartSockets §3.2.1): who a node is and
 // every way it may be reached directly.
 type Machine struct {
-	ID       ID               `json:"id"`
-	Name     string           `json:"name,omitempty"`     // human name, unique in the job (e.g. das3v-n1)
-	Addrs    []netip.AddrPort `json:"addrs,omitempty"`    // its interface addresses with its direct listening port
-	Observed []netip.AddrPort `json:"observed,omitempty"` // its address as hubs saw it (e.g. a NAT's)
-	Hub      ID               `json:"hub,omitzero"`       // the hub it is attached to
-	HubName  string           `json:"hub_name,omitempty"` // that hub's name (its site)
+	ID        ID               `json:"id"`
+	Name      string           `json:"name,omitempty"`       // human name, unique in the job (e.g. das3v-n1)
+	Addrs     []netip.AddrPort `json:"addrs,omitempty"`      // its interface addresses with its direct listening port
+	Observed  []netip.AddrPort `json:"observed,omitempty"`   // its address as hubs saw it (e.g. a NAT's)
+	NAT       netip.Addr       `json:"nat,omitzero"`         // the external address of the NAT it found itself behind, by classifying hubs' observations (zero: none, or not classified)
+	NonRouted bool             `json:"non_routed,omitempty"` // its routing table has no default route: it reaches only its own networks
+	Hub       ID               `json:"hub,omitzero"`         // the hub it is attached to
+	HubName   string           `json:"hub_name,omitempty"`   // that hub's name (its site)
 }
 
 func (m Machine) String() string {

@@ -126,7 +126,7 @@ func (n *Node) serveMessages() {
 				n.mu.Unlock()
 				if p != nil {
 					select {
-					case p.fail <- m.Msg.Fail.Reason:
+					case p.fail <- m.Msg.Fail:
 					default:
 					}
 				}
@@ -136,23 +136,23 @@ func (n *Node) serveMessages() {
 }
 
 // sendFail tells the sender of m that its request (token) failed, and
-// why: a reverse-fail or splice-fail message.
-func (n *Node) sendFail(m *wire.Routed, kind string, token uint64, reason string) {
+// why: a reverse-fail or splice-fail message, code a wire.Fail code.
+func (n *Node) sendFail(m *wire.Routed, kind string, token uint64, code, reason string) {
 	ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
 	defer cancel()
-	_ = n.session.Send(ctx, m.FromHub, m.FromNode, &wire.Message{Kind: kind, Fail: &wire.Fail{Token: token, Reason: reason}})
+	_ = n.session.Send(ctx, m.FromHub, m.FromNode, &wire.Message{Kind: kind, Fail: &wire.Fail{Token: token, Reason: reason, Code: code}})
 }
 
 // callBack answers a reverse request: dial the asker's direct listener.
 func (n *Node) callBack(m *wire.Routed) {
 	rev := m.Msg.Reverse
-	fail := func(reason string) { n.sendFail(m, wire.KReverseFail, rev.Token, reason) }
+	fail := func(code, reason string) { n.sendFail(m, wire.KReverseFail, rev.Token, code, reason) }
 	if rev.Target != n.ID() || rev.From.ID != m.FromNode {
-		fail("reverse request for another node or from a node it does not name")
+		fail("", "reverse request for another node or from a node it does not name")
 		return
 	}
 	if n.listener(rev.Port) == nil {
-		fail(n.refusal(rev.Port))
+		fail(wire.FailPortRefused, n.refusal(rev.Port))
 		return
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
@@ -168,7 +168,7 @@ func (n *Node) callBack(m *wire.Routed) {
 		if errors.Is(err, pki.ErrDenied) {
 			n.cfg.Logf("vconn: reverse connection to %s for port %d: %v", rev.From, rev.Port, err)
 		}
-		fail(fmt.Sprintf("%s cannot reach %s's listener: %v", n.cfg.Name, rev.From, err))
+		fail(failCode(err), fmt.Sprintf("%s cannot reach %s's listener: %v", n.cfg.Name, rev.From, err))
 		return
 	}
 	n.deliver(c, Reverse, rev.From, rev.Port)

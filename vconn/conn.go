@@ -3,7 +3,8 @@
 // net.Conn set up the most direct way the network allows (direct, reverse,
 // splice, routed). It owns the method race, the per-site method cache, the
 // spare connections, the splice rendezvous, the listener registry, the
-// accept-side commit protocol, and keeping and advertising the node's port
+// accept-side commit protocol, why a method failed (typed facts, MethodError,
+// and the words Explain builds from them), and keeping and advertising the node's port
 // mapping (Config.PortMap); finding addresses and dialling them is
 // package direct's, relaying and name lookup the hubs' (package hub), NAT
 // classification and the simultaneous open package nat's, talking to the

@@ -16,6 +16,7 @@ import (
 	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/nat"
 	"github.com/gridlink/gridlink/wire"
 )
 
@@ -211,34 +212,42 @@ func (n *Node) enabled(m Method) bool {
 	return false
 }
 
-// possible says why a method cannot work toward target, or nil.
+// possible says why a method cannot work toward target (a *MethodError),
+// or nil.
 func (n *Node) possible(m Method, target identity.Machine) error {
+	no := func(end End, cause error, format string, args ...any) error {
+		return methodErr(m, end, cause, fmt.Errorf(format, args...))
+	}
 	switch {
 	case !n.enabled(m):
-		return fmt.Errorf("%s is disabled", m)
+		return no(Local, ErrDisabled, "%s is disabled", m)
 	case m == Direct && len(target.Addrs) == 0:
-		return errors.New("the target lists no addresses")
+		return no(Remote, ErrNoAddress, "the target lists no addresses")
 	case (m == Reverse || m == Routed || m == Splice) && n.session == nil:
-		return errors.New("this node has no hub")
+		return no(Local, ErrNoHub, "this node has no hub")
 	case m == Reverse || m == Routed || m == Splice:
 		if err := n.session.NotAttached(); err != nil {
-			return err
+			return methodErr(m, Local, ErrNoHub, err) // a *NotAttachedError: errors.As finds it
 		}
 	}
 	switch {
 	case (m == Reverse || m == Routed || m == Splice) && target.Hub.IsZero():
-		return errors.New("the target is not attached to a hub")
+		return no(Remote, ErrNoHub, "the target is not attached to a hub")
 	case m == Reverse && len(n.localMachine().Addrs) == 0:
-		return errors.New("this node has no address to be called back at")
+		return no(Local, ErrNoAddress, "this node has no address to be called back at")
 	case m == Splice:
 		n.mu.Lock()
 		failed, st := n.noSplice[target.Hub], n.nat
 		n.mu.Unlock()
 		if !failed.IsZero() && time.Since(failed) < spliceFailedFor {
-			return fmt.Errorf("splicing to site %s failed %v ago", target.HubName, time.Since(failed).Round(time.Second))
+			return no(Path, ErrSpliceRecent, "splicing to site %s failed %v ago", target.HubName, time.Since(failed).Round(time.Second))
 		}
 		if !st.at.IsZero() && st.err == nil && !st.class.Predictable() {
-			return fmt.Errorf("this host's NAT is %s: its ports cannot be predicted", st.class)
+			cause := ErrNATUnknown
+			if st.class.Allocation == nat.Random {
+				cause = ErrRandomNAT
+			}
+			return no(Local, cause, "this host's NAT is %s: its ports cannot be predicted", st.class)
 		}
 	}
 	return nil
@@ -247,7 +256,8 @@ func (n *Node) possible(m Method, target identity.Machine) error {
 // startDelay is a method's head start handicap in a race: direct at once,
 // and splicing too (its rendezvous through the hubs takes longer than a
 // direct setup, which still wins if it works); reverse one HeadStart
-// later, routed two.
+// later, routed two. A head start ends early once every more direct
+// method is settled (see settled).
 func (n *Node) startDelay(m Method) time.Duration {
 	switch m {
 	case Direct, Splice:
@@ -279,20 +289,47 @@ func (n *Node) race(ctx context.Context, target identity.Machine, port uint16) (
 	results := make(chan result, len(methods))
 	raceStart := time.Now()
 	startOf := map[Method]time.Time{}
+	kick := map[Method]chan struct{}{} // closed: start now, the head start is over
+	var best *result
 	for _, m := range methods {
 		delay := n.startDelay(m)
+		if delay > 0 && n.settled(m, methods, errs, target) {
+			delay = 0
+		}
 		startOf[m] = raceStart.Add(delay)
+		k := make(chan struct{})
+		if delay == 0 {
+			close(k)
+		} else {
+			kick[m] = k
+		}
 		go func() {
+			t := time.NewTimer(delay)
+			defer t.Stop()
 			select {
-			case <-time.After(delay):
-				results <- n.attempt(ctx, m, target, port, 1) // in a race, one splice attempt: routed stands by
+			case <-t.C:
+			case <-k:
 			case <-ctx.Done():
 				results <- result{method: m, err: ctx.Err()}
+				return
 			}
+			results <- n.attempt(ctx, m, target, port, 1) // in a race, one splice attempt: routed stands by
 		}()
 	}
+	// endHeadStarts starts at once the methods whose more direct rivals
+	// are all settled.
+	endHeadStarts := func() {
+		for m, k := range kick {
+			if (best == nil || m.rank() < best.method.rank()) && n.settled(m, methods, errs, target) {
+				if now := time.Now(); now.Before(startOf[m]) {
+					startOf[m] = now
+				}
+				close(k)
+				delete(kick, m)
+			}
+		}
+	}
 	pending := len(methods)
-	var best *result
 	var grace <-chan time.Time
 	defer func() {
 		// close what arrives after the decision.
@@ -321,6 +358,7 @@ func (n *Node) race(ctx context.Context, target identity.Machine, port uint16) (
 				if best != nil && n.graceFor(best, methods, errs, startOf) <= 0 {
 					return *best, nil
 				}
+				endHeadStarts()
 				continue
 			}
 			if best != nil && best.method.rank() <= r.method.rank() {
@@ -351,6 +389,19 @@ func (n *Node) race(ctx context.Context, target identity.Machine, port uint16) (
 		return *best, nil
 	}
 	return result{}, raceError(target, errs)
+}
+
+// settled reports whether every method of the race more direct than m is
+// settled: it has failed, or it could not plausibly work (see plausible).
+// m's head start, which keeps it from competing with methods that may
+// still work, is then pointless: waiting it out only delays the setup.
+func (n *Node) settled(m Method, methods []Method, errs map[Method]error, target identity.Machine) bool {
+	for _, o := range methods {
+		if o.rank() < m.rank() && errs[o] == nil && n.plausible(o, target) {
+			return false
+		}
+	}
+	return true
 }
 
 // graceFor is how much longer to wait for methods more direct than best
@@ -393,9 +444,11 @@ func (n *Node) graceFor(best *result, methods []Method, errs map[Method]error, s
 const graceMargin = 10 * time.Millisecond
 
 // plausible reports whether a method could well work toward target, judged
-// by addresses as the SmartSockets heuristic does: a private address on a
-// network we are not on is a long shot, not worth waiting for once another
-// method has connected.
+// by addresses as the SmartSockets heuristic does (a private address on a
+// network we are not on is a long shot) and by the ends' routes (an end
+// without a default route reaches only its own networks): not worth
+// waiting for once another method has connected, nor worth holding back a
+// less direct method for.
 func (n *Node) plausible(m Method, target identity.Machine) bool {
 	local, _ := direct.LocalPrefixes()
 	reachable := func(addrs []netip.AddrPort) bool {
@@ -411,6 +464,28 @@ func (n *Node) plausible(m Method, target identity.Machine) bool {
 			}
 		}
 		return false
+	}
+	// near: the target is this host or on one of our networks, where the
+	// two reach each other whatever their routes.
+	near := func(addrs []netip.AddrPort) bool {
+		for _, a := range addrs {
+			ip := a.Addr().Unmap()
+			if ip.IsLoopback() || slices.ContainsFunc(append(local, n.cfg.Preferred...), func(p netip.Prefix) bool { return p.Contains(ip) }) {
+				return true
+			}
+		}
+		return false
+	}
+	n.mu.Lock()
+	nonRouted := n.nonRouted
+	n.mu.Unlock()
+	// an end without a default route (by its own routing table, which a
+	// target publishes: Machine.NonRouted) reaches only its own networks.
+	switch {
+	case m == Direct && nonRouted,
+		m == Reverse && target.NonRouted,
+		m == Splice && (nonRouted || target.NonRouted): // both ends' SYNs must cross
+		return near(target.Addrs)
 	}
 	switch m {
 	case Direct:
@@ -428,14 +503,34 @@ func (n *Node) plausible(m Method, target identity.Machine) bool {
 	return true
 }
 
-// raceError says why no method reached target, each method's reason; when
-// the node has no hub, it is a *NotAttachedError first (errors.As finds
-// it), followed by what the other methods met.
-func raceError(target identity.Machine, errs map[Method]error) error {
-	var parts []string
+// ErrNoMethod is wrapped by the error of a dial that no method won.
+var ErrNoMethod = errors.New("no method reached the target")
+
+// RaceError is a race that no method won: every method's error, each a
+// *MethodError (errors.As on Errs' values). It unwraps to ErrNoMethod and,
+// when the node has no hub, to the *NotAttachedError (which its text then
+// names first), never to one method's cause, which is not the dial's.
+type RaceError struct {
+	Target identity.Machine
+	Errs   map[Method]error
+}
+
+// notAttached is the *NotAttachedError one of e's methods met, or nil.
+func (e *RaceError) notAttached() *NotAttachedError {
 	var na *NotAttachedError
-	for m, err := range errs {
+	for _, err := range e.Errs {
 		if errors.As(err, &na) {
+			return na
+		}
+	}
+	return nil
+}
+
+func (e *RaceError) Error() string {
+	na := e.notAttached()
+	var parts []string
+	for m, err := range e.Errs {
+		if na != nil && errors.As(err, new(*NotAttachedError)) {
 			continue
 		}
 		parts = append(parts, fmt.Sprintf("%s: %v", m, err))
@@ -443,11 +538,22 @@ func raceError(target identity.Machine, errs map[Method]error) error {
 	sort.Strings(parts)
 	if na != nil {
 		if len(parts) == 0 {
-			return fmt.Errorf("cannot reach %s: %w", target, na)
+			return fmt.Sprintf("cannot reach %s: %v", e.Target, na)
 		}
-		return fmt.Errorf("cannot reach %s: %w; %s", target, na, strings.Join(parts, "; "))
+		return fmt.Sprintf("cannot reach %s: %v; %s", e.Target, na, strings.Join(parts, "; "))
 	}
-	return fmt.Errorf("no method reached %s: %s", target, strings.Join(parts, "; "))
+	return fmt.Sprintf("no method reached %s: %s", e.Target, strings.Join(parts, "; "))
+}
+
+func (e *RaceError) Unwrap() []error {
+	if na := e.notAttached(); na != nil {
+		return []error{ErrNoMethod, na}
+	}
+	return []error{ErrNoMethod}
+}
+
+func raceError(target identity.Machine, errs map[Method]error) error {
+	return &RaceError{Target: target, Errs: errs}
 }
 
 // attempt tries one method; a splice gets up to tries attempts.
@@ -468,20 +574,20 @@ func (n *Node) attempt(ctx context.Context, m Method, target identity.Machine, p
 	default:
 		err = fmt.Errorf("method %s is not available", m)
 	}
-	return result{method: m, conn: c, err: err, elapsed: time.Since(start), target: target, spare: spared && err == nil}
+	return result{method: m, conn: c, err: n.classify(m, err), elapsed: time.Since(start), target: target, spare: spared && err == nil}
 }
 
 type pendingReverse struct {
 	target identity.ID
 	conn   chan *direct.Conn
-	fail   chan string
+	fail   chan *wire.Fail
 }
 
 func (n *Node) reverse(ctx context.Context, target identity.Machine, port uint16) (net.Conn, error) {
 	var tb [8]byte
 	_, _ = rand.Read(tb[:])
 	token := binary.BigEndian.Uint64(tb[:])
-	p := &pendingReverse{target: target.ID, conn: make(chan *direct.Conn, 1), fail: make(chan string, 1)}
+	p := &pendingReverse{target: target.ID, conn: make(chan *direct.Conn, 1), fail: make(chan *wire.Fail, 1)}
 	n.mu.Lock()
 	n.reverses[token] = p
 	n.mu.Unlock()
@@ -497,11 +603,8 @@ func (n *Node) reverse(ctx context.Context, target identity.Machine, port uint16
 	select {
 	case c := <-p.conn:
 		return c, nil
-	case reason := <-p.fail:
-		if strings.HasPrefix(reason, "connection refused") {
-			return nil, fmt.Errorf("%w: %s", ErrRefused, strings.TrimPrefix(reason, "connection refused: "))
-		}
-		return nil, errors.New(reason)
+	case f := <-p.fail:
+		return nil, &failError{code: f.Code, reason: f.Reason}
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%s did not call back: %w", target, ctx.Err())
 	}

@@ -109,6 +109,37 @@ func (n *Node) lie(eps []netip.AddrPort) []netip.AddrPort {
 	return eps
 }
 
+// publishNAT puts the external address of this host's NAT, if it is behind
+// one, in its machine identifier (identity.Machine.NAT), and tells the hub
+// when it changed: peers' diagnoses (Explain) say so then.
+func (n *Node) publishNAT(c nat.Class) {
+	ext := netip.Addr{}
+	if c.Allocation != nat.None && c.Allocation != nat.Unknown && c.External.IsValid() {
+		ext = c.External
+	}
+	n.mu.Lock()
+	changed := n.natExternal != ext
+	n.natExternal = ext
+	n.mu.Unlock()
+	if changed {
+		n.advertise()
+	}
+}
+
+// publishRoute puts whether this host has a default route in its machine
+// identifier (identity.Machine.NonRouted), and tells the hub when it
+// changed: peers judge by it which methods can work (plausible).
+func (n *Node) publishRoute() {
+	non := !HasDefaultRoute()
+	n.mu.Lock()
+	changed := n.nonRouted != non
+	n.nonRouted = non
+	n.mu.Unlock()
+	if changed {
+		n.advertise()
+	}
+}
+
 // watchNAT classifies this host's NAT soon after start, once the hubs have
 // had a moment to learn of each other, and again every natProbeEvery.
 func (n *Node) watchNAT() {
@@ -120,6 +151,7 @@ func (n *Node) watchNAT() {
 			return
 		case <-time.After(delay):
 		}
+		n.publishRoute()
 		ctx, cancel := context.WithTimeout(n.ctx, 30*time.Second)
 		st, err := n.probeNAT(ctx)
 		cancel()
@@ -133,6 +165,7 @@ func (n *Node) watchNAT() {
 		default:
 			n.cfg.Logf("vconn: node %s: NAT %s (observed from %v)", n.cfg.Name, st.class, st.observers)
 			delay = natProbeEvery
+			n.publishNAT(st.class)
 		}
 	}
 }

@@ -71,21 +71,23 @@ type Node struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu        sync.Mutex
-	listeners map[uint16]*Listener
-	reverses  map[uint64]*pendingReverse
-	callbacks map[uint64]uint16      // reverse setups we call back: token → our port
-	cache     map[identity.ID]Method // per target hub
-	names     map[string]nameEntry
-	conns     map[*Conn]struct{}
-	spares    map[identity.ID][]*spare // by target
-	nspares   int
-	sparing   map[identity.ID]*spareFlight // spares being set up, by target
-	inflight  int                          // spares being set up, all targets
-	held      map[*direct.Conn]bool        // spares of others waiting for their port
-	splices   map[uint64]*pendingSplice    // by token
-	noSplice  map[identity.ID]time.Time    // per target hub: when splicing there last failed
-	nat       natState
+	mu          sync.Mutex
+	listeners   map[uint16]*Listener
+	reverses    map[uint64]*pendingReverse
+	callbacks   map[uint64]uint16      // reverse setups we call back: token → our port
+	cache       map[identity.ID]Method // per target hub
+	names       map[string]nameEntry
+	conns       map[*Conn]struct{}
+	spares      map[identity.ID][]*spare // by target
+	nspares     int
+	sparing     map[identity.ID]*spareFlight // spares being set up, by target
+	inflight    int                          // spares being set up, all targets
+	held        map[*direct.Conn]bool        // spares of others waiting for their port
+	splices     map[uint64]*pendingSplice    // by token
+	noSplice    map[identity.ID]time.Time    // per target hub: when splicing there last failed
+	nat         natState
+	natExternal netip.Addr // the NAT this host is behind: its external address (publishNAT)
+	nonRouted   bool       // this host has no default route (publishRoute)
 	// testPredict, set by tests only, rewrites this node's splice
 	// predictions (natstate.go).
 	testPredict func([]netip.AddrPort) []netip.AddrPort
@@ -160,6 +162,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.wg.Add(1)
 	go n.acceptDirect()
+	n.nonRouted = !HasDefaultRoute()
 	if len(cfg.Hubs) > 0 {
 		n.session, err = hub.Connect(hub.SessionConfig{
 			Creds:   creds,
@@ -199,7 +202,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 // localMachine is this node's identifier without hub information: its
 // listener's addresses and a port mapping's.
 func (n *Node) localMachine() identity.Machine {
-	return n.withMapped(n.direct.Machine(n.cfg.Key.ID(), n.cfg.Name))
+	m := n.withMapped(n.direct.Machine(n.cfg.Key.ID(), n.cfg.Name))
+	n.mu.Lock()
+	m.NAT, m.NonRouted = n.natExternal, n.nonRouted
+	n.mu.Unlock()
+	return m
 }
 
 // Machine is this node's machine identifier, with its hub.

@@ -148,7 +148,7 @@ func TestOutsidersRefused(t *testing.T) {
 			// diagnosis by one method: the setup succeeds, the verdict refuses
 			if _, err := on.Try(ctx, Direct, target, 7); !errors.Is(err, pki.ErrDenied) || !strings.Contains(err.Error(), reason) {
 				t.Errorf("Try direct: %v; want a refusal saying %q", err, reason)
-			} else if why := Explain(Direct, err); !strings.Contains(why, "refused in the handshake") || !strings.Contains(why, reason) {
+			} else if why := Explain(Direct, err, on.Facts(target)); !strings.Contains(why, "refused in the handshake") || !strings.Contains(why, reason) {
 				t.Errorf("Explain: %s", why)
 			}
 

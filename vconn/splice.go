@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"strings"
 	"time"
 
 	"github.com/gridlink/gridlink/direct"
@@ -48,7 +47,7 @@ type pendingSplice struct {
 	peer  identity.ID
 	port  uint16
 	reply chan *wire.Splice // dialler: the target's answers
-	fail  chan string       // dialler: the target's refusal
+	fail  chan *wire.Fail   // dialler: the target's (or a hub's) refusal
 	goes  chan int          // target: the go of each attempt
 }
 
@@ -62,7 +61,7 @@ func newToken() uint64 {
 // attempts.
 func (n *Node) splice(ctx context.Context, target identity.Machine, port uint16, tries int) (net.Conn, error) {
 	token := newToken()
-	p := &pendingSplice{peer: target.ID, port: port, reply: make(chan *wire.Splice, 4), fail: make(chan string, 1)}
+	p := &pendingSplice{peer: target.ID, port: port, reply: make(chan *wire.Splice, 4), fail: make(chan *wire.Fail, 1)}
 	n.mu.Lock()
 	n.splices[token] = p
 	n.mu.Unlock()
@@ -100,6 +99,9 @@ var errPunch = nat.ErrPunch
 // errSpliceImpossible wraps reasons that no retry can change.
 var errSpliceImpossible = errors.New("splicing cannot work")
 
+// errNoSpliceAnswer: the target did not answer a splice offer in time.
+var errNoSpliceAnswer = errors.New("no answer to the splice offer")
+
 // spliceFailed keeps splicing out of races to target's site for a while.
 func (n *Node) spliceFailed(target identity.Machine) {
 	if target.Hub.IsZero() {
@@ -131,13 +133,17 @@ func (n *Node) spliceAttempt(ctx context.Context, target identity.Machine, port 
 				if r.Attempt == attempt { // else a late answer to an earlier attempt
 					return r.Addrs, time.Duration(r.HeldUs) * time.Microsecond, nil
 				}
-			case reason := <-p.fail:
-				if rest, ok := strings.CutPrefix(reason, "connection refused: "); ok {
-					return nil, 0, fmt.Errorf("%w: %s", ErrRefused, rest)
+			case f := <-p.fail:
+				fe := &failError{code: f.Code, reason: f.Reason}
+				switch f.Code {
+				case wire.FailPortRefused:
+					return nil, 0, fe
+				case wire.FailNoHubRoute, wire.FailNotAttached: // a hub's words, naming it
+					return nil, 0, fmt.Errorf("%w: %w", errSpliceImpossible, fe)
 				}
-				return nil, 0, fmt.Errorf("%w: %s says: %s", errSpliceImpossible, target, reason)
+				return nil, 0, fmt.Errorf("%w: %s says: %w", errSpliceImpossible, target, fe)
 			case <-wait.C:
-				return nil, 0, fmt.Errorf("%s did not answer the splice offer within %v", target, spliceReplyWait)
+				return nil, 0, fmt.Errorf("%s did not answer the splice offer within %v: %w", target, spliceReplyWait, errNoSpliceAnswer)
 			case <-ctx.Done():
 				return nil, 0, ctx.Err()
 			}
@@ -148,7 +154,7 @@ func (n *Node) spliceAttempt(ctx context.Context, target identity.Machine, port 
 	}
 	raw, err := nat.Offer(ctx, n.predictEndpoints, offer, await, sendGo)
 	if errors.Is(err, nat.ErrPredict) {
-		return nil, fmt.Errorf("%w: %v", errSpliceImpossible, err)
+		return nil, fmt.Errorf("%w: %w", errSpliceImpossible, err)
 	}
 	if err != nil {
 		return nil, err
@@ -169,17 +175,17 @@ func (n *Node) spliceAttempt(ctx context.Context, target identity.Machine, port 
 func (n *Node) answerSplice(m *wire.Routed) {
 	got := time.Now()
 	s := m.Msg.Splice
-	fail := func(reason string) { n.sendFail(m, wire.KSpliceFail, s.Token, reason) }
+	fail := func(code, reason string) { n.sendFail(m, wire.KSpliceFail, s.Token, code, reason) }
 	if s.Target != n.ID() || s.From.ID != m.FromNode {
-		fail("splice offer for another node or from a node it does not name")
+		fail("", "splice offer for another node or from a node it does not name")
 		return
 	}
 	if n.listener(s.Port) == nil {
-		fail(n.refusal(s.Port))
+		fail(wire.FailPortRefused, n.refusal(s.Port))
 		return
 	}
 	if !n.enabled(Splice) {
-		fail("splicing is disabled on " + n.cfg.Name)
+		fail(wire.FailDisabled, "splicing is disabled on "+n.cfg.Name)
 		return
 	}
 	n.mu.Lock()
@@ -198,7 +204,7 @@ func (n *Node) answerSplice(m *wire.Routed) {
 	}
 	n.mu.Unlock()
 	if p.peer != s.From.ID || p.goes == nil {
-		fail("splice token in use")
+		fail("", "splice token in use")
 		return
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, 2*spliceReplyWait)
@@ -221,7 +227,11 @@ func (n *Node) answerSplice(m *wire.Routed) {
 	}
 	raw, err := nat.Answer(ctx, got, s.Addrs, n.predictEndpoints, reply, awaitGo)
 	if errors.Is(err, nat.ErrPredict) {
-		fail(err.Error())
+		code := wire.FailNATUnknown
+		if n.natCause() == ErrRandomNAT {
+			code = wire.FailNATRandom
+		}
+		fail(code, err.Error())
 		return
 	}
 	if err != nil {
@@ -246,7 +256,10 @@ func (n *Node) spliceMessage(m *wire.Routed) {
 	n.mu.Lock()
 	p := n.splices[token]
 	n.mu.Unlock()
-	if p == nil || p.peer != m.FromNode {
+	// a hub that could not forward our offer answers for the target
+	// (hub.Hub.undeliverable): a failure from no node.
+	fromHub := m.FromNode.IsZero() && m.Msg.Kind == wire.KSpliceFail
+	if p == nil || (p.peer != m.FromNode && !fromHub) {
 		return
 	}
 	switch m.Msg.Kind {
@@ -267,7 +280,7 @@ func (n *Node) spliceMessage(m *wire.Routed) {
 	case wire.KSpliceFail:
 		if p.fail != nil {
 			select {
-			case p.fail <- m.Msg.Fail.Reason:
+			case p.fail <- m.Msg.Fail:
 			default:
 			}
 		}

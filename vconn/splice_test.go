@@ -62,7 +62,7 @@ func TestSpliceWrongPrediction(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "splice") || !errors.Is(err, errPunch) {
 		t.Fatalf("splice with a wrong prediction: %v", err)
 	}
-	if why := Explain(Splice, err); !strings.Contains(why, "SYNs did not get through") {
+	if why := Explain(Splice, err, a.Facts(bm)); !strings.Contains(why, "SYNs did not get through") {
 		t.Errorf("explanation %q", why)
 	}
 	time.Sleep(100 * time.Millisecond)

@@ -140,11 +140,54 @@ type Reverse struct {
 	Target identity.ID      `json:"target"` // the node that should dial back
 }
 
-// Fail reports a failed request.
+// Fail reports a failed request: Reason in words for people, Code (one of
+// the Fail* constants, or empty: a cause none of them names) for the asker
+// to decide and explain by. A receiver treats a code it does not know as
+// empty.
 type Fail struct {
 	Token  uint64 `json:"token"`
 	Reason string `json:"reason"`
+	Code   string `json:"code,omitempty"`
 }
+
+// Fail codes: what the end that sent a reverse-fail or splice-fail (or a
+// hub on the way, for FailNoHubRoute) measured. "The asker" is the node
+// whose request failed; "the sender" is the node that answers it.
+const (
+	// FailNoHubRoute: a hub on the way has no route to the target's hub
+	// (sent by that hub; the request never reached the target).
+	FailNoHubRoute = "no-hub-route"
+	// FailNotAttached: the target is not attached to the hub the request
+	// was sent to (sent by that hub).
+	FailNotAttached = "not-attached"
+	// FailPortRefused: nothing on the sender listens on the port asked
+	// for, or its access rules refuse the asker (Reason says which).
+	FailPortRefused = "port-refused"
+	// FailDisabled: the method is switched off on the sender.
+	FailDisabled = "disabled"
+	// FailNoRoute: the sender's own routing table has no route to the
+	// asker's addresses (the sender is on a non-routed network).
+	FailNoRoute = "no-route"
+	// FailUnreachable: the sender has a route, but a router on the way
+	// answered that the asker's addresses are unreachable.
+	FailUnreachable = "unreachable"
+	// FailTimeout: the sender's connections to the asker got no answer.
+	FailTimeout = "timeout"
+	// FailRejected: the asker's addresses answered the sender's
+	// connections with a reset (a rejecting firewall, or nothing there).
+	FailRejected = "rejected"
+	// FailDenied: the handshake with the asker failed its identity or
+	// admission check.
+	FailDenied = "denied"
+	// FailNATRandom: the sender's NAT allocates ports at random: its next
+	// endpoint cannot be predicted.
+	FailNATRandom = "nat-random"
+	// FailNATUnknown: the sender's NAT could not be classified.
+	FailNATUnknown = "nat-unknown"
+)
+
+// maxFailCode bounds a Fail's Code.
+const maxFailCode = 32
 
 // Open is the payload of a TOpen frame: a relayed connection request.
 // ToHub zero means the target is attached to the opener's own hub.
@@ -284,7 +327,7 @@ func (m *Message) check(depth int) error {
 			return checkMachine(&m.Reverse.From)
 		}
 	case KReverseFail, KSpliceFail:
-		ok = m.Fail != nil && len(m.Fail.Reason) <= 1024
+		ok = m.Fail != nil && len(m.Fail.Reason) <= 1024 && len(m.Fail.Code) <= maxFailCode
 	case KHubs:
 		ok = m.Hubs != nil
 	case KHubList:

@@ -17,7 +17,7 @@ func TestTraversalMessages(t *testing.T) {
 		{Kind: KSplice, Splice: &Splice{Token: 7, From: &m, Port: 80, Target: m.ID, Addrs: ep}},
 		{Kind: KSpliceReply, Splice: &Splice{Token: 7, Attempt: 1, Target: m.ID, Addrs: ep[:1]}},
 		{Kind: KSpliceGo, Splice: &Splice{Token: 7, Attempt: 1, Target: m.ID}},
-		{Kind: KSpliceFail, Fail: &Fail{Token: 7, Reason: "this host's NAT allocates ports at random"}},
+		{Kind: KSpliceFail, Fail: &Fail{Token: 7, Reason: "this host's NAT allocates ports at random", Code: FailNATRandom}},
 		{Kind: KRouted, Routed: &Routed{FromHub: m.ID, ToHub: m.ID, TTL: 5, Msg: &Message{Kind: KSpliceGo, Splice: &Splice{Token: 1, Target: m.ID}}}},
 	}
 	for _, msg := range good {

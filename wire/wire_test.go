@@ -83,7 +83,9 @@ func TestMessages(t *testing.T) {
 		{Kind: KFound, Found: &Found{Query: 1, Matches: []identity.Machine{m}}},
 		{Kind: KReverse, Reverse: &Reverse{Token: 9, From: m, Port: 80, Target: m.ID}},
 		{Kind: KReverseFail, Fail: &Fail{Token: 9, Reason: "connection refused"}},
+		{Kind: KReverseFail, Fail: &Fail{Token: 9, Reason: "hub a: no route to hub b", Code: FailNoHubRoute}},
 		{Kind: KMachine, Machine: &m},
+		{Kind: KMachine, Machine: &identity.Machine{ID: m.ID, Addrs: m.Addrs, NAT: netip.MustParseAddr("203.0.113.7")}},
 	}
 	for _, msg := range msgs {
 		got, err := Decode(Encode(msg))
@@ -97,6 +99,7 @@ func TestMessages(t *testing.T) {
 		`{"kind":"hello","hello":{"role":"x"}}`: "missing or malformed body",
 		`{"kind":"fail","extra":1}`:             "unknown field",
 		`{"kind":"reverse-fail","fail":{}} x`:   "trailing data",
+		`{"kind":"splice-fail","fail":{"token":1,"code":"` + strings.Repeat("c", 33) + `"}}`: "missing or malformed body",
 		`{"kind":"routed","routed":{"ttl":1,"msg":{"kind":"routed","routed":{"ttl":1}}}}`:    "cannot route",
 		`{"kind":"hello","hello":{"role":"node","machine":{}}}`:                              "machine without an ID",
 		`{"kind":"gossip","gossip":{"routes":[{"state":2}]}}`:                                "route without a hub",
@@ -187,6 +190,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(Encode(&Message{Kind: KGossip, Gossip: &Gossip{Routes: []RouteAd{{Hub: m.ID, Name: "g", State: 2, Hops: 1, Addrs: m.Addrs}}}}))
 	f.Add(Encode(&Message{Kind: KRouted, Routed: &Routed{FromHub: m.ID, ToHub: m.ID, Msg: &Message{Kind: KReverse, Reverse: &Reverse{From: m, Port: 1}}}}))
 	f.Add(Encode(&Message{Kind: KMachine, Machine: &m}))
+	f.Add(Encode(&Message{Kind: KRouted, Routed: &Routed{FromHub: m.ID, ToHub: m.ID, Msg: &Message{Kind: KSpliceFail, Fail: &Fail{Token: 1, Reason: "r", Code: FailNATRandom}}}}))
 	f.Add(Encode(&Message{Kind: KRefused, Refusal: &Refusal{Code: RefusedNameTaken, Reason: "taken", Holder: &m}}))
 	f.Add(Encode(&Message{Kind: KRouted, Routed: &Routed{FromHub: m.ID, ToHub: m.ID, Msg: &Message{Kind: KClaim, Claim: &Claim{Query: 1, Name: "n", Holding: Holding{Node: m, Owner: "o", SinceMs: 1}}}}}))
 	f.Add(Encode(&Message{Kind: KRouted, Routed: &Routed{FromHub: m.ID, ToHub: m.ID, Msg: &Message{Kind: KClaimed, Claimed: &Claimed{Query: 1, Holders: []Holding{{Node: m, Owner: "o", Bound: true, Attached: true}}}}}}))
