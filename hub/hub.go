@@ -157,8 +157,15 @@ func New(cfg Config) (*Hub, error) {
 	return h, nil
 }
 
+// dialTCP is a hub's default dial to other hubs: one connect, not
+// direct.ConnectTCP's race. A hub dials hubs it learned of, reachable or
+// not, again and again; behind a sequential NAT every extra SYN takes
+// one more of the NAT's ports, and four a dial moved its counter so far
+// between the hub's own observations that the NAT looked random (and
+// could no longer be spliced through: nat-zoo's sequential-h).
 func dialTCP(ctx context.Context, spec string) (net.Conn, error) {
-	return direct.ConnectTCP(ctx, nil, spec)
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", spec)
 }
 
 // listenAddrs lists where others can reach a listener: its address, or
