@@ -73,6 +73,8 @@ type Agent struct {
 	services services
 	// setups bounds the connection setups under way (MaxSetups).
 	setups setupQueue
+	// ends remembers why connect streams ended (streamend.go).
+	ends streamEnds
 }
 
 // Start brings the node up and serves the control API and echo service.
@@ -130,6 +132,7 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 	mux.HandleFunc("POST /connect", a.connect)
 	mux.HandleFunc("POST /bind", a.bind)
 	mux.HandleFunc("POST /expose", a.expose)
+	mux.HandleFunc("GET /stream/{id}/end", a.streamEnd)
 	a.srv = &http.Server{Handler: Guard("agent", mux, a.refusalLog(cfg.Node.Logf)), ConnContext: PeerContext, ReadHeaderTimeout: 10 * time.Second}
 	go a.srv.Serve(a.ln)
 	return a, nil

@@ -116,7 +116,15 @@ func ncJoin(s *agent.Stream, in io.Reader, out io.Writer) error {
 	buf := make([]byte, ncBuffer)
 	_, err = io.CopyBuffer(struct{ io.Writer }{out}, struct{ io.Reader }{conn}, buf)
 	// the far side is done: whatever in still says has nowhere to go (a
-	// reader of stdin stays blocked; the process exits without it).
+	// reader of stdin stays blocked; the process exits without it). The
+	// bytes ended here, cleanly or not; the agent knows why (a hub on
+	// the way died, the peer was revoked): a failure it names is the
+	// error, else a local one (writing out failed).
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if why := s.End(ctx); why != nil {
+		return why
+	}
 	return err
 }
 
