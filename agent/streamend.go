@@ -179,7 +179,7 @@ func (a *Agent) streamEnd(w http.ResponseWriter, r *http.Request) {
 	p, _ := r.Context().Value(peerKey{}).(peerCreds)
 	if p.uid != e.uid {
 		err := fmt.Errorf("stream %d belongs to uid %d, not to uid %d", id, e.uid, p.uid)
-		a.logf("agent: control socket: %v (pid %d)", err, p.pid)
+		a.refused("control socket: %v (pid %d, %s %s)", err, p.pid, r.Method, r.URL.Path)
 		streamFail(w, http.StatusForbidden, KindCallerRefused, err)
 		return
 	}
