@@ -24,8 +24,13 @@ import (
 // Forward accepts TCP connections on l until it fails or ctx ends, and
 // joins each to a new overlay connection made by the agent as req says.
 // A connection that cannot be set up is closed and reported to logf; the
-// others go on.
+// others go on; so do they when one fails mid-stream (why, the agent
+// tells: a hub on the way died, say), also reported to logf. logf may be
+// nil.
 func Forward(ctx context.Context, l net.Listener, c *agent.Client, req agent.ConnectRequest, logf func(string, ...any)) error {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
 	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
 	for {
