@@ -21,7 +21,10 @@ import (
 // programs outside the agent (gridlink nc, forward, socks) use the agent's
 // node instead of starting their own:
 //
-//	POST /connect  ConnectRequest  → 101, then the overlay link's bytes
+//	POST /connect  ConnectRequest  → 101 naming the stream (Gridlink-Stream:
+//	                                 ID), then the overlay link's bytes;
+//	                                 GET /stream/ID/end then says why they
+//	                                 ended (streamend.go)
 //	POST /bind     BindRequest     → 101, {"bound":ADDR}, when the peer comes
 //	                                 {"peer":ADDR}, then its bytes
 //	POST /expose   ExposeRequest   → 101, {"bound":ADDR}; every link accepted
