@@ -73,6 +73,10 @@ type Agent struct {
 	services services
 	// setups bounds the connection setups under way (MaxSetups).
 	setups setupQueue
+	// ends remembers why connect streams ended (streamend.go).
+	ends streamEnds
+	// refused logs a refused control request.
+	refused func(format string, args ...any)
 }
 
 // Start brings the node up and serves the control API and echo service.
@@ -130,7 +134,9 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 	mux.HandleFunc("POST /connect", a.connect)
 	mux.HandleFunc("POST /bind", a.bind)
 	mux.HandleFunc("POST /expose", a.expose)
-	a.srv = &http.Server{Handler: Guard("agent", mux, a.refusalLog(cfg.Node.Logf)), ConnContext: PeerContext, ReadHeaderTimeout: 10 * time.Second}
+	mux.HandleFunc("GET /stream/{id}/end", a.streamEnd)
+	a.refused = a.refusalLog(cfg.Node.Logf)
+	a.srv = &http.Server{Handler: Guard("agent", mux, a.refused), ConnContext: PeerContext, ReadHeaderTimeout: 10 * time.Second}
 	go a.srv.Serve(a.ln)
 	return a, nil
 }

@@ -194,6 +194,10 @@ func helperClient() {
 				s.Close()
 			}
 			report(op, err, "")
+		case "end": // why stream STREAM ended
+			var ev Event
+			err := c.do(ctx, "GET", "/stream/"+os.Getenv("STREAM")+"/end", nil, &ev)
+			report(op, err, ev.Error)
 		case "expose":
 			l, err := c.Expose(ctx, ExposeRequest{Local: "127.0.0.1:1", Name: "alice-svc"})
 			if err == nil {
@@ -460,5 +464,36 @@ func TestListenControlStale(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(plain); string(b) != "keep" {
 		t.Error("the regular file was replaced")
+	}
+}
+
+// Why a stream ended is told only to the uid that made it: root's stream
+// through a user's agent is not the user's to ask about (403, named on
+// both ends), and root is told.
+func TestStreamEndOnlyToItsUID(t *testing.T) {
+	needRoot(t)
+	helperBinary(t)
+	hubAddr := startHub(t)
+	control, log := startHelperAgent(t, nobody, "HUB="+hubAddr, "NAME=nobodys", fmt.Sprintf("CONTROL=@gridlink-test-%d-nobodys-end", os.Getpid()))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s, err := Dial(control).Open(ctx, ConnectRequest{Addr: "nobodys:7"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.id == "" {
+		t.Fatal("the agent did not name the stream")
+	}
+	res := runClient(t, nobody, control, "end", "STREAM="+s.id)
+	want := fmt.Sprintf("stream %s belongs to uid 0, not to uid %d", s.id, nobody)
+	if !strings.Contains(res["end"], want) {
+		t.Errorf("uid %d asking why root's stream ended: %q, want %q", nobody, res["end"], want)
+	}
+	if !strings.Contains(log.String(), want) {
+		t.Errorf("the agent's log lacks %q:\n%s", want, log)
+	}
+	if err := s.End(ctx); err != nil {
+		t.Errorf("root asking about its own stream: %v", err)
 	}
 }

@@ -64,6 +64,8 @@ var ErrNoHandoff = errors.New("agent: the local end cannot be handed to the agen
 type Stream struct {
 	raw     net.Conn
 	handoff bool // the agent takes descriptors
+	client  *Client
+	id      string // the agent's name for it (streamend.go); "" from an older agent
 
 	mu   sync.Mutex
 	mode byte // 0 until chosen: modeFDs or modeStream
@@ -77,7 +79,7 @@ func (c *Client) Open(ctx context.Context, req ConnectRequest) (*Stream, error) 
 	if err != nil {
 		return nil, err
 	}
-	return &Stream{raw: conn, handoff: h.Get(handoffHeader) == handoffFDs}, nil
+	return &Stream{raw: conn, handoff: h.Get(handoffHeader) == handoffFDs, client: c, id: h.Get(streamHeader)}, nil
 }
 
 // Conn chooses to carry the bytes through this process and returns the
@@ -139,7 +141,8 @@ func (s *Stream) Wait() error {
 }
 
 // Join joins local to the stream until both directions have ended (as
-// Join does), then closes both. A TCP or unix socket goes to the agent
+// Join does), then closes both, and returns why the stream failed (End),
+// if it did. A TCP or unix socket goes to the agent
 // (Hand) when it takes descriptors; otherwise this process copies.
 func (s *Stream) Join(local net.Conn) error {
 	defer local.Close()
@@ -160,7 +163,9 @@ func (s *Stream) Join(local net.Conn) error {
 		return err
 	}
 	Join(local, c)
-	return nil
+	ctx, cancel := context.WithTimeout(context.Background(), endWait)
+	defer cancel()
+	return s.End(ctx)
 }
 
 // Close closes the stream; a handed one is cut.
@@ -204,8 +209,14 @@ func (s *Stream) SetWriteDeadline(t time.Time) error { return s.raw.SetWriteDead
 
 // handoff serves a connect request whose client offered its local end:
 // c is the upgraded control connection, up the link.
-func (a *Agent) handoff(c, up net.Conn) {
+func (a *Agent) handoff(c, up net.Conn, id uint64, end *streamEnd, addr string) {
 	defer c.Close()
+	mode := byte(0)
+	defer func() {
+		if mode != modeStream {
+			a.ends.done(id)
+		}
+	}()
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
 		up.Close()
@@ -213,7 +224,9 @@ func (a *Agent) handoff(c, up net.Conn) {
 		return
 	}
 	_ = uc.SetReadDeadline(time.Now().Add(handoffWait))
-	mode, local, err := receiveEnds(uc)
+	var local localEnd
+	var err error
+	mode, local, err = receiveEnds(uc)
 	_ = uc.SetReadDeadline(time.Time{})
 	if err != nil {
 		up.Close()
@@ -222,7 +235,7 @@ func (a *Agent) handoff(c, up net.Conn) {
 		return
 	}
 	if mode == modeStream {
-		Join(c, up)
+		a.joinStream(c, up, id, end, addr)
 		return
 	}
 	// the client's going away (or sending anything) cuts the stream.

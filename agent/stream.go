@@ -21,7 +21,10 @@ import (
 // programs outside the agent (gridlink nc, forward, socks) use the agent's
 // node instead of starting their own:
 //
-//	POST /connect  ConnectRequest  → 101, then the overlay link's bytes
+//	POST /connect  ConnectRequest  → 101 naming the stream (Gridlink-Stream:
+//	                                 ID), then the overlay link's bytes;
+//	                                 GET /stream/ID/end then says why they
+//	                                 ended (streamend.go)
 //	POST /bind     BindRequest     → 101, {"bound":ADDR}, when the peer comes
 //	                                 {"peer":ADDR}, then its bytes
 //	POST /expose   ExposeRequest   → 101, {"bound":ADDR}; every link accepted
@@ -211,25 +214,28 @@ func (a *Agent) connect(w http.ResponseWriter, r *http.Request) {
 		streamFail(w, http.StatusBadGateway, kindOf(err), err)
 		return
 	}
+	p, _ := r.Context().Value(peerKey{}).(peerCreds)
+	id, end := a.ends.add(p.uid)
+	named := fmt.Sprintf("%s: %d\r\n", streamHeader, id)
 	if req.Handoff && handoffSupported {
-		c, err := upgrade(w, handoffHeader+": "+handoffFDs+"\r\n")
+		c, err := upgrade(w, handoffHeader+": "+handoffFDs+"\r\n"+named)
 		if err != nil {
 			up.Close()
+			a.ends.done(id)
 			return
 		}
-		a.handoff(c, up)
+		a.handoff(c, up, id, end, req.Addr)
 		return
 	}
-	c, err := upgrade(w, "")
+	c, err := upgrade(w, named)
 	if err != nil {
 		up.Close()
+		a.ends.done(id)
 		return
 	}
-	// the client copies the bytes itself and sees the stream end; why
-	// it failed (a hub on the way died, say) goes to the agent's log
-	if _, _, err := JoinErr(c, up); err != nil {
-		a.logf("agent: stream to %s: %v", req.Addr, err)
-	}
+	// the client copies the bytes itself and sees the stream end; it
+	// asks why afterwards (streamend.go)
+	a.joinStream(c, up, id, end, req.Addr)
 }
 
 func (a *Agent) bind(w http.ResponseWriter, r *http.Request) {

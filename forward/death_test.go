@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -45,13 +46,32 @@ func slowServer(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// lockedLog collects log lines from several goroutines.
+type lockedLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedLog) logf(f string, a ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(&l.b, f+"\n", a...)
+}
+
+func (l *lockedLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
 // A routed stream whose hub goes away mid-flight ends with an error that
 // names that hub, at nc and forward (issue 17, item 10): alpha is
 // attached to hubs first and second, beta to second; first stops.
 func TestRoutedHubDeathNamed(t *testing.T) {
-	// (nc on a terminal copies the bytes itself: the agent cannot tell
-	// it why the stream ended, and logs it)
-	for _, how := range []string{"nc pipes", "forward"} {
+	// nc on pipes hands them to the agent; nc on anything else (a
+	// terminal; here readers and writers that are no files) copies the
+	// bytes itself, and asks the agent why the stream ended.
+	for _, how := range []string{"nc pipes", "nc copies", "forward"} {
 		t.Run(how, func(t *testing.T) {
 			var hubs []*hub.Hub
 			var stops []func()
@@ -75,7 +95,7 @@ func TestRoutedHubDeathNamed(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			var logs strings.Builder
+			var logs lockedLog
 			var cs []*agent.Client
 			for i, name := range []string{"alpha", "beta"} {
 				control := fmt.Sprintf("@gridlink-deathtest-%d-%s", os.Getpid(), name)
@@ -102,7 +122,7 @@ func TestRoutedHubDeathNamed(t *testing.T) {
 				if lerr != nil {
 					t.Fatal(lerr)
 				}
-				go Forward(ctx, l, alpha, agent.ConnectRequest{Addr: "beta:8080"}, func(f string, a ...any) { fmt.Fprintf(&logs, f+"\n", a...) })
+				go Forward(ctx, l, alpha, agent.ConnectRequest{Addr: "beta:8080"}, logs.logf)
 				c, derr := net.Dial("tcp", l.Addr().String())
 				if derr != nil {
 					t.Fatal(derr)
@@ -123,6 +143,9 @@ func TestRoutedHubDeathNamed(t *testing.T) {
 				outR, outW, _ := os.Pipe()
 				var in io.Reader = inR
 				var out io.Writer = outW
+				if how == "nc copies" {
+					in, out = struct{ io.Reader }{inR}, struct{ io.Writer }{outW}
+				}
 				errc := make(chan error, 1)
 				go func() { errc <- NC(ctx, alpha, agent.ConnectRequest{Addr: "beta:8080"}, in, out); outW.Close() }()
 				one := make([]byte, 1)

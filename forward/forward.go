@@ -24,8 +24,13 @@ import (
 // Forward accepts TCP connections on l until it fails or ctx ends, and
 // joins each to a new overlay connection made by the agent as req says.
 // A connection that cannot be set up is closed and reported to logf; the
-// others go on.
+// others go on; so do they when one fails mid-stream (why, the agent
+// tells: a hub on the way died, say), also reported to logf. logf may be
+// nil.
 func Forward(ctx context.Context, l net.Listener, c *agent.Client, req agent.ConnectRequest, logf func(string, ...any)) error {
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
 	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
 	for {
@@ -116,7 +121,15 @@ func ncJoin(s *agent.Stream, in io.Reader, out io.Writer) error {
 	buf := make([]byte, ncBuffer)
 	_, err = io.CopyBuffer(struct{ io.Writer }{out}, struct{ io.Reader }{conn}, buf)
 	// the far side is done: whatever in still says has nowhere to go (a
-	// reader of stdin stays blocked; the process exits without it).
+	// reader of stdin stays blocked; the process exits without it). The
+	// bytes ended here, cleanly or not; the agent knows why (a hub on
+	// the way died, the peer was revoked): a failure it names is the
+	// error, else a local one (writing out failed).
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if why := s.End(ctx); why != nil {
+		return why
+	}
 	return err
 }
 

@@ -143,3 +143,33 @@ func TestExposeForwardNC(t *testing.T) {
 	}
 	c.Close()
 }
+
+// Forward without a log (gridlink forward without -v passes none): a
+// connection that cannot be set up is closed, and the forwarder goes on
+// (it called the missing log, and the process died of it).
+func TestForwardWithoutLog(t *testing.T) {
+	alpha, _ := twoAgents(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- Forward(ctx, l, alpha, agent.ConnectRequest{Addr: "nobody:22"}, nil) }()
+	for range 2 {
+		c, err := net.Dial("tcp", l.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		if n, err := io.Copy(io.Discard, c); n != 0 || err != nil {
+			t.Errorf("a connection to nobody: %d bytes, %v; want closed at once", n, err)
+		}
+		c.Close()
+	}
+	cancel()
+	if err := <-errc; err != nil {
+		t.Errorf("Forward: %v", err)
+	}
+}
