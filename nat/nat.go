@@ -86,6 +86,10 @@ func (c Class) Predictable() bool {
 // steps look random.
 const maxDelta = 16
 
+// stepWindow is how close in time two observations must be for the step
+// between their mappings to say how the NAT allocates (Classify).
+const stepWindow = time.Second
+
 // Classify classifies a NAT from observations (at least two made from
 // distinct local ports are needed for anything but Unknown).
 func Classify(obs []Observation) Class {
@@ -137,9 +141,20 @@ func Classify(obs []Observation) Class {
 	// steps between consecutive new mappings: a sequential NAT shows one
 	// small step, sometimes a multiple of it when other hosts behind the
 	// same NAT took ports in between.
-	var steps []int
+	// Only steps between mappings made close together count when there
+	// are two or more of them: across a long gap (an observer that timed
+	// out between two observations) the host's other connections move the
+	// counter on by any amount (seen: 20 ports in 5 s).
+	var steps, close []int
 	for i := 1; i < len(firsts); i++ {
-		steps = append(steps, portStep(firsts[i-1].External.Port(), firsts[i].External.Port()))
+		st := portStep(firsts[i-1].External.Port(), firsts[i].External.Port())
+		steps = append(steps, st)
+		if firsts[i].At.Sub(firsts[i-1].At) <= stepWindow {
+			close = append(close, st)
+		}
+	}
+	if len(close) >= 2 && len(close) < len(steps) {
+		steps = close
 	}
 	if d := commonStep(steps); d > 0 {
 		c.Allocation, c.Delta = Sequential, d

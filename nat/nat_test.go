@@ -53,6 +53,22 @@ func TestClassify(t *testing.T) {
 			t.Errorf("%s: external %v", c.name, got.External)
 		}
 	}
+	// An observer that timed out between two observations: across the
+	// gap the host's other connections moved the counter on by 20 (seen in
+	// nat-zoo); the steps between observations made close together decide.
+	gap := func(ext []uint16) []Observation {
+		o := obs([]uint16{1, 2, 3, 4}, ext, "203.0.113.19")
+		for i, at := range []time.Duration{0, 5020 * time.Millisecond, 5053 * time.Millisecond, 5075 * time.Millisecond} {
+			o[i].At = t0.Add(at)
+		}
+		return o
+	}
+	if got := Classify(gap([]uint16{20017, 20037, 20040, 20042})); got.Allocation != Sequential || got.Delta != 1 {
+		t.Errorf("sequential across a 5 s gap: %v, want sequential +1", got)
+	}
+	if got := Classify(gap([]uint16{38699, 11308, 31742, 64318})); got.Allocation != Random {
+		t.Errorf("random across a 5 s gap: %v, want random", got)
+	}
 	// no NAT: the observer sees the local address itself.
 	pub := obs([]uint16{40001, 40002}, []uint16{40001, 40002}, "192.168.1.10")
 	if got := Classify(pub); got.Allocation != None {
