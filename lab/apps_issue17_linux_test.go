@@ -65,11 +65,16 @@ func (L *appsLab) socksProtocolReplies(t *testing.T) {
 	}
 }
 
-// hubLogs: after the apps have run (minutes of a linked grid6), no hub
-// has dropped a duplicate link from the same hub more than once (a hub
-// redialled its linked peers every 5 s, and each drop was logged, 12 a
-// minute), and every line of every hub's log starts with its time in
-// RFC 3339 (log/slog text; issue 17, item 9).
+// hubLogs: after the overlay has run hubLogWindow, every line of every
+// hub's log starts with its time in RFC 3339 (log/slog text; issue 17,
+// item 9: no timestamps; then the listening line and the continuation
+// lines of a multi-line splice failure had none), and no hub has dropped
+// a duplicate link from the same hub more than once. The latter is a
+// guard only: the churn (a dialler that learnt too late that it was
+// linked redialled every 5 s, and its peer logged each drop) needs one
+// hub's dial to arrive after the other's link is up, which grid6's
+// timing does not bring about (the old code dropped none here in 30 s);
+// hub.TestPeersLinkQuietly makes it happen.
 func (L *appsLab) hubLogs(t *testing.T, since time.Time) {
 	// long enough for six redials of every linked peer at the old 5 s.
 	time.Sleep(time.Until(since.Add(hubLogWindow)))
