@@ -63,7 +63,8 @@ func logf(verbose bool, attrs ...any) func(string, ...any) {
 
 // lineHandler writes a record as one line: the time (RFC 3339, UTC,
 // milliseconds), the level, the message as it is (so that it reads as
-// the plain line it replaces) and the attributes as key=value.
+// the plain line it replaces; its line breaks become "; ") and the
+// attributes as key=value.
 type lineHandler struct {
 	w     io.Writer
 	mu    *sync.Mutex
@@ -82,7 +83,9 @@ func (h *lineHandler) Handle(_ context.Context, r slog.Record) error {
 	b.WriteByte(' ')
 	b.WriteString(r.Level.String())
 	b.WriteByte(' ')
-	b.WriteString(r.Message)
+	// a message of several lines (a joined error) stays one line, so
+	// that every line starts with its record's time.
+	b.WriteString(strings.ReplaceAll(r.Message, "\n", "; "))
 	add := func(a slog.Attr) bool {
 		if a.Equal(slog.Attr{}) {
 			return true

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"regexp"
 	"strings"
 	"testing"
@@ -17,6 +18,12 @@ func TestLogFormats(t *testing.T) {
 	line := b.String()
 	if !regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z INFO hub das3v: linked to hub g5k \(198\.51\.100\.7:7946\) hub=das3v\n$`).MatchString(line) {
 		t.Errorf("text: %q", line)
+	}
+	// a joined error's lines stay in the record's one line.
+	b.Reset()
+	printf(newLogger(&b, "text"))("splice: %v", errors.Join(errors.New("observe at a: timeout"), errors.New("observe at b: timeout")))
+	if !regexp.MustCompile(`^\S+ INFO splice: observe at a: timeout; observe at b: timeout\n$`).MatchString(b.String()) {
+		t.Errorf("text, two lines: %q", b.String())
 	}
 	b.Reset()
 	printf(newLogger(&b, "json").With("hub", "das3v"))("hub %s: refused: %q", "das3v", "x")

@@ -71,7 +71,7 @@ func hubCmd() *cobra.Command {
 				}
 				go a.Serve(ctx)
 			}
-			fmt.Fprintf(os.Stderr, "gridlink hub %s (%s) listening on %s\n", name, key.ID().Short(), h.Addr())
+			hlog("gridlink hub %s (%s) listening on %s", name, key.ID().Short(), h.Addr()) // a timestamped record like every other line
 			return h.Serve(ctx)
 		},
 	}

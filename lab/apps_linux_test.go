@@ -119,7 +119,8 @@ type appsLab struct {
 // Programs that cannot link gridlink use it unchanged on grid6: OpenSSH
 // through `gridlink nc`, curl and Python through `gridlink socks`, a BIND
 // by a SOCKS library not written here, and bad input that must not stop
-// the SOCKS server.
+// the SOCKS server; then issue 17's lab cases (nc to the built-in echo,
+// SOCKS4 and unknown address types answered, quiet timestamped hub logs).
 func TestGrid6Apps(t *testing.T) {
 	bin := gridlinkBin(t)
 	topo := labtest.Up(t, "grid6", nil)
@@ -155,6 +156,9 @@ func TestGrid6Apps(t *testing.T) {
 	t.Run("BIND", func(t *testing.T) { L.bind(t, ctx) })
 	t.Run("Python100MiB", func(t *testing.T) { L.python(t, ctx) })
 	t.Run("BadInput", func(t *testing.T) { L.badInput(t, ctx, socksProc) })
+	t.Run("NCEcho", func(t *testing.T) { L.ncEcho(t, ctx) })
+	t.Run("SOCKSProtocolReplies", func(t *testing.T) { L.socksProtocolReplies(t) })
+	t.Run("HubLogs", func(t *testing.T) { L.hubLogs(t, start) })
 }
 
 // openSSH: sshd on g5k-n1 listens on its loopback only and is exposed
