@@ -174,7 +174,7 @@ func floodHub(t *testing.T) (*exec.Cmd, string, *atomic.Int64) {
 		for sc.Scan() {
 			line := sc.Text()
 			if _, a, ok := strings.Cut(line, " listening on "); ok {
-				addrc <- a
+				addrc <- strings.Fields(a)[0] // a log record: attributes follow
 				continue
 			}
 			if n := lines.Add(1); n <= 20 {
