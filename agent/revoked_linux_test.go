@@ -51,25 +51,7 @@ func streamCutByRevocation(t *testing.T, how string) {
 	alice := start("alice", g.Member(t, ca.Node, "alice"))
 	srvCreds := g.Member(t, ca.Node, "srv")
 	srv := start("srv", srvCreds)
-	el, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer el.Close()
-	go func() {
-		for {
-			c, err := el.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }()
-		}
-	}()
-	ex, err := srv.Expose(ctx, ExposeRequest{Local: el.Addr().String(), Port: 2222})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ex.Close()
+	exposeEcho(ctx, t, srv, 2222)
 
 	s, err := alice.Open(ctx, ConnectRequest{Addr: "srv:2222"})
 	if err != nil {

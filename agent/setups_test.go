@@ -20,25 +20,7 @@ func TestManyConcurrentSetups(t *testing.T) {
 	_, cb := startAgent(t, "beta", hubAddr)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	el, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer el.Close()
-	go func() {
-		for {
-			c, err := el.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }()
-		}
-	}()
-	ex, err := cb.Expose(ctx, ExposeRequest{Local: el.Addr().String(), Port: 7000})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ex.Close()
+	exposeEcho(ctx, t, cb, 7000)
 
 	var wg sync.WaitGroup
 	errs := make(chan error, n)
@@ -131,4 +113,29 @@ func TestSetupQueueOrder(t *testing.T) {
 		t.Errorf("running %d, waiting %d", q.running, q.waiting.Len())
 	}
 	q.mu.Unlock()
+}
+
+// exposeEcho publishes, through client c's agent, a local TCP echo server
+// as the agent's overlay port, until the test ends.
+func exposeEcho(ctx context.Context, t *testing.T, c *Client, port uint16) {
+	t.Helper()
+	el, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { el.Close() })
+	go func() {
+		for {
+			c, err := el.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+	ex, err := c.Expose(ctx, ExposeRequest{Local: el.Addr().String(), Port: port})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ex.Close() })
 }
