@@ -8,7 +8,7 @@
 # on purpose; gridlab's matrix and traversal overlays are admitted by the
 # lab CA (the cost of admission is bench/security.sh's to measure).
 set -euo pipefail
-LOCK=${LOCK:-/run/gridlab/test.lock} # the lab tests' lock (lab/labtest)
+LOCK=${LOCK:-/run/gridlab/test.lock} # the lab tests' lock (internal/lab/labtest)
 if [ -z "${LAB_LOCKED:-}" ]; then
   mkdir -p "$(dirname "$LOCK")"
   LAB_LOCKED=1 exec flock -o "$LOCK" "$BASH" "$(realpath "$0")" "$@"

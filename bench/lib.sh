@@ -4,7 +4,7 @@
 #   source "$(dirname "$0")/lib.sh"; bench_begin NAME "$@"
 #
 # bench_begin re-executes the script under flock on the lab lock of lab
-# tests (/run/gridlab/test.lock, see lab/labtest), held for the whole run;
+# tests (/run/gridlab/test.lock, see internal/lab/labtest), held for the whole run;
 # then it moves to the repository, sets BIN, GRIDLAB, GRIDLINK (absolute)
 # and tmp (a scratch directory, removed at exit), and arranges that the
 # processes in pids are killed and a lab the script brought up (ours=1) is

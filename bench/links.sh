@@ -20,7 +20,7 @@
 # issue asks for, each against a baseline of the same round.
 #
 # Capacity is the TCP payload rate the link can carry: RATE counts IP packets
-# (lab/wan), so a full-sized segment carries MTU-52 bytes of payload in MTU
+# (internal/lab/wan), so a full-sized segment carries MTU-52 bytes of payload in MTU
 # bytes on the link (IPv4 20 + TCP 20 + timestamps 12): 386.1 Mbit/s at
 # 400mbit; iperf3 with 48 or more capped streams measures 383-386. iperf3
 # -P CAPCHECK (once per loss) shows what the link delivered in this run; far
@@ -28,7 +28,7 @@
 # vCPU at 400 Mbit/s, and when other work starves it, TCP stalls.
 #
 # Everything runs inside lab namespaces; the lab lock of lab tests
-# (/run/gridlab/test.lock, see lab/labtest) is held for the whole run (about
+# (/run/gridlab/test.lock, see internal/lab/labtest) is held for the whole run (about
 # 12 minutes with the defaults), and the lab is torn down at the end, also
 # on failure or Ctrl-C.
 # Its hubs and nodes run an open grid (no --ca) on purpose: what admission

@@ -15,7 +15,7 @@
 # run. Prints markdown.
 #
 # Everything runs inside lab namespaces; the lab lock of lab tests
-# (/run/gridlab/test.lock, see lab/labtest) is held for the whole run, and
+# (/run/gridlab/test.lock, see internal/lab/labtest) is held for the whole run, and
 # the lab is torn down at the end, also on failure or Ctrl-C.
 # Its hubs and nodes run an open grid (no --ca) on purpose: what admission
 # by a CA costs is bench/security.sh's to measure.

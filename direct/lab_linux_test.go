@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/identity"
-	"github.com/gridlink/gridlink/lab"
-	"github.com/gridlink/gridlink/lab/labtest"
-	"github.com/gridlink/gridlink/lab/netns"
-	"github.com/gridlink/gridlink/lab/topology"
+	"github.com/gridlink/gridlink/internal/lab"
+	"github.com/gridlink/gridlink/internal/lab/labtest"
+	"github.com/gridlink/gridlink/internal/lab/netns"
+	"github.com/gridlink/gridlink/internal/lab/topology"
 	"github.com/gridlink/gridlink/pki"
 )
 

@@ -22,7 +22,7 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 
 	"github.com/gridlink/gridlink/identity"
-	"github.com/gridlink/gridlink/lab/labtest"
+	"github.com/gridlink/gridlink/internal/lab/labtest"
 )
 
 const sshdPath = "/usr/sbin/sshd"

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/identity"
-	"github.com/gridlink/gridlink/lab/labtest"
+	"github.com/gridlink/gridlink/internal/lab/labtest"
 	"github.com/gridlink/gridlink/pki"
 )
 

@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/identity"
-	"github.com/gridlink/gridlink/lab"
-	"github.com/gridlink/gridlink/lab/labtest"
-	"github.com/gridlink/gridlink/lab/netns"
-	"github.com/gridlink/gridlink/lab/topology"
+	"github.com/gridlink/gridlink/internal/lab"
+	"github.com/gridlink/gridlink/internal/lab/labtest"
+	"github.com/gridlink/gridlink/internal/lab/netns"
+	"github.com/gridlink/gridlink/internal/lab/topology"
 )
 
 const labHubPort = 7946
@@ -37,7 +37,7 @@ func labHub(t *testing.T, h *topology.Host, name string, peers ...string) *Hub {
 	err := netns.Do(lab.HostNS(h), func() (err error) {
 		// NoSplice: splicing opens sockets of its own, which in this
 		// process would be made in the root namespace, not h's (hubs run
-		// as processes inside their namespace splice; lab/matrix tests it).
+		// as processes inside their namespace splice; internal/lab/matrix tests it).
 		hub, err = New(Config{Name: name, Creds: creds(t), Listen: fmt.Sprintf("0.0.0.0:%d", labHubPort), Peers: peers,
 			Dial: nsDial(h), Interval: 200 * time.Millisecond, Logf: testLogf(t, ""), NoSplice: true})
 		return err

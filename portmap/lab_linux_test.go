@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridlink/gridlink/lab"
-	"github.com/gridlink/gridlink/lab/labtest"
-	"github.com/gridlink/gridlink/lab/topology"
+	"github.com/gridlink/gridlink/internal/lab"
+	"github.com/gridlink/gridlink/internal/lab/labtest"
+	"github.com/gridlink/gridlink/internal/lab/topology"
 	"github.com/gridlink/gridlink/portmap"
 )
 

@@ -17,9 +17,9 @@ import (
 
 	"github.com/gridlink/gridlink/agent"
 	"github.com/gridlink/gridlink/identity"
-	"github.com/gridlink/gridlink/lab"
-	"github.com/gridlink/gridlink/lab/labtest"
-	"github.com/gridlink/gridlink/lab/topology"
+	"github.com/gridlink/gridlink/internal/lab"
+	"github.com/gridlink/gridlink/internal/lab/labtest"
+	"github.com/gridlink/gridlink/internal/lab/topology"
 	"github.com/gridlink/gridlink/pki/ca"
 )
 

@@ -20,10 +20,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gridlink/gridlink/lab"
-	"github.com/gridlink/gridlink/lab/matrix"
-	"github.com/gridlink/gridlink/lab/topologies"
-	"github.com/gridlink/gridlink/lab/topology"
+	"github.com/gridlink/gridlink/internal/lab"
+	"github.com/gridlink/gridlink/internal/lab/matrix"
+	"github.com/gridlink/gridlink/internal/lab/topologies"
+	"github.com/gridlink/gridlink/internal/lab/topology"
 	"github.com/gridlink/gridlink/pki/ca"
 )
 

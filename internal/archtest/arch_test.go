@@ -25,7 +25,7 @@ var layers = [][]string{
 	{"xfer", "socks", "forward", "vip", "perf"},
 	{""}, // the top-level API package gridlink
 	{"cli", "dashboard"},
-	{"lab"}, // the emulated grid: may drive the product, never the reverse
+	{"internal/lab"}, // the emulated grid: may drive the product, never the reverse
 	{"cmd", "internal"},
 }
 
@@ -66,7 +66,7 @@ func TestLayering(t *testing.T) {
 			if !ok {
 				continue // reported on its own line
 			}
-			if toName == "lab" && fromName != "lab" && pkg != "cmd/gridlab" && !strings.HasPrefix(pkg, "internal/") {
+			if toName == "internal/lab" && fromName != "internal/lab" && pkg != "cmd/gridlab" {
 				t.Errorf("%s imports the lab package %s: only the lab and cmd/gridlab may", fields[0], imp)
 			}
 			if to > from || (to == from && toName != fromName) {
@@ -77,7 +77,7 @@ func TestLayering(t *testing.T) {
 }
 
 func TestLayerOf(t *testing.T) {
-	for rel, want := range map[string]string{"": "", "lab/matrix": "lab", "cmd/gridlab": "cmd", "hub": "hub", "vconn/splice": "vconn"} {
+	for rel, want := range map[string]string{"": "", "internal/lab/matrix": "internal/lab", "internal/archtest": "internal", "cmd/gridlab": "cmd", "hub": "hub", "vconn/splice": "vconn"} {
 		if _, got, ok := layerOf(rel); !ok || got != want {
 			t.Errorf("layerOf(%q) = %q, %v; want %q", rel, got, ok, want)
 		}
