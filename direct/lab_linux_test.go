@@ -19,6 +19,7 @@ import (
 	"github.com/gridlink/gridlink/internal/lab/labtest"
 	"github.com/gridlink/gridlink/internal/lab/netns"
 	"github.com/gridlink/gridlink/internal/lab/topology"
+	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/pki"
 )
 
@@ -137,7 +138,7 @@ func testWrongMachine(t *testing.T, topo *topology.Topology) {
 		t.Errorf("took %v: the public address waited for the stagger", took)
 	}
 	// das3d-n2 saw a dialler that walked away.
-	waitFor(t, func() bool { return ld.Stats().Failed == 1 }, "das3d-n2 counts the aborted handshake")
+	testwait.Until(t, "das3d-n2 counts the aborted handshake", 5*time.Second, func() bool { return ld.Stats().Failed == 1 })
 	if st := ld.Stats(); st.Accepted != 0 {
 		t.Errorf("das3d-n2 stats %+v", st)
 	}
@@ -152,18 +153,6 @@ func testWrongMachine(t *testing.T, topo *topology.Topology) {
 	_, err = d.Dial(context.Background(), identity.Machine{ID: kv.Key.ID(), Name: "das3v-n2", Addrs: []netip.AddrPort{priv}}, "echo")
 	if !errors.Is(err, pki.ErrWrongPeer) || !strings.Contains(err.Error(), priv.String()+": reached the wrong machine: expected "+kv.Key.ID().Short()+", found "+kd.Key.ID().Short()) {
 		t.Errorf("private address only: %v", err)
-	}
-}
-
-func waitFor(t *testing.T, ok func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Errorf("timed out waiting: %s", what)
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
