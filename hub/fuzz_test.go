@@ -2,33 +2,37 @@ package hub
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"net"
 	"testing"
 
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/wire"
 )
 
-// fuzzPeer is a hub peer (hub or node) whose link writes into the void.
-func fuzzPeer(t testing.TB, h *Hub, role string) *peer {
-	a, b := net.Pipe()
-	go io.Copy(io.Discard, b)
-	t.Cleanup(func() { a.Close(); b.Close() })
-	m := identity.Machine{ID: creds(t).Key.ID(), Name: role + "-peer"}
-	p := h.newPeer(a, nil, &wire.Hello{Role: role, Machine: m}, role == "hub", false)
-	if err := h.register(p); err != nil {
+// creds makes fresh credentials.
+func creds(t testing.TB) *pki.Credentials {
+	t.Helper()
+	k, err := identity.NewKey()
+	if err != nil {
 		t.Fatal(err)
 	}
-	return p
+	c, err := pki.NewCredentials(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
-// FuzzFrames feeds arbitrary frames to a hub's link handlers (from a node
-// and from a hub) and to a session's: whatever arrives, nothing panics;
-// bad input only ever ends the link with an error.
-func FuzzFrames(f *testing.F) {
+func quiet(string, ...any) {}
+
+// FuzzSessionFrames feeds arbitrary frames to a session's trunk handler
+// (with the seeds of hubserver's FuzzFrames, which feeds a hub's):
+// whatever arrives, nothing panics; bad input only ever ends the trunk
+// with an error.
+func FuzzSessionFrames(f *testing.F) {
 	someone := creds(f).Key.ID()
 	open, _ := json.Marshal(&wire.Open{From: identity.Machine{ID: someone}, ToNode: someone, Port: 7, TTL: 3, Window: wire.InitialWindow})
 	acc, _ := json.Marshal(&wire.Accept{Window: wire.InitialWindow})
@@ -50,26 +54,7 @@ func FuzzFrames(f *testing.F) {
 	f.Add(wire.Append(nil, wire.TControl, 0, wire.Encode(&wire.Message{Kind: wire.KFound, Found: &wire.Found{Query: 1}})))
 	f.Add(wire.Append(nil, wire.TControl, 0, wire.Encode(&wire.Message{Kind: wire.KMachine, Machine: &identity.Machine{ID: someone, Name: "node-peer"}})))
 
-	h, err := New(Config{Name: "fuzz", Creds: creds(f), Listen: "127.0.0.1:0", Logf: quiet})
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { h.ln.Close() })
-	h.ctx = context.Background()
 	f.Fuzz(func(t *testing.T, b []byte) {
-		for _, role := range []string{"node", "hub"} {
-			p := fuzzPeer(t, h, role)
-			r := wire.NewReader(bytes.NewReader(b))
-			for {
-				fr, err := r.Read()
-				if err != nil || p.handle(fr) != nil {
-					break
-				}
-			}
-			p.l.close(nil)
-			h.unregister(p, errClosedByPeer)
-		}
-		// The session side of a link.
 		s := &Session{cfg: SessionConfig{Machine: identity.Machine{ID: someone, Name: "n"}}, machine: identity.Machine{ID: someone, Name: "n"}, logf: quiet, lookups: map[uint64]chan []identity.Machine{},
 			messages: make(chan *wire.Routed, 1), incoming: make(chan *Incoming, 1), done: make(chan struct{})}
 		a, c := net.Pipe()
@@ -77,7 +62,7 @@ func FuzzFrames(f *testing.F) {
 		defer a.Close()
 		defer c.Close()
 		sl := &slink{s: s, hub: identity.Machine{ID: someone, Name: "h"}, circuits: map[uint32]*Circuit{}, nextCirc: 1}
-		sl.l = newLink(a, nil, "hub h")
+		sl.t = NewTrunk(a, nil, "hub h", false)
 		cir, _ := s.openOn(sl, identity.Machine{ID: someone}, 7)
 		r := wire.NewReader(bytes.NewReader(b))
 		for {
@@ -89,7 +74,7 @@ func FuzzFrames(f *testing.F) {
 		if cir != nil {
 			cir.Close()
 		}
-		sl.l.close(nil)
-		s.detach(sl, errClosedByPeer)
+		sl.t.Close(nil)
+		s.detach(sl, ErrClosedByPeer)
 	})
 }
