@@ -12,7 +12,7 @@ import (
 )
 
 // A hub refuses a link after reading its hello (the wire format and the
-// refused end's error: hub/refusal.go) when the certificate's role does
+// refused end's error: package hub's refusal.go) when the certificate's role does
 // not allow what the hello asks, or the name is not the certificate's or
 // is held by another identity (names.go).
 
