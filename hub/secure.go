@@ -14,16 +14,17 @@ import (
 )
 
 const (
-	// linkKeysLabel names the keys a link's ends derive from its handshake.
+	// linkKeysLabel names the keys a trunk's ends derive from its handshake
+	// (the label predates the word trunk; it is part of the protocol).
 	linkKeysLabel = "gridlink hub link keys v1"
-	// readBuffer is a link's read buffer: small frames (control, windows)
+	// readBuffer is a trunk's read buffer: small frames (control, windows)
 	// arrive many per read; a data frame's payload mostly bypasses it.
 	readBuffer = 8 << 10
 )
 
-// Secured is a link after its handshake: the peer, the sealer for what
+// Secured is a trunk after its handshake: the peer, the sealer for what
 // this end sends, the reader of what it receives, and the TLS session,
-// kept only to read the peer's verdict (verdict) before the first frame.
+// kept only to read the peer's verdict (Verdict) before the first frame.
 type Secured struct {
 	Peer   identity.ID
 	Sealer *wire.Sealer
@@ -31,18 +32,18 @@ type Secured struct {
 	TLS    *pki.Conn
 }
 
-// verdict waits for the peer's verdict on this end (pki.Conn.Verdict):
-// read before the link's first frame, which follows it.
+// Verdict waits for the peer's verdict on this end (pki.Conn.Verdict):
+// read before the trunk's first frame, which follows it.
 func (l *Secured) Verdict() error { return l.TLS.Verdict() }
 
-// explain turns a failed write into the peer's refusal, if it refused us.
+// Explain turns a failed write into the peer's refusal, if it refused us.
 func (l *Secured) Explain(err error) error { return l.TLS.Explain(err) }
 
-// secure runs the TLS handshake over c, as the dialling end (client, which
+// Secure runs the TLS handshake over c, as the dialling end (client, which
 // checks that the peer is want unless want is zero) or the accepting end,
 // judges the peer (its certificate chain against the hub's or node's
 // trust; role, which must be "hub" unless empty) and moves c to the
-// link's sealed phase (wire/seal.go): after the peer's verdict, c carries
+// trunk's sealed phase (wire/seal.go): after the peer's verdict, c carries
 // frames, not TLS records. Control frames are sealed with keys from the
 // handshake; data frames, protected end to end, are relayed without being
 // encrypted again on every hop.
@@ -78,7 +79,7 @@ func Secure(ctx context.Context, creds *pki.Credentials, c net.Conn, client bool
 	return &Secured{Peer: tc.Peer.ID, Sealer: s, Reader: r, TLS: tc}, nil
 }
 
-// readHello reads the peer's hello (readHello), naming the peer as the
+// ReadHello reads the peer's hello (the function ReadHello), naming the peer as the
 // handshake proved it in a refusal, and checks that the peer's
 // certificate certifies the name its hello gives.
 func (l *Secured) ReadHello() (*wire.Hello, error) {
@@ -96,7 +97,7 @@ func (l *Secured) ReadHello() (*wire.Hello, error) {
 	return hello, nil
 }
 
-// writeHello sends a link's first frame, before the link's writer exists.
+// WriteHello sends a trunk's first frame, before the trunk's writer exists.
 func WriteHello(c net.Conn, s *wire.Sealer, hello *wire.Hello) error {
 	_, err := c.Write(s.Append(nil, wire.TControl, 0, 0, wire.Encode(&wire.Message{Kind: wire.KHello, Hello: hello})))
 	if err != nil {
@@ -105,7 +106,7 @@ func WriteHello(c net.Conn, s *wire.Sealer, hello *wire.Hello) error {
 	return nil
 }
 
-// readHello reads the first frame of a link: a hello from the machine the
+// ReadHello reads the first frame of a trunk: a hello from the machine the
 // handshake proved.
 func ReadHello(r *wire.Reader, id identity.ID) (*wire.Hello, error) {
 	f, err := r.Read()
@@ -132,12 +133,12 @@ func ReadHello(r *wire.Reader, id identity.ID) (*wire.Hello, error) {
 }
 
 // DialTCP is the default dial of a hub to other hubs and of a session
-// to its hubs: one connect, not
-// direct.ConnectTCP's race. A hub dials hubs it learned of, reachable or
-// not, again and again; behind a sequential NAT every extra SYN takes
-// one more of the NAT's ports, and four a dial moved its counter so far
-// between the hub's own observations that the NAT looked random (and
-// could no longer be spliced through: nat-zoo's sequential-h).
+// to its hubs: one connect, not direct.ConnectTCP's race. A hub dials
+// hubs it learned of, reachable or not, again and again; behind a
+// sequential NAT every extra SYN takes one more of the NAT's ports, and
+// four a dial moved its counter so far between the hub's own
+// observations that the NAT looked random (and could no longer be
+// spliced through: nat-zoo's sequential-h).
 func DialTCP(ctx context.Context, spec string) (net.Conn, error) {
 	var d net.Dialer
 	return d.DialContext(ctx, "tcp", spec)

@@ -87,7 +87,7 @@ type Session struct {
 	wg         sync.WaitGroup
 }
 
-// slink is one attachment: a link to a hub and the circuits on it.
+// slink is one attachment: a trunk to a hub and the circuits on it.
 type slink struct {
 	s        *Session
 	t        *Trunk

@@ -186,27 +186,27 @@ func (h *Hub) lookup(p *peer, lk *wire.Lookup) {
 		p.t.SendControl(&wire.Message{Kind: wire.KFound, Found: &wire.Found{Query: lk.Query, Matches: ms}})
 		return
 	}
-	h.mu.Lock()
 	q := &query{node: p, nodeQ: lk.Query, waiting: map[identity.ID]bool{}}
+	h.mu.Lock()
 	for id, r := range h.routes {
 		if r.next != nil {
 			q.waiting[id] = true
 		}
 	}
+	h.mu.Unlock()
 	if len(q.waiting) == 0 {
-		h.mu.Unlock()
 		p.t.SendControl(&wire.Message{Kind: wire.KFound, Found: &wire.Found{Query: lk.Query}})
 		return
 	}
-	h.nextQuery++
-	qid := h.nextQuery
-	h.queries[qid] = q
-	q.timer = time.AfterFunc(lookupWait, func() { h.finishQuery(qid) })
+	qid := h.queryID.Add(1)
 	targets := make([]identity.ID, 0, len(q.waiting))
 	for id := range q.waiting {
 		targets = append(targets, id)
 	}
-	h.mu.Unlock()
+	h.lookups.Lock()
+	h.lookups.pending[qid] = q
+	q.timer = time.AfterFunc(lookupWait, func() { h.finishQuery(qid) })
+	h.lookups.Unlock()
 	for _, id := range targets {
 		h.route(&wire.Routed{FromHub: h.id, ToHub: id, TTL: routedTTL,
 			Msg: &wire.Message{Kind: wire.KLookup, Lookup: &wire.Lookup{Query: qid, Node: lk.Node}}})
@@ -215,10 +215,10 @@ func (h *Hub) lookup(p *peer, lk *wire.Lookup) {
 
 // answer records a hub's answer to one of our queries.
 func (h *Hub) answer(from identity.ID, f *wire.Found) {
-	h.mu.Lock()
-	q := h.queries[f.Query]
+	h.lookups.Lock()
+	q := h.lookups.pending[f.Query]
 	if q == nil || !q.waiting[from] {
-		h.mu.Unlock()
+		h.lookups.Unlock()
 		return
 	}
 	delete(q.waiting, from)
@@ -231,17 +231,17 @@ func (h *Hub) answer(from identity.ID, f *wire.Found) {
 	// node ends the query, so a lookup costs one round trip to the node's
 	// hub, not to the farthest hub.
 	done := len(q.waiting) == 0 || len(f.Matches) > 0
-	h.mu.Unlock()
+	h.lookups.Unlock()
 	if done {
 		h.finishQuery(f.Query)
 	}
 }
 
 func (h *Hub) finishQuery(qid uint64) {
-	h.mu.Lock()
-	q := h.queries[qid]
-	delete(h.queries, qid)
-	h.mu.Unlock()
+	h.lookups.Lock()
+	q := h.lookups.pending[qid]
+	delete(h.lookups.pending, qid)
+	h.lookups.Unlock()
 	if q == nil {
 		return
 	}

@@ -80,11 +80,14 @@ type Config struct {
 }
 
 // Hub is a hub server. Make one with New and run it with Serve.
+//
+// Its state, by concern. Locks: mu guards the trunks, the routes, the
+// names and the splices together (registering a trunk, losing one and
+// judging a name change several of them at once); the pending lookups
+// have their own lock, never held with mu; each peer's circuits have
+// theirs (peer.cmu, switch.go).
 type Hub struct {
-	// vanish makes Serve end without goodbyes (no resets, no flush), as a
-	// crash would; for tests.
-	vanish atomic.Bool
-
+	// Fixed by New.
 	cfg      Config
 	id       identity.ID
 	ln       net.Listener
@@ -92,27 +95,47 @@ type Hub struct {
 	interval time.Duration
 	logf     func(string, ...any)
 
-	mu        sync.Mutex
-	hubs      map[identity.ID]*peer // hub neighbours, one link each
-	nodes     map[identity.ID]*peer // attached nodes
-	all       map[*peer]struct{}
-	routes    map[identity.ID]*route
-	state     uint64 // our own state number, even
-	dialing   map[identity.ID]bool
-	queries   map[uint64]*query
-	claims    map[uint64]*claim // names being claimed for nodes being admitted, by query (names.go)
-	nextQuery uint64
-	ctx       context.Context
-	wg        sync.WaitGroup
-	trigger   chan struct{}
-	serving   atomic.Bool
+	// Running (Serve): ctx is set under mu once Serve starts.
+	serving atomic.Bool
+	ctx     context.Context
+	wg      sync.WaitGroup
+	// vanish makes Serve end without goodbyes (no resets, no flush), as a
+	// crash would; for tests.
+	vanish atomic.Bool
 
-	gate  direct.Gate   // bounds pending handshakes (accept.go)
-	quiet *direct.Quiet // rate-limits what strangers make the hub log (accept.go)
+	// Strangers (accept.go).
+	gate  direct.Gate   // bounds pending handshakes
+	quiet *direct.Quiet // rate-limits what strangers make the hub log
 
-	nat          hubNAT                        // this hub's NAT, for splicing (splice.go)
+	mu sync.Mutex
+
+	// Trunks (peer.go), under mu.
+	hubs  map[identity.ID]*peer // hub neighbours, one trunk each
+	nodes map[identity.ID]*peer // attached nodes
+	all   map[*peer]struct{}
+
+	// Routing (routing.go, dial.go), under mu.
+	routes  map[identity.ID]*route
+	state   uint64               // our own state number, even
+	dialing map[identity.ID]bool // learned hubs being dialled
+	trigger chan struct{}        // asks the gossip loop for an update now
+
+	// Names (names.go), under mu.
+	claims map[uint64]*claim // names being claimed for nodes being admitted, by query
+
+	// Spliced hub trunks (splice.go), under mu.
+	nat          hubNAT                        // this hub's NAT
 	splices      map[uint64]*hubSplice         // rendezvous in progress, by token
-	spliceFailed map[identity.ID]spliceFailure // when splicing a link to a hub last failed, and how often
+	spliceFailed map[identity.ID]spliceFailure // when splicing a trunk to a hub last failed, and how often
+
+	// Queries this hub asks other hubs: lookups and name claims share the
+	// numbers (queryID); lookups waiting for answers have their own lock
+	// (control.go).
+	queryID atomic.Uint64
+	lookups struct {
+		sync.Mutex
+		pending map[uint64]*query
+	}
 }
 
 // New checks cfg and binds the hub's listener, so Addr is known at once.
@@ -131,7 +154,6 @@ func New(cfg Config) (*Hub, error) {
 		all:      map[*peer]struct{}{},
 		routes:   map[identity.ID]*route{},
 		dialing:  map[identity.ID]bool{},
-		queries:  map[uint64]*query{},
 		claims:   map[uint64]*claim{},
 		trigger:  make(chan struct{}, 1),
 
@@ -153,6 +175,7 @@ func New(cfg Config) (*Hub, error) {
 	if h.cfg.Listen == "" {
 		h.cfg.Listen = DefaultListen
 	}
+	h.lookups.pending = map[uint64]*query{}
 	h.quiet = h.newQuiet()
 	// State numbers start from the clock, so a restarted hub's states are
 	// newer than any of its previous life.

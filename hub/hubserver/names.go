@@ -110,8 +110,7 @@ func (h *Hub) admitName(p *peer, who pki.Peer) *hub.RefusedError {
 			cl.waiting[id] = true
 		}
 	}
-	h.nextQuery++
-	qid := h.nextQuery
+	qid := h.queryID.Add(1)
 	h.claims[qid] = cl
 	targets := make([]identity.ID, 0, len(cl.waiting))
 	for id := range cl.waiting {
