@@ -79,9 +79,9 @@ func Secure(ctx context.Context, creds *pki.Credentials, c net.Conn, client bool
 	return &Secured{Peer: tc.Peer.ID, Sealer: s, Reader: r, TLS: tc}, nil
 }
 
-// ReadHello reads the peer's hello (the function ReadHello), naming the peer as the
-// handshake proved it in a refusal, and checks that the peer's
-// certificate certifies the name its hello gives.
+// ReadHello reads the peer's hello (the function ReadHello), naming the
+// peer as the handshake proved it in a refusal, and checks that the
+// peer's certificate certifies the name its hello gives.
 func (l *Secured) ReadHello() (*wire.Hello, error) {
 	hello, err := ReadHello(l.Reader, l.Peer)
 	var re *RefusedError

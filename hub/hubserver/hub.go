@@ -118,7 +118,7 @@ type Hub struct {
 	routes  map[identity.ID]*route
 	state   uint64               // our own state number, even
 	dialing map[identity.ID]bool // learned hubs being dialled
-	trigger chan struct{}        // asks the gossip loop for an update now
+	trigger chan struct{}        // asks the gossip loop for an update now (a channel: no lock)
 
 	// Names (names.go), under mu.
 	claims map[uint64]*claim // names being claimed for nodes being admitted, by query
