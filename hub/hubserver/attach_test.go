@@ -48,11 +48,16 @@ func TestAttachBeforeHub(t *testing.T) {
 	if err := s.NotAttached(); !errors.As(err, &na) || !errors.Is(err, syscall.ECONNREFUSED) {
 		t.Fatalf("not attached: %v; want a *hub.NotAttachedError for a refused connection", err)
 	}
-	for len(logs) > 0 {
-		logged.WriteString(<-logs)
-	}
-	if !strings.Contains(logged.String(), "attaching to %s, retrying") {
-		t.Errorf("no \"attaching to HUB: reason, retrying\" logged: %q", logged.String())
+	// the session logs the round's failure just after it ends the first
+	// round: wait for the line, not for a moment.
+	deadline := time.After(10 * time.Second)
+	for !strings.Contains(logged.String(), "attaching to %s, retrying") {
+		select {
+		case f := <-logs:
+			logged.WriteString(f)
+		case <-deadline:
+			t.Fatalf("no \"attaching to HUB: reason, retrying\" logged: %q", logged.String())
+		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
