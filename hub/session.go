@@ -59,32 +59,43 @@ const (
 // Session is a node's attachment to a hub: lookups, routed messages and
 // circuits. Make one with Attach (which waits for a hub) or Connect
 // (which attaches in the background).
+//
+// Its state, by concern; mu guards what is marked so (one lock: the
+// attachment and the requests on it are small and change together).
 type Session struct {
+	// Fixed by Connect.
 	cfg  SessionConfig
 	logf func(string, ...any)
 
-	mu         sync.Mutex
+	mu sync.Mutex
+
+	// The attachment (session.go, attach.go), under mu.
 	cur        *slink           // nil while re-attaching
+	curIdx     int              // index in cfg.Hubs of the current hub
 	machine    identity.Machine // what the hub is told: cfg.Machine, then SetMachine's
 	ready      chan struct{}    // closed while attached
-	curIdx     int              // index in cfg.Hubs of the current hub
+	since      time.Time        // not attached since (while cur is nil)
+	cause      error            // why not attached (while cur is nil)
+	firstRound chan struct{}    // closed once the first round of attempts ended
+	logged     string           // the last "attaching to" reason logged
+	loggedAt   time.Time
+	refused    error         // a permanent refusal that ended the session's attachments
+	gaveUp     chan struct{} // closed with refused
+	closed     bool
+
+	// Requests waiting for the hub's answers (requests.go), under mu.
 	lookups    map[uint64]chan []identity.Machine
 	hubQueries map[uint64]chan []wire.RouteAd
 	nextQ      uint64
-	closed     bool
-	refused    error         // a permanent refusal that ended the session's attachments
-	gaveUp     chan struct{} // closed with refused
-	since      time.Time     // not attached since (while cur is nil)
-	cause      error         // why not attached (while cur is nil)
-	firstRound chan struct{} // closed once the first round of attempts ended
-	logged     string        // the last "attaching to" reason logged
-	loggedAt   time.Time
-	ctx        context.Context
-	cancel     context.CancelFunc
-	messages   chan *wire.Routed
-	incoming   chan *Incoming
-	done       chan struct{}
-	wg         sync.WaitGroup
+
+	// Running until Close: what the hub sends the node, and the
+	// goroutines that read it.
+	ctx      context.Context
+	cancel   context.CancelFunc
+	messages chan *wire.Routed
+	incoming chan *Incoming
+	done     chan struct{}
+	wg       sync.WaitGroup
 }
 
 // slink is one attachment: a trunk to a hub and the circuits on it.
