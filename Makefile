@@ -41,7 +41,7 @@ demo: deps build
 # Speed and memory figures for BENCHMARKS.md (needs root; run on an idle
 # machine): Go benchmarks (link emulator, hub), then the lab scenarios.
 bench: deps build
-	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./internal/lab/wan/ ./hub/ ./link/
+	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./internal/lab/wan/ ./hub/hubserver/ ./link/
 	bench/lab.sh
 	bench/links.sh
 	bench/apps.sh

@@ -15,7 +15,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/gridlink/gridlink"
-	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/hub/hubserver"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/link"
 	"github.com/gridlink/gridlink/pki"
@@ -25,7 +25,7 @@ import (
 func startHub() (addr string, stop func()) {
 	key, _ := identity.NewKey()
 	creds, _ := pki.NewCredentials(key)
-	h, err := hub.New(hub.Config{Name: "site", Creds: creds, Listen: "127.0.0.1:0"})
+	h, err := hubserver.New(hubserver.Config{Name: "site", Creds: creds, Listen: "127.0.0.1:0"})
 	if err != nil {
 		log.Fatal(err)
 	}

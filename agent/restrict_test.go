@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/hub/hubserver"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/pki/ca"
 	"github.com/gridlink/gridlink/pki/pkitest"
@@ -25,7 +25,7 @@ func TestRestrictedProxyByName(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	g := pkitest.New(t, "testgrid")
-	h, err := hub.New(hub.Config{Name: "site", Creds: g.Member(t, ca.Hub, "site"), Listen: "127.0.0.1:0"})
+	h, err := hubserver.New(hubserver.Config{Name: "site", Creds: g.Member(t, ca.Hub, "site"), Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/hub/hubserver"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/pki/ca"
 	"github.com/gridlink/gridlink/pki/pkitest"
@@ -32,7 +32,7 @@ func TestHandedStreamCutByRevocation(t *testing.T) {
 
 func streamCutByRevocation(t *testing.T, how string) {
 	g := pkitest.New(t, "testgrid")
-	h, err := hub.New(hub.Config{Name: "hub", Creds: g.Member(t, ca.Hub, "hub"), Listen: "127.0.0.1:0"})
+	h, err := hubserver.New(hubserver.Config{Name: "hub", Creds: g.Member(t, ca.Hub, "hub"), Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}

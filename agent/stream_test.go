@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/hub/hubserver"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/vconn"
@@ -21,7 +21,7 @@ func startHub(t *testing.T) string {
 	t.Helper()
 	key, _ := identity.NewKey()
 	creds, _ := pki.NewCredentials(key)
-	h, err := hub.New(hub.Config{Name: "site", Creds: creds, Listen: "127.0.0.1:0"})
+	h, err := hubserver.New(hubserver.Config{Name: "site", Creds: creds, Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/hub/hubserver"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/nat"
 	"github.com/gridlink/gridlink/pki"
@@ -63,7 +63,7 @@ func TestPortMapWords(t *testing.T) {
 func TestStatusReportsTraversal(t *testing.T) {
 	key, _ := identity.NewKey()
 	creds, _ := pki.NewCredentials(key)
-	h, err := hub.New(hub.Config{Name: "site", Creds: creds, Listen: "127.0.0.1:0"})
+	h, err := hubserver.New(hubserver.Config{Name: "site", Creds: creds, Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}

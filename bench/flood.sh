@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A flood of unauthenticated connections at a hub (issue 16, hole 4): the
-# figures of hub.TestFloodNewNodeAttaches, RUNS times. A gridlink hub runs
+# figures of hubserver.TestFloodNewNodeAttaches, RUNS times. A gridlink hub runs
 # in its own process on loopback; four flooders (the test binary re-run)
 # hold CONNS connections from 8000 addresses of 127.0.0.0/8, half idle,
 # half with half a ClientHello sent, redialling each one the hub closes,
@@ -29,7 +29,7 @@ echo
 echo "| run | opened | attach calm ms | attach median ms | attach max ms | hub RSS max KiB | hub fds max | hub log lines | result |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for run in $(seq "$RUNS"); do
-  out=$(GRIDLINK_BIN=$GRIDLINK GRIDLINK_FLOOD_CONNS=$CONNS GRIDLINK_FLOOD_REDIAL=$REDIAL go test "${race[@]}" -count=1 -run '^TestFloodNewNodeAttaches$' -v ./hub 2>&1 || true)
+  out=$(GRIDLINK_BIN=$GRIDLINK GRIDLINK_FLOOD_CONNS=$CONNS GRIDLINK_FLOOD_REDIAL=$REDIAL go test "${race[@]}" -count=1 -run '^TestFloodNewNodeAttaches$' -v ./hub/hubserver 2>-v ./hub 2>&11 || true)
   fig=$(grep -o 'FIGURES .*' <<<"$out" || true)
   result=$(grep -Eo -- '--- (PASS|FAIL)' <<<"$out" | head -1 | cut -c5-)
   if [ -z "$fig" ]; then

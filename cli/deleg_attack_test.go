@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/hub/hubserver"
 	"github.com/gridlink/gridlink/link"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/pki/ca"
@@ -57,7 +57,7 @@ func TestStolenDelegatedProxyStaysWithTarget(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	g := pkitest.New(t, "testgrid")
-	h, err := hub.New(hub.Config{Name: "hub", Creds: g.Member(t, ca.Hub, "hub"), Listen: "127.0.0.1:0", Interval: 100 * time.Millisecond})
+	h, err := hubserver.New(hubserver.Config{Name: "hub", Creds: g.Member(t, ca.Hub, "hub"), Listen: "127.0.0.1:0", Interval: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

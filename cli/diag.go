@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gridlink/gridlink/agent"
-	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/hub/hubserver"
 	"github.com/gridlink/gridlink/identity"
 )
 
@@ -72,16 +72,16 @@ const HubControl = "@gridlink-hub"
 
 // HubStatus is what a hub reports on its status socket.
 type HubStatus struct {
-	Name   string             `json:"name"`
-	ID     identity.ID        `json:"id"`
-	Addr   string             `json:"addr"`
-	Routes []hub.Route        `json:"routes"`
-	Links  []hub.LinkInfo     `json:"links"`
-	Nodes  []identity.Machine `json:"nodes"`
+	Name   string               `json:"name"`
+	ID     identity.ID          `json:"id"`
+	Addr   string               `json:"addr"`
+	Routes []hubserver.Route    `json:"routes"`
+	Links  []hubserver.LinkInfo `json:"links"`
+	Nodes  []identity.Machine   `json:"nodes"`
 }
 
 // serveHubStatus answers GET /status on the hub's control socket.
-func serveHubStatus(h *hub.Hub, control string, logf func(string, ...any)) (func(), error) {
+func serveHubStatus(h *hubserver.Hub, control string, logf func(string, ...any)) (func(), error) {
 	ln, err := net.Listen("unix", control)
 	if err != nil {
 		return nil, fmt.Errorf("hub status socket %s: %w (is another hub running here?)", control, err)

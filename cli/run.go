@@ -16,7 +16,7 @@ import (
 
 	"github.com/gridlink/gridlink/agent"
 	"github.com/gridlink/gridlink/direct"
-	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/hub/hubserver"
 	"github.com/gridlink/gridlink/vconn"
 )
 
@@ -50,7 +50,7 @@ func hubCmd() *cobra.Command {
 			d := &direct.Dialer{Creds: creds, SSH: sshConfig(useSSH, sshCfg, known, ids)}
 			// a hub logs its links, routes and refusals always (-v or not)
 			hlog := printf(logger("hub", name))
-			h, err := hub.New(hub.Config{Name: name, Creds: creds, Listen: listen, Peers: peers, Dial: d.Transport, Logf: hlog})
+			h, err := hubserver.New(hubserver.Config{Name: name, Creds: creds, Listen: listen, Peers: peers, Dial: d.Transport, Logf: hlog})
 			if err != nil {
 				return err
 			}
@@ -65,7 +65,7 @@ func hubCmd() *cobra.Command {
 			}
 			defer stop()
 			if announce {
-				a, err := hub.ListenDiscovery(name, key.ID(), uint16(h.Addr().(*net.TCPAddr).Port))
+				a, err := hubserver.ListenDiscovery(name, key.ID(), uint16(h.Addr().(*net.TCPAddr).Port))
 				if err != nil {
 					return err
 				}
@@ -148,7 +148,7 @@ func (nf *nodeFlags) config(ctx context.Context, who string) (vconn.Config, erro
 	}
 	hubs := nf.hubs
 	if nf.discover && len(hubs) == 0 {
-		found, err := hub.Discover(ctx, 2*time.Second)
+		found, err := hubserver.Discover(ctx, 2*time.Second)
 		if err != nil {
 			return vconn.Config{}, err
 		}

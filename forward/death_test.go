@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/agent"
-	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/hub/hubserver"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/vconn"
@@ -73,7 +73,7 @@ func TestRoutedHubDeathNamed(t *testing.T) {
 	// bytes itself, and asks the agent why the stream ended.
 	for _, how := range []string{"nc pipes", "nc copies", "forward"} {
 		t.Run(how, func(t *testing.T) {
-			var hubs []*hub.Hub
+			var hubs []*hubserver.Hub
 			var stops []func()
 			for i, name := range []string{"first", "second"} {
 				key, _ := identity.NewKey()
@@ -82,7 +82,7 @@ func TestRoutedHubDeathNamed(t *testing.T) {
 				if i > 0 {
 					peers = []string{hubs[0].Addr().String()}
 				}
-				h, err := hub.New(hub.Config{Name: name, Creds: creds, Listen: "127.0.0.1:0", Peers: peers, Interval: 100 * time.Millisecond, Logf: func(string, ...any) {}})
+				h, err := hubserver.New(hubserver.Config{Name: name, Creds: creds, Listen: "127.0.0.1:0", Peers: peers, Interval: 100 * time.Millisecond, Logf: func(string, ...any) {}})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/agent"
-	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/hub/hubserver"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/vconn"
@@ -24,7 +24,7 @@ func twoAgents(t *testing.T) (alpha, beta *agent.Client) {
 	t.Helper()
 	key, _ := identity.NewKey()
 	creds, _ := pki.NewCredentials(key)
-	h, err := hub.New(hub.Config{Name: "site", Creds: creds, Listen: "127.0.0.1:0"})
+	h, err := hubserver.New(hubserver.Config{Name: "site", Creds: creds, Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}

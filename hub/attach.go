@@ -55,7 +55,7 @@ func Connect(cfg SessionConfig) (*Session, error) {
 	}
 	cfg.Machine.Hub, cfg.Machine.HubName = identity.ID{}, ""
 	if cfg.Dial == nil {
-		cfg.Dial = dialTCP
+		cfg.Dial = DialTCP
 	}
 	s := &Session{cfg: cfg, machine: cfg.Machine, logf: cfg.Logf, ready: make(chan struct{}), lookups: map[uint64]chan []identity.Machine{}, hubQueries: map[uint64]chan []wire.RouteAd{},
 		messages: make(chan *wire.Routed, messageQueue), incoming: make(chan *Incoming, incomingQueue), done: make(chan struct{}),
@@ -117,7 +117,7 @@ func (s *Session) notAttachedLocked() error {
 		return ErrClosed
 	case s.refused != nil:
 		return s.refused
-	case s.cur != nil && !s.cur.l.isClosed():
+	case s.cur != nil && !s.cur.t.IsClosed():
 		return nil
 	}
 	return &NotAttachedError{Since: s.since, Cause: s.cause}

@@ -28,6 +28,15 @@ var (
 	ErrReset = errors.New("circuit reset")
 )
 
+// FirstCircuit is the first circuit number a side allocates on a trunk:
+// odd numbers for the side that dialled it.
+func FirstCircuit(dialled bool) uint32 {
+	if dialled {
+		return 1
+	}
+	return 2
+}
+
 // lingerTime bounds how long a closed circuit waits for its peer to finish
 // before resetting it.
 const lingerTime = 30 * time.Second
@@ -173,7 +182,7 @@ func (c *Circuit) maybeGrantLocked() {
 	}
 	c.granted += inc
 	c.announced = c.consumed
-	c.sl.l.send(wire.TWindow, 0, c.id, wire.WindowPayload(uint32(inc)))
+	c.sl.t.Send(wire.TWindow, 0, c.id, wire.WindowPayload(uint32(inc)))
 	if c.rtt == 0 || time.Duration(now-c.lastPing) > time.Second {
 		c.pingLocked()
 	}
@@ -186,7 +195,7 @@ func (c *Circuit) pingLocked() {
 	c.lastPing = now
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], uint64(now))
-	c.sl.l.send(wire.TPing, 0, c.id, b[:])
+	c.sl.t.Send(wire.TPing, 0, c.id, b[:])
 }
 
 // Write sends p, blocking while the peer's window is used up. Before the
@@ -222,10 +231,10 @@ func (c *Circuit) Write(p []byte) (int, error) {
 			}
 			break
 		}
-		k := int(min(int64(len(p)), c.credit, maxData))
+		k := int(min(int64(len(p)), c.credit, MaxData))
 		c.credit -= int64(k)
 		c.mu.Unlock()
-		if !c.sl.l.send(wire.TData, 0, c.id, p[:k]) {
+		if !c.sl.t.Send(wire.TData, 0, c.id, p[:k]) {
 			return n, c.linkErr()
 		}
 		p = p[k:]
@@ -267,7 +276,7 @@ func (c *Circuit) CloseWrite() error {
 	c.finSent = true
 	done := c.peerFin
 	c.mu.Unlock()
-	c.sl.l.send(wire.TFin, 0, c.id, nil)
+	c.sl.t.Send(wire.TFin, 0, c.id, nil)
 	if done {
 		c.sl.remove(c)
 	}
@@ -304,7 +313,7 @@ func (c *Circuit) Close() error {
 		if c.incoming && !c.established {
 			reason = "connection refused: closed by " + c.local.String()
 		}
-		c.sl.l.send(wire.TReset, 0, c.id, []byte(reason))
+		c.sl.t.Send(wire.TReset, 0, c.id, []byte(reason))
 		c.sl.remove(c)
 	default:
 		sendFin := !c.finSent
@@ -315,7 +324,7 @@ func (c *Circuit) Close() error {
 		}
 		c.mu.Unlock()
 		if sendFin {
-			c.sl.l.send(wire.TFin, 0, c.id, nil)
+			c.sl.t.Send(wire.TFin, 0, c.id, nil)
 		}
 		if done {
 			c.sl.remove(c)
@@ -327,7 +336,7 @@ func (c *Circuit) Close() error {
 // abort resets the circuit toward the peer and fails it locally.
 func (c *Circuit) abort(reason string) {
 	c.fail(fmt.Errorf("%w: %s", ErrReset, reason))
-	c.sl.l.send(wire.TReset, 0, c.id, []byte(reason))
+	c.sl.t.Send(wire.TReset, 0, c.id, []byte(reason))
 	c.sl.remove(c)
 }
 

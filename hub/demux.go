@@ -91,7 +91,7 @@ func (sl *slink) handle(f wire.Frame) error {
 		c.onReset(f)
 		sl.remove(c)
 	case wire.TPing:
-		sl.l.send(wire.TPong, 0, f.Circuit, f.Payload)
+		sl.t.Send(wire.TPong, 0, f.Circuit, f.Payload)
 	case wire.TPong:
 		c.onPong(f.Payload)
 	}
@@ -101,7 +101,7 @@ func (sl *slink) handle(f wire.Frame) error {
 // resetCircuit aborts a circuit whose peer broke the protocol.
 func (sl *slink) resetCircuit(c *Circuit, reason string) {
 	c.fail(fmt.Errorf("%w: %s", ErrReset, reason))
-	sl.l.send(wire.TReset, 0, c.id, []byte(reason))
+	sl.t.Send(wire.TReset, 0, c.id, []byte(reason))
 	sl.remove(c)
 }
 

@@ -2,7 +2,6 @@ package hub
 
 import (
 	"fmt"
-	"net/netip"
 	"slices"
 
 	"github.com/gridlink/gridlink/identity"
@@ -14,43 +13,6 @@ import (
 // attached with a wire.KMachine message on its link, e.g. when a port
 // mapping gives it one more address (Session.SetMachine); the session sends
 // the latest one in the hello of every re-attachment.
-
-// maxObserved bounds the observed addresses a hub keeps for a node.
-const maxObserved = 8
-
-// nodeRecord is what the hub keeps for a node that presents machine m on
-// a link from remote: m with the hub fields filled and remote among the
-// observed addresses.
-func (h *Hub) nodeRecord(m identity.Machine, remote netip.AddrPort) identity.Machine {
-	m.Addrs = slices.Clone(m.Addrs)
-	m.Observed = slices.Clone(m.Observed)
-	m.Hub, m.HubName = h.id, h.cfg.Name
-	if remote.IsValid() && !slices.Contains(m.Observed, remote) && len(m.Observed) < maxObserved {
-		m.Observed = append(m.Observed, remote)
-	}
-	return m
-}
-
-// updateNode replaces an attached node's record with the machine it sent
-// (wire.KMachine, already checked as a hello's is). A node may update its
-// own record only, and keeps the ID and name of its hello: anything else
-// is a protocol violation that closes its link.
-func (h *Hub) updateNode(p *peer, m *identity.Machine) error {
-	// p.machine is written only here and in newPeer, both on p's reading
-	// goroutine; others read it under h.mu.
-	if m.ID != p.id {
-		return fmt.Errorf("machine message names node %s, but the link is %s's: a node may update its own record only", m.ID.Short(), p.id.Short())
-	}
-	if m.Name != p.machine.Name {
-		return fmt.Errorf("machine message renames node %s to %q: a node keeps the name of its hello", p.name, m.Name)
-	}
-	rec := h.nodeRecord(*m, p.l.remote)
-	h.mu.Lock()
-	p.machine = rec
-	h.mu.Unlock()
-	h.logf("hub %s: node %s now lists addresses %v", h.cfg.Name, p.name, rec.Addrs)
-	return nil
-}
 
 // SetMachine replaces the machine identifier this node gives its hub (see
 // SessionConfig.Machine), e.g. with an address a port mapping added: the
@@ -88,7 +50,7 @@ func (s *Session) SetMachine(m identity.Machine) error {
 	s.machine = m
 	// sent under s.mu, so that updates leave in order and install sees
 	// whether the new link's hello had this one.
-	if sl := s.cur; sl != nil && sl.l.send(wire.TControl, 0, 0, b) {
+	if sl := s.cur; sl != nil && sl.t.Send(wire.TControl, 0, 0, b) {
 		sl.sent = m
 	}
 	return nil
@@ -101,7 +63,7 @@ func (s *Session) catchUpLocked(sl *slink) {
 		return
 	}
 	m := s.machine
-	if sl.l.sendControl(&wire.Message{Kind: wire.KMachine, Machine: &m}) {
+	if sl.t.SendControl(&wire.Message{Kind: wire.KMachine, Machine: &m}) {
 		sl.sent = m
 	}
 }

@@ -3,8 +3,6 @@ package hub
 import (
 	"errors"
 	"fmt"
-	"net"
-	"time"
 
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
@@ -66,8 +64,8 @@ func (e *RefusedError) Unwrap() []error {
 	return errs
 }
 
-// message is the refusal as sent.
-func (e *RefusedError) message() *wire.Message {
+// Message is the refusal as sent, in place of the refusing hub's hello.
+func (e *RefusedError) Message() *wire.Message {
 	r := &wire.Refusal{Code: e.Code, Reason: e.Reason}
 	if !e.Holder.ID.IsZero() {
 		h := e.Holder
@@ -83,20 +81,4 @@ func refusedBy(hub string, r *wire.Refusal) *RefusedError {
 		e.Holder = *r.Holder
 	}
 	return e
-}
-
-// refuse sends a link whose hello was read the refusal in place of the
-// hub's hello, logs it and closes the link. The refused end has nothing
-// more to send before it reads our answer, so closing does not reset
-// the connection under the refusal.
-func (h *Hub) refuse(c net.Conn, s *wire.Sealer, who string, e *RefusedError) {
-	h.logf("hub %s: connection from %s (%s): %v", h.cfg.Name, c.RemoteAddr(), who, e)
-	_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	_, _ = c.Write(s.Append(nil, wire.TControl, 0, 0, wire.Encode(e.message())))
-	c.Close()
-}
-
-// roleRefusal is admitRole's refusal as a *RefusedError.
-func roleRefusal(err error) *RefusedError {
-	return &RefusedError{Code: wire.RefusedRole, Reason: err.Error()}
 }

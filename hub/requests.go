@@ -10,6 +10,9 @@ import (
 	"github.com/gridlink/gridlink/wire"
 )
 
+// RoutedTTL is the TTL of routed messages a hub or node originates.
+const RoutedTTL = 16
+
 // openTTL is how many hubs an open may cross.
 const openTTL = 16
 
@@ -49,7 +52,7 @@ func (s *Session) openOn(sl *slink, to identity.Machine, port uint16) (*Circuit,
 	c.id = sl.allocLocked()
 	sl.circuits[c.id] = c
 	// Sending under sl.mu keeps opens in circuit-number order.
-	ok := sl.l.send(wire.TOpen, 0, c.id, payload)
+	ok := sl.t.Send(wire.TOpen, 0, c.id, payload)
 	sl.mu.Unlock()
 	if !ok {
 		sl.remove(c)
@@ -62,7 +65,7 @@ func (sl *slink) allocLocked() uint32 {
 	for {
 		id := sl.nextCirc
 		if sl.nextCirc >= 1<<32-3 {
-			sl.nextCirc = firstCircuit(true)
+			sl.nextCirc = FirstCircuit(true)
 		} else {
 			sl.nextCirc += 2
 		}
@@ -109,14 +112,14 @@ func (s *Session) Lookup(ctx context.Context, node string) ([]identity.Machine, 
 		delete(s.lookups, q)
 		s.mu.Unlock()
 	}()
-	sl.l.sendControl(&wire.Message{Kind: wire.KLookup, Lookup: &wire.Lookup{Query: q, Node: node}})
+	sl.t.SendControl(&wire.Message{Kind: wire.KLookup, Lookup: &wire.Lookup{Query: q, Node: node}})
 	select {
 	case ms := <-ch:
 		if len(ms) == 0 {
 			return nil, fmt.Errorf("hub: lookup %s: %w on any hub", node, ErrNotFound)
 		}
 		return ms, nil
-	case <-sl.l.done:
+	case <-sl.t.Done():
 		return nil, fmt.Errorf("hub: lookup %s: hub link to %s lost", node, sl.hub.Name)
 	case <-s.done:
 		return nil, ErrClosed
@@ -138,7 +141,7 @@ func (s *Session) Send(ctx context.Context, toHub, toNode identity.ID, m *wire.M
 		return err
 	}
 	env := &wire.Message{Kind: wire.KRouted, Routed: &wire.Routed{FromHub: sl.hub.ID, FromNode: s.cfg.Machine.ID,
-		ToHub: toHub, ToNode: toNode, TTL: routedTTL, Msg: m}}
+		ToHub: toHub, ToNode: toNode, TTL: RoutedTTL, Msg: m}}
 	b := wire.Encode(env)
 	// The hub would close our link over a message it cannot decode: check
 	// it here instead.
@@ -148,8 +151,38 @@ func (s *Session) Send(ctx context.Context, toHub, toNode identity.ID, m *wire.M
 	if _, err := wire.Decode(b); err != nil {
 		return fmt.Errorf("hub: send %s: %w", m.Kind, err)
 	}
-	if !sl.l.send(wire.TControl, 0, 0, b) {
+	if !sl.t.Send(wire.TControl, 0, 0, b) {
 		return fmt.Errorf("hub: send %s: hub link to %s lost", m.Kind, sl.hub.Name)
 	}
 	return nil
+}
+
+// Hubs asks the hub for the hubs it knows, itself first.
+func (s *Session) Hubs(ctx context.Context) ([]wire.RouteAd, error) {
+	sl, err := s.current(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ch := make(chan []wire.RouteAd, 1)
+	s.mu.Lock()
+	s.nextQ++
+	q := s.nextQ
+	s.hubQueries[q] = ch
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.hubQueries, q)
+		s.mu.Unlock()
+	}()
+	sl.t.SendControl(&wire.Message{Kind: wire.KHubs, Hubs: &wire.HubsQuery{Query: q}})
+	select {
+	case hubs := <-ch:
+		return hubs, nil
+	case <-sl.t.Done():
+		return nil, fmt.Errorf("hub: hub list: hub link to %s lost", sl.hub.Name)
+	case <-s.done:
+		return nil, ErrClosed
+	case <-ctx.Done():
+		return nil, fmt.Errorf("hub: hub list: %w", ctx.Err())
+	}
 }

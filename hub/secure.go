@@ -14,39 +14,40 @@ import (
 )
 
 const (
-	// linkKeysLabel names the keys a link's ends derive from its handshake.
+	// linkKeysLabel names the keys a trunk's ends derive from its handshake
+	// (the label predates the word trunk; it is part of the protocol).
 	linkKeysLabel = "gridlink hub link keys v1"
-	// readBuffer is a link's read buffer: small frames (control, windows)
+	// readBuffer is a trunk's read buffer: small frames (control, windows)
 	// arrive many per read; a data frame's payload mostly bypasses it.
 	readBuffer = 8 << 10
 )
 
-// secured is a link after its handshake: the peer, the sealer for what
+// Secured is a trunk after its handshake: the peer, the sealer for what
 // this end sends, the reader of what it receives, and the TLS session,
-// kept only to read the peer's verdict (verdict) before the first frame.
-type secured struct {
-	peer identity.ID
-	s    *wire.Sealer
-	r    *wire.Reader
-	tc   *pki.Conn
+// kept only to read the peer's verdict (Verdict) before the first frame.
+type Secured struct {
+	Peer   identity.ID
+	Sealer *wire.Sealer
+	Reader *wire.Reader
+	TLS    *pki.Conn
 }
 
-// verdict waits for the peer's verdict on this end (pki.Conn.Verdict):
-// read before the link's first frame, which follows it.
-func (l *secured) verdict() error { return l.tc.Verdict() }
+// Verdict waits for the peer's verdict on this end (pki.Conn.Verdict):
+// read before the trunk's first frame, which follows it.
+func (l *Secured) Verdict() error { return l.TLS.Verdict() }
 
-// explain turns a failed write into the peer's refusal, if it refused us.
-func (l *secured) explain(err error) error { return l.tc.Explain(err) }
+// Explain turns a failed write into the peer's refusal, if it refused us.
+func (l *Secured) Explain(err error) error { return l.TLS.Explain(err) }
 
-// secure runs the TLS handshake over c, as the dialling end (client, which
+// Secure runs the TLS handshake over c, as the dialling end (client, which
 // checks that the peer is want unless want is zero) or the accepting end,
 // judges the peer (its certificate chain against the hub's or node's
 // trust; role, which must be "hub" unless empty) and moves c to the
-// link's sealed phase (wire/seal.go): after the peer's verdict, c carries
+// trunk's sealed phase (wire/seal.go): after the peer's verdict, c carries
 // frames, not TLS records. Control frames are sealed with keys from the
 // handshake; data frames, protected end to end, are relayed without being
 // encrypted again on every hop.
-func secure(ctx context.Context, creds *pki.Credentials, c net.Conn, client bool, want identity.ID, role ca.Role) (*secured, error) {
+func Secure(ctx context.Context, creds *pki.Credentials, c net.Conn, client bool, want identity.ID, role ca.Role) (*Secured, error) {
 	judge := func(p pki.Peer) error {
 		if role != "" && p.Chain != nil && p.Chain.Role != role {
 			return fmt.Errorf("%s has a %s certificate, not a %s's", p.Chain.Subject(), p.Chain.Role, role)
@@ -75,29 +76,29 @@ func secure(ctx context.Context, creds *pki.Credentials, c net.Conn, client bool
 	if err := r.Unseal(recv); err != nil {
 		return nil, err
 	}
-	return &secured{peer: tc.Peer.ID, s: s, r: r, tc: tc}, nil
+	return &Secured{Peer: tc.Peer.ID, Sealer: s, Reader: r, TLS: tc}, nil
 }
 
-// readHello reads the peer's hello (readHello), naming the peer as the
-// handshake proved it in a refusal, and checks that the peer's
-// certificate certifies the name its hello gives.
-func (l *secured) readHello() (*wire.Hello, error) {
-	hello, err := readHello(l.r, l.peer)
+// ReadHello reads the peer's hello (the function ReadHello), naming the
+// peer as the handshake proved it in a refusal, and checks that the
+// peer's certificate certifies the name its hello gives.
+func (l *Secured) ReadHello() (*wire.Hello, error) {
+	hello, err := ReadHello(l.Reader, l.Peer)
 	var re *RefusedError
 	if errors.As(err, &re) {
-		re.Hub = l.tc.Peer.String()
+		re.Hub = l.TLS.Peer.String()
 	}
 	if err != nil {
 		return nil, err
 	}
-	if err := l.tc.Peer.MayUse(hello.Machine.Name); err != nil {
+	if err := l.TLS.Peer.MayUse(hello.Machine.Name); err != nil {
 		return nil, err
 	}
 	return hello, nil
 }
 
-// writeHello sends a link's first frame, before the link's writer exists.
-func writeHello(c net.Conn, s *wire.Sealer, hello *wire.Hello) error {
+// WriteHello sends a trunk's first frame, before the trunk's writer exists.
+func WriteHello(c net.Conn, s *wire.Sealer, hello *wire.Hello) error {
 	_, err := c.Write(s.Append(nil, wire.TControl, 0, 0, wire.Encode(&wire.Message{Kind: wire.KHello, Hello: hello})))
 	if err != nil {
 		return fmt.Errorf("hello: %w", err)
@@ -105,44 +106,40 @@ func writeHello(c net.Conn, s *wire.Sealer, hello *wire.Hello) error {
 	return nil
 }
 
-// admitRole checks that what a peer's hello says it is (a hub linking, a
-// node attaching) matches its certificate: only hubs link, and hubs do not
-// attach as nodes. In an open grid (no chain) anyone may be either.
-func admitRole(p pki.Peer, hello string) error {
-	if p.Chain == nil {
-		return nil
+// ReadHello reads the first frame of a trunk: a hello from the machine the
+// handshake proved.
+func ReadHello(r *wire.Reader, id identity.ID) (*wire.Hello, error) {
+	f, err := r.Read()
+	if err != nil {
+		return nil, fmt.Errorf("reading hello: %w", err)
 	}
-	switch {
-	case hello == "hub" && p.Chain.Role != ca.Hub:
-		return fmt.Errorf("%s has a %s certificate but asked to link as a hub", p, p.Chain.Role)
-	case hello != "hub" && p.Chain.Role == ca.Hub:
-		return fmt.Errorf("%s has a hub certificate but asked to attach as a node", p)
+	if f.Type != wire.TControl {
+		return nil, fmt.Errorf("first frame is %s, want a hello", f.Type)
 	}
-	return nil
+	m, err := wire.Decode(f.Payload)
+	if err != nil {
+		return nil, err
+	}
+	if m.Kind == wire.KRefused {
+		return nil, refusedBy(id.Short(), m.Refusal)
+	}
+	if m.Kind != wire.KHello {
+		return nil, fmt.Errorf("first message is %s, want a hello", m.Kind)
+	}
+	if m.Hello.Machine.ID != id {
+		return nil, fmt.Errorf("hello names %s but the handshake proved %s", m.Hello.Machine.ID.Short(), id.Short())
+	}
+	return m.Hello, nil
 }
 
-// watchRevocations closes the links of hubs and nodes that a new
-// revocation list revokes: a revoked member is cut off at once, not only
-// refused when it next connects. Its circuits go with its link. It also
-// passes the new list on to the neighbour hubs (crl.go).
-func (h *Hub) watchRevocations(ctx context.Context) {
-	t := h.cfg.Creds.Trust()
-	if t == nil {
-		return // an open grid
-	}
-	t.OnChange(ctx.Done(), func() {
-		h.broadcastCRLs()
-		h.mu.Lock()
-		peers := make([]*peer, 0, len(h.all))
-		for p := range h.all {
-			peers = append(peers, p)
-		}
-		h.mu.Unlock()
-		for _, p := range peers {
-			if err := t.Recheck(p.who); err != nil {
-				h.logf("hub %s: closing the link of %s, no longer admitted: %v", h.cfg.Name, p.who, err)
-				p.l.close(fmt.Errorf("%s is no longer admitted: %w", p.who, err))
-			}
-		}
-	})
+// DialTCP is the default dial of a hub to other hubs and of a session
+// to its hubs: one connect, not direct.ConnectTCP's race. A hub dials
+// hubs it learned of, reachable or not, again and again; behind a
+// sequential NAT every extra SYN takes one more of the NAT's ports, and
+// four a dial moved its counter so far between the hub's own
+// observations that the NAT looked random (and could no longer be
+// spliced through: nat-zoo's sequential-h).
+func DialTCP(ctx context.Context, spec string) (net.Conn, error) {
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", spec)
 }

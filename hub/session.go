@@ -48,43 +48,60 @@ const (
 	attachWait = 250 * time.Millisecond
 	// attachLogEvery repeats an unchanged "attaching to ..." line.
 	attachLogEvery = time.Minute
+	// dialTimeout bounds one attempt: transport, handshake and hello.
+	dialTimeout = 10 * time.Second
+	// backoffMin and backoffMax bound the pause between rounds of
+	// attempts.
+	backoffMin = 250 * time.Millisecond
+	backoffMax = 5 * time.Second
 )
 
 // Session is a node's attachment to a hub: lookups, routed messages and
 // circuits. Make one with Attach (which waits for a hub) or Connect
 // (which attaches in the background).
+//
+// Its state, by concern; mu guards what is marked so (one lock: the
+// attachment and the requests on it are small and change together).
 type Session struct {
+	// Fixed by Connect.
 	cfg  SessionConfig
 	logf func(string, ...any)
 
-	mu         sync.Mutex
+	mu sync.Mutex
+
+	// The attachment (session.go, attach.go), under mu.
 	cur        *slink           // nil while re-attaching
+	curIdx     int              // index in cfg.Hubs of the current hub
 	machine    identity.Machine // what the hub is told: cfg.Machine, then SetMachine's
 	ready      chan struct{}    // closed while attached
-	curIdx     int              // index in cfg.Hubs of the current hub
+	since      time.Time        // not attached since (while cur is nil)
+	cause      error            // why not attached (while cur is nil)
+	firstRound chan struct{}    // closed once the first round of attempts ended
+	logged     string           // the last "attaching to" reason logged
+	loggedAt   time.Time
+	refused    error         // a permanent refusal that ended the session's attachments
+	gaveUp     chan struct{} // closed with refused
+	closed     bool
+
+	// Requests waiting for the hub's answers (requests.go), under mu.
 	lookups    map[uint64]chan []identity.Machine
 	hubQueries map[uint64]chan []wire.RouteAd
 	nextQ      uint64
-	closed     bool
-	refused    error         // a permanent refusal that ended the session's attachments
-	gaveUp     chan struct{} // closed with refused
-	since      time.Time     // not attached since (while cur is nil)
-	cause      error         // why not attached (while cur is nil)
-	firstRound chan struct{} // closed once the first round of attempts ended
-	logged     string        // the last "attaching to" reason logged
-	loggedAt   time.Time
-	ctx        context.Context
-	cancel     context.CancelFunc
-	messages   chan *wire.Routed
-	incoming   chan *Incoming
-	done       chan struct{}
-	wg         sync.WaitGroup
+
+	// Running until Close: what the hub sends the node, and the
+	// goroutines that read it.
+	ctx      context.Context
+	cancel   context.CancelFunc
+	messages chan *wire.Routed
+	incoming chan *Incoming
+	done     chan struct{}
+	wg       sync.WaitGroup
 }
 
-// slink is one attachment: a link to a hub and the circuits on it.
+// slink is one attachment: a trunk to a hub and the circuits on it.
 type slink struct {
 	s        *Session
-	l        *link
+	t        *Trunk
 	hub      identity.Machine
 	observed netip.AddrPort
 	sent     identity.Machine // the machine this link's hub was last told (under s.mu)
@@ -118,7 +135,7 @@ func (in *Incoming) Accept() error {
 	c.established = true
 	c.epoch = monotime()
 	b, _ := json.Marshal(&wire.Accept{Window: uint32(c.rwin)})
-	ok := c.sl.l.send(wire.TAccept, 0, c.id, b)
+	ok := c.sl.t.Send(wire.TAccept, 0, c.id, b)
 	if ok {
 		c.pingLocked()
 	}
@@ -138,7 +155,7 @@ func (in *Incoming) Refuse(reason string) {
 	if !strings.HasPrefix(reason, "connection refused") {
 		reason = "connection refused: " + reason
 	}
-	c.sl.l.send(wire.TReset, 0, c.id, []byte(reason))
+	c.sl.t.Send(wire.TReset, 0, c.id, []byte(reason))
 	c.sl.remove(c)
 }
 
@@ -245,26 +262,26 @@ func (s *Session) attachTo(ctx context.Context, spec string) (*slink, error) {
 	if err != nil {
 		return nil, err
 	}
-	sec, err := secure(ctx, s.cfg.Creds, c, true, identity.ID{}, ca.Hub)
+	sec, err := Secure(ctx, s.cfg.Creds, c, true, identity.ID{}, ca.Hub)
 	if err != nil {
 		c.Close()
 		return nil, err
 	}
-	hubID, sealer, r := sec.peer, sec.s, sec.r
+	hubID, sealer, r := sec.Peer, sec.Sealer, sec.Reader
 	if d, ok := ctx.Deadline(); ok {
 		_ = c.SetDeadline(d)
 	}
 	me := s.self()
-	if err := writeHello(c, sealer, &wire.Hello{Role: "node", Machine: me, Version: wire.Version}); err != nil {
-		err = sec.explain(err)
+	if err := WriteHello(c, sealer, &wire.Hello{Role: "node", Machine: me, Version: wire.Version}); err != nil {
+		err = sec.Explain(err)
 		c.Close()
 		return nil, err
 	}
-	if err := sec.verdict(); err != nil {
+	if err := sec.Verdict(); err != nil {
 		c.Close()
 		return nil, err
 	}
-	hello, err := sec.readHello()
+	hello, err := sec.ReadHello()
 	if err != nil {
 		c.Close()
 		return nil, err
@@ -278,19 +295,19 @@ func (s *Session) attachTo(ctx context.Context, spec string) (*slink, error) {
 	if hub.Name == "" {
 		hub.Name = hub.ID.Short()
 	}
-	sl := &slink{s: s, hub: hub, observed: hello.Observed, sent: me, circuits: map[uint32]*Circuit{}, nextCirc: firstCircuit(true)}
-	sl.l = newLink(c, sealer, fmt.Sprintf("hub %s (%s)", hub.Name, c.RemoteAddr()))
+	sl := &slink{s: s, hub: hub, observed: hello.Observed, sent: me, circuits: map[uint32]*Circuit{}, nextCirc: FirstCircuit(true)}
+	sl.t = NewTrunk(c, sealer, fmt.Sprintf("hub %s (%s)", hub.Name, c.RemoteAddr()), false)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		err := sl.l.readLoop(r, sl.handle)
+		err := sl.t.ReadLoop(r, sl.handle)
 		s.detach(sl, err)
 	}()
 	if t := s.cfg.Creds.Trust(); t != nil {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.watchRevocation(sl, sec.tc.Peer, t)
+			s.watchRevocation(sl, sec.TLS.Peer, t)
 		}()
 	}
 	return sl, nil
@@ -299,10 +316,10 @@ func (s *Session) attachTo(ctx context.Context, spec string) (*slink, error) {
 // watchRevocation drops the link to a hub that a new revocation list
 // revokes; the session then attaches to another hub.
 func (s *Session) watchRevocation(sl *slink, hub pki.Peer, t *pki.Trust) {
-	t.OnChange(sl.l.done, func() {
+	t.OnChange(sl.t.Done(), func() {
 		if err := t.Recheck(hub); err != nil {
-			s.logf("session: dropping %s, no longer admitted: %v", sl.l.desc, err)
-			sl.l.close(fmt.Errorf("%s is no longer admitted: %w", hub, err))
+			s.logf("session: dropping %s, no longer admitted: %v", sl.t.Desc(), err)
+			sl.t.Close(fmt.Errorf("%s is no longer admitted: %w", hub, err))
 		}
 	})
 }
@@ -311,7 +328,7 @@ func (s *Session) install(sl *slink, idx int) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		sl.l.close(ErrClosed)
+		sl.t.Close(ErrClosed)
 		return false
 	}
 	s.cur, s.curIdx = sl, idx
@@ -349,23 +366,23 @@ func (s *Session) detach(sl *slink, cause error) {
 // keep pings the hub until the link is lost (its error) or the session
 // closed (nil).
 func (s *Session) keep(sl *slink) error {
-	t := time.NewTicker(nodePingEvery)
+	t := time.NewTicker(NodePingEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-s.done:
 			return nil
 		case <-t.C:
-			if d := sl.l.silentFor(); d > nodeSilence {
-				sl.l.close(&silentError{d.Round(time.Millisecond)})
+			if d := sl.t.SilentFor(); d > NodeSilence {
+				sl.t.Close(&SilentError{d.Round(time.Millisecond)})
 			} else {
-				sl.l.ping()
+				sl.t.Ping()
 			}
-		case <-sl.l.done:
+		case <-sl.t.Done():
 			if s.ctx.Err() != nil {
 				return nil
 			}
-			return sl.l.err
+			return sl.t.Cause()
 		}
 	}
 }
@@ -413,7 +430,7 @@ func (s *Session) current(ctx context.Context) (*slink, error) {
 		}
 		sl, ready := s.cur, s.ready
 		s.mu.Unlock()
-		if sl != nil && !sl.l.isClosed() {
+		if sl != nil && !sl.t.IsClosed() {
 			return sl, nil
 		}
 		if wait == nil {
@@ -495,7 +512,7 @@ func (s *Session) Close() error {
 	close(s.incoming)
 	s.mu.Unlock()
 	if sl != nil {
-		sl.l.close(ErrClosed)
+		sl.t.Close(ErrClosed)
 	}
 	s.wg.Wait()
 	return nil

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/agent"
-	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/hub/hubserver"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/vconn"
@@ -25,7 +25,7 @@ import (
 func TestAgentBackend(t *testing.T) {
 	key, _ := identity.NewKey()
 	creds, _ := pki.NewCredentials(key)
-	h, err := hub.New(hub.Config{Name: "site", Creds: creds, Listen: "127.0.0.1:0"})
+	h, err := hubserver.New(hubserver.Config{Name: "site", Creds: creds, Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/hub/hubserver"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
 )
@@ -18,7 +18,7 @@ import (
 func TestRoutedHubDeathNamed(t *testing.T) {
 	key, _ := identity.NewKey()
 	creds, _ := pki.NewCredentials(key)
-	h1, err := hub.New(hub.Config{Name: "first", Creds: creds, Listen: "127.0.0.1:0", Interval: 100 * time.Millisecond})
+	h1, err := hubserver.New(hubserver.Config{Name: "first", Creds: creds, Listen: "127.0.0.1:0", Interval: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/hub/hubserver"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/wire"
@@ -24,7 +24,7 @@ func TestNoHubRouteEndsEveryMethod(t *testing.T) {
 	ha := testHub(t, "fa")
 	key, _ := identity.NewKey()
 	creds, _ := pki.NewCredentials(key)
-	hb, err := hub.New(hub.Config{Name: "fb", Creds: creds, Listen: "127.0.0.1:0", Peers: []string{ha.Addr().String()}, Interval: 100 * time.Millisecond})
+	hb, err := hubserver.New(hubserver.Config{Name: "fb", Creds: creds, Listen: "127.0.0.1:0", Peers: []string{ha.Addr().String()}, Interval: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/hub/hubserver"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/pki/ca"
@@ -55,9 +55,9 @@ func (b *logBook) wait(t *testing.T, what string, parts ...string) {
 	t.Errorf("%s: no log line with %q; lines:\n%s", what, parts, strings.Join(b.lines, "\n"))
 }
 
-func certHub(t *testing.T, name string, creds *pki.Credentials, logs *logBook, peers ...string) *hub.Hub {
+func certHub(t *testing.T, name string, creds *pki.Credentials, logs *logBook, peers ...string) *hubserver.Hub {
 	t.Helper()
-	h, err := hub.New(hub.Config{Name: name, Creds: creds, Listen: "127.0.0.1:0", Peers: peers, Interval: 100 * time.Millisecond, Logf: logs.logf})
+	h, err := hubserver.New(hubserver.Config{Name: name, Creds: creds, Listen: "127.0.0.1:0", Peers: peers, Interval: 100 * time.Millisecond, Logf: logs.logf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +68,7 @@ func certHub(t *testing.T, name string, creds *pki.Credentials, logs *logBook, p
 	return h
 }
 
-func certNode(t *testing.T, name string, creds *pki.Credentials, logs *logBook, h *hub.Hub) (*Node, error) {
+func certNode(t *testing.T, name string, creds *pki.Credentials, logs *logBook, h *hubserver.Hub) (*Node, error) {
 	cfg := Config{Name: name, Creds: creds, ListenAddr: "127.0.0.1", Logf: logs.logf}
 	if h != nil {
 		cfg.Hubs = []string{h.Addr().String()}

@@ -11,17 +11,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/hub/hubserver"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
 )
 
 // testHub runs a hub on loopback for the rest of the test.
-func testHub(t *testing.T, name string, peers ...string) *hub.Hub {
+func testHub(t *testing.T, name string, peers ...string) *hubserver.Hub {
 	t.Helper()
 	key, _ := identity.NewKey()
 	creds, _ := pki.NewCredentials(key)
-	h, err := hub.New(hub.Config{Name: name, Creds: creds, Listen: "127.0.0.1:0", Peers: peers, Interval: 100 * time.Millisecond})
+	h, err := hubserver.New(hubserver.Config{Name: name, Creds: creds, Listen: "127.0.0.1:0", Peers: peers, Interval: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +32,7 @@ func testHub(t *testing.T, name string, peers ...string) *hub.Hub {
 	return h
 }
 
-func testNode(t *testing.T, name string, h *hub.Hub, methods ...Method) *Node {
+func testNode(t *testing.T, name string, h *hubserver.Hub, methods ...Method) *Node {
 	t.Helper()
 	// a long head start: these tests check which method wins, not timing,
 	// and must hold on a machine loaded by parallel test packages.

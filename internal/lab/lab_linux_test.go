@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/hub/hubserver"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/internal/lab"
 	"github.com/gridlink/gridlink/internal/lab/labtest"
@@ -266,9 +266,9 @@ func TestHubDiscovery(t *testing.T) {
 	for _, site := range []string{"g5k", "das3v"} {
 		fe := labtest.Host(t, topo, site+"-fe")
 		id := identity.KeyFromSeed(append([]byte(site), make([]byte, 32-len(site))...)).ID()
-		var a *hub.Announcer
+		var a *hubserver.Announcer
 		err := netns.Do(lab.HostNS(fe), func() (err error) {
-			a, err = hub.ListenDiscovery(site, id, 7946)
+			a, err = hubserver.ListenDiscovery(site, id, 7946)
 			return err
 		})
 		if err != nil {
@@ -276,9 +276,9 @@ func TestHubDiscovery(t *testing.T) {
 		}
 		go a.Serve(ctx)
 	}
-	var found []hub.Found
+	var found []hubserver.Found
 	err := netns.Do(lab.HostNS(labtest.Host(t, topo, "g5k-n1")), func() (err error) {
-		found, err = hub.Discover(ctx, 500*time.Millisecond)
+		found, err = hubserver.Discover(ctx, 500*time.Millisecond)
 		return err
 	})
 	if err != nil {

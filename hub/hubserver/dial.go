@@ -1,0 +1,239 @@
+package hubserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/gridlink/gridlink/direct"
+	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/pki/ca"
+	"github.com/gridlink/gridlink/wire"
+)
+
+const (
+	// dialTimeout bounds one attempt: transport, handshake and hello.
+	dialTimeout = 10 * time.Second
+	// learnedDialTimeout bounds one attempt at one address of a hub
+	// learned through gossip (many of them are private or firewalled).
+	learnedDialTimeout = 3 * time.Second
+	backoffMin         = 250 * time.Millisecond
+	backoffMax         = 5 * time.Second
+)
+
+// dialHub links to the hub at spec: transport, handshake (checking the peer
+// is want unless want is zero) and the hello exchange.
+func (h *Hub) dialHub(ctx context.Context, spec string, want identity.ID, timeout time.Duration) (*peer, *wire.Reader, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c, err := h.cfg.Dial(ctx, spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	return h.linkOver(ctx, c, want, direct.Nagle(c))
+}
+
+// linkOver runs the dialling side of a hub link over c, made by a
+// transport or a splice: handshake (checking the peer is want unless want
+// is zero) and the hello exchange. c is closed on error; an error after
+// the handshake is an *identifiedError naming the peer.
+func (h *Hub) linkOver(ctx context.Context, c net.Conn, want identity.ID, nagle bool) (*peer, *wire.Reader, error) {
+	sec, err := hub.Secure(ctx, h.cfg.Creds, c, true, want, ca.Hub)
+	if err != nil {
+		c.Close()
+		return nil, nil, err
+	}
+	p, r, err := h.helloOver(ctx, c, sec, nagle)
+	if err != nil {
+		c.Close()
+		return nil, nil, &identifiedError{sec.Peer, err}
+	}
+	return p, r, nil
+}
+
+// helloOver runs the hello exchange of a dialled hub link after its
+// handshake sec.
+func (h *Hub) helloOver(ctx context.Context, c net.Conn, sec *hub.Secured, nagle bool) (*peer, *wire.Reader, error) {
+	id, sealer := sec.Peer, sec.Sealer
+	if id == h.id {
+		return nil, nil, errors.New("that is this hub itself")
+	}
+	if d, ok := ctx.Deadline(); ok {
+		_ = c.SetDeadline(d)
+	}
+	mine := &wire.Hello{Role: "hub", Machine: h.machine(), Version: wire.Version, Observed: hub.AddrPort(c.RemoteAddr()), Tunnel: nagle}
+	if err := hub.WriteHello(c, sealer, mine); err != nil {
+		return nil, nil, sec.Explain(err)
+	}
+	if err := sec.Verdict(); err != nil {
+		return nil, nil, err
+	}
+	hello, err := sec.ReadHello()
+	if err != nil {
+		return nil, nil, err
+	}
+	if hello.Role != "hub" {
+		return nil, nil, fmt.Errorf("%s is a %s, not a hub", id.Short(), hello.Role)
+	}
+	_ = c.SetDeadline(time.Time{})
+	p := h.newPeer(c, sealer, hello, true, nagle)
+	p.who = sec.TLS.Peer
+	return p, sec.Reader, nil
+}
+
+// identifiedError is a failure of a dialled hub link after the handshake
+// proved the peer: the dialler knows whom it reached (say, a hub that
+// dropped the link as a duplicate of one it has with this hub).
+type identifiedError struct {
+	peer identity.ID
+	err  error
+}
+
+func (e *identifiedError) Error() string { return e.err.Error() }
+func (e *identifiedError) Unwrap() error { return e.err }
+
+// sleepCtx sleeps for d or until ctx is done; false if ctx is done.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+func (h *Hub) linkedTo(id identity.ID) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.hubs[id] != nil
+}
+
+// dialPeer keeps a link to a configured peer: dials it whenever there is
+// none, with backoff while it cannot be reached.
+func (h *Hub) dialPeer(ctx context.Context, spec string) {
+	var known identity.ID
+	backoff := backoffMin
+	lastErr := ""
+	for ctx.Err() == nil {
+		if !known.IsZero() && h.linkedTo(known) {
+			sleepCtx(ctx, backoffMax) // it dialled us; look again later
+			continue
+		}
+		p, r, err := h.dialHub(ctx, spec, identity.ID{}, dialTimeout)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			var ie *identifiedError
+			if errors.As(err, &ie) {
+				known = ie.peer
+				if h.linkedTo(known) {
+					// it dropped this link as a duplicate of ours: quiet
+					// until that one ends
+					backoff, lastErr = backoffMin, ""
+					continue
+				}
+			}
+			if errors.Is(err, hub.ErrPermanent) {
+				h.logf("hub %s: peer %s: %v; not dialling it again: retrying cannot change that", h.cfg.Name, spec, err)
+				return
+			}
+			if msg := err.Error(); msg != lastErr {
+				h.logf("hub %s: peer %s: %v (retrying every %v at most)", h.cfg.Name, spec, err, backoffMax)
+				lastErr = msg
+			}
+			sleepCtx(ctx, backoff)
+			backoff = min(2*backoff, backoffMax)
+			continue
+		}
+		known, backoff, lastErr = p.id, backoffMin, ""
+		if err := h.register(p); err != nil {
+			h.logf("hub %s: peer %s: %v", h.cfg.Name, spec, err)
+			p.t.Close(err)
+			sleepCtx(ctx, backoffMax)
+			continue
+		}
+		h.run(p, r) // until the link ends
+		sleepCtx(ctx, backoffMin)
+	}
+}
+
+// maybeDialLocked starts dialling a hub learned through gossip if there is
+// no link to it and no dialler yet.
+func (h *Hub) maybeDialLocked(r *route) {
+	if r.next == nil || h.hubs[r.hub] != nil || h.dialing[r.hub] || len(r.addrs) == 0 || h.ctx == nil || h.ctx.Err() != nil {
+		return
+	}
+	h.dialing[r.hub] = true
+	h.wg.Add(1)
+	go func() {
+		defer h.wg.Done()
+		h.dialLearned(h.ctx, r.hub)
+		h.mu.Lock()
+		delete(h.dialing, r.hub)
+		h.mu.Unlock()
+	}()
+}
+
+// dialLearned tries a learned hub's addresses until a link exists (ours or
+// theirs) or the hub is forgotten or unreachable.
+func (h *Hub) dialLearned(ctx context.Context, id identity.ID) {
+	backoff := backoffMin
+	lastSplice := "" // the last splice failure logged
+	for ctx.Err() == nil {
+		h.mu.Lock()
+		r := h.routes[id]
+		var specs []string
+		if r != nil && r.next != nil && h.hubs[id] == nil {
+			for _, a := range r.addrs {
+				specs = append(specs, a.String())
+			}
+		}
+		h.mu.Unlock()
+		if len(specs) == 0 {
+			return // the tick starts a new dialler when needed
+		}
+		linked := false
+		for _, spec := range specs {
+			p, rd, err := h.dialHub(ctx, spec, id, learnedDialTimeout)
+			if err != nil {
+				continue
+			}
+			linked = true
+			if err := h.register(p); err != nil {
+				p.t.Close(err)
+				break
+			}
+			h.run(p, rd)
+			backoff = backoffMin
+			break
+		}
+		if !linked && h.shouldSplice(id) {
+			// neither end can reach the other: both behind NATs or
+			// firewalls. Splice a link (the hub with the smaller ID
+			// asks; the other answers).
+			if p, rd, err := h.spliceHub(ctx, id); err != nil {
+				if msg := err.Error(); msg != lastSplice {
+					h.logf("hub %s: splice a link to %s: %v (retrying after 5 s, doubling up to %v; logged again if the reason changes)",
+						h.cfg.Name, h.hubName(id), err, spliceRetryMax)
+					lastSplice = msg
+				}
+			} else if err := h.register(p); err != nil {
+				p.t.Close(err)
+			} else {
+				h.logf("hub %s: spliced a link to %s", h.cfg.Name, p.name)
+				h.run(p, rd)
+				backoff = backoffMin
+			}
+		}
+		if !sleepCtx(ctx, backoff) {
+			return
+		}
+		backoff = min(2*backoff, backoffMax)
+	}
+}

@@ -1,0 +1,422 @@
+// Package hubserver is the hub of gridlink's overlay of hubs
+// (SmartSockets §3.3.1): the server that nodes attach to and that links to
+// other hubs, routes between them and switches the circuits relayed
+// through them. The node's side of an attachment, the trunk both ends run
+// and the refusals both ends name are package hub's (like tailscale's derp
+// and derp/derpserver); a node's program does not link this package in.
+//
+// A hub listens for hub trunks and node attachments and dials the hubs it
+// is given and the ones it learns about. Every trunk starts with a TLS 1.3
+// handshake (package pki) and then carries wire frames with its control
+// frames sealed by keys from that handshake and its data frames, which the
+// circuit's ends protect themselves, as they are (wire/seal.go): a hub
+// relays data without decrypting and encrypting it again. Hubs route by
+// distance vector with state numbers (DSDV): every hub sends its
+// neighbours its table periodically and on change, with poison reverse,
+// and a lost trunk makes its routes unreachable at once with an odd state
+// number. Routed control messages travel along next hops; lookups find
+// nodes by name or ID on every hub. Circuits are switched hop by hop with
+// end-to-end flow control: a hub never blocks reading a trunk, queues what
+// each circuit's window allows and resets a circuit that overruns it.
+// Hubs that cannot reach each other splice a trunk through their NATs
+// (splice.go).
+//
+// What strangers can make a hub hold before they prove who they are is
+// bounded (accept.go): pending handshakes by a gate that sheds the oldest
+// idle one, the first message by a short deadline, and what the hub logs
+// about them by a rate limit. A hub answers observation requests
+// (observe.go) and discovery queries on the local network (discover.go).
+// Hubs pass revocation lists to each other and cut off the trunks of
+// members a new list revokes (crl.go).
+//
+// The package owns the hub's behaviour: accepting and dialling trunks,
+// routing, circuit switching, lookups, routed messages, and what a trunk
+// may be once its handshake admitted it: its role (refusal.go) and a
+// node's name, unique across the overlay (names.go). It leaves out the
+// node's session and circuit ends, the trunk and the handshake's sealing
+// (package hub), the frame and message encodings (package wire), the
+// identity handshake and certificate chains (pki), how a transport is
+// reached, e.g. SSH tunnels (the caller's Dial, from package direct), and
+// the choice between direct, reverse and routed connections (package
+// vconn).
+package hubserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/netip"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gridlink/gridlink/direct"
+	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/pki"
+	"github.com/gridlink/gridlink/wire"
+)
+
+// DefaultListen is where a hub listens unless configured otherwise.
+const DefaultListen = "0.0.0.0:7946"
+
+// Config configures a hub. The zero value of every field but Creds works.
+type Config struct {
+	Name   string           // hub name, usually the site (e.g. "das3v"); default: the name a hub certificate certifies, else the ID's short form
+	Creds  *pki.Credentials // required
+	Listen string           // "host:port" for hub links and node attachments (default DefaultListen)
+	Peers  []string         // other hubs' transport specs, dialled with Dial: "HOST:PORT" or an ssh:// spec
+	// Dial reaches a transport spec; default plain TCP. The direct layer's
+	// transport (TCP or SSH tunnel) is plugged in here.
+	Dial     func(ctx context.Context, spec string) (net.Conn, error)
+	Interval time.Duration                    // gossip and ping period, default 1s
+	Logf     func(format string, args ...any) // default log.Printf
+	// NoSplice stops this hub from splicing links to hubs it cannot reach
+	// and that cannot reach it (splice.go); by default it does.
+	NoSplice bool
+}
+
+// Hub is a hub server. Make one with New and run it with Serve.
+//
+// Its state, by concern. Locks: mu guards the trunks, the routes, the
+// names and the splices together (registering a trunk, losing one and
+// judging a name change several of them at once); the pending lookups
+// have their own lock, never held with mu; each peer's circuits have
+// theirs (peer.cmu, switch.go).
+type Hub struct {
+	// Fixed by New.
+	cfg      Config
+	id       identity.ID
+	ln       net.Listener
+	addrs    []netip.AddrPort
+	interval time.Duration
+	logf     func(string, ...any)
+
+	// Running (Serve): ctx is set under mu once Serve starts.
+	serving atomic.Bool
+	ctx     context.Context
+	wg      sync.WaitGroup
+	// vanish makes Serve end without goodbyes (no resets, no flush), as a
+	// crash would; for tests.
+	vanish atomic.Bool
+
+	// Strangers (accept.go).
+	gate  direct.Gate   // bounds pending handshakes
+	quiet *direct.Quiet // rate-limits what strangers make the hub log
+
+	mu sync.Mutex
+
+	// Trunks (peer.go), under mu.
+	hubs  map[identity.ID]*peer // hub neighbours, one trunk each
+	nodes map[identity.ID]*peer // attached nodes
+	all   map[*peer]struct{}
+
+	// Routing (routing.go, dial.go), under mu.
+	routes  map[identity.ID]*route
+	state   uint64               // our own state number, even
+	dialing map[identity.ID]bool // learned hubs being dialled
+	trigger chan struct{}        // asks the gossip loop for an update now (a channel: no lock)
+
+	// Names (names.go), under mu.
+	claims map[uint64]*claim // names being claimed for nodes being admitted, by query
+
+	// Spliced hub trunks (splice.go), under mu.
+	nat          hubNAT                        // this hub's NAT
+	splices      map[uint64]*hubSplice         // rendezvous in progress, by token
+	spliceFailed map[identity.ID]spliceFailure // when splicing a trunk to a hub last failed, and how often
+
+	// Queries this hub asks other hubs: lookups and name claims share the
+	// numbers (queryID); lookups waiting for answers have their own lock
+	// (control.go).
+	queryID atomic.Uint64
+	lookups struct {
+		sync.Mutex
+		pending map[uint64]*query
+	}
+}
+
+// New checks cfg and binds the hub's listener, so Addr is known at once.
+// Serve must run for the hub to work; it closes the listener when done.
+func New(cfg Config) (*Hub, error) {
+	if cfg.Creds == nil {
+		return nil, errors.New("hub: no credentials")
+	}
+	h := &Hub{
+		cfg:      cfg,
+		id:       cfg.Creds.Key.ID(),
+		interval: cfg.Interval,
+		logf:     cfg.Logf,
+		hubs:     map[identity.ID]*peer{},
+		nodes:    map[identity.ID]*peer{},
+		all:      map[*peer]struct{}{},
+		routes:   map[identity.ID]*route{},
+		dialing:  map[identity.ID]bool{},
+		claims:   map[uint64]*claim{},
+		trigger:  make(chan struct{}, 1),
+
+		splices:      map[uint64]*hubSplice{},
+		spliceFailed: map[identity.ID]spliceFailure{},
+	}
+	if h.cfg.Name == "" {
+		h.cfg.Name = cfg.Creds.DefaultName(h.id.Short())
+	}
+	if h.interval <= 0 {
+		h.interval = time.Second
+	}
+	if h.cfg.Dial == nil {
+		h.cfg.Dial = hub.DialTCP
+	}
+	if h.logf == nil {
+		h.logf = log.Printf
+	}
+	if h.cfg.Listen == "" {
+		h.cfg.Listen = DefaultListen
+	}
+	h.lookups.pending = map[uint64]*query{}
+	h.quiet = h.newQuiet()
+	// State numbers start from the clock, so a restarted hub's states are
+	// newer than any of its previous life.
+	h.state = uint64(time.Now().UnixMilli()) * 2
+	ln, err := net.Listen("tcp", h.cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("hub %s: %w", h.cfg.Name, err)
+	}
+	tuneListener(ln, listenBacklog, direct.FirstBytesTimeout)
+	h.ln = ln
+	h.addrs = listenAddrs(ln.Addr())
+	return h, nil
+}
+
+// listenAddrs lists where others can reach a listener: its address, or
+// every interface address if it listens on all of them.
+func listenAddrs(a net.Addr) []netip.AddrPort {
+	ap := hub.AddrPort(a)
+	if !ap.Addr().IsUnspecified() {
+		return []netip.AddrPort{ap}
+	}
+	ifaddrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil
+	}
+	var out, loop []netip.AddrPort
+	for _, ia := range ifaddrs {
+		pfx, err := netip.ParsePrefix(ia.String())
+		if err != nil {
+			continue
+		}
+		ip := pfx.Addr().Unmap()
+		switch {
+		case ip.IsLoopback():
+			loop = append(loop, netip.AddrPortFrom(ip, ap.Port()))
+		case ip.IsLinkLocalUnicast(), ip.Is6() && ap.Addr().Is4():
+		default:
+			out = append(out, netip.AddrPortFrom(ip, ap.Port()))
+		}
+	}
+	if len(out) == 0 {
+		out = loop
+	}
+	if len(out) > 16 {
+		out = out[:16]
+	}
+	return out
+}
+
+// ID is the hub's identity.
+func (h *Hub) ID() identity.ID { return h.id }
+
+// Name is the hub's name.
+func (h *Hub) Name() string { return h.cfg.Name }
+
+// Addr is the listener's address.
+func (h *Hub) Addr() net.Addr { return h.ln.Addr() }
+
+// machine is the hub's own machine identifier.
+func (h *Hub) machine() identity.Machine {
+	return identity.Machine{ID: h.id, Name: h.cfg.Name, Addrs: h.addrs}
+}
+
+// Serve runs the hub until ctx is done: accepts links and attachments,
+// dials its peers (re-dialling those it cannot reach, with backoff capped
+// at about 5s, and also hubs learned through gossip), gossips and pings.
+// It returns nil once ctx is done and everything is closed.
+func (h *Hub) Serve(ctx context.Context) error {
+	if !h.serving.CompareAndSwap(false, true) {
+		return errors.New("hub: Serve called twice")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	h.mu.Lock()
+	h.ctx = ctx
+	h.mu.Unlock()
+	acceptErr := make(chan error, 1)
+	h.wg.Add(3)
+	go func() { defer h.wg.Done(); acceptErr <- h.acceptLoops(ctx) }()
+	go func() { defer h.wg.Done(); h.gossipLoop(ctx) }()
+	go func() { defer h.wg.Done(); h.watchRevocations(ctx) }()
+	for _, spec := range h.cfg.Peers {
+		h.wg.Add(1)
+		go func() { defer h.wg.Done(); h.dialPeer(ctx, spec) }()
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-acceptErr:
+		err = fmt.Errorf("hub %s: accept: %w", h.cfg.Name, err)
+		cancel()
+	}
+	h.ln.Close()
+	h.mu.Lock()
+	peers := make([]*peer, 0, len(h.all))
+	for p := range h.all {
+		peers = append(peers, p)
+	}
+	h.mu.Unlock()
+	if h.vanish.Load() {
+		// silence every link before closing any: a reader that sees its
+		// link go must not get a reset out through another.
+		for _, p := range peers {
+			p.t.Mute()
+		}
+		for _, p := range peers {
+			p.t.Close(errors.New("hub vanished"))
+		}
+		h.wg.Wait()
+		return err
+	}
+	// Circuits learn why before the links go.
+	bye := fmt.Sprintf("hub %s is shutting down", h.cfg.Name)
+	for _, p := range peers {
+		p.cmu.Lock()
+		refs := p.circuits
+		p.circuits = nil
+		p.cmu.Unlock()
+		for id := range refs {
+			p.t.Send(wire.TReset, wire.FlagHub, id, []byte(bye))
+		}
+	}
+	for _, p := range peers {
+		p.t.CloseAfterFlush(500*time.Millisecond, errors.New(bye))
+	}
+	h.wg.Wait()
+	return err
+}
+
+// serveConn runs an accepted connection: handshake, hello, then the link;
+// or answers an observation request (observe.go). It holds pend (nil for
+// a connection no gate holds) until the peer's hello is read.
+func (h *Hub) serveConn(ctx context.Context, raw net.Conn, pend *direct.Pending) {
+	defer pend.Done()
+	stop := context.AfterFunc(ctx, func() { _ = raw.SetReadDeadline(time.Now()) }) // the hub's end aborts it
+	replay := h.sniff(raw, pend)
+	stop()
+	if replay == nil {
+		return // an observation request, answered
+	}
+	c := raw // the link writes here (writev); it reads through replay
+	hctx, cancel := context.WithTimeout(ctx, hub.HandshakeTimeout)
+	sec, err := hub.Secure(hctx, h.cfg.Creds, replay, false, identity.ID{}, "")
+	cancel()
+	if err != nil {
+		h.logHandshake(c, pend, err)
+		if !errors.Is(err, pki.ErrDenied) { // a refusal closes once its reason is out
+			c.Close()
+		}
+		return
+	}
+	id, sealer, r := sec.Peer, sec.Sealer, sec.Reader
+	_ = c.SetDeadline(time.Now().Add(hub.HandshakeTimeout))
+	if err := sec.Verdict(); err != nil {
+		h.logf("hub %s: connection from %s (%s): %v", h.cfg.Name, c.RemoteAddr(), id.Short(), err)
+		c.Close()
+		return
+	}
+	hello, err := hub.ReadHello(r, id)
+	if err != nil {
+		h.logf("hub %s: connection from %s (%s): %v", h.cfg.Name, c.RemoteAddr(), id.Short(), err)
+		c.Close()
+		return
+	}
+	if err := admitRole(sec.TLS.Peer, hello.Role); err != nil {
+		h.refuse(c, sealer, id.Short(), roleRefusal(err))
+		return
+	}
+	_ = c.SetDeadline(time.Time{})
+	pend.Done()
+	p := h.newPeer(c, sealer, hello, false, false)
+	p.who = sec.TLS.Peer
+	if e := h.admitName(p, sec.TLS.Peer); e != nil {
+		h.refuse(c, sealer, id.Short(), e)
+		return
+	}
+	// Registered before our hello goes out: once a node has our hello, the
+	// hub routes to it.
+	if err := h.register(p); err != nil {
+		var re *hub.RefusedError
+		if errors.As(err, &re) { // its name, lost to a claim at the last moment
+			h.refuse(c, sealer, id.Short(), re)
+			return
+		}
+		h.logf("hub %s: %s: %v", h.cfg.Name, p.t.Desc(), err)
+		c.Close()
+		return
+	}
+	p.t.SendControl(&wire.Message{Kind: wire.KHello, Hello: &wire.Hello{Role: "hub", Machine: h.machine(), Version: wire.Version, Observed: p.t.Remote()}})
+	h.run(p, r)
+}
+
+// Nodes lists the attached nodes, with their hub fields filled.
+func (h *Hub) Nodes() []identity.Machine {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]identity.Machine, 0, len(h.nodes))
+	for _, p := range h.nodes {
+		out = append(out, p.machine)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// LinkInfo describes one of the hub's links.
+type LinkInfo struct {
+	Peer     identity.ID
+	Name     string
+	Role     string // "hub" or "node"
+	Remote   netip.AddrPort
+	Dialed   bool // this hub dialled the link
+	RTT      time.Duration
+	Circuits int
+	Queued   int // bytes waiting to be written
+}
+
+// Links lists the hub's neighbours, hubs first.
+func (h *Hub) Links() []LinkInfo {
+	h.mu.Lock()
+	peers := make([]*peer, 0, len(h.all))
+	for p := range h.all {
+		peers = append(peers, p)
+	}
+	h.mu.Unlock()
+	out := make([]LinkInfo, 0, len(peers))
+	for _, p := range peers {
+		p.cmu.Lock()
+		n := len(p.circuits)
+		p.cmu.Unlock()
+		role := "node"
+		if p.isHub {
+			role = "hub"
+		}
+		out = append(out, LinkInfo{Peer: p.id, Name: p.name, Role: role, Remote: p.t.Remote(), Dialed: p.dialed,
+			RTT: p.t.RTT(), Circuits: n, Queued: p.t.Queued()})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Role != out[j].Role {
+			return out[i].Role == "hub"
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}

@@ -1,0 +1,184 @@
+package hubserver
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/pki"
+	"github.com/gridlink/gridlink/wire"
+)
+
+var errTooManyFiles = syscall.EMFILE
+
+// peer is the hub's side of one trunk: to a neighbour hub or to a node.
+type peer struct {
+	h       *Hub
+	t       *hub.Trunk
+	id      identity.ID
+	name    string
+	isHub   bool
+	dialed  bool             // this hub dialled the link
+	machine identity.Machine // a node's identifier, hub fields filled; a hub's hello machine
+	who     pki.Peer         // what its handshake proved, for rechecks when the revocation list changes
+
+	// a node's hold on its name (names.go)
+	owner  string    // the identity behind it (pki.Peer.Owner)
+	bound  bool      // its certificate certifies its name
+	since  time.Time // when its admission started
+	claim  *claim    // its claim, handed over to h.nodes by register
+	claimQ uint64
+
+	cmu      sync.Mutex
+	circuits map[uint32]circRef // circuits on this link, by this link's number
+	nextCirc uint32
+}
+
+func (h *Hub) newPeer(c net.Conn, sealer *wire.Sealer, hello *wire.Hello, dialed, nagle bool) *peer {
+	p := &peer{h: h, id: hello.Machine.ID, name: hello.Machine.Name, isHub: hello.Role == "hub", dialed: dialed}
+	if p.name == "" {
+		p.name = p.id.Short()
+	}
+	role := "node"
+	if p.isHub {
+		role = "hub"
+	}
+	// the dialler of a hub link through an sshd that delays small writes
+	// knows it (direct.Nagle); the accepting end learns it from its hello.
+	tunnel := p.isHub && (nagle || hello.Tunnel)
+	p.t = hub.NewTrunk(c, sealer, fmt.Sprintf("%s %s (%s)", role, p.name, c.RemoteAddr()), tunnel)
+	p.machine = hello.Machine
+	p.machine.Addrs = slices.Clone(p.machine.Addrs)
+	if !p.isHub {
+		p.machine = h.nodeRecord(hello.Machine, p.t.Remote())
+	}
+	p.nextCirc = hub.FirstCircuit(dialed)
+	p.circuits = map[uint32]circRef{}
+	return p
+}
+
+// run starts a registered peer's link, reads it until it fails and cleans
+// up.
+func (h *Hub) run(p *peer, r *wire.Reader) {
+	if p.isHub {
+		h.logf("hub %s: linked to %s, dialled=%v", h.cfg.Name, p.t.Desc(), p.dialed)
+		p.t.Ping()
+		h.sendTable(p)
+		h.sendCRLs(p)
+	}
+	err := p.t.ReadLoop(r, p.handle)
+	h.unregister(p, err)
+}
+
+// register adds a peer whose hello was received.
+func (h *Hub) register(p *peer) error {
+	h.mu.Lock()
+	if h.ctx == nil || h.ctx.Err() != nil {
+		h.mu.Unlock()
+		return errors.New("hub shutting down")
+	}
+	var old *peer
+	if p.isHub {
+		if p.id == h.id {
+			h.mu.Unlock()
+			return errors.New("a link to this hub itself")
+		}
+		if e := h.hubs[p.id]; e != nil {
+			// Two links between the same hubs: both ends keep the one
+			// dialled by the hub with the smaller ID (the older one if the
+			// same hub dialled both).
+			if h.dialerOf(p) == h.dialerOf(e) || h.dialerOf(e) == minID(h.id, p.id) {
+				h.mu.Unlock()
+				return fmt.Errorf("already linked to hub %s: dropping the duplicate link", p.name)
+			}
+			old = e
+		}
+		h.hubs[p.id] = p
+	} else {
+		if cl := p.claim; cl != nil {
+			delete(h.claims, p.claimQ)
+			if cl.lost != nil {
+				h.mu.Unlock()
+				return cl.lost
+			}
+		}
+		old = h.nodes[p.id]
+		h.nodes[p.id] = p
+	}
+	h.all[p] = struct{}{}
+	h.mu.Unlock()
+	if old != nil {
+		old.t.Close(fmt.Errorf("replaced by a new link from %s", p.t.Remote()))
+	}
+	return nil
+}
+
+func (h *Hub) dialerOf(p *peer) identity.ID {
+	if p.dialed {
+		return h.id
+	}
+	return p.id
+}
+
+func minID(a, b identity.ID) identity.ID {
+	if string(a[:]) < string(b[:]) {
+		return a
+	}
+	return b
+}
+
+// unregister removes a peer whose link failed: its routes become
+// unreachable and its circuits are reset.
+func (h *Hub) unregister(p *peer, cause error) {
+	h.mu.Lock()
+	delete(h.all, p)
+	lost := false
+	if p.isHub {
+		if h.hubs[p.id] == p {
+			delete(h.hubs, p.id)
+			lost = h.linkLostLocked(p)
+		}
+	} else if h.nodes[p.id] == p {
+		delete(h.nodes, p.id)
+	}
+	h.mu.Unlock()
+	if lost {
+		h.triggerUpdate()
+	}
+	if p.isHub || !errors.Is(cause, hub.ErrClosedByPeer) {
+		h.logf("hub %s: %s closed: %v", h.cfg.Name, p.t.Desc(), cause)
+	}
+	h.resetCircuits(p, fmt.Sprintf("hub %s: link to %s lost: %v", h.cfg.Name, p.t.Desc(), cause))
+}
+
+// handle dispatches one frame from the peer. An error is a protocol
+// violation: the link is closed and the error logged.
+func (p *peer) handle(f wire.Frame) error {
+	switch f.Type {
+	case wire.TControl:
+		m, err := wire.Decode(f.Payload)
+		if err != nil {
+			return err
+		}
+		return p.h.control(p, m)
+	case wire.TOpen:
+		return p.h.open(p, f)
+	case wire.TPing, wire.TPong, wire.TData, wire.TWindow, wire.TFin, wire.TReset, wire.TAccept:
+		return p.h.switchFrame(p, f)
+	}
+	return fmt.Errorf("unexpected %s frame", f.Type)
+}
+
+// sendAll queues a control message to each of peers.
+func sendAll(peers []*peer, m *wire.Message) {
+	b := wire.Encode(m)
+	for _, p := range peers {
+		p.t.Send(wire.TControl, 0, 0, b)
+	}
+}
