@@ -1,19 +1,15 @@
 package wan
 
-import (
-	"sync"
+import "sync"
 
-	"github.com/gridlink/gridlink/tun"
-)
-
-// Packet buffers come in two sizes: small ones for wire-sized packets (the
-// device cuts offload batches into those on Read) and large ones for
-// devices with an MTU past a small buffer and for the packets a pipe
-// writes in one batch, which the device coalesces on Write (GRO). Every
-// packet sits at tun.Offset in its buffer.
+// Packet buffers come in two sizes: small ones for wire-sized packets and
+// large ones for reads (which may return a 64 KiB GSO batch). A reader keeps
+// one large buffer for reading and copies wire-sized packets into small
+// buffers, so a delay line full of 1500-byte packets does not pin 64 KiB per
+// packet; only GSO batches travel in large buffers.
 const (
 	smallBufSize = 2048
-	largeBufSize = tun.Offset + tun.MaxPacket
+	largeBufSize = vnetHdrLen + 65535 + 1024 // headroom over the largest batch the kernel hands out
 )
 
 type buffer struct {

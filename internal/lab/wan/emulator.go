@@ -9,8 +9,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
-
-	"github.com/gridlink/gridlink/tun"
 )
 
 // Emulator is a running emulated internet. Make one with Start and stop it
@@ -32,9 +30,10 @@ type Emulator struct {
 type port struct {
 	idx int
 	cfg Port
-	tun tun.Device
+	tun *tunDevice
 	c   portCounters
 	err atomic.Pointer[error] // why the reader stopped early
+	seg tcp4Segmenter         // the reader's scratch segmenter
 }
 
 // Start attaches to every port's TUN device and starts forwarding. On error
@@ -172,29 +171,17 @@ func (e *Emulator) closing() bool {
 	}
 }
 
-// read is a port's reader: it reads what the site sends, in batches of
-// wire-sized packets (the device cuts offload batches), and hands each
+// read is a port's reader: it reads what the site sends and hands each
 // packet to the pipe towards its destination.
 func (e *Emulator) read(p *port) {
-	size := largeBufSize
-	if mtu, err := p.tun.MTU(); err == nil && tun.Offset+mtu <= smallBufSize {
-		size = smallBufSize
+	hl := 0
+	if p.tun.vnet {
+		hl = vnetHdrLen
 	}
-	rbs := make([]*buffer, p.tun.BatchSize())
-	bufs := make([][]byte, len(rbs))
-	sizes := make([]int, len(rbs))
-	var touched []*pipe
-	for i := range rbs {
-		rbs[i] = getBuffer(size)
-		bufs[i] = rbs[i].b
-	}
-	defer func() {
-		for _, rb := range rbs {
-			putBuffer(rb)
-		}
-	}()
+	rb := getBuffer(largeBufSize)
+	defer func() { putBuffer(rb) }()
 	for {
-		n, err := p.tun.Read(bufs, sizes, tun.Offset)
+		n, err := p.tun.Read(rb.b)
 		if err != nil {
 			if e.closing() || errors.Is(err, os.ErrClosed) {
 				return
@@ -202,64 +189,56 @@ func (e *Emulator) read(p *port) {
 			if errors.Is(err, syscall.EINTR) || errors.Is(err, syscall.EAGAIN) {
 				continue
 			}
-			var pe *os.PathError
-			if !errors.As(err, &pe) {
-				// Not the device's error but the batch's: one that
-				// cannot be cut (see tun.Device.Read).
-				p.c.malformed.Add(1)
-				continue
-			}
 			err = fmt.Errorf("wan: port %q: read tun %s: %w", p.cfg.Name, p.cfg.Dev, err)
 			p.err.Store(&err)
 			return
 		}
-		now := monoNow()
-		touched = touched[:0]
-		for i := range n {
-			if q := e.dispatch(p, rbs[i], sizes[i], now); q != nil {
-				rbs[i] = getBuffer(size)
-				bufs[i] = rbs[i].b
-				if len(touched) == 0 || touched[len(touched)-1] != q {
-					touched = append(touched, q)
-				}
-			}
-		}
-		for _, q := range touched {
-			q.signal()
+		if e.dispatch(p, rb, n, hl, monoNow()) {
+			rb = getBuffer(largeBufSize)
 		}
 	}
 }
 
-// dispatch routes one packet read from p's device, rb.b[tun.Offset:][:n],
-// and reports whether a pipe kept rb.
-func (e *Emulator) dispatch(p *port, rb *buffer, n int, now int64) *pipe {
-	if n == 0 {
+// dispatch routes one packet read from p's device into rb.b[:n] (a
+// virtio_net_hdr of hl bytes first) and reports whether a pipe kept rb.
+func (e *Emulator) dispatch(p *port, rb *buffer, n, hl int, now int64) bool {
+	if n <= hl {
 		p.c.malformed.Add(1)
-		return nil
+		return false
 	}
-	pkt := rb.b[tun.Offset : tun.Offset+n]
-	p.c.received.Add(1)
-	p.c.bytes.Add(uint64(n))
+	pkt := rb.b[hl:n]
+	a := arrival{buf: rb, n: n, segs: 1, wire: len(pkt), at: now}
+	if hl > 0 {
+		if h := decodeVnetHdr(rb.b); h.gsoType != gsoNone {
+			s, err := newTCP4Segmenter(pkt, h)
+			if err != nil {
+				p.c.malformed.Add(1)
+				return false
+			}
+			p.seg = s
+			a.seg = &p.seg
+			a.segs, a.wire = s.wire()
+		}
+	}
+	p.c.received.Add(uint64(a.segs))
+	p.c.bytes.Add(uint64(a.wire))
 
 	to := e.routes.lookup(pkt)
 	switch {
 	case to < 0:
 		if _, ok := packetDst(pkt); ok {
-			p.c.unroutable.Add(1)
+			p.c.unroutable.Add(uint64(a.segs))
 		} else {
 			p.c.malformed.Add(1)
 		}
-		return nil
+		return false
 	case int(to) == p.idx:
 		// A site talking to its own prefixes (if its routes send that to
 		// the WAN at all) gets its packets straight back.
-		if _, err := p.tun.Write([][]byte{rb.b[:tun.Offset+n]}, tun.Offset); err == nil {
-			p.c.looped.Add(1)
+		if _, err := p.tun.Write(rb.b[:n]); err == nil {
+			p.c.looped.Add(uint64(a.segs))
 		}
-		return nil
+		return false
 	}
-	if q := e.pipes[p.idx][to]; q.offer(rb, n, now) {
-		return q
-	}
-	return nil
+	return e.pipes[p.idx][to].offer(&a)
 }

@@ -6,13 +6,16 @@ import (
 	"errors"
 	"os"
 	"runtime"
-
-	"github.com/gridlink/gridlink/tun"
 )
 
 var errUnsupported = errors.New("TUN devices and network namespaces need Linux, not " + runtime.GOOS)
 
-func openTUN(netns, dev string, offload bool) (tun.Device, error) { return nil, errUnsupported }
+type tunDevice struct{ vnet bool }
+
+func openTUN(netns, dev string, offload bool) (*tunDevice, error) { return nil, errUnsupported }
+func (t *tunDevice) Read(b []byte) (int, error)                   { return 0, errUnsupported }
+func (t *tunDevice) Write(b []byte) (int, error)                  { return 0, errUnsupported }
+func (t *tunDevice) Close() error                                 { return nil }
 
 type sleeper struct{}
 

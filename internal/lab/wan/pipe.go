@@ -4,8 +4,6 @@ import (
 	"errors"
 	"os"
 	"sync"
-
-	"github.com/gridlink/gridlink/tun"
 )
 
 // maxHeldBytes bounds the bytes one pipe holds in flight when its link has no
@@ -24,24 +22,25 @@ type pipe struct {
 	from, to *port
 	link     Link
 	model    *Model
+	passGSO  bool  // GSO batches may pass intact: no loss and no rate limit to apply per segment
 	maxHeld  int64 // bytes
 	sl       *sleeper
 	wake     chan struct{}
 	c        pipeCounters
-	wbufs    [][]byte   // run's: a batch to write
-	wlarge   []*buffer  // run's: the large buffers of a batch
-	pending  []inflight // the reader's: packets of the current read, for signal to push
 
 	mu   sync.Mutex
 	q    fifo
 	held int64 // wire bytes in q
 }
 
-// inflight is one accepted packet waiting in a pipe.
+// inflight is one accepted packet (or intact GSO batch) waiting in a pipe.
 type inflight struct {
-	buf     *buffer // the packet is buf.b[tun.Offset:][:n]
-	n       int
+	buf     *buffer
+	n       int // bytes of buf in use, virtio_net_hdr included
 	release int64
+	segs    int // wire packets it stands for
+	wire    int // their IP bytes
+	batch   bool
 }
 
 func newPipe(from, to *port, l Link, seed uint64, sp *spinner) (*pipe, error) {
@@ -54,6 +53,7 @@ func newPipe(from, to *port, l Link, seed uint64, sp *spinner) (*pipe, error) {
 		to:      to,
 		link:    l,
 		model:   NewModel(l, seed),
+		passGSO: l.Loss == 0 && l.Rate == 0,
 		maxHeld: maxHeldBytes,
 		sl:      sl,
 		wake:    make(chan struct{}, 1),
@@ -64,16 +64,38 @@ func newPipe(from, to *port, l Link, seed uint64, sp *spinner) (*pipe, error) {
 	return p, nil
 }
 
-// offer takes the packet buf.b[tun.Offset:][:n], which arrived at time
-// at, into the pipe and reports whether it kept buf; if not, the caller
-// may reuse it.
-func (p *pipe) offer(buf *buffer, n int, at int64) (kept bool) {
-	release, ok := p.admit(at, 1, n)
+// arrival is one read from a source device as the reader hands it on.
+type arrival struct {
+	buf  *buffer        // buf.b[:n] holds it, preceded by a virtio_net_hdr if the devices use them
+	n    int            //
+	seg  *tcp4Segmenter // the segmenter of a GSO batch, nil for a plain packet
+	segs int            // wire packets it stands for
+	wire int            // their IP bytes
+	at   int64          // arrival time
+}
+
+// offer takes one arrival into the pipe and reports whether it kept a.buf;
+// if not, the caller may reuse it.
+func (p *pipe) offer(a *arrival) (kept bool) {
+	if a.seg != nil && !p.passGSO {
+		p.offerSegments(a.seg, a.at)
+		return false
+	}
+	release, ok := p.admit(a.at, a.segs, a.wire)
 	if !ok {
 		return false
 	}
-	p.pending = append(p.pending, inflight{buf: buf, n: n, release: release})
-	return true
+	x := inflight{buf: a.buf, n: a.n, release: release, segs: a.segs, wire: a.wire, batch: a.seg != nil}
+	if a.n <= smallBufSize {
+		// Copy wire-sized packets out of the large read buffer so a long
+		// delay line pins 2 KiB per packet, not 64 KiB.
+		x.buf = getBuffer(a.n)
+		copy(x.buf.b, a.buf.b[:a.n])
+	} else {
+		kept = true
+	}
+	p.push(x)
+	return kept
 }
 
 // admit runs a packet of wire bytes, standing for segs wire packets,
@@ -98,34 +120,44 @@ func (p *pipe) admit(now int64, segs, wire int) (release int64, ok bool) {
 	return release, true
 }
 
-func (p *pipe) push(x inflight) {
-	p.mu.Lock()
-	p.q.push(x)
-	p.held += int64(x.n)
-	p.mu.Unlock()
+// offerSegments cuts a GSO batch into wire segments and offers each on its
+// own, so loss and serialization apply per segment as on a real link.
+func (p *pipe) offerSegments(seg *tcp4Segmenter, now int64) {
+	b := getBuffer(seg.maxSegment())
+	for {
+		m := seg.next(b.b)
+		if m == 0 {
+			putBuffer(b)
+			return
+		}
+		wire := m - vnetHdrLen
+		release, ok := p.admit(now, 1, wire)
+		if !ok {
+			continue
+		}
+		p.push(inflight{buf: b, n: m, release: release, segs: 1, wire: wire})
+		b = getBuffer(seg.maxSegment())
+	}
 }
 
-// signal wakes run after the reader has pushed a read's packets, so the
-// packets of one read are released (and coalesced) together.
-func (p *pipe) signal() {
+func (p *pipe) push(x inflight) {
 	p.mu.Lock()
-	for _, x := range p.pending {
-		p.q.push(x)
-		p.held += int64(x.n)
-	}
+	wasEmpty := p.q.len() == 0
+	p.q.push(x)
+	p.held += int64(x.wire)
 	p.mu.Unlock()
-	clear(p.pending)
-	p.pending = p.pending[:0]
-	select {
-	case p.wake <- struct{}{}:
-	default:
+	if wasEmpty {
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
 	}
 }
 
 // run releases packets into the destination device at their release times
 // until done is closed (or the sleeper is).
 func (p *pipe) run(done <-chan struct{}) {
-	var due [128]inflight
+	var due [64]inflight
 	for {
 		select {
 		case <-done:
@@ -157,15 +189,15 @@ func (p *pipe) run(done <-chan struct{}) {
 		p.mu.Lock()
 		for k < len(due) && p.q.len() > 0 && p.q.front().release <= cutoff {
 			due[k] = p.q.pop()
-			p.held -= int64(due[k].n)
+			p.held -= int64(due[k].wire)
 			k++
 		}
 		p.mu.Unlock()
 		for i := range due[:k] {
 			p.noteLateness(monoNow() - due[i].release)
+			p.deliver(&due[i])
+			due[i] = inflight{}
 		}
-		p.deliver(due[:k])
-		clear(due[:k])
 	}
 }
 
@@ -181,44 +213,19 @@ func (p *pipe) noteLateness(late int64) {
 	}
 }
 
-// deliver writes the packets due together in one batch, each copied into
-// a large buffer: the device coalesces the segments of a flow (GRO) into
-// the buffer of the first, which needs the room.
-func (p *pipe) deliver(xs []inflight) {
-	p.wbufs = p.wbufs[:0]
-	wire := 0
-	single := len(xs) == 1
-	for _, x := range xs {
-		b := x.buf.b[:tun.Offset+x.n]
-		if !single {
-			// Every packet may head a coalesced batch (the first of its
-			// flow, or the one after a PSH): give each the room.
-			lb := getBuffer(largeBufSize)
-			p.wlarge = append(p.wlarge, lb)
-			b = lb.b[:copy(lb.b, b)]
-		}
-		p.wbufs = append(p.wbufs, b)
-		wire += x.n
-	}
-	if _, err := p.to.tun.Write(p.wbufs, tun.Offset); err != nil {
+func (p *pipe) deliver(x *inflight) {
+	if _, err := p.to.tun.Write(x.buf.b[:x.n]); err != nil {
 		if !errors.Is(err, os.ErrClosed) { // not Close racing a release
-			p.c.writeErrors.Add(uint64(len(xs)))
+			p.c.writeErrors.Add(uint64(x.segs))
 		}
 	} else {
-		p.c.packets.Add(uint64(len(xs)))
-		p.c.bytes.Add(uint64(wire))
-		if len(xs) > 1 {
+		p.c.packets.Add(uint64(x.segs))
+		p.c.bytes.Add(uint64(x.wire))
+		if x.batch {
 			p.c.batches.Add(1)
 		}
 	}
-	for _, x := range xs {
-		putBuffer(x.buf)
-	}
-	for i, lb := range p.wlarge {
-		putBuffer(lb)
-		p.wlarge[i] = nil
-	}
-	p.wlarge = p.wlarge[:0]
+	putBuffer(x.buf)
 }
 
 // drain frees what is left in the FIFO; run must have returned.
