@@ -13,10 +13,12 @@ import (
 //
 // Buffers: Read and Write take every packet at bufs[i][offset:]. With
 // offloads on, Write puts a 10-byte virtio-net header in front of what it
-// writes, so offset must be at least Offset; and it coalesces packets of a
-// flow into the first one's buffer, up to that buffer's capacity, so
-// buffers of MaxPacket capacity let it write whole batches. Write may
-// change the bytes of bufs.
+// writes, so offset must be at least Offset; and it coalesces the packets
+// of a flow into the buffer of the one that heads them (the first, or the
+// one after a segment with PSH), up to that buffer's capacity: give every
+// buffer MaxPacket bytes past Offset to have whole batches written, or
+// wire-sized ones to have every packet written on its own. Write may
+// change the bytes and lengths of bufs.
 type Device interface {
 	// Read reads one or more packets into bufs (len(sizes) >= len(bufs),
 	// at most BatchSize used), sets their lengths in sizes and returns
