@@ -17,15 +17,15 @@ var layers = [][]string{
 	{"identity"},
 	{"pki"},
 	{"wire"},
-	{"direct", "nat", "portmap"},
+	{"direct", "nat", "portmap", "tun"}, // tun: the TUN device seam of the virtual IP network
 	{"hub"},
 	{"vconn"},
 	{"link"},
 	{"agent"}, // the node agent: holds a node, serves the local control API
-	{"xfer", "socks", "forward", "vip", "perf"},
-	{""}, // the top-level API package gridlink
-	{"cli", "dashboard"},
-	{"internal/lab"}, // the emulated grid: may drive the product, never the reverse
+	{"xfer", "socks", "forward", "vip", "exec", "perf"}, // vip: the virtual IP network; exec: the job launcher
+	{""},                 // the top-level API package gridlink
+	{"cli", "dashboard"}, // dashboard: the web view beside the command line
+	{"internal/lab"},     // the emulated grid: may drive the product, never the reverse
 	{"cmd", "internal"},
 }
 
@@ -76,8 +76,31 @@ func TestLayering(t *testing.T) {
 	}
 }
 
+// wireguardTun is the library under package tun. The rest of the module
+// reaches TUN devices through that seam only.
+const wireguardTun = "golang.zx2c4.com/wireguard"
+
+func TestTUNThroughSeam(t *testing.T) {
+	out, err := exec.Command("go", "list", "-test", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(strings.TrimPrefix(fields[0], module), "/")
+		if _, name, _ := layerOf(pkg); name == "tun" {
+			continue
+		}
+		for _, imp := range fields[1:] {
+			if imp == wireguardTun || strings.HasPrefix(imp, wireguardTun+"/") {
+				t.Errorf("%s imports %s: TUN devices go through package tun", fields[0], imp)
+			}
+		}
+	}
+}
+
 func TestLayerOf(t *testing.T) {
-	for rel, want := range map[string]string{"": "", "internal/lab/matrix": "internal/lab", "internal/archtest": "internal", "cmd/gridlab": "cmd", "hub": "hub", "vconn/splice": "vconn"} {
+	for rel, want := range map[string]string{"": "", "internal/lab/matrix": "internal/lab", "internal/archtest": "internal", "cmd/gridlab": "cmd", "hub": "hub", "vconn/splice": "vconn", "tun": "tun", "tun/tuntest": "tun", "vip": "vip", "exec": "exec", "dashboard": "dashboard"} {
 		if _, got, ok := layerOf(rel); !ok || got != want {
 			t.Errorf("layerOf(%q) = %q, %v; want %q", rel, got, ok, want)
 		}
