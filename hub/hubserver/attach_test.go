@@ -11,6 +11,7 @@ import (
 
 	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/internal/testwait"
 )
 
 // A session whose hub is not up yet attaches in the background: until
@@ -88,7 +89,7 @@ func TestAttachBeforeHub(t *testing.T) {
 
 	stop()
 	<-done
-	waitFor(t, "the session to lose its hub", 10*time.Second, func() bool { return s.NotAttached() != nil })
+	testwait.Until(t, "the session to lose its hub", 10*time.Second, func() bool { return s.NotAttached() != nil })
 	_, err = s.Lookup(ctx, "early")
 	if !errors.As(err, &na) || na.Since.IsZero() {
 		t.Errorf("lookup after the hub went: %v; want a *hub.NotAttachedError", err)

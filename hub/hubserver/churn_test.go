@@ -3,6 +3,7 @@ package hubserver
 import (
 	"context"
 	"fmt"
+	"github.com/gridlink/gridlink/internal/testwait"
 	"net"
 	"strings"
 	"sync"
@@ -91,7 +92,7 @@ func TestRestartedHubSupersedesOldRoute(t *testing.T) {
 	oldID := old.id
 	for _, n := range []string{"a", "b"} {
 		h := g.get(n)
-		waitFor(t, n+" reaches c", 10*time.Second, func() bool { return h.nextHop(oldID) != nil })
+		testwait.Until(t, n+" reaches c", 10*time.Second, func() bool { return h.nextHop(oldID) != nil })
 	}
 	old.crash()
 	g.mu.Lock()
@@ -100,11 +101,11 @@ func TestRestartedHubSupersedesOldRoute(t *testing.T) {
 	c := g.hub("c", "a") // the same hub, restarted with a fresh key
 	for _, n := range []string{"a", "b"} {
 		h := g.get(n)
-		waitFor(t, n+" reaches the new c", 10*time.Second, func() bool { return h.nextHop(c.id) != nil })
+		testwait.Until(t, n+" reaches the new c", 10*time.Second, func() bool { return h.nextHop(c.id) != nil })
 	}
 	for _, n := range []string{"a", "b"} {
 		h := g.get(n)
-		waitFor(t, n+" forgets the old c", 2*time.Second, func() bool {
+		testwait.Until(t, n+" forgets the old c", 2*time.Second, func() bool {
 			for _, r := range h.Routes() {
 				if r.Hub == oldID {
 					return false

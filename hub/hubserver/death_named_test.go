@@ -1,6 +1,7 @@
 package hubserver
 
 import (
+	"github.com/gridlink/gridlink/internal/testwait"
 	"strings"
 	"testing"
 	"time"
@@ -19,7 +20,7 @@ func TestHubDeathNamed(t *testing.T) {
 		g.hub("b", "c")
 		g.hub("d", "c")
 		a := g.hub("a", "b")
-		waitFor(t, "routes between a and c", 10*time.Second, func() bool {
+		testwait.Until(t, "routes between a and c", 10*time.Second, func() bool {
 			r, ok := a.route(c)
 			return ok && r.Reachable()
 		})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/internal/testwait"
 )
 
 // echo serves circuits by echoing what it reads.
@@ -69,7 +70,7 @@ func TestHubDeath(t *testing.T) {
 	if !strings.Contains(err.Error(), "lost") {
 		t.Errorf("reset reason %q does not say the link was lost", err)
 	}
-	waitFor(t, "the routes through B to go unreachable", 5*time.Second, func() bool {
+	testwait.Until(t, "the routes through B to go unreachable", 5*time.Second, func() bool {
 		rb, okb := a.route(b)
 		rc, okc := a.route(c)
 		ra, oka := c.route(a)
@@ -93,7 +94,7 @@ func TestRingReroute(t *testing.T) {
 	b := g.hub("b", "a")
 	c := g.hub("c", "b")
 	d := g.hub("d", "c", "a")
-	waitFor(t, "A's route to C", 10*time.Second, func() bool { r, ok := a.route(c); return ok && r.Reachable() && r.Hops == 2 })
+	testwait.Until(t, "A's route to C", 10*time.Second, func() bool { r, ok := a.route(c); return ok && r.Reachable() && r.Hops == 2 })
 	na := g.node("na", "a")
 	nc := g.node("nc", "c")
 	serve(nc, 7, echo)
@@ -107,7 +108,7 @@ func TestRingReroute(t *testing.T) {
 
 	via.stop()
 	expectErr(t, readErr(t, cir), hub.ErrReset, "hub "+via.name+" is shutting down")
-	waitFor(t, "A to route to C through "+other.name, 10*time.Second, func() bool {
+	testwait.Until(t, "A to route to C through "+other.name, 10*time.Second, func() bool {
 		r, _ := a.route(c)
 		return r.Reachable() && r.NextHop == other.ID() && r.Hops == 2
 	})
@@ -124,7 +125,7 @@ func TestReattach(t *testing.T) {
 	g := newGrid(t)
 	a := g.hub("a")
 	b := g.hub("b", "a")
-	waitFor(t, "a and b linked", 10*time.Second, func() bool { r, ok := a.route(b); return ok && r.Reachable() })
+	testwait.Until(t, "a and b linked", 10*time.Second, func() bool { r, ok := a.route(b); return ok && r.Reachable() })
 	n := g.node("n", "a", "b")
 	m := g.node("m", "b")
 	serve(m, 7, echo)
@@ -136,7 +137,7 @@ func TestReattach(t *testing.T) {
 
 	a.stop()
 	expectErr(t, readErr(t, cir), hub.ErrReset, "")
-	waitFor(t, "n to re-attach to b", 10*time.Second, func() bool { return n.Hub().ID == b.ID() })
+	testwait.Until(t, "n to re-attach to b", 10*time.Second, func() bool { return n.Hub().ID == b.ID() })
 	if got := n.Machine(); got.Hub != b.ID() || got.HubName != "b" {
 		t.Errorf("n's machine after re-attach: %+v", got)
 	}
@@ -146,7 +147,7 @@ func TestReattach(t *testing.T) {
 	}
 	cir2 := openTo(t, n, m, 7)
 	roundTrip(t, cir2, "via b")
-	waitFor(t, "b to list n", 5*time.Second, func() bool {
+	testwait.Until(t, "b to list n", 5*time.Second, func() bool {
 		for _, x := range b.Nodes() {
 			if x.Name == "n" && x.HubName == "b" {
 				return true

@@ -196,18 +196,6 @@ func attachNode(t testing.TB, name string, specs ...string) *hub.Session {
 	return s
 }
 
-// waitFor polls cond until it holds or the time is up.
-func waitFor(t testing.TB, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func (th *testHub) route(to *testHub) (Route, bool) {
 	for _, r := range th.Routes() {
 		if r.Hub == to.ID() {

@@ -14,6 +14,7 @@ import (
 	"github.com/gridlink/gridlink/internal/lab/labtest"
 	"github.com/gridlink/gridlink/internal/lab/netns"
 	"github.com/gridlink/gridlink/internal/lab/topology"
+	"github.com/gridlink/gridlink/internal/testwait"
 )
 
 const labHubPort = 7946
@@ -101,7 +102,7 @@ func TestLabGrid6Overlay(t *testing.T) {
 		}
 		return Route{}
 	}
-	waitFor(t, "g5k and rockstar to reach each other", 30*time.Second, func() bool {
+	testwait.Until(t, "g5k and rockstar to reach each other", 30*time.Second, func() bool {
 		return routeTo(g5k, rock).Reachable() && routeTo(rock, g5k).Reachable()
 	})
 	if r := routeTo(g5k, rock); r.Hops != 2 || r.NextHop != das.ID() {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/wire"
 )
 
@@ -31,7 +32,7 @@ func TestSetMachine(t *testing.T) {
 	g := newGrid(t)
 	a := g.hub("a")
 	b := g.hub("b", "a")
-	waitFor(t, "a and b linked", 10*time.Second, func() bool { r, ok := a.route(b); return ok && r.Reachable() })
+	testwait.Until(t, "a and b linked", 10*time.Second, func() bool { r, ok := a.route(b); return ok && r.Reachable() })
 	n := g.node("n", "a", "b")
 	m := g.node("m", "b")
 	local := attachNode(t, "local", a.Addr().String())
@@ -44,7 +45,7 @@ func TestSetMachine(t *testing.T) {
 	if err := n.SetMachine(me); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "m's lookup (through hub b) to return n's new address", 5*time.Second, func() bool { return lookupHas(m, "n", mapped) })
+	testwait.Until(t, "m's lookup (through hub b) to return n's new address", 5*time.Second, func() bool { return lookupHas(m, "n", mapped) })
 	if !lookupHas(local, "n", mapped) {
 		t.Error("n's own hub's lookup lacks the new address")
 	}
@@ -65,15 +66,15 @@ func TestSetMachine(t *testing.T) {
 	if err := n.SetMachine(me); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the address to be withdrawn", 5*time.Second, func() bool { return !lookupHas(m, "n", mapped) })
+	testwait.Until(t, "the address to be withdrawn", 5*time.Second, func() bool { return !lookupHas(m, "n", mapped) })
 	me.Addrs = append(me.Addrs, mapped)
 	if err := n.SetMachine(me); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the address to be back", 5*time.Second, func() bool { return lookupHas(m, "n", mapped) })
+	testwait.Until(t, "the address to be back", 5*time.Second, func() bool { return lookupHas(m, "n", mapped) })
 	a.stop()
-	waitFor(t, "n to re-attach to b", 10*time.Second, func() bool { return n.Hub().ID == b.ID() })
-	waitFor(t, "b to list n with the new address", 5*time.Second, func() bool {
+	testwait.Until(t, "n to re-attach to b", 10*time.Second, func() bool { return n.Hub().ID == b.ID() })
+	testwait.Until(t, "b to list n with the new address", 5*time.Second, func() bool {
 		ms, err := m.Lookup(context.Background(), "n")
 		return err == nil && len(ms) == 1 && ms[0].Hub == b.ID() && slices.Contains(ms[0].Addrs, mapped)
 	})
@@ -104,7 +105,7 @@ func TestSetMachineRefusals(t *testing.T) {
 	if err := n.SetMachine(identity.Machine{Name: "n", Addrs: []netip.AddrPort{mapped}, HubName: "forged"}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the update", 5*time.Second, func() bool { return lookupHas(n, "n", mapped) })
+	testwait.Until(t, "the update", 5*time.Second, func() bool { return lookupHas(n, "n", mapped) })
 	if ms, _ := n.Lookup(context.Background(), "n"); ms[0].HubName != "a" {
 		t.Errorf("hub name %q, want a", ms[0].HubName)
 	}
@@ -148,7 +149,7 @@ func TestMachineMessageRules(t *testing.T) {
 				t.Fatal(err)
 			}
 			closedByHub(t, c)
-			waitFor(t, "the hub to log why it closed "+name, 5*time.Second, func() bool { return logs.has("node "+name+" (", tc.log) })
+			testwait.Until(t, "the hub to log why it closed "+name, 5*time.Second, func() bool { return logs.has("node "+name+" (", tc.log) })
 			if lookupHas(good, "good", mapped) {
 				t.Error("another link changed good's record")
 			}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/wire"
 )
 
@@ -174,7 +175,7 @@ func TestMalformedFrames(t *testing.T) {
 				c.Conn.(*net.TCPConn).CloseWrite()
 			}
 			closedByHub(t, c)
-			waitFor(t, "the hub to log why it closed "+name, 5*time.Second, func() bool { return logs.has("node "+name+" (", tc.log) })
+			testwait.Until(t, "the hub to log why it closed "+name, 5*time.Second, func() bool { return logs.has("node "+name+" (", tc.log) })
 			// The hub goes on serving everyone else.
 			cir := openTo(t, good1, good2, 7)
 			roundTrip(t, cir, "still here after "+tc.name)

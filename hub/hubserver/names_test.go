@@ -11,6 +11,7 @@ import (
 
 	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/pki/ca"
 	"github.com/gridlink/gridlink/pki/pkitest"
@@ -84,7 +85,7 @@ func namedHub(t *testing.T, name string, creds *pki.Credentials, peers ...*Hub) 
 // linked waits until every hub has a route to every other.
 func linked(t *testing.T, hubs ...*Hub) {
 	t.Helper()
-	waitFor(t, "the hubs to route to each other", 10*time.Second, func() bool {
+	testwait.Until(t, "the hubs to route to each other", 10*time.Second, func() bool {
 		for _, h := range hubs {
 			n := 0
 			for _, r := range h.Routes() {
@@ -205,7 +206,7 @@ func TestNameCertifiedTakesOver(t *testing.T) {
 	if err != nil {
 		t.Fatalf("srvhome, whose certificate certifies the name: %v", err)
 	}
-	waitFor(t, "the squatter to be told", 10*time.Second, func() bool { return squat.Refused() != nil })
+	testwait.Until(t, "the squatter to be told", 10*time.Second, func() bool { return squat.Refused() != nil })
 	refusedFor(t, squat.Refused(), hub.ErrNameTaken, srv.Machine().ID, "a", blog)
 	if _, err := squat.Lookup(context.Background(), "srvhome"); !errors.Is(err, hub.ErrNameTaken) {
 		t.Errorf("the squatter's session after the refusal: %v", err)
@@ -353,7 +354,7 @@ func TestNameSettledWhenHubsMeet(t *testing.T) {
 	}
 	c, _ := namedHub(t, "c", creds(t), a, b)
 	linked(t, a, b, c)
-	waitFor(t, "the later holder to be told", 10*time.Second, func() bool { return second.Refused() != nil })
+	testwait.Until(t, "the later holder to be told", 10*time.Second, func() bool { return second.Refused() != nil })
 	refusedFor(t, second.Refused(), hub.ErrNameTaken, first.Machine().ID, "a", blog)
 	if first.Refused() != nil {
 		t.Errorf("the earlier holder was refused too: %v", first.Refused())

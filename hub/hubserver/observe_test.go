@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/wire"
 )
 
@@ -42,7 +43,7 @@ func TestObserve(t *testing.T) {
 	}
 	io.WriteString(c, "GET / HTTP/1.0\r\n\r\n")
 	closedByHub(t, c)
-	waitFor(t, "the hub to log the garbage", 5*time.Second, func() bool {
+	testwait.Until(t, "the hub to log the garbage", 5*time.Second, func() bool {
 		return logs.has("neither a TLS handshake nor an observation request")
 	})
 	// links still work on the same port.
@@ -56,7 +57,7 @@ func TestObserve(t *testing.T) {
 func TestHubList(t *testing.T) {
 	g, a, b, c := line(t)
 	n := g.node("n", "a")
-	waitFor(t, "a hub list with all three", 10*time.Second, func() bool {
+	testwait.Until(t, "a hub list with all three", 10*time.Second, func() bool {
 		hubs, err := n.Hubs(context.Background())
 		return err == nil && len(hubs) == 3
 	})

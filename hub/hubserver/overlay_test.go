@@ -12,6 +12,7 @@ import (
 
 	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/wire"
 )
 
@@ -23,7 +24,7 @@ func line(t *testing.T) (*grid, *testHub, *testHub, *testHub) {
 	c := g.hub("c")
 	b := g.hub("b", "c")
 	a := g.hub("a", "b")
-	waitFor(t, "routes between A and C", 10*time.Second, func() bool {
+	testwait.Until(t, "routes between A and C", 10*time.Second, func() bool {
 		r1, ok1 := a.route(c)
 		r2, ok2 := c.route(a)
 		return ok1 && ok2 && r1.Reachable() && r2.Reachable()
@@ -58,7 +59,7 @@ func TestLineRoutesAndCircuit(t *testing.T) {
 	if na.Hub().ID != a.ID() || na.Hub().Name != "a" || !na.Observed().IsValid() {
 		t.Fatalf("na's hub %+v, observed %v", na.Hub(), na.Observed())
 	}
-	waitFor(t, "C to count its node", 5*time.Second, func() bool { r, _ := a.route(c); return r.Nodes == 1 })
+	testwait.Until(t, "C to count its node", 5*time.Second, func() bool { r, _ := a.route(c); return r.Nodes == 1 })
 
 	ms, err := na.Lookup(context.Background(), "nc")
 	if err != nil || len(ms) != 1 || ms[0].ID != nc.Machine().ID || ms[0].Hub != c.ID() || ms[0].HubName != "c" || len(ms[0].Observed) == 0 {
@@ -130,7 +131,7 @@ func TestLineRoutesAndCircuit(t *testing.T) {
 		t.Fatalf("A received %d bytes (%v), hash match %v", rd.n, rd.err, rd.sum == want)
 	}
 	// Both sides finished: the hubs forget the circuit.
-	waitFor(t, "hubs to drop the finished circuit", 5*time.Second, func() bool {
+	testwait.Until(t, "hubs to drop the finished circuit", 5*time.Second, func() bool {
 		for _, h := range []*testHub{a, b, c} {
 			for _, l := range h.Links() {
 				if l.Circuits != 0 {
@@ -249,7 +250,7 @@ func TestMutualPeers(t *testing.T) {
 	y := g.hub("y", "x")
 	z := g.hub("z", "x") // learns y from x; y learns z: both dial
 	_ = y
-	waitFor(t, "a full mesh", 10*time.Second, func() bool {
+	testwait.Until(t, "a full mesh", 10*time.Second, func() bool {
 		return len(x.Links()) == 2 && len(y.Links()) == 2 && len(z.Links()) == 2
 	})
 	time.Sleep(time.Second) // learned-hub diallers race the configured ones

@@ -2,6 +2,7 @@ package hubserver
 
 import (
 	"context"
+	"github.com/gridlink/gridlink/internal/testwait"
 	"strings"
 	"testing"
 	"time"
@@ -17,10 +18,10 @@ func TestSplicedHubLink(t *testing.T) {
 	c := g.hub("c")
 	b := g.hub("b", "c")
 	a := g.hub("a", "b")
-	waitFor(t, "a spliced link between a and c", 20*time.Second, func() bool {
+	testwait.Until(t, "a spliced link between a and c", 20*time.Second, func() bool {
 		return a.linkedTo(c.ID()) && c.linkedTo(a.ID())
 	})
-	waitFor(t, "one-hop routes between a and c", 10*time.Second, func() bool {
+	testwait.Until(t, "one-hop routes between a and c", 10*time.Second, func() bool {
 		r1, ok1 := a.route(c)
 		r2, ok2 := c.route(a)
 		return ok1 && ok2 && r1.Hops == 1 && r2.Hops == 1
@@ -41,7 +42,7 @@ func TestSpliceRefused(t *testing.T) {
 	g.hub("b", "c")
 	g.splice = false
 	a := g.hub("a", "b") // splicing off
-	waitFor(t, "routes between a and c", 10*time.Second, func() bool {
+	testwait.Until(t, "routes between a and c", 10*time.Second, func() bool {
 		r1, ok1 := a.route(c)
 		r2, ok2 := c.route(a)
 		return ok1 && ok2 && r1.Reachable() && r2.Reachable()
