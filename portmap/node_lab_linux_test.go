@@ -20,6 +20,7 @@ import (
 	"github.com/gridlink/gridlink/internal/lab"
 	"github.com/gridlink/gridlink/internal/lab/labtest"
 	"github.com/gridlink/gridlink/internal/lab/topology"
+	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/pki/ca"
 )
 
@@ -45,7 +46,7 @@ func TestLabNodePortMap(t *testing.T) {
 	node := startGridlink(t, bin, igd, "node-portmap", "node", "--verbose", "--name", igd.ID(), "--hub", hubAddr, "--portmap")
 	waitAgent(t, bin, igd)
 	var st agent.Status
-	waitCond(t, "igd-h's node to map and advertise a port", 30*time.Second, func() bool {
+	testwait.Until(t, "igd-h's node to map and advertise a port", 30*time.Second, func() bool {
 		st = status(t, bin, igd)
 		return st.PortMap.Advertised != ""
 	})
@@ -63,7 +64,7 @@ func TestLabNodePortMap(t *testing.T) {
 	if r := igdRules(t, igd.Site); !strings.Contains(r, rule) {
 		t.Fatalf("miniupnpd has no rule for %s:\n%s", ext, r)
 	}
-	waitCond(t, "the hub to list igd-h at "+ext.String(), 10*time.Second, func() bool {
+	testwait.Until(t, "the hub to list igd-h at "+ext.String(), 10*time.Second, func() bool {
 		for _, m := range hubNodes(t, bin, server) {
 			if m.Name == igd.ID() && slices.Contains(m.Addrs, ext) {
 				return true
@@ -85,7 +86,7 @@ func TestLabNodePortMap(t *testing.T) {
 	}
 	// doctor, on igd-h: the NAT (random) and the mapping, in words.
 	var d agent.Diagnosis
-	waitCond(t, "igd-h's node to classify its NAT", 30*time.Second, func() bool {
+	testwait.Until(t, "igd-h's node to classify its NAT", 30*time.Second, func() bool {
 		out := gridlink(t, bin, igd, "doctor", "--json")
 		return json.Unmarshal(out, &d) == nil && !d.NAT.At.IsZero()
 	})
@@ -121,7 +122,7 @@ func TestLabNodePortMap(t *testing.T) {
 	if st := status(t, bin, igd); st.PortMap.Enabled || st.PortMap.Advertised != "" {
 		t.Errorf("a node without --portmap reports a mapping: %+v", st.PortMap)
 	}
-	waitCond(t, "the hub to list the new igd-h", 10*time.Second, func() bool {
+	testwait.Until(t, "the hub to list the new igd-h", 10*time.Second, func() bool {
 		for _, m := range hubNodes(t, bin, server) {
 			if m.Name == igd.ID() && m.ID == status(t, bin, igd).Node.ID {
 				return true
@@ -246,7 +247,7 @@ func gridlink(t *testing.T, bin string, h *topology.Host, args ...string) []byte
 
 func waitAgent(t *testing.T, bin string, h *topology.Host) {
 	t.Helper()
-	waitCond(t, "the agent on "+h.ID()+" to answer", 20*time.Second, func() bool {
+	testwait.Until(t, "the agent on "+h.ID()+" to answer", 20*time.Second, func() bool {
 		_, err := runGridlink(bin, h, "status", "--json")
 		return err == nil
 	})
@@ -291,17 +292,6 @@ func igdRules(t *testing.T, s *topology.Site) string {
 		t.Fatalf("nft list table inet %s in %s: %v\n%s", lab.IGDTable, lab.GatewayNS(s), err, out)
 	}
 	return string(out)
-}
-
-func waitCond(t *testing.T, what string, d time.Duration, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 func allEqual(ss []string, v string) bool {

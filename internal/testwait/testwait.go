@@ -17,7 +17,11 @@ import (
 // loaded CI machine, short enough to fail a hung test quickly.
 const Default = 10 * time.Second
 
-// Until polls cond every 10 ms until it returns true, and fails the test
+// MaxPause is the longest Until sleeps between two looks at its condition.
+const MaxPause = 250 * time.Millisecond
+
+// Until polls cond until it returns true (every 10 ms at first, backing
+// off to every 250 ms, so a cond that runs a command stays cheap), and fails the test
 // (t.Fatalf, so only from the test's goroutine) when it has not within
 // the given time (Default when zero), naming what was awaited.
 func Until(t testing.TB, what string, within time.Duration, cond func() bool) {
@@ -26,10 +30,10 @@ func Until(t testing.TB, what string, within time.Duration, cond func() bool) {
 		within = Default
 	}
 	deadline := time.Now().Add(within)
-	for !cond() {
+	for pause := 10 * time.Millisecond; !cond(); pause = min(2*pause, MaxPause) {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %v waiting for %s", within, what)
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(pause)
 	}
 }
