@@ -32,10 +32,6 @@ import (
 	"github.com/gridlink/gridlink/vconn"
 )
 
-// Config configures a node; its zero value works (see vconn.Config for
-// every field and its default).
-type Config = vconn.Config
-
 // LinkOptions are a connection's options (see link.Options); the zero
 // value is one encrypted stream without compression.
 type LinkOptions = link.Options
@@ -50,19 +46,6 @@ const AutoStreams = link.Auto
 
 // Node is this process's presence in the overlay.
 type Node struct{ n *vconn.Node }
-
-// Start brings a node up: its key, its direct listener and, if Config.Hubs
-// names any, its hub attachment. It waits for the first round of attempts
-// to attach (3 s at most): a hub's refusal fails it; a hub that does not
-// answer does not, the node keeps attaching in the background (see
-// WaitAttached).
-func Start(ctx context.Context, cfg Config) (*Node, error) {
-	n, err := vconn.Start(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &Node{n}, nil
-}
 
 // NotAttachedError says that a node has no hub now, since when and why;
 // Dial returns it at once for a target only the hubs can find or reach.
@@ -153,14 +136,9 @@ var (
 // fresh key).
 func Default() (*Node, error) {
 	defaultOnce.Do(func() {
-		cfg := Config{Name: os.Getenv("GRIDLINK_NAME")}
+		cfg := Config{Name: os.Getenv("GRIDLINK_NAME"), KeyFile: os.Getenv("GRIDLINK_KEY")}
 		if h := os.Getenv("GRIDLINK_HUB"); h != "" {
 			cfg.Hubs = strings.Split(h, ",")
-		}
-		if f := os.Getenv("GRIDLINK_KEY"); f != "" {
-			if cfg.Key, defaultErr = identity.LoadOrCreateKey(f); defaultErr != nil {
-				return
-			}
 		}
 		defaultNode, defaultErr = Start(context.Background(), cfg)
 	})

@@ -15,8 +15,8 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
+	"github.com/gridlink/gridlink"
 	"github.com/gridlink/gridlink/identity"
-	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/pki/ca"
 	"github.com/gridlink/gridlink/pki/chain"
 	"github.com/gridlink/gridlink/pki/keyfile"
@@ -53,62 +53,35 @@ func (sf *secFlags) add(c *cobra.Command) {
 	}
 }
 
-// credentials returns the credentials for key (or the proxy's), and the
-// trust to watch, nil for an open grid.
-func (sf *secFlags) credentials(key identity.Key) (*pki.Credentials, *pki.Trust, error) {
-	var trust *pki.Trust
-	switch {
-	case sf.caFile != "":
-		if sf.maxProxyLife <= 0 {
-			return nil, nil, fmt.Errorf("--max-proxy-lifetime %v: want a positive duration", sf.maxProxyLife)
-		}
-		var err error
-		if trust, err = pki.LoadTrustWith(sf.caFile, sf.crlFile, chain.Config{MaxProxyLifetime: sf.maxProxyLife}); err != nil {
-			return nil, nil, err
-		}
-	case sf.crlFile != "":
-		return nil, nil, errors.New("--crl needs --ca (the CA certificates)")
-	case sf.unchecked && (sf.certFile != "" || sf.proxyFile != ""):
-		// a testing aid's hub that presents a chain and admits anyone
-	case sf.certFile != "" || sf.proxyFile != "":
-		return nil, nil, errors.New("--cert and --proxy need --ca (the CA certificates)")
-	default:
-		creds, err := pki.NewCredentials(key)
-		return creds, nil, err
+// files checks the flags and returns the credential files they name.
+func (sf *secFlags) files() (gridlink.Credentials, error) {
+	if sf.caFile != "" && sf.maxProxyLife <= 0 {
+		return gridlink.Credentials{}, fmt.Errorf("--max-proxy-lifetime %v: want a positive duration", sf.maxProxyLife)
 	}
-	var chain []*x509.Certificate
-	switch {
-	case sf.proxyFile != "":
-		if sf.certFile != "" {
-			return nil, nil, errors.New("--proxy and --cert exclude each other: a proxy carries its chain")
-		}
-		pc, err := proxy.Load(sf.proxyFile)
-		if err != nil {
-			return nil, nil, err
-		}
-		if key, err = pki.ProxyKey(pc); err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", sf.proxyFile, err)
-		}
-		chain = pc.Chain
-	case sf.certFile != "":
-		data, err := os.ReadFile(sf.certFile)
-		if err != nil {
-			return nil, nil, err
-		}
-		if chain, err = ca.ParseCertificates(data); err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", sf.certFile, err)
-		}
-	default:
-		return nil, nil, errors.New("--ca needs --cert (with --key) or --proxy: this end's certificate")
-	}
+	c := gridlink.Credentials{CA: sf.caFile, CRL: sf.crlFile, Cert: sf.certFile, Proxy: sf.proxyFile, MaxProxyLifetime: sf.maxProxyLife}
 	if sf.unchecked {
-		return pki.Unchecked(key, chain, trust), trust, nil
+		uncheck(&c)
 	}
-	creds, err := pki.Certified(key, chain, trust)
-	if err != nil {
-		return nil, nil, err
+	return c, nil
+}
+
+// flagWords says the API's refusals of a set of credential files in the
+// flags' words.
+func flagWords(err error) error {
+	for _, w := range []struct {
+		err   error
+		words string
+	}{
+		{gridlink.ErrCRLWithoutCA, "--crl needs --ca (the CA certificates)"},
+		{gridlink.ErrCertWithoutCA, "--cert and --proxy need --ca (the CA certificates)"},
+		{gridlink.ErrProxyAndCert, "--proxy and --cert exclude each other: a proxy carries its chain"},
+		{gridlink.ErrNoCert, "--ca needs --cert (with --key) or --proxy: this end's certificate"},
+	} {
+		if errors.Is(err, w.err) {
+			return errors.New(w.words)
+		}
 	}
-	return creds, trust, nil
+	return err
 }
 
 // passphrase returns a function asking for a passphrase once: from the
