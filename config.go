@@ -197,7 +197,9 @@ type FoundHub = hub.Found
 // DiscoverHubs finds this site's hubs (those run with Announce) by UDP
 // multicast on this host's networks, waiting 2 s for answers; it fails if
 // none answers.
-func DiscoverHubs(ctx context.Context) ([]FoundHub, error) { return hub.Discover(ctx, defaultDiscoveryWait) }
+func DiscoverHubs(ctx context.Context) ([]FoundHub, error) {
+	return hub.Discover(ctx, defaultDiscoveryWait)
+}
 
 // loadKey is the key of a node or hub: key, else the file's (made if
 // missing), else a fresh one.

@@ -154,4 +154,3 @@ func perfOptions(streams string, maxStreams int, compress, encrypt, data string,
 }
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
-
