@@ -1,7 +1,15 @@
 // Package gridlink is the Go API of gridlink: connections between the
 // processes of a job spread over many sites, whatever firewalls, NATs and
 // non-routed networks stand between them, set up the most direct way the
-// network allows (see docs/connectivity.md).
+// network allows (see docs/connectivity.md). It is the product: what the
+// gridlink command does, it does by calling this package (or the node
+// agent's client), which owns a node's configuration and start-up
+// (config.go, node.go: Start, StartAttached, StartAgent), hubs and their
+// status socket (hub.go), perf (perf.go), the glue of SOCKS, forward, nc
+// and expose to the agent (apps.go) and the grid CA, certificates and
+// proxies (gridca.go). It leaves flags, output formats and passphrase
+// prompts to the command line (package cli), and the lower layers' test
+// knobs (method lists, head starts) to package vconn.
 //
 // A process starts a Node (or uses the default one, configured from the
 // environment), then dials virtual addresses NODE:PORT and listens on

@@ -1,6 +1,8 @@
-// Package cli defines the gridlink command line: the cobra command tree and
-// the glue from flags to the packages that do the work. It owns flag
-// parsing, defaults and output formats, nothing else.
+// Package cli defines the gridlink command line: the cobra command tree,
+// which parses flags, calls the product API (package gridlink) or the node
+// agent's client, and prints. It owns flag parsing, defaults, output
+// formats, exit codes and passphrase prompts, nothing else; its imports
+// are held to that by internal/archtest (cliAllowed).
 package cli
 
 import (
