@@ -69,7 +69,9 @@ func TestGridFromFiles(t *testing.T) {
 		t.Errorf("a restriction to an unknown service: %v; want a RestrictionError naming it", err)
 	}
 
-	creds := func(cert string) Credentials { return Credentials{CA: f.Cert, CRL: f.CRL, Cert: filepath.Join(dir, cert)} }
+	creds := func(cert string) Credentials {
+		return Credentials{CA: f.Cert, CRL: f.CRL, Cert: filepath.Join(dir, cert)}
+	}
 	control := fmt.Sprintf("@gridlink-api-test-%d", os.Getpid())
 	h := serveHub(t, HubConfig{KeyFile: filepath.Join(dir, "site.key"), Credentials: creds("hub.pem"), Control: control, FallbackName: "nope"})
 	if h.Name() != "site" {
