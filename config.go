@@ -71,9 +71,6 @@ type Config struct {
 	// creds, if set, are credentials already made (a delegated proxy's
 	// transient node): they replace Key and Credentials.
 	creds *pki.Credentials
-	// vconn adjusts the lower layer's configuration (tests only: method
-	// lists, head starts).
-	vconn func(*vconn.Config)
 }
 
 // PortRange is a range of TCP ports, Lo to Hi inclusive; zero: any port.
@@ -257,9 +254,6 @@ func (c Config) node(ctx context.Context) (vconn.Config, error) {
 		Preferred: c.Prefer, PortMap: c.PortMap, SSH: c.SSH}
 	if c.Logger != nil {
 		vc.Logf = logfOf(c.Logger.With("node", name))
-	}
-	if c.vconn != nil {
-		c.vconn(&vc)
 	}
 	return vc, nil
 }
