@@ -1,7 +1,15 @@
 // Package gridlink is the Go API of gridlink: connections between the
 // processes of a job spread over many sites, whatever firewalls, NATs and
 // non-routed networks stand between them, set up the most direct way the
-// network allows (see docs/connectivity.md).
+// network allows (see docs/connectivity.md). It is the product: what the
+// gridlink command does, it does by calling this package (or the node
+// agent's client), which owns a node's configuration and start-up
+// (config.go, node.go: Start, StartAttached, StartAgent), hubs and their
+// status socket (hub.go), perf (perf.go), the glue of SOCKS, forward, nc
+// and expose to the agent (apps.go) and the grid CA, certificates and
+// proxies (gridca.go). It leaves flags, output formats and passphrase
+// prompts to the command line (package cli), and the lower layers' test
+// knobs (method lists, head starts) to package vconn.
 //
 // A process starts a Node (or uses the default one, configured from the
 // environment), then dials virtual addresses NODE:PORT and listens on
@@ -32,10 +40,6 @@ import (
 	"github.com/gridlink/gridlink/vconn"
 )
 
-// Config configures a node; its zero value works (see vconn.Config for
-// every field and its default).
-type Config = vconn.Config
-
 // LinkOptions are a connection's options (see link.Options); the zero
 // value is one encrypted stream without compression.
 type LinkOptions = link.Options
@@ -50,19 +54,6 @@ const AutoStreams = link.Auto
 
 // Node is this process's presence in the overlay.
 type Node struct{ n *vconn.Node }
-
-// Start brings a node up: its key, its direct listener and, if Config.Hubs
-// names any, its hub attachment. It waits for the first round of attempts
-// to attach (3 s at most): a hub's refusal fails it; a hub that does not
-// answer does not, the node keeps attaching in the background (see
-// WaitAttached).
-func Start(ctx context.Context, cfg Config) (*Node, error) {
-	n, err := vconn.Start(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &Node{n}, nil
-}
 
 // NotAttachedError says that a node has no hub now, since when and why;
 // Dial returns it at once for a target only the hubs can find or reach.
@@ -153,14 +144,9 @@ var (
 // fresh key).
 func Default() (*Node, error) {
 	defaultOnce.Do(func() {
-		cfg := Config{Name: os.Getenv("GRIDLINK_NAME")}
+		cfg := Config{Name: os.Getenv("GRIDLINK_NAME"), KeyFile: os.Getenv("GRIDLINK_KEY")}
 		if h := os.Getenv("GRIDLINK_HUB"); h != "" {
 			cfg.Hubs = strings.Split(h, ",")
-		}
-		if f := os.Getenv("GRIDLINK_KEY"); f != "" {
-			if cfg.Key, defaultErr = identity.LoadOrCreateKey(f); defaultErr != nil {
-				return
-			}
 		}
 		defaultNode, defaultErr = Start(context.Background(), cfg)
 	})

@@ -1,9 +1,9 @@
 package cli
 
 import (
-	"bufio"
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -12,10 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gridlink/gridlink"
 	"github.com/gridlink/gridlink/agent"
-	"github.com/gridlink/gridlink/forward"
-	"github.com/gridlink/gridlink/link"
-	"github.com/gridlink/gridlink/socks"
 )
 
 // linkFlags are the link options of socks, forward and nc.
@@ -36,7 +34,7 @@ func (lf *linkFlags) options() (agent.LinkOptions, error) {
 	var o agent.LinkOptions
 	switch lf.streams {
 	case "auto":
-		o.Streams = link.Auto
+		o.Streams = gridlink.AutoStreams
 	default:
 		n, err := strconv.Atoi(lf.streams)
 		if err != nil || n < 1 {
@@ -44,7 +42,7 @@ func (lf *linkFlags) options() (agent.LinkOptions, error) {
 		}
 		o.Streams = n
 	}
-	if _, err := link.ParseCompression(lf.compress); err != nil {
+	if _, err := gridlink.ParseCompression(lf.compress); err != nil {
 		return o, fmt.Errorf("--compress: %w", err)
 	}
 	o.Compression = lf.compress
@@ -82,34 +80,33 @@ are served.`,
 			if err != nil {
 				return err
 			}
-			s := &socks.Server{Backend: &socks.AgentBackend{Client: agent.Dial(lf.control), Exit: exit, Link: lo}, Logf: logf(verbose)}
+			sc := gridlink.SOCKSConfig{Listen: listen, Agent: agent.Dial(lf.control), Exit: exit, Link: lo}
+			if verbose {
+				sc.Logger = logger()
+			}
 			if users != "" {
-				if s.Users, err = readUsers(users); err != nil {
+				if sc.Users, err = gridlink.LoadSOCKSUsers(users); err != nil {
 					return err
 				}
 			}
-			ln, err := net.Listen("tcp", listen)
+			s, err := gridlink.ListenSOCKS(sc)
 			if err != nil {
 				return err
 			}
-			if ap, err := net.ResolveTCPAddr("tcp", ln.Addr().String()); err == nil && !ap.IP.IsLoopback() && len(s.Users) == 0 {
+			if s.LoopbackOnly() {
 				fmt.Fprintf(os.Stderr, "gridlink socks: %s is not loopback and no --users given: only loopback clients will be served\n", listen)
 			}
 			sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 			_, err = agent.Dial(lf.control).Status(sctx)
 			scancel()
 			if err != nil {
-				ln.Close()
+				s.Close()
 				return err
 			}
-			fmt.Fprintf(os.Stderr, "gridlink socks: listening on %s\n", ln.Addr())
+			fmt.Fprintf(os.Stderr, "gridlink socks: listening on %s\n", s.Addr())
 			ctx, cancel := signalContext()
 			defer cancel()
-			context.AfterFunc(ctx, func() { ln.Close() })
-			if err := s.Serve(ln); ctx.Err() == nil {
-				return err
-			}
-			return nil
+			return s.Serve(ctx)
 		},
 	}
 	lf.add(c)
@@ -119,29 +116,6 @@ are served.`,
 	f.StringVar(&users, "users", "", "file of USER:PASSWORD lines for non-loopback clients")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log failed requests")
 	return c
-}
-
-// readUsers reads USER:PASSWORD lines ('#' starts a comment line).
-func readUsers(path string) (map[string]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	users := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		u, p, ok := strings.Cut(line, ":")
-		if !ok || u == "" || len(u) > 255 || len(p) > 255 {
-			return nil, fmt.Errorf("%s:%d: want USER:PASSWORD (each at most 255 bytes)", path, n)
-		}
-		users[u] = p
-	}
-	return users, sc.Err()
 }
 
 func exposeCmd() *cobra.Command {
@@ -176,7 +150,7 @@ agent's service directory.`,
 			}
 			ctx, cancel := signalContext()
 			defer cancel()
-			return forward.Expose(ctx, agent.Dial(control), agent.ExposeRequest{Local: local, Port: uint16(port), AllowPlain: allowPlain, Name: name}, func(addr string) {
+			return gridlink.Expose(ctx, agent.Dial(control), agent.ExposeRequest{Local: local, Port: uint16(port), AllowPlain: allowPlain, Name: name}, func(addr string) {
 				if name != "" {
 					fmt.Fprintf(os.Stderr, "gridlink expose: %s reachable as %s and by name as %s:%s\n", local, addr, addr[:strings.LastIndexByte(addr, ':')], name)
 					return
@@ -215,7 +189,11 @@ func forwardCmd() *cobra.Command {
 			fmt.Fprintf(os.Stderr, "gridlink forward: %s -> %s\n", ln.Addr(), args[1])
 			ctx, cancel := signalContext()
 			defer cancel()
-			return forward.Forward(ctx, ln, agent.Dial(lf.control), agent.ConnectRequest{Addr: args[1], Link: lo}, logf(verbose))
+			var l *slog.Logger
+			if verbose {
+				l = logger()
+			}
+			return gridlink.Forward(ctx, ln, agent.Dial(lf.control), agent.ConnectRequest{Addr: args[1], Link: lo}, l)
 		},
 	}
 	lf.add(c)
@@ -243,7 +221,7 @@ every agent's built-in echo: it answers raw, so nc's link options
 			}
 			ctx, cancel := signalContext()
 			defer cancel()
-			return forward.NC(ctx, agent.Dial(lf.control), agent.ConnectRequest{Addr: args[0], Link: lo}, os.Stdin, os.Stdout)
+			return gridlink.NC(ctx, agent.Dial(lf.control), agent.ConnectRequest{Addr: args[0], Link: lo}, os.Stdin, os.Stdout)
 		},
 	}
 	lf.add(c)

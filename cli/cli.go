@@ -1,6 +1,8 @@
-// Package cli defines the gridlink command line: the cobra command tree and
-// the glue from flags to the packages that do the work. It owns flag
-// parsing, defaults and output formats, nothing else.
+// Package cli defines the gridlink command line: the cobra command tree,
+// which parses flags, calls the product API (package gridlink) or the node
+// agent's client, and prints. It owns flag parsing, defaults, output
+// formats, exit codes and passphrase prompts, nothing else; its imports
+// are held to that by internal/archtest (cliAllowed).
 package cli
 
 import (
@@ -13,8 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gridlink/gridlink/direct"
-	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink"
 )
 
 // Root returns the gridlink command.
@@ -58,17 +59,9 @@ func versionCmd() *cobra.Command {
 	}
 }
 
-// keyFlag loads or creates the key file at path; "" means a fresh key.
-func loadKey(path string) (identity.Key, error) {
-	if path == "" {
-		return identity.NewKey()
-	}
-	return identity.LoadOrCreateKey(path)
-}
-
-func parsePorts(s string) (direct.PortRange, error) {
+func parsePorts(s string) (gridlink.PortRange, error) {
 	if s == "" {
-		return direct.PortRange{}, nil
+		return gridlink.PortRange{}, nil
 	}
 	lo, hi, ok := strings.Cut(s, "-")
 	if !ok {
@@ -77,9 +70,9 @@ func parsePorts(s string) (direct.PortRange, error) {
 	l, err1 := strconv.ParseUint(lo, 10, 16)
 	h, err2 := strconv.ParseUint(hi, 10, 16)
 	if err1 != nil || err2 != nil || l == 0 || h < l {
-		return direct.PortRange{}, fmt.Errorf("--ports %q: want LO-HI, e.g. 40000-40100", s)
+		return gridlink.PortRange{}, fmt.Errorf("--ports %q: want LO-HI, e.g. 40000-40100", s)
 	}
-	return direct.PortRange{Lo: uint16(l), Hi: uint16(h)}, nil
+	return gridlink.PortRange{Lo: uint16(l), Hi: uint16(h)}, nil
 }
 
 func parsePrefixes(ss []string) ([]netip.Prefix, error) {
@@ -94,9 +87,9 @@ func parsePrefixes(ss []string) ([]netip.Prefix, error) {
 	return out, nil
 }
 
-func sshConfig(use bool, cfgFile, known string, ids []string) *direct.SSHConfig {
+func sshConfig(use bool, cfgFile, known string, ids []string) *gridlink.SSHConfig {
 	if !use && cfgFile == "" && known == "" && len(ids) == 0 {
 		return nil
 	}
-	return &direct.SSHConfig{ConfigFile: cfgFile, KnownHosts: known, IdentityFiles: ids}
+	return &gridlink.SSHConfig{ConfigFile: cfgFile, KnownHosts: known, IdentityFiles: ids}
 }

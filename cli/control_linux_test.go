@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,10 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gridlink/gridlink"
 	"github.com/gridlink/gridlink/agent"
-	"github.com/gridlink/gridlink/hub/hubserver"
-	"github.com/gridlink/gridlink/identity"
-	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/vconn"
 )
 
@@ -47,6 +46,12 @@ func (l *lockedLog) logf(format string, args ...any) {
 	fmt.Fprintf(&l.b, format+"\n", args...)
 }
 
+func (l *lockedLog) Write(b []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(b)
+}
+
 func (l *lockedLog) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -61,22 +66,15 @@ func TestStatusRefusesOtherUIDs(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root (runs the CLI as another uid)")
 	}
-	key, _ := identity.NewKey()
-	creds, _ := pki.NewCredentials(key)
-	h, err := hubserver.New(hubserver.Config{Name: "site", Creds: creds, Listen: "127.0.0.1:0"})
+	hubLog, agentLog := &lockedLog{}, &lockedLog{}
+	hubControl := fmt.Sprintf("@gridlink-test-%d-hub", os.Getpid())
+	h, err := gridlink.NewHub(gridlink.HubConfig{Name: "site", Listen: "127.0.0.1:0", Control: hubControl, Logger: slog.New(slog.NewTextHandler(hubLog, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	go h.Serve(ctx)
-	hubLog, agentLog := &lockedLog{}, &lockedLog{}
-	hubControl := fmt.Sprintf("@gridlink-test-%d-hub", os.Getpid())
-	stop, err := serveHubStatus(h, hubControl, hubLog.logf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stop()
 	control := fmt.Sprintf("@gridlink-test-%d-agent", os.Getpid())
 	a, err := agent.Start(ctx, agent.Config{Control: control, Node: vconn.Config{Name: "alice", Hubs: []string{h.Addr().String()}, ListenAddr: "127.0.0.1", Logf: agentLog.logf}})
 	if err != nil {

@@ -3,9 +3,8 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -13,9 +12,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gridlink/gridlink"
 	"github.com/gridlink/gridlink/agent"
-	"github.com/gridlink/gridlink/hub/hubserver"
-	"github.com/gridlink/gridlink/identity"
 )
 
 func doctorCmd() *cobra.Command {
@@ -65,53 +63,17 @@ func doctorCmd() *cobra.Command {
 	return c
 }
 
-// HubControl is the hub's status socket (abstract, per network namespace).
-// Like an agent's control socket, it answers only the hub's own uid and
-// root (agent.Guard).
-const HubControl = "@gridlink-hub"
-
-// HubStatus is what a hub reports on its status socket.
-type HubStatus struct {
-	Name   string               `json:"name"`
-	ID     identity.ID          `json:"id"`
-	Addr   string               `json:"addr"`
-	Routes []hubserver.Route    `json:"routes"`
-	Links  []hubserver.LinkInfo `json:"links"`
-	Nodes  []identity.Machine   `json:"nodes"`
-}
-
-// serveHubStatus answers GET /status on the hub's control socket.
-func serveHubStatus(h *hubserver.Hub, control string, logf func(string, ...any)) (func(), error) {
-	ln, err := net.Listen("unix", control)
-	if err != nil {
-		return nil, fmt.Errorf("hub status socket %s: %w (is another hub running here?)", control, err)
-	}
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(HubStatus{Name: h.Name(), ID: h.ID(), Addr: h.Addr().String(), Routes: h.Routes(), Links: h.Links(), Nodes: h.Nodes()})
-	})
-	srv := &http.Server{Handler: agent.Guard("hub", mux, logf), ConnContext: agent.PeerContext, ReadHeaderTimeout: 5 * time.Second}
-	go srv.Serve(ln)
-	return func() { srv.Close() }, nil
-}
+// HubControl is the hub's status socket that hub serves and status --hub
+// asks by default.
+const HubControl = gridlink.HubControl
 
 func hubStatus(ctx context.Context, control string, asJSON bool) error {
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", control)
-	}}}
-	req, _ := http.NewRequestWithContext(ctx, "GET", "http://hub/status", nil)
-	resp, err := hc.Do(req)
+	st, err := gridlink.QueryHub(ctx, control)
+	var nh *gridlink.NoHubError
+	if errors.As(err, &nh) {
+		return fmt.Errorf("no gridlink hub runs here (%v): start one with `gridlink hub`", nh.Err)
+	}
 	if err != nil {
-		return fmt.Errorf("no gridlink hub runs here (%v): start one with `gridlink hub`", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return agent.ResponseError(resp)
-	}
-	var st HubStatus
-	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 		return err
 	}
 	if asJSON {
@@ -120,7 +82,7 @@ func hubStatus(ctx context.Context, control string, asJSON bool) error {
 	fmt.Printf("hub %s (%s) on %s\n\nroutes:\n", st.Name, st.ID.Short(), st.Addr)
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "  HUB\tNEXT HOP\tHOPS\tLATENCY\tNODES\tSTATE")
-	names := map[identity.ID]string{st.ID: st.Name}
+	names := map[gridlink.ID]string{st.ID: st.Name}
 	for _, r := range st.Routes {
 		names[r.Hub] = r.Name
 	}

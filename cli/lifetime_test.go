@@ -2,18 +2,9 @@ package cli
 
 import (
 	"bytes"
-	"crypto/x509"
-	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
-
-	"github.com/gridlink/gridlink/identity"
-	"github.com/gridlink/gridlink/pki/ca"
-	"github.com/gridlink/gridlink/pki/chain"
-	"github.com/gridlink/gridlink/pki/pkitest"
-	"github.com/gridlink/gridlink/pki/proxy"
 )
 
 // run runs the command line args and returns its error.
@@ -56,40 +47,6 @@ func TestLifetimeAndRestrictFlags(t *testing.T) {
 	for _, r := range []string{"echo", "port-2811", "port-2811@" + id, "echo@" + id + ",port-22"} {
 		if err := run("proxy", "init", "--cert", missing, "--key", missing, "--hours", "168", "--restrict", r); err == nil || !strings.Contains(err.Error(), "missing.pem") {
 			t.Errorf("--restrict %s: %v; want only the missing certificate refused", r, err)
-		}
-	}
-}
-
-// A node's --max-proxy-lifetime bounds the proxies it admits: 7 days by
-// default, the reason named.
-func TestMaxProxyLifetime(t *testing.T) {
-	dir := t.TempDir()
-	g := pkitest.New(t, "testgrid")
-	g.WriteGrid(t, dir)
-	long, err := proxy.New(g.User(t, "alice"), proxy.Options{Lifetime: 10 * 24 * time.Hour, MaxLifetime: -1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := identity.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := pkitest.WriteCreds(t, dir, "n1", key, []*x509.Certificate{g.Cert(t, ca.Node, "n1", key, time.Time{}, 0)})
-	for _, tc := range []struct {
-		max time.Duration
-		ok  bool
-	}{{chain.DefaultMaxProxyLifetime, false}, {30 * 24 * time.Hour, true}} {
-		sf := secFlags{caFile: filepath.Join(dir, "ca.pem"), crlFile: filepath.Join(dir, "crl.pem"), certFile: files.Cert, maxProxyLife: tc.max}
-		_, trust, err := sf.credentials(key)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, verr := trust.VerifyCertificates(long.Chain)
-		switch {
-		case tc.ok && verr != nil:
-			t.Errorf("--max-proxy-lifetime %v: a 10-day proxy refused: %v", tc.max, verr)
-		case !tc.ok && (!errors.Is(verr, chain.ErrLifetime) || !strings.Contains(verr.Error(), "longer than the 168h0m0s a proxy may be")):
-			t.Errorf("--max-proxy-lifetime %v: a 10-day proxy: %v; want refused as too long", tc.max, verr)
 		}
 	}
 }

@@ -1,21 +1,15 @@
 package cli
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/gridlink/gridlink/hub"
-	"github.com/gridlink/gridlink/link"
-	"github.com/gridlink/gridlink/perf"
-	"github.com/gridlink/gridlink/vconn"
+	"github.com/gridlink/gridlink"
 )
 
 func perfCmd() *cobra.Command {
@@ -47,45 +41,45 @@ reports the rate per interval and overall, as the server counted it.`,
 			if port < 1 || port > 65535 {
 				return fmt.Errorf("--port %d: want 1-65535", port)
 			}
-			var o perf.Options
+			var o gridlink.PerfOptions
 			var err error
 			if !serve {
 				if o, err = perfOptions(streams, maxStreams, compress, encrypt, data, seconds, omit, interval); err != nil {
 					return err
 				}
 			}
-			cfg, err := nf.config(ctx, "gridlink perf")
+			cfg, err := nf.apiConfig("gridlink perf")
 			if err != nil {
 				return err
 			}
-			start := startOnce
+			start := gridlink.StartAttached
 			if serve {
-				start = vconn.Start
+				start = gridlink.Start
 			}
 			node, err := start(ctx, cfg)
 			if err != nil {
-				return err
+				return flagWords(err)
 			}
 			defer node.Close()
 			if serve {
-				ctx, refused := keepNode(ctx, "gridlink perf", node, nf.verbose)
-				l, err := link.Listen(node, uint16(port), link.ListenOptions{AllowPlain: true, MaxStreams: maxStreams})
+				ctx, refused := hold(ctx, "gridlink perf", node, nf.verbose)
+				l, err := node.ListenWith(strconv.Itoa(port), gridlink.ListenOptions{AllowPlain: true, MaxStreams: maxStreams})
 				if err != nil {
 					return err
 				}
 				fmt.Fprintf(os.Stderr, "gridlink perf: %s listening on %s\n", node.Name(), l.Addr())
-				err = perf.Serve(ctx, l, logf(true))
+				err = gridlink.ServePerf(ctx, l, logger())
 				if rerr := refused(); rerr != nil {
 					return rerr
 				}
 				return err
 			}
 			if !asJSON {
-				o.Report = func(iv perf.Interval) {
+				o.Report = func(iv gridlink.PerfInterval) {
 					fmt.Printf("%6.1f s  %9.1f Mbit/s  %3d streams\n", iv.T, iv.Mbps, iv.Streams)
 				}
 			}
-			res, err := perfRun(ctx, node, withDefaultPort(args[0], port), o)
+			res, err := node.Perf(ctx, args[0], port, o)
 			if asJSON {
 				if err != nil {
 					res.Error = err.Error()
@@ -113,9 +107,9 @@ reports the rate per interval and overall, as the server counted it.`,
 	nf.add(c, fmt.Sprintf("perf-%s-%d", hostname(), os.Getpid()))
 	f := c.Flags()
 	f.BoolVar(&serve, "serve", false, "answer perf clients")
-	f.IntVarP(&port, "port", "p", perf.Port, "virtual port of the perf server")
+	f.IntVarP(&port, "port", "p", gridlink.PerfPort, "virtual port of the perf server")
 	f.StringVarP(&streams, "streams", "P", "1", "parallel streams: a number, or auto (grow while throughput grows)")
-	f.IntVar(&maxStreams, "max-streams", link.DefaultMaxStreams, "the most streams of a link")
+	f.IntVar(&maxStreams, "max-streams", gridlink.DefaultMaxStreams, "the most streams of a link")
 	f.StringVar(&compress, "compress", "off", "compression: off, s2, zstd or auto (adaptive, per block)")
 	f.StringVar(&encrypt, "encrypt", "on", "on: TLS 1.3; off: authenticated plain (the handshake proves both ends, then data travels in the clear)")
 	f.StringVar(&data, "data", "zero", "what to send: zero, random (incompressible) or text (log-like)")
@@ -126,11 +120,11 @@ reports the rate per interval and overall, as the server counted it.`,
 	return c
 }
 
-func perfOptions(streams string, maxStreams int, compress, encrypt, data string, seconds, omit, interval float64) (perf.Options, error) {
-	o := perf.Options{Data: data, Duration: secs(seconds), Omit: secs(omit), Interval: secs(interval)}
+func perfOptions(streams string, maxStreams int, compress, encrypt, data string, seconds, omit, interval float64) (gridlink.PerfOptions, error) {
+	o := gridlink.PerfOptions{Data: data, Duration: secs(seconds), Omit: secs(omit), Interval: secs(interval)}
 	switch {
 	case streams == "auto":
-		o.Link.Streams = link.Auto
+		o.Link.Streams = gridlink.AutoStreams
 	default:
 		n, err := strconv.Atoi(streams)
 		if err != nil || n < 1 {
@@ -140,7 +134,7 @@ func perfOptions(streams string, maxStreams int, compress, encrypt, data string,
 	}
 	o.Link.MaxStreams = maxStreams
 	var err error
-	if o.Link.Compression, err = link.ParseCompression(compress); err != nil {
+	if o.Link.Compression, err = gridlink.ParseCompression(compress); err != nil {
 		return o, fmt.Errorf("--compress: %w", err)
 	}
 	switch encrypt {
@@ -150,7 +144,7 @@ func perfOptions(streams string, maxStreams int, compress, encrypt, data string,
 	default:
 		return o, fmt.Errorf("--encrypt %q: want on or off", encrypt)
 	}
-	if _, err := perf.NewSource(data); err != nil {
+	if err := gridlink.CheckPerfData(data); err != nil {
 		return o, fmt.Errorf("--data: %w", err)
 	}
 	if seconds <= 0 || omit < 0 || omit >= seconds || interval <= 0 {
@@ -160,33 +154,3 @@ func perfOptions(streams string, maxStreams int, compress, encrypt, data string,
 }
 
 func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
-
-func withDefaultPort(addr string, port int) string {
-	host := addr
-	if i := strings.IndexByte(host, '@'); i >= 0 {
-		host = host[:i]
-	}
-	if strings.Contains(host, ":") {
-		return addr
-	}
-	return strings.Replace(addr, host, host+":"+strconv.Itoa(port), 1)
-}
-
-// perfRun dials, waiting up to 15 s for the hubs to learn the server's
-// name, and measures.
-func perfRun(ctx context.Context, node *vconn.Node, addr string, o perf.Options) (perf.Result, error) {
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		dctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		start := time.Now()
-		c, err := link.Dial(dctx, node, addr, o.Link)
-		cancel()
-		if err == nil {
-			return perf.Run(c, o, time.Since(start))
-		}
-		if !errors.Is(err, hub.ErrNotFound) || time.Now().After(deadline) || ctx.Err() != nil {
-			return perf.Result{Addr: addr}, err
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}

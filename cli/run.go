@@ -3,9 +3,8 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -14,10 +13,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gridlink/gridlink"
 	"github.com/gridlink/gridlink/agent"
-	"github.com/gridlink/gridlink/direct"
-	"github.com/gridlink/gridlink/hub/hubserver"
-	"github.com/gridlink/gridlink/vconn"
 )
 
 func signalContext() (context.Context, context.CancelFunc) {
@@ -36,42 +33,22 @@ func hubCmd() *cobra.Command {
   gridlink hub --name das3d --peer ssh://root@198.51.100.129/127.0.0.1:7946   # through an sshd`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			key, err := loadKey(keyFile)
+			creds, err := sf.files()
 			if err != nil {
 				return err
 			}
-			creds, trust, err := sf.credentials(key)
-			if err != nil {
-				return err
+			hc := gridlink.HubConfig{FallbackName: name, KeyFile: keyFile, Credentials: creds, Listen: listen, Peers: peers,
+				SSH: sshConfig(useSSH, sshCfg, known, ids), Control: control, Announce: announce,
+				Logger: logger()} // a hub logs its links, routes and refusals always (-v or not)
+			if cmd.Flags().Changed("name") {
+				hc.Name = name // else a hub certificate's name
 			}
-			if !cmd.Flags().Changed("name") {
-				name = creds.DefaultName(name) // a hub certificate's name
-			}
-			d := &direct.Dialer{Creds: creds, SSH: sshConfig(useSSH, sshCfg, known, ids)}
-			// a hub logs its links, routes and refusals always (-v or not)
-			hlog := printf(logger("hub", name))
-			h, err := hubserver.New(hubserver.Config{Name: name, Creds: creds, Listen: listen, Peers: peers, Dial: d.Transport, Logf: hlog})
+			h, err := gridlink.NewHub(hc)
 			if err != nil {
-				return err
+				return flagWords(err)
 			}
 			ctx, cancel := signalContext()
 			defer cancel()
-			if trust != nil {
-				go trust.Watch(ctx, 0, func(f string, a ...any) { hlog("hub %s: "+f, append([]any{name}, a...)...) })
-			}
-			stop, err := serveHubStatus(h, control, func(f string, a ...any) { hlog("hub %s: "+f, append([]any{name}, a...)...) })
-			if err != nil {
-				return err
-			}
-			defer stop()
-			if announce {
-				a, err := hubserver.ListenDiscovery(name, key.ID(), uint16(h.Addr().(*net.TCPAddr).Port))
-				if err != nil {
-					return err
-				}
-				go a.Serve(ctx)
-			}
-			hlog("gridlink hub %s (%s) listening on %s", name, key.ID().Short(), h.Addr()) // a timestamped record like every other line
 			return h.Serve(ctx)
 		},
 	}
@@ -127,114 +104,55 @@ func (nf *nodeFlags) add(c *cobra.Command, defaultName string) {
 	nf.sec.add(c)
 }
 
-// config checks the flags and returns the node's configuration,
-// discovering the site's hub if asked to.
-func (nf *nodeFlags) config(ctx context.Context, who string) (vconn.Config, error) {
-	key, err := loadKey(nf.keyFile)
+// apiConfig checks the flags and returns the node's configuration; a
+// hub it discovers (--discover) is reported as who's.
+func (nf *nodeFlags) apiConfig(who string) (gridlink.Config, error) {
+	creds, err := nf.sec.files()
 	if err != nil {
-		return vconn.Config{}, err
-	}
-	creds, _, err := nf.sec.credentials(key)
-	if err != nil {
-		return vconn.Config{}, err
+		return gridlink.Config{}, err
 	}
 	pr, err := parsePorts(nf.ports)
 	if err != nil {
-		return vconn.Config{}, err
+		return gridlink.Config{}, err
 	}
 	pref, err := parsePrefixes(nf.prefer)
 	if err != nil {
-		return vconn.Config{}, err
+		return gridlink.Config{}, err
 	}
-	hubs := nf.hubs
-	if nf.discover && len(hubs) == 0 {
-		found, err := hubserver.Discover(ctx, 2*time.Second)
-		if err != nil {
-			return vconn.Config{}, err
-		}
-		for _, f := range found {
-			hubs = append(hubs, f.Addr.String())
-		}
-		fmt.Fprintf(os.Stderr, "%s: discovered hub %s at %s\n", who, found[0].Name, found[0].Addr)
+	cfg := gridlink.Config{FallbackName: nf.name, KeyFile: nf.keyFile, Credentials: creds, Hubs: nf.hubs, Discover: nf.discover,
+		Ports: pr, Prefer: pref, PortMap: nf.portMap, SSH: sshConfig(nf.useSSH, nf.sshCfg, nf.known, nf.ids),
+		Discovered: func(name string, addr netip.AddrPort) {
+			fmt.Fprintf(os.Stderr, "%s: discovered hub %s at %s\n", who, name, addr)
+		}}
+	if nf.cmd != nil && nf.cmd.Flags().Changed("name") {
+		cfg.Name = nf.name // else a node certificate's name
 	}
-	name := nf.name
-	if nf.cmd == nil || !nf.cmd.Flags().Changed("name") {
-		name = creds.DefaultName(name) // a node certificate binds its name
+	if nf.verbose {
+		cfg.Logger = logger()
 	}
-	return vconn.Config{Name: name, Key: key, Creds: creds, Hubs: hubs, Ports: pr, Preferred: pref, PortMap: nf.portMap,
-		SSH: sshConfig(nf.useSSH, nf.sshCfg, nf.known, nf.ids), Logf: logf(nf.verbose, "node", name)}, nil
+	return cfg, nil
 }
 
-// startOnce starts the node of a one-shot command (cp, a perf client),
-// which needs a hub: it waits for the attachment as long as ctx allows
-// (30 s at most if ctx has no deadline).
-func startOnce(ctx context.Context, cfg vconn.Config) (*vconn.Node, error) {
-	node, err := vconn.Start(ctx, cfg)
-	if err != nil {
-		return nil, err
+// hold is for long-running commands (node, serve, perf --serve): it
+// reports the node's attachment (unless -v, whose session log says it)
+// and returns a context that ends with ctx or when the hubs refuse the
+// node for good, and what to return then: the refusal, or nil.
+func hold(ctx context.Context, who string, n *gridlink.Node, verbose bool) (context.Context, func() error) {
+	ctx, end := n.Hold(ctx)
+	if !verbose {
+		go n.WatchAttach(ctx, func(c gridlink.AttachChange) {
+			if c.Attached {
+				fmt.Fprintf(os.Stderr, "%s %s: attached to hub %s\n", who, c.Machine.Name, c.Machine.HubName)
+				return
+			}
+			fmt.Fprintf(os.Stderr, "%s %s: %s\n", who, n.Name(), c.State)
+		})
 	}
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := node.WaitAttached(wctx); err != nil {
-		node.Close()
-		return nil, err
-	}
-	return node, nil
-}
-
-// keepNode is for long-running commands (node, serve, perf --serve): it
-// reports the node's attachment (reportAttach) and returns a context that
-// ends with ctx or when the hubs refuse the node for good, and what to
-// return then: the refusal, or nil.
-func keepNode(ctx context.Context, who string, n *vconn.Node, verbose bool) (context.Context, func() error) {
-	ctx, cancel := context.WithCancel(ctx)
-	go reportAttach(ctx, who, n, verbose)
-	go func() {
-		select {
-		case <-ctx.Done():
-		case <-n.GaveUp():
-			cancel()
-		}
-	}()
 	return ctx, func() error {
-		cancel()
-		select {
-		case <-n.GaveUp():
-			return fmt.Errorf("%s %s: %w", who, n.Name(), n.Attached())
-		default:
-			return nil
+		if err := end(); err != nil {
+			return fmt.Errorf("%s %w", who, err)
 		}
-	}
-}
-
-// reportAttach prints, for a long-running node without --verbose (whose
-// session logs it itself), when it attaches, loses its hub or fails to
-// attach for a new reason, until ctx is done.
-func reportAttach(ctx context.Context, who string, n *vconn.Node, verbose bool) {
-	if verbose {
-		return
-	}
-	last := n.AttachState()
-	var lastCause string
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(500 * time.Millisecond):
-		}
-		st, cause := n.AttachState(), ""
-		var na *vconn.NotAttachedError
-		if err := n.Attached(); errors.As(err, &na) {
-			cause = na.Cause.Error()
-		}
-		switch {
-		case st == "" && last != "":
-			m := n.Machine()
-			fmt.Fprintf(os.Stderr, "%s %s: attached to hub %s\n", who, m.Name, m.HubName)
-		case st != "" && (last == "" || cause != lastCause):
-			fmt.Fprintf(os.Stderr, "%s %s: %s\n", who, n.Name(), st)
-		}
-		last, lastCause = st, cause
+		return nil
 	}
 }
 
@@ -257,13 +175,13 @@ stopped or when the hubs refuse it for good (its certificate, role or name).`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := signalContext()
 			defer cancel()
-			cfg, err := nf.config(ctx, "gridlink node")
+			cfg, err := nf.apiConfig("gridlink node")
 			if err != nil {
 				return err
 			}
-			a, err := agent.Start(ctx, agent.Config{Control: control, Node: cfg, AllowExit: allowExit})
+			a, err := gridlink.StartAgent(ctx, gridlink.AgentConfig{Control: control, Node: cfg, AllowExit: allowExit})
 			if err != nil {
-				return err
+				return flagWords(err)
 			}
 			m := a.Node().Machine()
 			who := "root only"
@@ -273,11 +191,11 @@ stopped or when the hubs refuse it for good (its certificate, role or name).`,
 			where := "attached to hub " + m.HubName
 			if st := a.Node().AttachState(); st != "" {
 				where = st
-			} else if len(cfg.Hubs) == 0 {
+			} else if len(cfg.Hubs) == 0 && !cfg.Discover {
 				where = "without a hub"
 			}
 			fmt.Fprintf(os.Stderr, "gridlink node %s (%s) %s; addresses %v; control socket %s (%s)\n", m.Name, m.ID.Short(), where, m.Addrs, a.Control(), who)
-			ctx, refused := keepNode(ctx, "gridlink node", a.Node(), nf.verbose)
+			ctx, refused := hold(ctx, "gridlink node", a.Node(), nf.verbose)
 			<-ctx.Done()
 			if err := refused(); err != nil {
 				a.Close()

@@ -1,27 +1,17 @@
 package cli
 
 import (
-	"crypto"
-	"crypto/ed25519"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"math/big"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/gridlink/gridlink/identity"
-	"github.com/gridlink/gridlink/pki"
-	"github.com/gridlink/gridlink/pki/ca"
-	"github.com/gridlink/gridlink/pki/chain"
-	"github.com/gridlink/gridlink/pki/keyfile"
-	"github.com/gridlink/gridlink/pki/proxy"
-	"github.com/gridlink/gridlink/vconn"
+	"github.com/gridlink/gridlink"
 )
 
 // secFlags are the certificate flags of every command that runs a hub or a
@@ -46,69 +36,42 @@ func (sf *secFlags) add(c *cobra.Command) {
 	f.StringVar(&sf.certFile, "cert", "", "this hub's or node's certificate (PEM, from `gridlink cert issue`) for --key")
 	f.StringVar(&sf.crlFile, "crl", "", "the CA's revocation list (PEM), reread when it changes")
 	f.StringVar(&sf.proxyFile, "proxy", "", "run as a user: a proxy credential (from `gridlink proxy init`) instead of --key and --cert")
-	f.DurationVar(&sf.maxProxyLife, "max-proxy-lifetime", chain.DefaultMaxProxyLifetime, "refuse peers' proxies valid longer than this (with --ca)")
+	f.DurationVar(&sf.maxProxyLife, "max-proxy-lifetime", gridlink.DefaultMaxProxyLifetime, "refuse peers' proxies valid longer than this (with --ca)")
 	if testingAid {
 		f.BoolVar(&sf.unchecked, testingUncheckedFlag, false, "TESTING AID, never in production: present --cert or --proxy unchecked (a bad chain as it is); without --ca, admit any peer")
 		_ = f.MarkHidden(testingUncheckedFlag)
 	}
 }
 
-// credentials returns the credentials for key (or the proxy's), and the
-// trust to watch, nil for an open grid.
-func (sf *secFlags) credentials(key identity.Key) (*pki.Credentials, *pki.Trust, error) {
-	var trust *pki.Trust
-	switch {
-	case sf.caFile != "":
-		if sf.maxProxyLife <= 0 {
-			return nil, nil, fmt.Errorf("--max-proxy-lifetime %v: want a positive duration", sf.maxProxyLife)
-		}
-		var err error
-		if trust, err = pki.LoadTrustWith(sf.caFile, sf.crlFile, chain.Config{MaxProxyLifetime: sf.maxProxyLife}); err != nil {
-			return nil, nil, err
-		}
-	case sf.crlFile != "":
-		return nil, nil, errors.New("--crl needs --ca (the CA certificates)")
-	case sf.unchecked && (sf.certFile != "" || sf.proxyFile != ""):
-		// a testing aid's hub that presents a chain and admits anyone
-	case sf.certFile != "" || sf.proxyFile != "":
-		return nil, nil, errors.New("--cert and --proxy need --ca (the CA certificates)")
-	default:
-		creds, err := pki.NewCredentials(key)
-		return creds, nil, err
+// files checks the flags and returns the credential files they name.
+func (sf *secFlags) files() (gridlink.Credentials, error) {
+	if sf.caFile != "" && sf.maxProxyLife <= 0 {
+		return gridlink.Credentials{}, fmt.Errorf("--max-proxy-lifetime %v: want a positive duration", sf.maxProxyLife)
 	}
-	var chain []*x509.Certificate
-	switch {
-	case sf.proxyFile != "":
-		if sf.certFile != "" {
-			return nil, nil, errors.New("--proxy and --cert exclude each other: a proxy carries its chain")
-		}
-		pc, err := proxy.Load(sf.proxyFile)
-		if err != nil {
-			return nil, nil, err
-		}
-		if key, err = pki.ProxyKey(pc); err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", sf.proxyFile, err)
-		}
-		chain = pc.Chain
-	case sf.certFile != "":
-		data, err := os.ReadFile(sf.certFile)
-		if err != nil {
-			return nil, nil, err
-		}
-		if chain, err = ca.ParseCertificates(data); err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", sf.certFile, err)
-		}
-	default:
-		return nil, nil, errors.New("--ca needs --cert (with --key) or --proxy: this end's certificate")
-	}
+	c := gridlink.Credentials{CA: sf.caFile, CRL: sf.crlFile, Cert: sf.certFile, Proxy: sf.proxyFile, MaxProxyLifetime: sf.maxProxyLife}
 	if sf.unchecked {
-		return pki.Unchecked(key, chain, trust), trust, nil
+		uncheck(&c)
 	}
-	creds, err := pki.Certified(key, chain, trust)
-	if err != nil {
-		return nil, nil, err
+	return c, nil
+}
+
+// flagWords says the API's refusals of a set of credential files in the
+// flags' words.
+func flagWords(err error) error {
+	for _, w := range []struct {
+		err   error
+		words string
+	}{
+		{gridlink.ErrCRLWithoutCA, "--crl needs --ca (the CA certificates)"},
+		{gridlink.ErrCertWithoutCA, "--cert and --proxy need --ca (the CA certificates)"},
+		{gridlink.ErrProxyAndCert, "--proxy and --cert exclude each other: a proxy carries its chain"},
+		{gridlink.ErrNoCert, "--ca needs --cert (with --key) or --proxy: this end's certificate"},
+	} {
+		if errors.Is(err, w.err) {
+			return errors.New(w.words)
+		}
 	}
-	return creds, trust, nil
+	return err
 }
 
 // passphrase returns a function asking for a passphrase once: from the
@@ -156,26 +119,22 @@ func newPassphrase(file string) ([]byte, error) {
 	return p, nil
 }
 
-// writeKey writes key to path, passphrase-protected unless plain.
-func writeKey(path string, key crypto.Signer, plain bool, passFile string) error {
-	var data []byte
-	var err error
+// keyPassphrase is the passphrase of a key about to be written: nil
+// (unprotected) if plain, else a new one, not empty.
+func keyPassphrase(plain bool, passFile string) gridlink.Passphrase {
 	if plain {
-		data, err = keyfile.Marshal(key)
-	} else {
-		var pass []byte
-		if pass, err = newPassphrase(passFile); err != nil {
-			return err
+		return nil
+	}
+	return func() ([]byte, error) {
+		pass, err := newPassphrase(passFile)
+		if err != nil {
+			return nil, err
 		}
 		if len(pass) == 0 {
-			return errors.New("an empty passphrase: use --no-passphrase to store the key unprotected")
+			return nil, errors.New("an empty passphrase: use --no-passphrase to store the key unprotected")
 		}
-		data, err = keyfile.Encrypt(key, pass, keyfile.DefaultCost)
+		return pass, nil
 	}
-	if err != nil {
-		return err
-	}
-	return keyfile.Write(path, data)
 }
 
 func caCmd() *cobra.Command {
@@ -195,31 +154,13 @@ func caInitCmd() *cobra.Command {
   # then give ca.pem to every hub and node (--ca), keep ca.key offline`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, err := os.Stat(filepath.Join(dir, ca.DirKey)); err == nil {
-				return fmt.Errorf("%s already holds a CA (%s): refusing to overwrite it", dir, ca.DirKey)
-			}
-			a, err := ca.New(ca.Config{Name: name, Lifetime: time.Duration(years) * 365 * 24 * time.Hour})
+			f, err := gridlink.InitCA(gridlink.CAConfig{Dir: dir, Name: name, Lifetime: time.Duration(years) * 365 * 24 * time.Hour,
+				NewPassphrase: keyPassphrase(plain, passFile)})
 			if err != nil {
-				return err
-			}
-			if err := os.MkdirAll(dir, 0o700); err != nil {
-				return err
-			}
-			if err := writeKey(filepath.Join(dir, ca.DirKey), a.Key(), plain, passFile); err != nil {
-				return err
-			}
-			crl, err := a.UpdateCRL(nil, ca.CRLUpdate{})
-			if err != nil {
-				return err
-			}
-			if err := os.WriteFile(filepath.Join(dir, ca.DirCert), ca.EncodeCertificates(a.Cert), 0o644); err != nil {
-				return err
-			}
-			if err := os.WriteFile(filepath.Join(dir, ca.DirCRL), ca.EncodeCRL(crl), 0o644); err != nil {
 				return err
 			}
 			fmt.Printf("CA %q: certificate %s, key %s, revocation list %s (valid until %s: re-sign it with `gridlink ca revoke` before then)\n",
-				a.Name(), filepath.Join(dir, ca.DirCert), filepath.Join(dir, ca.DirKey), filepath.Join(dir, ca.DirCRL), crl.NextUpdate.Format(time.DateOnly))
+				f.Name, f.Cert, f.Key, f.CRL, f.NextUpdate.Format(time.DateOnly))
 			return nil
 		},
 	}
@@ -232,23 +173,6 @@ func caInitCmd() *cobra.Command {
 	return c
 }
 
-// loadCA loads the CA of a directory made by `ca init`.
-func loadCA(dir, passFile string) (*ca.Authority, error) {
-	data, err := os.ReadFile(filepath.Join(dir, ca.DirCert))
-	if err != nil {
-		return nil, err
-	}
-	certs, err := ca.ParseCertificates(data)
-	if err != nil {
-		return nil, err
-	}
-	key, err := keyfile.Load(filepath.Join(dir, ca.DirKey), passphrase(passFile, "CA key passphrase: "))
-	if err != nil {
-		return nil, err
-	}
-	return ca.Load(certs[0], key)
-}
-
 func caRevokeCmd() *cobra.Command {
 	var dir, passFile string
 	var serials []string
@@ -258,22 +182,7 @@ func caRevokeCmd() *cobra.Command {
 		Example: `  gridlink ca revoke --dir ~/gridca lost-laptop.pem
   gridlink ca revoke --dir ~/gridca --serial 0x1f3a...   # as printed by cert issue`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, err := loadCA(dir, passFile)
-			if err != nil {
-				return err
-			}
 			var revoke []*big.Int
-			for _, f := range args {
-				data, err := os.ReadFile(f)
-				if err != nil {
-					return err
-				}
-				certs, err := ca.ParseCertificates(data)
-				if err != nil {
-					return fmt.Errorf("%s: %w", f, err)
-				}
-				revoke = append(revoke, certs[0].SerialNumber)
-			}
 			for _, s := range serials {
 				n, ok := new(big.Int).SetString(s, 0)
 				if !ok {
@@ -281,26 +190,12 @@ func caRevokeCmd() *cobra.Command {
 				}
 				revoke = append(revoke, n)
 			}
-			path := filepath.Join(dir, ca.DirCRL)
-			var prev *x509.RevocationList
-			if data, err := os.ReadFile(path); err == nil {
-				if prev, err = ca.ParseCRL(data); err != nil {
-					return fmt.Errorf("%s: %w", path, err)
-				}
-			}
-			crl, err := a.UpdateCRL(prev, ca.CRLUpdate{Revoke: revoke})
+			f, err := gridlink.RevokeCA(dir, passphrase(passFile, "CA key passphrase: "), args, revoke)
 			if err != nil {
 				return err
 			}
-			tmp := path + ".new"
-			if err := os.WriteFile(tmp, ca.EncodeCRL(crl), 0o644); err != nil {
-				return err
-			}
-			if err := os.Rename(tmp, path); err != nil {
-				return err
-			}
 			fmt.Printf("revocation list %s number %v: %d revoked, valid until %s; copy it to every hub and node (--crl)\n",
-				path, crl.Number, len(crl.RevokedCertificateEntries), crl.NextUpdate.Format(time.DateOnly))
+				f.CRL, f.CRLNumber, f.Revoked, f.NextUpdate.Format(time.DateOnly))
 			return nil
 		},
 	}
@@ -333,54 +228,22 @@ func certIssueCmd() *cobra.Command {
 			if days <= 0 {
 				return fmt.Errorf("--days %d: want a positive number of days", days)
 			}
-			a, err := loadCA(dir, passFile)
-			if err != nil {
-				return err
+			r := gridlink.CertRequest{Dir: dir, CAPassphrase: passphrase(passFile, "CA key passphrase: "), Role: role, Name: name,
+				Groups: groups, Aliases: aliases, Lifetime: time.Duration(days) * 24 * time.Hour, KeyFile: keyPath, ID: idText,
+				UserPassphrase: passphrase(userPassFile, "user key passphrase: "), NewUserPassphrase: keyPassphrase(plain, userPassFile), Out: out}
+			is, err := gridlink.IssueCert(r)
+			if is.MadeKey != "" {
+				fmt.Fprintf(os.Stderr, "made the user key %s\n", is.MadeKey)
 			}
-			r := ca.Request{Role: ca.Role(role), Name: name, Groups: groups, Aliases: aliases, Lifetime: time.Duration(days) * 24 * time.Hour}
 			switch {
-			case r.Role == ca.User:
-				if keyPath == "" {
-					return errors.New("a user certificate needs --key: the user's key file (made, passphrase-protected, if missing)")
-				}
-				key, err := keyfile.Load(keyPath, passphrase(userPassFile, "user key passphrase: "))
-				if errors.Is(err, os.ErrNotExist) {
-					_, priv, gerr := ed25519.GenerateKey(nil)
-					if gerr != nil {
-						return gerr
-					}
-					if err = writeKey(keyPath, priv, plain, userPassFile); err == nil {
-						key = priv
-						fmt.Fprintf(os.Stderr, "made the user key %s\n", keyPath)
-					}
-				}
-				if err != nil {
-					return err
-				}
-				r.Key = key.Public()
-			case idText != "":
-				id, err := identity.ParseID(idText)
-				if err != nil {
-					return err
-				}
-				r.Key = id.PublicKey()
-			case keyPath != "":
-				k, err := identity.LoadOrCreateKey(keyPath)
-				if err != nil {
-					return err
-				}
-				r.Key = k.Private().Public()
-			default:
+			case errors.Is(err, gridlink.ErrUserKeyNeeded):
+				return errors.New("a user certificate needs --key: the user's key file (made, passphrase-protected, if missing)")
+			case errors.Is(err, gridlink.ErrKeyNeeded):
 				return errors.New("a hub or node certificate needs --key (its identity key file, made if missing) or --id")
-			}
-			cert, err := a.Issue(r)
-			if err != nil {
+			case err != nil:
 				return err
 			}
-			if err := os.WriteFile(out, ca.EncodeCertificates(cert), 0o644); err != nil {
-				return err
-			}
-			fmt.Printf("%s: %s, serial %#x, valid until %s\n", out, cert.Subject, cert.SerialNumber, cert.NotAfter.Format(time.DateOnly))
+			fmt.Printf("%s: %s, serial %#x, valid until %s\n", is.Out, is.Subject, is.Serial, is.NotAfter.Format(time.DateOnly))
 			return nil
 		},
 	}
@@ -407,13 +270,6 @@ func proxyCmd() *cobra.Command {
 	return c
 }
 
-// defaultProxyFile is where proxy init writes and nodes look: like
-// Globus's /tmp/x509up_uUID, but in the user's own directory.
-func defaultProxyFile() string {
-	home, _ := os.UserHomeDir()
-	return filepath.Join(home, ".gridlink", "proxy.pem")
-}
-
 func proxyInitCmd() *cobra.Command {
 	var certFile, keyPath, passFile, out string
 	var hours float64
@@ -436,36 +292,16 @@ func proxyInitCmd() *cobra.Command {
 			case life > maxLife:
 				return fmt.Errorf("--hours %v: longer than the %v a proxy may live (--max-lifetime; the grid's hubs and nodes refuse proxies longer than their --max-proxy-lifetime, 7 days unless set)", hours, maxLife)
 			}
-			if err := checkRestriction(restrict); err != nil {
-				return err
+			p, err := gridlink.InitProxy(gridlink.ProxyRequest{CertFile: certFile, KeyFile: keyPath, Passphrase: passphrase(passFile, "passphrase for "+keyPath+": "),
+				Out: out, Lifetime: life, MaxLifetime: maxLife, Restrict: restrict})
+			var re *gridlink.RestrictionError
+			if errors.As(err, &re) {
+				return fmt.Errorf("--restrict %s: %w", re.Entry, re)
 			}
-			data, err := os.ReadFile(certFile)
 			if err != nil {
 				return err
 			}
-			chain, err := ca.ParseCertificates(data)
-			if err != nil {
-				return fmt.Errorf("%s: %w", certFile, err)
-			}
-			key, err := keyfile.Load(keyPath, passphrase(passFile, "passphrase for "+keyPath+": "))
-			if err != nil {
-				return err
-			}
-			o := proxy.Options{Lifetime: life, MaxLifetime: maxLife}
-			if len(restrict) > 0 {
-				o.Restrict = restrict
-			}
-			p, err := proxy.New(&proxy.Credential{Chain: chain, Key: key}, o)
-			if err != nil {
-				return err
-			}
-			if err := os.MkdirAll(filepath.Dir(out), 0o700); err != nil {
-				return err
-			}
-			if err := proxy.Save(out, p); err != nil {
-				return err
-			}
-			fmt.Printf("proxy %s: %s, valid until %s\n", out, p.Leaf().Subject, p.Leaf().NotAfter.Format(time.DateTime))
+			fmt.Printf("proxy %s: %s, valid until %s\n", p.Out, p.Subject, p.NotAfter.Format(time.DateTime))
 			return nil
 		},
 	}
@@ -473,26 +309,11 @@ func proxyInitCmd() *cobra.Command {
 	f.StringVar(&certFile, "cert", "", "your user certificate (PEM)")
 	f.StringVar(&keyPath, "key", "", "your user key (passphrase-protected)")
 	f.StringVar(&passFile, "passphrase-file", "", "read the key's passphrase from this file (default: $GRIDLINK_PASSPHRASE or the terminal)")
-	f.StringVar(&out, "out", defaultProxyFile(), "proxy credential file to write (mode 0600)")
+	f.StringVar(&out, "out", gridlink.DefaultProxyFile(), "proxy credential file to write (mode 0600)")
 	f.Float64Var(&hours, "hours", 12, "lifetime")
-	f.DurationVar(&maxLife, "max-lifetime", proxy.DefaultMaxLifetime, "the longest lifetime --hours may ask for")
+	f.DurationVar(&maxLife, "max-lifetime", gridlink.DefaultMaxProxyLifetime, "the longest lifetime --hours may ask for")
 	f.StringSliceVar(&restrict, "restrict", nil, "limit the proxy to these services (comma-separated): echo, port-N, or SERVICE@NODEID for the service at that node only")
 	_ = c.MarkFlagRequired("cert")
 	_ = c.MarkFlagRequired("key")
 	return c
-}
-
-// checkRestriction checks proxy init's --restrict entries: a service
-// restrictions can name (vconn.ParseService), alone or as SERVICE@NODEID.
-func checkRestriction(entries []string) error {
-	for _, e := range entries {
-		svc, _ := proxy.SplitEntry(e)
-		if _, err := vconn.ParseService(svc); err != nil {
-			return fmt.Errorf("--restrict %s: %w; SERVICE@NODEID limits it to the node with that ID", e, err)
-		}
-		if err := proxy.CheckEntry(e); err != nil {
-			return fmt.Errorf("--restrict %s: %w", e, err)
-		}
-	}
-	return nil
 }

@@ -1,0 +1,182 @@
+package gridlink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gridlink/gridlink/agent"
+	"github.com/gridlink/gridlink/vconn"
+)
+
+// Node start-up, in one place for every command and program that runs a
+// node: Start (a long-running node), StartAttached (a one-shot task's,
+// which needs its hub), StartAgent (the node agent's node), and what a long-running node reports while it runs (Hold,
+// WatchAttach).
+
+// attachWait bounds StartAttached's wait when ctx has no earlier deadline.
+const attachWait = 30 * time.Second
+
+// Start brings a node up: its key and credentials, its direct listener
+// and, if Config.Hubs names any (or Discover finds them), its hub
+// attachment. It waits for the first round of attempts to attach (3 s at
+// most): a hub's refusal fails it; a hub that does not answer does not,
+// the node keeps attaching in the background (see WaitAttached).
+func Start(ctx context.Context, cfg Config) (*Node, error) {
+	vc, err := cfg.node(ctx)
+	if err != nil {
+		return nil, err
+	}
+	n, err := vconn.Start(ctx, vc)
+	if err != nil {
+		return nil, err
+	}
+	return &Node{n: n}, nil
+}
+
+// StartAttached starts the node of a one-shot task (a copy, a perf
+// client), which needs a hub: it also waits for the attachment as long as
+// ctx allows (30 s at most), and fails if it does not come.
+func StartAttached(ctx context.Context, cfg Config) (*Node, error) {
+	n, err := Start(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, attachWait)
+	defer cancel()
+	if err := n.WaitAttached(wctx); err != nil {
+		n.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+// Machine is how the overlay knows the node: name, ID, addresses, hub.
+func (n *Node) Machine() Machine { return n.n.Machine() }
+
+// AttachState says, in words, why the node has no hub now ("attaching to
+// HUB: REASON, retrying"); "" while attached or without hubs.
+func (n *Node) AttachState() string { return n.n.AttachState() }
+
+// Attached is nil while the node is attached (or has no hubs), else a
+// *NotAttachedError saying since when and why.
+func (n *Node) Attached() error { return n.n.Attached() }
+
+// GaveUp is closed once the hubs have refused the node for good (its
+// certificate, role or name); Attached then says why.
+func (n *Node) GaveUp() <-chan struct{} { return n.n.GaveUp() }
+
+// Hold is for a long-running node: it returns a context that ends with
+// ctx or when the hubs refuse the node for good, and a function that ends
+// it and returns why it ended: the refusal (a *RefusedForGoodError), or
+// nil.
+func (n *Node) Hold(ctx context.Context) (context.Context, func() error) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-n.GaveUp():
+			cancel()
+		}
+	}()
+	return ctx, func() error {
+		cancel()
+		select {
+		case <-n.GaveUp():
+			return &RefusedForGoodError{Node: n.Name(), Err: n.Attached()}
+		default:
+			return nil
+		}
+	}
+}
+
+// RefusedForGoodError is why a held node ended: its hubs refused it for
+// good.
+type RefusedForGoodError struct {
+	Node string // the node's name
+	Err  error  // the refusal (a *NotAttachedError)
+}
+
+func (e *RefusedForGoodError) Error() string { return fmt.Sprintf("%s: %v", e.Node, e.Err) }
+func (e *RefusedForGoodError) Unwrap() error { return e.Err }
+
+// AttachChange is a change of a node's attachment: attached (to
+// Machine.HubName), or not attached for a new reason (State says it).
+type AttachChange struct {
+	Attached bool
+	Machine  Machine
+	State    string
+}
+
+// attachPoll is how often WatchAttach looks.
+const attachPoll = 500 * time.Millisecond
+
+// WatchAttach calls f, until ctx is done, when the node attaches, loses
+// its hub or fails to attach for a new reason (its session's own log, with
+// Config.Logger, says so too).
+func (n *Node) WatchAttach(ctx context.Context, f func(AttachChange)) {
+	last := n.AttachState()
+	var lastCause string
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(attachPoll):
+		}
+		st, cause := n.AttachState(), ""
+		var na *vconn.NotAttachedError
+		if err := n.Attached(); errors.As(err, &na) {
+			cause = na.Cause.Error()
+		}
+		switch {
+		case st == "" && last != "":
+			f(AttachChange{Attached: true, Machine: n.Machine()})
+		case st != "" && (last == "" || cause != lastCause):
+			f(AttachChange{Machine: n.Machine(), State: st})
+		}
+		last, lastCause = st, cause
+	}
+}
+
+// AgentConfig configures a node agent: the node, its control socket and
+// the services it offers other nodes. The zero value works: a node of the
+// zero Config, the default control socket, no exit.
+type AgentConfig struct {
+	Node Config
+	// Control is the control socket (which only this uid and root may
+	// use); empty: @gridlink-agent for root, else
+	// $XDG_RUNTIME_DIR/gridlink/agent.sock or /tmp/gridlink-UID/agent.sock.
+	Control string
+	// AllowExit lets other nodes' SOCKS clients reach TCP hosts from here.
+	AllowExit bool
+}
+
+// Agent is a running node agent: a node and the local control API other
+// programs (and the gridlink commands) use through its client.
+type Agent struct {
+	a    *agent.Agent
+	node *Node
+}
+
+// StartAgent starts a node (as Start does) and serves its control API.
+func StartAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
+	vc, err := cfg.Node.node(ctx)
+	if err != nil {
+		return nil, err
+	}
+	a, err := agent.Start(ctx, agent.Config{Control: cfg.Control, Node: vc, AllowExit: cfg.AllowExit})
+	if err != nil {
+		return nil, err
+	}
+	return &Agent{a: a, node: &Node{n: a.Node()}}, nil
+}
+
+// Node is the agent's node (closed by the agent's Close).
+func (a *Agent) Node() *Node { return a.node }
+
+// Control is the agent's control socket.
+func (a *Agent) Control() string { return a.a.Control() }
+
+// Close stops the agent and its node.
+func (a *Agent) Close() error { return a.a.Close() }
