@@ -9,12 +9,10 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink"
 	"github.com/gridlink/gridlink/link"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/pki/ca"
@@ -77,7 +75,7 @@ the free space of the file system it writes to (less 1% of it, at most
 			if err != nil {
 				return fmt.Errorf("--user-quota: %w", err)
 			}
-			xc := xfer.Config{Root: root, Push: pushDialer(cfg, node, maxStreams), Logf: printf(logger("node", node.Name())),
+			xc := xfer.Config{Root: root, Push: gridlink.PushDialer(cfg, node, maxStreams), Logf: printf(logger("node", node.Name())),
 				Quota: q, UserQuota: uq, User: linkUser}
 			if cfg.Creds != nil && cfg.Creds.Trust() != nil {
 				// a grid with a CA: push as the caller, never as this service
@@ -145,39 +143,6 @@ func orDefault(s, d string) string {
 	return s
 }
 
-// dialLink dials a link, waiting up to 15 s for the hubs to learn the
-// name.
-func dialLink(ctx context.Context, node *vconn.Node, addr string, o link.Options) (net.Conn, error) {
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		c, err := link.Dial(dctx, node, addr, o)
-		cancel()
-		if err == nil {
-			return c, nil
-		}
-		if !errors.Is(err, hub.ErrNotFound) || time.Now().After(deadline) || ctx.Err() != nil {
-			return nil, err
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-// remote splits an scp-style argument: NAME:PATH names a node's path (a
-// path of the served root; "" is the root), anything else is local (a
-// colon after a slash does not count: ./a:b is local).
-func remote(arg string) (node, p string, ok bool) {
-	i := strings.IndexByte(arg, ':')
-	if i <= 0 || strings.Contains(arg[:i], "/") {
-		return "", arg, false
-	}
-	p = arg[i+1:]
-	if p == "" {
-		p = "."
-	}
-	return arg[:i], p, true
-}
-
 type cpFlags struct {
 	recursive, resume, asJSON, quiet bool
 	streams, compress, encrypt       string
@@ -241,22 +206,9 @@ exists) and says where the unfinished one is.`,
 }
 
 func runCp(ctx context.Context, nf *nodeFlags, cf cpFlags, args []string) error {
-	srcs, dst := args[:len(args)-1], args[len(args)-1]
-	dnode, dpath, dremote := remote(dst)
-	var snode string
-	var spaths []string
-	for i, a := range srcs {
-		n, p, r := remote(a)
-		switch {
-		case i > 0 && (r != (snode != "") || n != snode):
-			return fmt.Errorf("%s: all sources must be on one node, or all local", a)
-		case r:
-			snode = n
-		}
-		spaths = append(spaths, p)
-	}
-	if snode == "" && !dremote {
-		return errors.New("neither the sources nor the destination name a node (NAME:PATH): use cp")
+	plan, err := gridlink.PlanCopy(args[:len(args)-1], args[len(args)-1])
+	if err != nil {
+		return err
 	}
 	lo, err := cpLinkOptions(cf)
 	if err != nil {
@@ -267,7 +219,7 @@ func runCp(ctx context.Context, nf *nodeFlags, cf cpFlags, args []string) error 
 		return fmt.Errorf("--limit: %w", err)
 	}
 	var deleg *proxy.Credential
-	if snode != "" && dremote { // a third-party transfer: the source may act for us
+	if plan.Kind == gridlink.CopyPush { // a third-party transfer: the source may act for us
 		if deleg, err = nf.sec.delegator(); err != nil {
 			return err
 		}
@@ -276,73 +228,19 @@ func runCp(ctx context.Context, nf *nodeFlags, cf cpFlags, args []string) error 
 	if err != nil {
 		return err
 	}
-	node, err := startOnce(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer node.Close()
-	delegate, err := pushDelegateTo(ctx, node, deleg, withDefaultPort(dnode, cf.port))
-	if err != nil {
-		return err
-	}
-	var seen linkSeen
-	dialer := func(name string) xfer.Dialer {
-		return func(ctx context.Context) (net.Conn, error) {
-			c, err := dialLink(ctx, node, withDefaultPort(name, cf.port), lo)
-			if err != nil {
-				return nil, err
-			}
-			return &watchedLink{Conn: c.(*link.Conn), seen: &seen}, nil
-		}
-	}
 	retries := cf.retries
 	if retries == 0 {
 		retries = -1
 	}
 	bar := newProgress(os.Stderr, secs(cf.interval), cf.quiet)
-	o := xfer.Options{Recursive: cf.recursive, Resume: cf.resume, Retries: retries, Limit: limit, Progress: bar.event,
-		Logf: func(f string, a ...any) { bar.log(fmt.Sprintf(f, a...)) }}
-	o.Delegate = delegate
-	var sum xfer.Summary
-	switch {
-	case snode == "":
-		sum, err = xfer.Put(ctx, dialer(dnode), spaths, dpath, o)
-	case !dremote:
-		sum, err = xfer.Get(ctx, dialer(snode), spaths, dst, o)
-	default:
-		l := xfer.Link{Streams: lo.Streams, Compress: cf.compress}
-		if l.Streams == link.Auto {
-			l.Streams = 0
-		}
-		sum, err = xfer.Push(ctx, dialer(snode), spaths, withDefaultPort(dnode, cf.port), dpath, l, o)
-	}
+	res, err := gridlink.Copy(ctx, gridlink.CopyConfig{Node: cfg, Delegator: deleg, Port: cf.port, Link: lo,
+		Recursive: cf.recursive, Resume: cf.resume, Retries: retries, Limit: limit, Progress: bar.event,
+		Logf: func(f string, a ...any) { bar.log(fmt.Sprintf(f, a...)) }}, plan)
 	bar.stop()
-	if err != nil && (ctx.Err() != nil || sum.Attempts > 1) {
-		fmt.Fprintf(os.Stderr, "gridlink cp: interrupted: what was stored stays at %s (partial files named .NAME.gridlink-part); the same command with --resume continues it\n", dst)
+	if res.Interrupted {
+		fmt.Fprintf(os.Stderr, "gridlink cp: interrupted: what was stored stays at %s (partial files named .NAME.gridlink-part); the same command with --resume continues it\n", args[len(args)-1])
 	}
-	seen.mu.Lock()
-	defer seen.mu.Unlock()
-	return cpReport(sum, err, cf.asJSON, cf.quiet, seen.method, seen.streams)
-}
-
-// linkSeen is what the links of a copy were: the last one's setup method
-// and its stream count when it closed.
-type linkSeen struct {
-	mu      sync.Mutex
-	method  string
-	streams int
-}
-
-type watchedLink struct {
-	*link.Conn
-	seen *linkSeen
-}
-
-func (w *watchedLink) Close() error {
-	w.seen.mu.Lock()
-	w.seen.method, w.seen.streams = string(w.Method()), w.Stats().Streams
-	w.seen.mu.Unlock()
-	return w.Conn.Close()
+	return cpReport(res, err, cf.asJSON, cf.quiet)
 }
 
 type cpResult struct {
@@ -354,12 +252,10 @@ type cpResult struct {
 
 // cpReport prints the summary: JSON, or a line (and the errors, unless the
 // progress display printed them as they came).
-func cpReport(sum xfer.Summary, err error, asJSON, quiet bool, method string, streams int) error {
-	if err == nil && sum.Failed > 0 {
-		err = fmt.Errorf("%d of %d entries failed", sum.Failed, sum.Failed+sum.Files+sum.Dirs)
-	}
+func cpReport(res gridlink.CopyResult, err error, asJSON, quiet bool) error {
+	sum := res.CopySummary
 	if asJSON {
-		r := cpResult{Summary: sum, Method: method, Streams: streams}
+		r := cpResult{Summary: sum, Method: res.Method, Streams: res.Streams}
 		if err != nil {
 			r.Failure = err.Error()
 		}
