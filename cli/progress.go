@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/vbauerster/mpb/v8"
 	"golang.org/x/sys/unix"
 
 	"github.com/gridlink/gridlink"
@@ -31,13 +32,22 @@ type progress struct {
 	ended chan struct{}
 }
 
-// newProgress displays on f, with bars if it is a terminal.
+// newProgress displays on f, with bars if it is a terminal. A terminal
+// that tells no size (a pseudo-terminal nobody sized) gets bars 80
+// columns wide: mpb would draw no row on it.
 func newProgress(f *os.File, interval time.Duration, quiet bool) *progress {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return startProgress(f, err == nil, interval, quiet)
+	if err != nil {
+		return startProgress(f, false, interval, quiet)
+	}
+	if ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ); err != nil || ws.Row == 0 || ws.Col == 0 {
+		return startProgress(struct{ io.Writer }{f}, true, interval, quiet, mpb.ForceTTY(), mpb.WithWidth(80))
+	}
+	return startProgress(f, true, interval, quiet)
 }
 
-func startProgress(out io.Writer, tty bool, interval time.Duration, quiet bool) *progress {
+// startProgress displays on out, with bars (made with opts) if tty.
+func startProgress(out io.Writer, tty bool, interval time.Duration, quiet bool, opts ...mpb.ContainerOption) *progress {
 	p := &progress{out: out, tty: tty, interval: interval, quiet: quiet, meter: gridlink.NewCopyMeter(),
 		start: time.Now(), quit: make(chan struct{}), ended: make(chan struct{})}
 	every := interval
@@ -49,7 +59,7 @@ func startProgress(out io.Writer, tty bool, interval time.Duration, quiet bool) 
 		return p
 	}
 	if p.tty {
-		p.bars = newTermBars(out)
+		p.bars = newTermBars(out, opts...)
 	}
 	p.tick = time.NewTicker(every)
 	go func() {

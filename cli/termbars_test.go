@@ -19,7 +19,7 @@ import (
 
 // openPTY opens a pseudo-terminal of cols columns: its master (what a
 // terminal emulator reads) and its slave (the program's terminal).
-func openPTY(t *testing.T, cols int) (master, slave *os.File) {
+func openPTY(t *testing.T, cols, rows int) (master, slave *os.File) {
 	t.Helper()
 	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
 	if err != nil {
@@ -36,7 +36,7 @@ func openPTY(t *testing.T, cols int) (master, slave *os.File) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.IoctlSetWinsize(int(s.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 40, Col: uint16(cols)}); err != nil {
+	if err := unix.IoctlSetWinsize(int(s.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: uint16(rows), Col: uint16(cols)}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { m.Close(); s.Close() })
@@ -87,12 +87,12 @@ func (s *screen) waitText(t *testing.T, want string) {
 var redrawSeq = regexp.MustCompile(`\x1b\[\d+A\x1b\[J`)
 
 // On a terminal, cp draws mpb bars redrawn in place: a bar per file
-// under way ("[###...]  50% path", 30 wide) above the total; the first
+// under way (###...]  50% path", 30 wide) above the total; the first
 // total has no rate yet ("-", not "0 B/s"); directories are not counted
 // as files; a file's failure is printed above the bars; the last frame
 // stays, without the finished file's bar.
 func TestProgressTerminalBars(t *testing.T) {
-	master, slave := openPTY(t, 120)
+	master, slave := openPTY(t, 120, 40)
 	scr := readScreen(master)
 	p := newProgress(slave, time.Hour, false)
 	if !p.tty || p.bars == nil {
@@ -144,5 +144,34 @@ func TestProgressTerminalBars(t *testing.T) {
 	}
 	if err := p.bars.p.Error; err != nil && !errors.Is(err, os.ErrClosed) {
 		t.Errorf("mpb: %v", err)
+	}
+}
+
+// A terminal that tells no size (as under script(1) with its input not a
+// terminal) still gets bars, 80 columns wide, redrawn in place.
+func TestProgressTerminalWithoutSize(t *testing.T) {
+	master, slave := openPTY(t, 0, 0)
+	scr := readScreen(master)
+	p := newProgress(slave, time.Hour, false)
+	if p.bars == nil {
+		t.Fatal("no bars on a terminal without a size")
+	}
+	p.event(gridlink.CopyPlanned{Files: 1, Bytes: 1 << 20})
+	p.event(gridlink.FileStarted{ID: 1, Path: "a", Size: 1 << 20})
+	p.draw()
+	scr.waitText(t, "]   0% total 0 B / 1.0 MiB, 0 / 1 files, -, ETA -")
+	p.event(gridlink.FileDone{ID: 1, Path: "a", Size: 1 << 20})
+	p.stop()
+	slave.Close()
+	<-scr.done
+	out := scr.text()
+	for _, l := range strings.Split(redrawSeq.ReplaceAllString(out, "\n"), "\n") {
+		if len(l) > 80 {
+			t.Errorf("a line wider than 80 columns: %q", l)
+		}
+	}
+	if !redrawSeq.MatchString(out) || !strings.Contains(out, "[..............................]   0% a\n") ||
+		!strings.Contains(out, "total 1.0 MiB / 1.0 MiB, 1 / 1 files") {
+		t.Errorf("terminal output:\n%q", out)
 	}
 }
