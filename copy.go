@@ -117,12 +117,14 @@ type CopyConfig struct {
 	// Node is the node the copy runs: started by Copy, attached to a hub
 	// (it waits as long as ctx allows, 30 s at most), closed at its end.
 	Node Config
-	// Delegator is the credential a push (CopyPush) in a grid with a CA
-	// delegates from: the caller's proxy, of which the source service gets
-	// a proxy restricted to the target's transfer service at the target
-	// node alone (as this copy's node resolves it). A push in such a grid
-	// without one fails with ErrNoDelegator; an open grid needs none.
-	Delegator *proxy.Credential
+	// ProxyFile is the caller's proxy credential file (gridlink proxy
+	// init), which a push (CopyPush) in a grid with a CA delegates from:
+	// the source service gets a proxy of it restricted to the target's
+	// transfer service at the target node alone (as this copy's node
+	// resolves it). A push in such a grid without one fails with
+	// ErrNoDelegator (a node's certificate cannot delegate); an open grid
+	// needs none.
+	ProxyFile string
 	Port      int         // virtual port of the transfer services (0: TransferPort)
 	Link      LinkOptions // streams (AutoStreams), compression, authenticated plain
 	Recursive bool        // copy directory trees
@@ -169,11 +171,14 @@ func Copy(ctx context.Context, cc CopyConfig, plan CopyPlan) (CopyResult, error)
 		port = TransferPort
 	}
 	var deleg *proxy.Credential
-	if plan.Kind == CopyPush {
-		if cc.Node.Creds != nil && cc.Node.Creds.Trust() != nil && cc.Delegator == nil {
+	if plan.Kind == CopyPush && gridHasCA(cc.Node) { // the source may act for us
+		if cc.ProxyFile == "" {
 			return CopyResult{}, ErrNoDelegator
 		}
-		deleg = cc.Delegator
+		var err error
+		if deleg, err = proxy.Load(cc.ProxyFile); err != nil {
+			return CopyResult{}, err
+		}
 	}
 	node, err := startCopyNode(ctx, cc.Node)
 	if err != nil {
@@ -225,7 +230,7 @@ func Copy(ctx context.Context, cc CopyConfig, plan CopyPlan) (CopyResult, error)
 // startCopyNode starts the node of a copy (and a push's transient node),
 // which needs a hub: it waits for the attachment as long as ctx allows
 // (30 s at most if ctx has no deadline).
-func startCopyNode(ctx context.Context, cfg Config) (*vconn.Node, error) {
+func startCopyNode(ctx context.Context, cfg Config) (*Node, error) {
 	node, err := vconn.Start(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -236,16 +241,20 @@ func startCopyNode(ctx context.Context, cfg Config) (*vconn.Node, error) {
 		node.Close()
 		return nil, err
 	}
-	return node, nil
+	return &Node{n: node}, nil
 }
+
+// gridHasCA says whether cfg's node is in a grid with a CA (it judges
+// peers by certificates).
+func gridHasCA(cfg Config) bool { return cfg.Creds != nil && cfg.Creds.Trust() != nil }
 
 // dialService dials a link, waiting up to 15 s for the hubs to learn the
 // name.
-func dialService(ctx context.Context, node *vconn.Node, addr string, o link.Options) (net.Conn, error) {
+func dialService(ctx context.Context, node *Node, addr string, o link.Options) (net.Conn, error) {
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		c, err := link.Dial(dctx, node, addr, o)
+		c, err := link.Dial(dctx, node.n, addr, o)
 		cancel()
 		if err == nil {
 			return c, nil

@@ -23,8 +23,8 @@ import (
 // Copy on loopback in a grid with a CA, as gridlink cp runs it: alice
 // puts a file to a-data, gets it back, and has a-data push it to b-data
 // (which admits only her) as her delegated proxy; the events tell the
-// steps, and the result the link. A push without a credential to
-// delegate from fails before any node starts, with ErrNoDelegator.
+// steps, and the result the link. A push without a proxy to delegate
+// from fails before any node starts, with ErrNoDelegator.
 func TestCopyPutGetPush(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -44,7 +44,7 @@ func TestCopyPutGetPush(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := xfer.NewServer(xfer.Config{Root: root, Delegation: xfer.ProxyDelegation{}, Push: PushDialer(cfg, n, 4)})
+		s, err := xfer.NewServer(xfer.Config{Root: root, Delegation: xfer.ProxyDelegation{}, Push: PushDialer(cfg, &Node{n: n}, 4)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -69,9 +69,13 @@ func TestCopyPutGetPush(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	aliceFile := filepath.Join(t.TempDir(), "alice.pem")
+	if err := proxy.Save(aliceFile, alice); err != nil {
+		t.Fatal(err)
+	}
 	var mu sync.Mutex
 	var events []CopyEvent
-	cc := CopyConfig{Node: Config{Name: "cp-alice", Creds: creds, ListenAddr: "127.0.0.1", Hubs: hubs}, Delegator: alice,
+	cc := CopyConfig{Node: Config{Name: "cp-alice", Creds: creds, ListenAddr: "127.0.0.1", Hubs: hubs}, ProxyFile: aliceFile,
 		Link: LinkOptions{Streams: 2}, Retries: -1, Progress: func(e CopyEvent) { mu.Lock(); events = append(events, e); mu.Unlock() }}
 	run := func(srcs []string, dst string, kind CopyKind) CopyResult {
 		t.Helper()
@@ -110,9 +114,9 @@ func TestCopyPutGetPush(t *testing.T) {
 		}
 	}
 
-	cc.Delegator = nil
+	cc.ProxyFile = ""
 	plan, _ := PlanCopy([]string{"a-data:in"}, "b-data:again")
 	if _, err := Copy(ctx, cc, plan); !errors.Is(err, ErrNoDelegator) {
-		t.Errorf("a push without a delegator: %v; want ErrNoDelegator", err)
+		t.Errorf("a push without a proxy: %v; want ErrNoDelegator", err)
 	}
 }

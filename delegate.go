@@ -26,9 +26,9 @@ import (
 	"github.com/gridlink/gridlink/xfer"
 )
 
-// ErrNoDelegator is a push in a grid with a CA without a credential to
-// delegate from (CopyConfig.Delegator).
-var ErrNoDelegator = errors.New("a third-party transfer in a grid with a CA runs as a user, whom the source acts for: it needs the user's proxy to delegate from; a node's certificate cannot delegate")
+// ErrNoDelegator is a push in a grid with a CA without a proxy to
+// delegate from (CopyConfig.ProxyFile).
+var ErrNoDelegator = errors.New("a third-party transfer in a grid with a CA runs as a user, whom the source acts for: it needs the user's proxy; a node's certificate cannot delegate")
 
 // ErrNoTargetNode is a delegation asked for without the node its proxy
 // may reach.
@@ -67,7 +67,7 @@ func delegateFor(cred *proxy.Credential, target string, node identity.ID) (func(
 // delegateTo is delegateFor for target as this caller's node resolves it
 // (through its own hubs, waiting up to 15 s for them to learn the name),
 // so the proxy reaches that node and no other.
-func delegateTo(ctx context.Context, node *vconn.Node, cred *proxy.Credential, target string) (func(context.Context, string, []byte) ([]byte, error), error) {
+func delegateTo(ctx context.Context, node *Node, cred *proxy.Credential, target string) (func(context.Context, string, []byte) ([]byte, error), error) {
 	if cred == nil {
 		return nil, nil
 	}
@@ -78,7 +78,7 @@ func delegateTo(ctx context.Context, node *vconn.Node, cred *proxy.Credential, t
 	a.Port, a.Service = 0, ""
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		m, err := node.Resolve(ctx, a)
+		m, err := node.n.Resolve(ctx, a)
 		if err == nil {
 			return delegateFor(cred, target, m.ID)
 		}
@@ -98,7 +98,7 @@ type PushFunc = func(ctx context.Context, target string, l xfer.Link, cred *prox
 // transient node, or, in an open grid (cred nil), as the service's node.
 // cfg is the service node's configuration (its hubs and network settings
 // serve the transient node), maxStreams the most streams of a link.
-func PushDialer(cfg Config, node *vconn.Node, maxStreams int) PushFunc {
+func PushDialer(cfg Config, node *Node, maxStreams int) PushFunc {
 	return func(ctx context.Context, target string, l xfer.Link, cred *proxy.Credential) (net.Conn, error) {
 		o := link.Options{Streams: l.Streams, MaxStreams: maxStreams}
 		if o.Streams == 0 {
@@ -129,11 +129,7 @@ func dialAs(ctx context.Context, cfg Config, cred *proxy.Credential, target stri
 	if err != nil {
 		return nil, fmt.Errorf("the delegated proxy: %w", err)
 	}
-	c := cfg
-	c.Creds, c.Key = creds, creds.Key
-	c.Name = fmt.Sprintf("%.40s.push-%s", cfg.Name, creds.Key.ID().Short())
-	c.PortMap = false
-	n, err := startCopyNode(ctx, c)
+	n, err := startCopyNode(ctx, pushNodeConfig(cfg, creds))
 	if err != nil {
 		return nil, err
 	}
@@ -145,10 +141,21 @@ func dialAs(ctx context.Context, cfg Config, cred *proxy.Credential, target stri
 	return &nodeConn{Conn: conn, node: n}, nil
 }
 
+// pushNodeConfig is the configuration of a push's transient node: cfg's
+// hubs and network settings, creds' identity (a delegated proxy), a name
+// of its own, no port mapping.
+func pushNodeConfig(cfg Config, creds *pki.Credentials) Config {
+	c := cfg
+	c.Creds, c.Key = creds, creds.Key
+	c.Name = fmt.Sprintf("%.40s.push-%s", cfg.Name, creds.Key.ID().Short())
+	c.PortMap = false
+	return c
+}
+
 // nodeConn is a connection that closes its node when it closes.
 type nodeConn struct {
 	net.Conn
-	node *vconn.Node
+	node *Node
 }
 
 func (c *nodeConn) Close() error {

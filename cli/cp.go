@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"strconv"
 	"strings"
@@ -13,12 +12,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gridlink/gridlink"
-	"github.com/gridlink/gridlink/link"
-	"github.com/gridlink/gridlink/pki"
-	"github.com/gridlink/gridlink/pki/ca"
-	"github.com/gridlink/gridlink/pki/proxy"
-	"github.com/gridlink/gridlink/vconn"
-	"github.com/gridlink/gridlink/xfer"
 )
 
 func serveCmd() *cobra.Command {
@@ -61,12 +54,12 @@ the free space of the file system it writes to (less 1% of it, at most
 			if err != nil {
 				return err
 			}
-			node, err := vconn.Start(ctx, cfg)
+			node, err := gridlink.Start(ctx, cfg)
 			if err != nil {
 				return err
 			}
 			defer node.Close()
-			ctx, refused := keepNode(ctx, "gridlink serve", node, nf.verbose)
+			ctx, refused := hold(ctx, "gridlink serve", node, nf.verbose)
 			q, err := parseBytes(quota)
 			if err != nil {
 				return fmt.Errorf("--quota: %w", err)
@@ -75,30 +68,18 @@ the free space of the file system it writes to (less 1% of it, at most
 			if err != nil {
 				return fmt.Errorf("--user-quota: %w", err)
 			}
-			xc := xfer.Config{Root: root, Push: gridlink.PushDialer(cfg, node, maxStreams), Logf: printf(logger("node", node.Name())),
-				Quota: q, UserQuota: uq, User: linkUser}
-			if cfg.Creds != nil && cfg.Creds.Trust() != nil {
-				// a grid with a CA: push as the caller, never as this service
-				xc.Delegation = xfer.ProxyDelegation{}
+			svc, err := gridlink.ServeTransfers(node, cfg, gridlink.ServeConfig{Root: root, Port: uint16(port), MaxStreams: maxStreams,
+				AllowPlain: allowPlain, Allow: allowNames, AllowGroups: allowGroups, Quota: q, UserQuota: uq,
+				Logf: printf(logger("node", node.Name()))})
+			if errors.Is(err, gridlink.ErrAllowWithoutCA) {
+				return errors.New("--allow and --allow-group need a grid CA (--ca): an open grid proves keys, not names")
 			}
-			srv, err := xfer.NewServer(xc)
 			if err != nil {
 				return err
 			}
-			defer srv.Close()
-			lo := link.ListenOptions{AllowPlain: allowPlain, MaxStreams: maxStreams}
-			if len(allowNames)+len(allowGroups) > 0 {
-				if cfg.Creds.Trust() == nil {
-					return errors.New("--allow and --allow-group need a grid CA (--ca): an open grid proves keys, not names")
-				}
-				lo.Allow = pki.Members(allowNames, allowGroups)
-			}
-			l, err := link.Listen(node, uint16(port), lo)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(os.Stderr, "gridlink serve: %s serving %s on %s\n", node.Name(), orDefault(root, "."), l.Addr())
-			err = srv.Serve(ctx, l)
+			defer svc.Close()
+			fmt.Fprintf(os.Stderr, "gridlink serve: %s serving %s on %s\n", node.Name(), orDefault(root, "."), svc.Addr())
+			err = svc.Serve(ctx)
 			if rerr := refused(); rerr != nil {
 				return rerr
 			}
@@ -108,32 +89,14 @@ the free space of the file system it writes to (less 1% of it, at most
 	nf.add(c, hostname())
 	f := c.Flags()
 	f.StringVar(&root, "root", "", "the served directory (default: the working directory)")
-	f.IntVarP(&port, "port", "p", xfer.Port, "virtual port of the service")
-	f.IntVar(&maxStreams, "max-streams", link.DefaultMaxStreams, "the most streams of a link")
+	f.IntVarP(&port, "port", "p", gridlink.TransferPort, "virtual port of the service")
+	f.IntVar(&maxStreams, "max-streams", gridlink.DefaultMaxStreams, "the most streams of a link")
 	f.BoolVar(&allowPlain, "allow-plain", false, "allow clients to ask for authenticated-plain links (cp --encrypt off)")
 	f.StringArrayVar(&allowNames, "allow", nil, "admit only this subject (a user's, node's or hub's certificate name; repeatable; with --allow-group: either)")
 	f.StringArrayVar(&allowGroups, "allow-group", nil, "admit only members of this group (repeatable)")
 	f.StringVar(&quota, "quota", "", "the most bytes of file data DIR may hold, what it holds at start included (suffixes K, M, G; default: no bound)")
 	f.StringVar(&userQuota, "user-quota", "", "the most bytes of file data each user's copies may add, counted across restarts in DIR/.gridlink-quota (suffixes K, M, G; default: no bound)")
 	return c
-}
-
-// linkUser names the user of a transfer service's client link for
-// --user-quota: the name its certificate chain proves (a proxy's user; a
-// node's or hub's name with its role), else its node ID.
-func linkUser(c net.Conn) string {
-	lc, ok := c.(*link.Conn)
-	if !ok {
-		return ""
-	}
-	p := lc.First().Proof()
-	switch {
-	case p.Chain != nil && p.Chain.Role == ca.User:
-		return p.Chain.Name
-	case p.Chain != nil:
-		return p.Chain.Name + " (" + string(p.Chain.Role) + ")"
-	}
-	return p.ID.String()
 }
 
 func orDefault(s, d string) string {
@@ -193,12 +156,12 @@ exists) and says where the unfinished one is.`,
 	f.BoolVarP(&cf.recursive, "recursive", "r", false, "copy directory trees")
 	f.BoolVar(&cf.resume, "resume", false, "keep what an earlier, interrupted copy stored where its checksums agree")
 	f.StringVarP(&cf.streams, "streams", "P", "auto", "parallel streams of the link: a number, or auto")
-	f.IntVar(&cf.maxStreams, "max-streams", link.DefaultMaxStreams, "the most streams of a link")
+	f.IntVar(&cf.maxStreams, "max-streams", gridlink.DefaultMaxStreams, "the most streams of a link")
 	f.StringVar(&cf.compress, "compress", "auto", "compression: auto (adaptive, per block), off, s2 or zstd")
 	f.StringVar(&cf.encrypt, "encrypt", "on", "on: TLS 1.3; off: authenticated plain (the service must --allow-plain)")
 	f.StringVar(&cf.limit, "limit", "", "bound the file data rate, bytes per second (suffixes K, M, G), whichever end sends")
 	f.IntVar(&cf.retries, "retries", 5, "resume this many times after a dropped connection")
-	f.IntVar(&cf.port, "port", xfer.Port, "virtual port of the transfer services")
+	f.IntVar(&cf.port, "port", gridlink.TransferPort, "virtual port of the transfer services")
 	f.BoolVar(&cf.asJSON, "json", false, "print a JSON summary")
 	f.BoolVarP(&cf.quiet, "quiet", "q", false, "no progress display")
 	f.Float64Var(&cf.interval, "interval", 2, "seconds between progress lines when stderr is not a terminal")
@@ -218,12 +181,6 @@ func runCp(ctx context.Context, nf *nodeFlags, cf cpFlags, args []string) error 
 	if err != nil {
 		return fmt.Errorf("--limit: %w", err)
 	}
-	var deleg *proxy.Credential
-	if plan.Kind == gridlink.CopyPush { // a third-party transfer: the source may act for us
-		if deleg, err = nf.sec.delegator(); err != nil {
-			return err
-		}
-	}
 	cfg, err := nf.config(ctx, "gridlink cp")
 	if err != nil {
 		return err
@@ -233,10 +190,13 @@ func runCp(ctx context.Context, nf *nodeFlags, cf cpFlags, args []string) error 
 		retries = -1
 	}
 	bar := newProgress(os.Stderr, secs(cf.interval), cf.quiet)
-	res, err := gridlink.Copy(ctx, gridlink.CopyConfig{Node: cfg, Delegator: deleg, Port: cf.port, Link: lo,
+	res, err := gridlink.Copy(ctx, gridlink.CopyConfig{Node: cfg, ProxyFile: nf.sec.proxyFile, Port: cf.port, Link: lo,
 		Recursive: cf.recursive, Resume: cf.resume, Retries: retries, Limit: limit, Progress: bar.event,
 		Logf: func(f string, a ...any) { bar.log(fmt.Sprintf(f, a...)) }}, plan)
 	bar.stop()
+	if errors.Is(err, gridlink.ErrNoDelegator) { // a third-party transfer: the source may act for us
+		return errors.New("a third-party transfer in a grid with a CA runs as a user, whom the source acts for: give --proxy (from gridlink proxy init); a node's certificate cannot delegate")
+	}
 	if res.Interrupted {
 		fmt.Fprintf(os.Stderr, "gridlink cp: interrupted: what was stored stays at %s (partial files named .NAME.gridlink-part); the same command with --resume continues it\n", args[len(args)-1])
 	}
@@ -244,7 +204,7 @@ func runCp(ctx context.Context, nf *nodeFlags, cf cpFlags, args []string) error 
 }
 
 type cpResult struct {
-	xfer.Summary
+	gridlink.CopySummary
 	Method  string `json:"method,omitempty"`
 	Streams int    `json:"streams,omitempty"`
 	Failure string `json:"failure,omitempty"`
@@ -255,7 +215,7 @@ type cpResult struct {
 func cpReport(res gridlink.CopyResult, err error, asJSON, quiet bool) error {
 	sum := res.CopySummary
 	if asJSON {
-		r := cpResult{Summary: sum, Method: res.Method, Streams: res.Streams}
+		r := cpResult{CopySummary: sum, Method: res.Method, Streams: res.Streams}
 		if err != nil {
 			r.Failure = err.Error()
 		}
@@ -276,17 +236,17 @@ func cpReport(res gridlink.CopyResult, err error, asJSON, quiet bool) error {
 	return err
 }
 
-func cpLinkOptions(cf cpFlags) (link.Options, error) {
-	o := link.Options{MaxStreams: cf.maxStreams}
+func cpLinkOptions(cf cpFlags) (gridlink.LinkOptions, error) {
+	o := gridlink.LinkOptions{MaxStreams: cf.maxStreams}
 	if cf.streams == "auto" {
-		o.Streams = link.Auto
+		o.Streams = gridlink.AutoStreams
 	} else if n, err := strconv.Atoi(cf.streams); err == nil && n >= 1 {
 		o.Streams = n
 	} else {
 		return o, fmt.Errorf("--streams %q: want a number from 1 or auto", cf.streams)
 	}
 	var err error
-	if o.Compression, err = link.ParseCompression(cf.compress); err != nil {
+	if o.Compression, err = gridlink.ParseCompression(cf.compress); err != nil {
 		return o, fmt.Errorf("--compress: %w", err)
 	}
 	switch cf.encrypt {
