@@ -192,6 +192,9 @@ func Copy(ctx context.Context, cc CopyConfig, plan CopyPlan) (CopyResult, error)
 			return CopyResult{}, err
 		}
 	}
+	if cc.Progress != nil {
+		cc.Progress(CopyStarted{Kind: plan.Kind, Node: node.Name()})
+	}
 	var seen linkSeen
 	dialer := func(name string) xfer.Dialer {
 		return func(ctx context.Context) (net.Conn, error) {

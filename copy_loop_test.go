@@ -99,7 +99,7 @@ func TestCopyPutGetPush(t *testing.T) {
 		t.Errorf("put: %+v; want the link's method and streams, and the bytes", res)
 	}
 	mu.Lock()
-	if len(events) < 3 || events[0] != (CopyPlanned{Files: 1, Bytes: int64(len(data))}) {
+	if len(events) < 4 || events[0] != (CopyStarted{Kind: CopyPut, Node: "cp-alice"}) || events[1] != (CopyPlanned{Files: 1, Bytes: int64(len(data))}) {
 		t.Errorf("put's events: %+v", events)
 	}
 	if d, ok := events[len(events)-1].(FileDone); !ok || d.Err != "" || d.Size != int64(len(data)) {
@@ -115,8 +115,11 @@ func TestCopyPutGetPush(t *testing.T) {
 	}
 
 	cc.ProxyFile = ""
+	mu.Lock()
+	events = nil
+	mu.Unlock()
 	plan, _ := PlanCopy([]string{"a-data:in"}, "b-data:again")
-	if _, err := Copy(ctx, cc, plan); !errors.Is(err, ErrNoDelegator) {
-		t.Errorf("a push without a proxy: %v; want ErrNoDelegator", err)
+	if _, err := Copy(ctx, cc, plan); !errors.Is(err, ErrNoDelegator) || len(events) != 0 {
+		t.Errorf("a push without a proxy: %v, events %+v; want ErrNoDelegator before the copy starts", err, events)
 	}
 }

@@ -11,9 +11,17 @@ import (
 	"github.com/gridlink/gridlink/xfer"
 )
 
-// CopyEvent is a step of a copy: CopyPlanned, FileStarted, FileBytes,
-// FileDone or DirDone.
+// CopyEvent is a step of a copy: CopyStarted, CopyPlanned, FileStarted,
+// FileBytes, FileDone or DirDone.
 type CopyEvent interface{ copyEvent() }
+
+// CopyStarted is the copy starting: its node is up and attached to a hub
+// (and a push's delegation ready); the transfer's events follow. A copy
+// that fails before has no events.
+type CopyStarted struct {
+	Kind CopyKind
+	Node string // the copy's node
+}
 
 // CopyPlanned is what the sender offers: Files regular files of Bytes
 // bytes in all (directories apart).
@@ -48,6 +56,7 @@ type DirDone struct {
 	Path string
 }
 
+func (CopyStarted) copyEvent() {}
 func (CopyPlanned) copyEvent() {}
 func (FileStarted) copyEvent() {}
 func (FileBytes) copyEvent()   {}

@@ -31,6 +31,7 @@ func TestProgressPlain(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := newProgress(w, 50*time.Millisecond, false)
+	p.event(gridlink.CopyStarted{Kind: gridlink.CopyPut, Node: "cp"})
 	p.event(gridlink.CopyPlanned{Files: 2, Bytes: 3 << 20})
 	p.event(gridlink.FileStarted{ID: 1, Path: "a", Size: 2 << 20})
 	p.event(gridlink.FileBytes{ID: 1, Path: "a", Size: 2 << 20, Done: 1 << 20})
@@ -58,6 +59,7 @@ func TestProgressFirstLineAndDirs(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := newProgress(w, time.Hour, false)
+	p.event(gridlink.CopyStarted{Kind: gridlink.CopyPut, Node: "cp"})
 	p.event(gridlink.CopyPlanned{Files: 1, Bytes: 1 << 20})
 	p.event(gridlink.DirDone{ID: 1, Path: "d"})
 	p.event(gridlink.FileStarted{ID: 2, Path: "d/a", Size: 1 << 20})
@@ -67,5 +69,20 @@ func TestProgressFirstLineAndDirs(t *testing.T) {
 	out, _ := io.ReadAll(r)
 	if !strings.Contains(string(out), "total 1.0 MiB / 1.0 MiB, 1 / 1 files (1 directories), -, ETA -") || strings.Contains(string(out), "0 B/s") {
 		t.Errorf("progress output:\n%s", out)
+	}
+}
+
+// A copy that fails before it starts (its node, its delegation) shows no
+// progress.
+func TestProgressNotStarted(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newProgress(w, 10*time.Millisecond, false)
+	p.stop()
+	w.Close()
+	if out, _ := io.ReadAll(r); len(out) != 0 {
+		t.Errorf("progress of a copy that never started:\n%s", out)
 	}
 }

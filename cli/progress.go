@@ -25,7 +25,10 @@ type progress struct {
 	meter    *gridlink.CopyMeter
 	start    time.Time
 
+	opts []mpb.ContainerOption // of the bars
+
 	mu    sync.Mutex // one line, or one redraw, at a time
+	begun bool       // the copy started (the display with it)
 	bars  *termBars  // on a terminal
 	tick  *time.Ticker
 	quit  chan struct{}
@@ -46,20 +49,31 @@ func newProgress(f *os.File, interval time.Duration, quiet bool) *progress {
 	return startProgress(f, true, interval, quiet)
 }
 
-// startProgress displays on out, with bars (made with opts) if tty.
+// startProgress displays on out, with bars (made with opts) if tty, from
+// the copy's start (gridlink.CopyStarted) on.
 func startProgress(out io.Writer, tty bool, interval time.Duration, quiet bool, opts ...mpb.ContainerOption) *progress {
-	p := &progress{out: out, tty: tty, interval: interval, quiet: quiet, meter: gridlink.NewCopyMeter(),
-		start: time.Now(), quit: make(chan struct{}), ended: make(chan struct{})}
-	every := interval
+	return &progress{out: out, tty: tty, interval: interval, quiet: quiet, meter: gridlink.NewCopyMeter(),
+		quit: make(chan struct{}), ended: make(chan struct{}), opts: opts}
+}
+
+// begin starts the display.
+func (p *progress) begin() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.begun {
+		return
+	}
+	p.begun, p.start = true, time.Now()
+	every := p.interval
 	if p.tty {
 		every = 200 * time.Millisecond
 	}
-	if quiet || every <= 0 {
+	if p.quiet || every <= 0 {
 		close(p.ended)
-		return p
+		return
 	}
 	if p.tty {
-		p.bars = newTermBars(out, opts...)
+		p.bars = newTermBars(p.out, p.opts...)
 	}
 	p.tick = time.NewTicker(every)
 	go func() {
@@ -73,12 +87,15 @@ func startProgress(out io.Writer, tty bool, interval time.Duration, quiet bool, 
 			}
 		}
 	}()
-	return p
 }
 
-// event is a gridlink.CopyConfig.Progress: it counts e, and prints a
-// file's failure as it comes.
+// event is a gridlink.CopyConfig.Progress: it starts the display when
+// the copy starts, counts e, and prints a file's failure as it comes.
 func (p *progress) event(e gridlink.CopyEvent) {
+	if _, ok := e.(gridlink.CopyStarted); ok {
+		p.begin()
+		return
+	}
 	p.meter.Add(e)
 	if d, ok := e.(gridlink.FileDone); ok && d.Err != "" && !p.quiet {
 		p.print(d.Err) // errors name their paths
@@ -99,8 +116,14 @@ func (p *progress) print(line string) {
 	io.WriteString(p.out, line)
 }
 
-// stop draws the final state and stops redrawing.
+// stop draws the final state and stops redrawing (if the copy started).
 func (p *progress) stop() {
+	p.mu.Lock()
+	begun := p.begun
+	p.mu.Unlock()
+	if !begun {
+		return
+	}
 	if p.tick != nil {
 		p.tick.Stop()
 		close(p.quit)

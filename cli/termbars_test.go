@@ -95,6 +95,7 @@ func TestProgressTerminalBars(t *testing.T) {
 	master, slave := openPTY(t, 120, 40)
 	scr := readScreen(master)
 	p := newProgress(slave, time.Hour, false)
+	p.event(gridlink.CopyStarted{Kind: gridlink.CopyPut, Node: "cp"})
 	if !p.tty || p.bars == nil {
 		t.Fatal("a pseudo-terminal is not taken for a terminal")
 	}
@@ -153,6 +154,7 @@ func TestProgressTerminalWithoutSize(t *testing.T) {
 	master, slave := openPTY(t, 0, 0)
 	scr := readScreen(master)
 	p := newProgress(slave, time.Hour, false)
+	p.event(gridlink.CopyStarted{Kind: gridlink.CopyPut, Node: "cp"})
 	if p.bars == nil {
 		t.Fatal("no bars on a terminal without a size")
 	}
