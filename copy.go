@@ -18,6 +18,7 @@ import (
 
 	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/link"
+	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/pki/proxy"
 	"github.com/gridlink/gridlink/vconn"
 	"github.com/gridlink/gridlink/xfer"
@@ -247,9 +248,17 @@ func startCopyNode(ctx context.Context, cfg Config) (*Node, error) {
 	return &Node{n: node}, nil
 }
 
-// gridHasCA says whether cfg's node is in a grid with a CA (it judges
-// peers by certificates).
-func gridHasCA(cfg Config) bool { return cfg.Creds != nil && cfg.Creds.Trust() != nil }
+// gridTrust is the trust cfg's node judges peers by: its grid CA's; nil
+// in an open grid.
+func gridTrust(cfg Config) *pki.Trust {
+	if cfg.Creds == nil {
+		return nil
+	}
+	return cfg.Creds.Trust()
+}
+
+// gridHasCA says whether cfg's node is in a grid with a CA.
+func gridHasCA(cfg Config) bool { return gridTrust(cfg) != nil }
 
 // dialService dials a link, waiting up to 15 s for the hubs to learn the
 // name.

@@ -99,6 +99,7 @@ type PushFunc = func(ctx context.Context, target string, l xfer.Link, cred *prox
 // cfg is the service node's configuration (its hubs and network settings
 // serve the transient node), maxStreams the most streams of a link.
 func PushDialer(cfg Config, node *Node, maxStreams int) PushFunc {
+	trust := gridTrust(cfg)
 	return func(ctx context.Context, target string, l xfer.Link, cred *proxy.Credential) (net.Conn, error) {
 		o := link.Options{Streams: l.Streams, MaxStreams: maxStreams}
 		if o.Streams == 0 {
@@ -114,22 +115,22 @@ func PushDialer(cfg Config, node *Node, maxStreams int) PushFunc {
 		}
 		o.Compression = c
 		target = serviceAddr(target, xfer.Port)
-		if cred != nil {
-			return dialAs(ctx, cfg, cred, target, o)
+		if cred == nil {
+			return dialService(ctx, node, target, o)
 		}
-		return dialService(ctx, node, target, o)
+		creds, err := pki.FromProxy(cred, trust)
+		if err != nil {
+			return nil, fmt.Errorf("the delegated proxy: %w", err)
+		}
+		return dialAs(ctx, pushNodeConfig(cfg, node.Name(), creds), target, o)
 	}
 }
 
-// dialAs dials target for a push from a transient node acting as a
-// delegated proxy: cfg's hubs and network settings, cred's identity. The
-// node closes with the connection.
-func dialAs(ctx context.Context, cfg Config, cred *proxy.Credential, target string, o link.Options) (net.Conn, error) {
-	creds, err := pki.FromProxy(cred, cfg.Creds.Trust())
-	if err != nil {
-		return nil, fmt.Errorf("the delegated proxy: %w", err)
-	}
-	n, err := startCopyNode(ctx, pushNodeConfig(cfg, creds))
+// dialAs dials target for a push from a transient node of cfg, a
+// delegated proxy's (pushNodeConfig). The node closes with the
+// connection.
+func dialAs(ctx context.Context, cfg Config, target string, o link.Options) (net.Conn, error) {
+	n, err := startCopyNode(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -142,12 +143,12 @@ func dialAs(ctx context.Context, cfg Config, cred *proxy.Credential, target stri
 }
 
 // pushNodeConfig is the configuration of a push's transient node: cfg's
-// hubs and network settings, creds' identity (a delegated proxy), a name
-// of its own, no port mapping.
-func pushNodeConfig(cfg Config, creds *pki.Credentials) Config {
+// hubs and network settings, creds' identity (a delegated proxy), named
+// after the service's node (name) and its key, no port mapping.
+func pushNodeConfig(cfg Config, name string, creds *pki.Credentials) Config {
 	c := cfg
 	c.Creds, c.Key = creds, creds.Key
-	c.Name = fmt.Sprintf("%.40s.push-%s", cfg.Name, creds.Key.ID().Short())
+	c.Name = fmt.Sprintf("%.40s.push-%s", name, creds.Key.ID().Short())
 	c.PortMap = false
 	return c
 }
