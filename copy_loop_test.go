@@ -39,12 +39,12 @@ func TestCopyPutGetPush(t *testing.T) {
 	defer func() { hcancel(); <-hdone }()
 	hubs := []string{h.Addr().String()}
 	serve := func(name, root string, allow func(pki.Peer) error) {
-		cfg := Config{Name: name, Creds: g.Member(t, ca.Node, name), ListenAddr: "127.0.0.1", Hubs: hubs}
+		cfg := vconn.Config{Name: name, Creds: g.Member(t, ca.Node, name), ListenAddr: "127.0.0.1", Hubs: hubs}
 		n, err := vconn.Start(ctx, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		s, err := xfer.NewServer(xfer.Config{Root: root, Delegation: xfer.ProxyDelegation{}, Push: PushDialer(cfg, &Node{n: n}, 4)})
+		s, err := xfer.NewServer(xfer.Config{Root: root, Delegation: xfer.ProxyDelegation{}, Push: PushDialer(apiConfig(cfg), apiNode(n, cfg), 4)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -75,7 +75,7 @@ func TestCopyPutGetPush(t *testing.T) {
 	}
 	var mu sync.Mutex
 	var events []CopyEvent
-	cc := CopyConfig{Node: Config{Name: "cp-alice", Creds: creds, ListenAddr: "127.0.0.1", Hubs: hubs}, ProxyFile: aliceFile,
+	cc := CopyConfig{Node: apiConfig(vconn.Config{Name: "cp-alice", Creds: creds, ListenAddr: "127.0.0.1", Hubs: hubs}), ProxyFile: aliceFile,
 		Link: LinkOptions{Streams: 2}, Retries: -1, Progress: func(e CopyEvent) { mu.Lock(); events = append(events, e); mu.Unlock() }}
 	run := func(srcs []string, dst string, kind CopyKind) CopyResult {
 		t.Helper()
