@@ -37,6 +37,7 @@ import (
 
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/link"
+	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/vconn"
 )
 
@@ -53,7 +54,10 @@ type ListenOptions = link.ListenOptions
 const AutoStreams = link.Auto
 
 // Node is this process's presence in the overlay.
-type Node struct{ n *vconn.Node }
+type Node struct {
+	n     *vconn.Node
+	creds *pki.Credentials // what it proves and judges peers by
+}
 
 // NotAttachedError says that a node has no hub now, since when and why;
 // Dial returns it at once for a target only the hubs can find or reach.

@@ -32,7 +32,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Node{n: n}, nil
+	return &Node{n: n, creds: vc.Creds}, nil
 }
 
 // StartAttached starts the node of a one-shot task (a copy, a perf

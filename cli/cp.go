@@ -5,22 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/gridlink/gridlink/hub"
-	"github.com/gridlink/gridlink/link"
-	"github.com/gridlink/gridlink/pki"
-	"github.com/gridlink/gridlink/pki/ca"
-	"github.com/gridlink/gridlink/pki/proxy"
-	"github.com/gridlink/gridlink/vconn"
-	"github.com/gridlink/gridlink/xfer"
+	"github.com/gridlink/gridlink"
 )
 
 func serveCmd() *cobra.Command {
@@ -59,16 +50,16 @@ the free space of the file system it writes to (less 1% of it, at most
 			if port < 1 || port > 65535 {
 				return fmt.Errorf("--port %d: want 1-65535", port)
 			}
-			cfg, err := nf.config(ctx, "gridlink serve")
+			cfg, err := nf.apiConfig("gridlink serve")
 			if err != nil {
 				return err
 			}
-			node, err := vconn.Start(ctx, cfg)
+			node, err := gridlink.Start(ctx, cfg)
 			if err != nil {
 				return err
 			}
 			defer node.Close()
-			ctx, refused := keepNode(ctx, "gridlink serve", node, nf.verbose)
+			ctx, refused := hold(ctx, "gridlink serve", node, nf.verbose)
 			q, err := parseBytes(quota)
 			if err != nil {
 				return fmt.Errorf("--quota: %w", err)
@@ -77,30 +68,18 @@ the free space of the file system it writes to (less 1% of it, at most
 			if err != nil {
 				return fmt.Errorf("--user-quota: %w", err)
 			}
-			xc := xfer.Config{Root: root, Push: pushDialer(cfg, node, maxStreams), Logf: printf(logger("node", node.Name())),
-				Quota: q, UserQuota: uq, User: linkUser}
-			if cfg.Creds != nil && cfg.Creds.Trust() != nil {
-				// a grid with a CA: push as the caller, never as this service
-				xc.Delegation = xfer.ProxyDelegation{}
+			svc, err := gridlink.ServeTransfers(node, cfg, gridlink.ServeConfig{Root: root, Port: uint16(port), MaxStreams: maxStreams,
+				AllowPlain: allowPlain, Allow: allowNames, AllowGroups: allowGroups, Quota: q, UserQuota: uq,
+				Logf: printf(logger("node", node.Name()))})
+			if errors.Is(err, gridlink.ErrAllowWithoutCA) {
+				return errors.New("--allow and --allow-group need a grid CA (--ca): an open grid proves keys, not names")
 			}
-			srv, err := xfer.NewServer(xc)
 			if err != nil {
 				return err
 			}
-			defer srv.Close()
-			lo := link.ListenOptions{AllowPlain: allowPlain, MaxStreams: maxStreams}
-			if len(allowNames)+len(allowGroups) > 0 {
-				if cfg.Creds.Trust() == nil {
-					return errors.New("--allow and --allow-group need a grid CA (--ca): an open grid proves keys, not names")
-				}
-				lo.Allow = pki.Members(allowNames, allowGroups)
-			}
-			l, err := link.Listen(node, uint16(port), lo)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(os.Stderr, "gridlink serve: %s serving %s on %s\n", node.Name(), orDefault(root, "."), l.Addr())
-			err = srv.Serve(ctx, l)
+			defer svc.Close()
+			fmt.Fprintf(os.Stderr, "gridlink serve: %s serving %s on %s\n", node.Name(), orDefault(root, "."), svc.Addr())
+			err = svc.Serve(ctx)
 			if rerr := refused(); rerr != nil {
 				return rerr
 			}
@@ -110,8 +89,8 @@ the free space of the file system it writes to (less 1% of it, at most
 	nf.add(c, hostname())
 	f := c.Flags()
 	f.StringVar(&root, "root", "", "the served directory (default: the working directory)")
-	f.IntVarP(&port, "port", "p", xfer.Port, "virtual port of the service")
-	f.IntVar(&maxStreams, "max-streams", link.DefaultMaxStreams, "the most streams of a link")
+	f.IntVarP(&port, "port", "p", gridlink.TransferPort, "virtual port of the service")
+	f.IntVar(&maxStreams, "max-streams", gridlink.DefaultMaxStreams, "the most streams of a link")
 	f.BoolVar(&allowPlain, "allow-plain", false, "allow clients to ask for authenticated-plain links (cp --encrypt off)")
 	f.StringArrayVar(&allowNames, "allow", nil, "admit only this subject (a user's, node's or hub's certificate name; repeatable; with --allow-group: either)")
 	f.StringArrayVar(&allowGroups, "allow-group", nil, "admit only members of this group (repeatable)")
@@ -120,62 +99,11 @@ the free space of the file system it writes to (less 1% of it, at most
 	return c
 }
 
-// linkUser names the user of a transfer service's client link for
-// --user-quota: the name its certificate chain proves (a proxy's user; a
-// node's or hub's name with its role), else its node ID.
-func linkUser(c net.Conn) string {
-	lc, ok := c.(*link.Conn)
-	if !ok {
-		return ""
-	}
-	p := lc.First().Proof()
-	switch {
-	case p.Chain != nil && p.Chain.Role == ca.User:
-		return p.Chain.Name
-	case p.Chain != nil:
-		return p.Chain.Name + " (" + string(p.Chain.Role) + ")"
-	}
-	return p.ID.String()
-}
-
 func orDefault(s, d string) string {
 	if s == "" {
 		return d
 	}
 	return s
-}
-
-// dialLink dials a link, waiting up to 15 s for the hubs to learn the
-// name.
-func dialLink(ctx context.Context, node *vconn.Node, addr string, o link.Options) (net.Conn, error) {
-	deadline := time.Now().Add(15 * time.Second)
-	for {
-		dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		c, err := link.Dial(dctx, node, addr, o)
-		cancel()
-		if err == nil {
-			return c, nil
-		}
-		if !errors.Is(err, hub.ErrNotFound) || time.Now().After(deadline) || ctx.Err() != nil {
-			return nil, err
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-// remote splits an scp-style argument: NAME:PATH names a node's path (a
-// path of the served root; "" is the root), anything else is local (a
-// colon after a slash does not count: ./a:b is local).
-func remote(arg string) (node, p string, ok bool) {
-	i := strings.IndexByte(arg, ':')
-	if i <= 0 || strings.Contains(arg[:i], "/") {
-		return "", arg, false
-	}
-	p = arg[i+1:]
-	if p == "" {
-		p = "."
-	}
-	return arg[:i], p, true
 }
 
 type cpFlags struct {
@@ -228,12 +156,12 @@ exists) and says where the unfinished one is.`,
 	f.BoolVarP(&cf.recursive, "recursive", "r", false, "copy directory trees")
 	f.BoolVar(&cf.resume, "resume", false, "keep what an earlier, interrupted copy stored where its checksums agree")
 	f.StringVarP(&cf.streams, "streams", "P", "auto", "parallel streams of the link: a number, or auto")
-	f.IntVar(&cf.maxStreams, "max-streams", link.DefaultMaxStreams, "the most streams of a link")
+	f.IntVar(&cf.maxStreams, "max-streams", gridlink.DefaultMaxStreams, "the most streams of a link")
 	f.StringVar(&cf.compress, "compress", "auto", "compression: auto (adaptive, per block), off, s2 or zstd")
 	f.StringVar(&cf.encrypt, "encrypt", "on", "on: TLS 1.3; off: authenticated plain (the service must --allow-plain)")
 	f.StringVar(&cf.limit, "limit", "", "bound the file data rate, bytes per second (suffixes K, M, G), whichever end sends")
 	f.IntVar(&cf.retries, "retries", 5, "resume this many times after a dropped connection")
-	f.IntVar(&cf.port, "port", xfer.Port, "virtual port of the transfer services")
+	f.IntVar(&cf.port, "port", gridlink.TransferPort, "virtual port of the transfer services")
 	f.BoolVar(&cf.asJSON, "json", false, "print a JSON summary")
 	f.BoolVarP(&cf.quiet, "quiet", "q", false, "no progress display")
 	f.Float64Var(&cf.interval, "interval", 2, "seconds between progress lines when stderr is not a terminal")
@@ -241,22 +169,9 @@ exists) and says where the unfinished one is.`,
 }
 
 func runCp(ctx context.Context, nf *nodeFlags, cf cpFlags, args []string) error {
-	srcs, dst := args[:len(args)-1], args[len(args)-1]
-	dnode, dpath, dremote := remote(dst)
-	var snode string
-	var spaths []string
-	for i, a := range srcs {
-		n, p, r := remote(a)
-		switch {
-		case i > 0 && (r != (snode != "") || n != snode):
-			return fmt.Errorf("%s: all sources must be on one node, or all local", a)
-		case r:
-			snode = n
-		}
-		spaths = append(spaths, p)
-	}
-	if snode == "" && !dremote {
-		return errors.New("neither the sources nor the destination name a node (NAME:PATH): use cp")
+	plan, err := gridlink.PlanCopy(args[:len(args)-1], args[len(args)-1])
+	if err != nil {
+		return err
 	}
 	lo, err := cpLinkOptions(cf)
 	if err != nil {
@@ -266,87 +181,30 @@ func runCp(ctx context.Context, nf *nodeFlags, cf cpFlags, args []string) error 
 	if err != nil {
 		return fmt.Errorf("--limit: %w", err)
 	}
-	var deleg *proxy.Credential
-	if snode != "" && dremote { // a third-party transfer: the source may act for us
-		if deleg, err = nf.sec.delegator(); err != nil {
-			return err
-		}
-	}
-	cfg, err := nf.config(ctx, "gridlink cp")
+	cfg, err := nf.apiConfig("gridlink cp")
 	if err != nil {
 		return err
-	}
-	node, err := startOnce(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer node.Close()
-	delegate, err := pushDelegateTo(ctx, node, deleg, withDefaultPort(dnode, cf.port))
-	if err != nil {
-		return err
-	}
-	var seen linkSeen
-	dialer := func(name string) xfer.Dialer {
-		return func(ctx context.Context) (net.Conn, error) {
-			c, err := dialLink(ctx, node, withDefaultPort(name, cf.port), lo)
-			if err != nil {
-				return nil, err
-			}
-			return &watchedLink{Conn: c.(*link.Conn), seen: &seen}, nil
-		}
 	}
 	retries := cf.retries
 	if retries == 0 {
 		retries = -1
 	}
 	bar := newProgress(os.Stderr, secs(cf.interval), cf.quiet)
-	o := xfer.Options{Recursive: cf.recursive, Resume: cf.resume, Retries: retries, Limit: limit, Progress: bar.event,
-		Logf: func(f string, a ...any) { bar.log(fmt.Sprintf(f, a...)) }}
-	o.Delegate = delegate
-	var sum xfer.Summary
-	switch {
-	case snode == "":
-		sum, err = xfer.Put(ctx, dialer(dnode), spaths, dpath, o)
-	case !dremote:
-		sum, err = xfer.Get(ctx, dialer(snode), spaths, dst, o)
-	default:
-		l := xfer.Link{Streams: lo.Streams, Compress: cf.compress}
-		if l.Streams == link.Auto {
-			l.Streams = 0
-		}
-		sum, err = xfer.Push(ctx, dialer(snode), spaths, withDefaultPort(dnode, cf.port), dpath, l, o)
-	}
+	res, err := gridlink.Copy(ctx, gridlink.CopyConfig{Node: cfg, ProxyFile: nf.sec.proxyFile, Port: cf.port, Link: lo,
+		Recursive: cf.recursive, Resume: cf.resume, Retries: retries, Limit: limit, Progress: bar.event,
+		Logf: func(f string, a ...any) { bar.log(fmt.Sprintf(f, a...)) }}, plan)
 	bar.stop()
-	if err != nil && (ctx.Err() != nil || sum.Attempts > 1) {
-		fmt.Fprintf(os.Stderr, "gridlink cp: interrupted: what was stored stays at %s (partial files named .NAME.gridlink-part); the same command with --resume continues it\n", dst)
+	if errors.Is(err, gridlink.ErrNoDelegator) { // a third-party transfer: the source may act for us
+		return errors.New("a third-party transfer in a grid with a CA runs as a user, whom the source acts for: give --proxy (from gridlink proxy init); a node's certificate cannot delegate")
 	}
-	seen.mu.Lock()
-	defer seen.mu.Unlock()
-	return cpReport(sum, err, cf.asJSON, cf.quiet, seen.method, seen.streams)
-}
-
-// linkSeen is what the links of a copy were: the last one's setup method
-// and its stream count when it closed.
-type linkSeen struct {
-	mu      sync.Mutex
-	method  string
-	streams int
-}
-
-type watchedLink struct {
-	*link.Conn
-	seen *linkSeen
-}
-
-func (w *watchedLink) Close() error {
-	w.seen.mu.Lock()
-	w.seen.method, w.seen.streams = string(w.Method()), w.Stats().Streams
-	w.seen.mu.Unlock()
-	return w.Conn.Close()
+	if res.Interrupted {
+		fmt.Fprintf(os.Stderr, "gridlink cp: interrupted: what was stored stays at %s (partial files named .NAME.gridlink-part); the same command with --resume continues it\n", args[len(args)-1])
+	}
+	return cpReport(res, err, cf.asJSON, cf.quiet)
 }
 
 type cpResult struct {
-	xfer.Summary
+	gridlink.CopySummary
 	Method  string `json:"method,omitempty"`
 	Streams int    `json:"streams,omitempty"`
 	Failure string `json:"failure,omitempty"`
@@ -354,12 +212,10 @@ type cpResult struct {
 
 // cpReport prints the summary: JSON, or a line (and the errors, unless the
 // progress display printed them as they came).
-func cpReport(sum xfer.Summary, err error, asJSON, quiet bool, method string, streams int) error {
-	if err == nil && sum.Failed > 0 {
-		err = fmt.Errorf("%d of %d entries failed", sum.Failed, sum.Failed+sum.Files+sum.Dirs)
-	}
+func cpReport(res gridlink.CopyResult, err error, asJSON, quiet bool) error {
+	sum := res.CopySummary
 	if asJSON {
-		r := cpResult{Summary: sum, Method: method, Streams: streams}
+		r := cpResult{CopySummary: sum, Method: res.Method, Streams: res.Streams}
 		if err != nil {
 			r.Failure = err.Error()
 		}
@@ -380,17 +236,17 @@ func cpReport(sum xfer.Summary, err error, asJSON, quiet bool, method string, st
 	return err
 }
 
-func cpLinkOptions(cf cpFlags) (link.Options, error) {
-	o := link.Options{MaxStreams: cf.maxStreams}
+func cpLinkOptions(cf cpFlags) (gridlink.LinkOptions, error) {
+	o := gridlink.LinkOptions{MaxStreams: cf.maxStreams}
 	if cf.streams == "auto" {
-		o.Streams = link.Auto
+		o.Streams = gridlink.AutoStreams
 	} else if n, err := strconv.Atoi(cf.streams); err == nil && n >= 1 {
 		o.Streams = n
 	} else {
 		return o, fmt.Errorf("--streams %q: want a number from 1 or auto", cf.streams)
 	}
 	var err error
-	if o.Compression, err = link.ParseCompression(cf.compress); err != nil {
+	if o.Compression, err = gridlink.ParseCompression(cf.compress); err != nil {
 		return o, fmt.Errorf("--compress: %w", err)
 	}
 	switch cf.encrypt {

@@ -7,24 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridlink/gridlink/xfer"
+	"github.com/gridlink/gridlink"
 )
-
-func TestRemote(t *testing.T) {
-	for arg, want := range map[string][3]string{
-		"das3v:data/x": {"das3v", "data/x", "remote"},
-		"das3v:":       {"das3v", ".", "remote"},
-		"./a:b":        {"", "./a:b", "local"},
-		"/abs/path":    {"", "/abs/path", "local"},
-		":x":           {"", ":x", "local"},
-		"file":         {"", "file", "local"},
-	} {
-		n, p, ok := remote(arg)
-		if n != want[0] || p != want[1] || ok != (want[2] == "remote") {
-			t.Errorf("remote(%q) = %q %q %v, want %v", arg, n, p, ok, want)
-		}
-	}
-}
 
 func TestParseBytes(t *testing.T) {
 	for s, want := range map[string]int64{"": 0, "100": 100, "12M": 12 << 20, "1.5K": 1536, "2g": 2 << 30} {
@@ -47,12 +31,13 @@ func TestProgressPlain(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := newProgress(w, 50*time.Millisecond, false)
-	p.event(xfer.Event{Kind: xfer.EventPlan, N: 2, Size: 3 << 20})
-	p.event(xfer.Event{Kind: xfer.EventStart, ID: 1, Path: "a", Size: 2 << 20})
-	p.event(xfer.Event{Kind: xfer.EventBytes, ID: 1, Path: "a", Size: 2 << 20, N: 1 << 20})
+	p.event(gridlink.CopyStarted{Kind: gridlink.CopyPut, Node: "cp"})
+	p.event(gridlink.CopyPlanned{Files: 2, Bytes: 3 << 20})
+	p.event(gridlink.FileStarted{ID: 1, Path: "a", Size: 2 << 20})
+	p.event(gridlink.FileBytes{ID: 1, Path: "a", Size: 2 << 20, Done: 1 << 20})
 	time.Sleep(120 * time.Millisecond)
-	p.event(xfer.Event{Kind: xfer.EventDone, ID: 1, Path: "a", Size: 2 << 20, N: 2 << 20})
-	p.event(xfer.Event{Kind: xfer.EventDone, ID: 2, Path: "b", Size: 1 << 20, Err: "b: no space left on device"})
+	p.event(gridlink.FileDone{ID: 1, Path: "a", Size: 2 << 20})
+	p.event(gridlink.FileDone{ID: 2, Path: "b", Size: 1 << 20, Err: "b: no space left on device"})
 	p.stop()
 	w.Close()
 	out, _ := io.ReadAll(r)
@@ -74,14 +59,30 @@ func TestProgressFirstLineAndDirs(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := newProgress(w, time.Hour, false)
-	p.event(xfer.Event{Kind: xfer.EventPlan, N: 1, Size: 1 << 20})
-	p.event(xfer.Event{Kind: xfer.EventDir, ID: 1, Path: "d"})
-	p.event(xfer.Event{Kind: xfer.EventStart, ID: 2, Path: "d/a", Size: 1 << 20})
-	p.event(xfer.Event{Kind: xfer.EventDone, ID: 2, Path: "d/a", Size: 1 << 20, N: 1 << 20})
+	p.event(gridlink.CopyStarted{Kind: gridlink.CopyPut, Node: "cp"})
+	p.event(gridlink.CopyPlanned{Files: 1, Bytes: 1 << 20})
+	p.event(gridlink.DirDone{ID: 1, Path: "d"})
+	p.event(gridlink.FileStarted{ID: 2, Path: "d/a", Size: 1 << 20})
+	p.event(gridlink.FileDone{ID: 2, Path: "d/a", Size: 1 << 20})
 	p.stop()
 	w.Close()
 	out, _ := io.ReadAll(r)
 	if !strings.Contains(string(out), "total 1.0 MiB / 1.0 MiB, 1 / 1 files (1 directories), -, ETA -") || strings.Contains(string(out), "0 B/s") {
 		t.Errorf("progress output:\n%s", out)
+	}
+}
+
+// A copy that fails before it starts (its node, its delegation) shows no
+// progress.
+func TestProgressNotStarted(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := newProgress(w, 10*time.Millisecond, false)
+	p.stop()
+	w.Close()
+	if out, _ := io.ReadAll(r); len(out) != 0 {
+		t.Errorf("progress of a copy that never started:\n%s", out)
 	}
 }

@@ -4,67 +4,76 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sort"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/vbauerster/mpb/v8"
 	"golang.org/x/sys/unix"
 
-	"github.com/gridlink/gridlink/xfer"
+	"github.com/gridlink/gridlink"
 )
 
-// progress displays a copy's progress from its events: on a terminal, a
-// bar per file being copied (the most recent few) and one for the total,
-// redrawn in place; otherwise a plain line every interval.
+// progress displays a copy's progress from its events, summed by a
+// gridlink.CopyMeter: on a terminal, a bar per file being copied (the
+// most recent few) and one for the total, redrawn in place (termBars, on
+// mpb); otherwise a plain line every interval.
 type progress struct {
 	out      io.Writer
 	tty      bool
 	interval time.Duration
 	quiet    bool
+	meter    *gridlink.CopyMeter
+	start    time.Time
 
-	mu      sync.Mutex
-	files   map[uint32]*fileBar
-	total   int64 // bytes planned
-	nfiles  int64
-	done    int64 // bytes of finished files
-	ndone   int64
-	ndirs   int64 // directories made or there (not files)
-	start   time.Time
-	samples []sample // (time, bytes) for the rate, the last rateWindow
-	drawn   int      // lines drawn last (tty)
-	tick    *time.Ticker
-	quit    chan struct{}
-	ended   chan struct{}
+	opts []mpb.ContainerOption // of the bars
+
+	mu    sync.Mutex // one line, or one redraw, at a time
+	begun bool       // the copy started (the display with it)
+	bars  *termBars  // on a terminal
+	tick  *time.Ticker
+	quit  chan struct{}
+	ended chan struct{}
 }
 
-type fileBar struct {
-	path    string
-	size, n int64
-	started time.Time
-}
-
-type sample struct {
-	t time.Time
-	n int64
-}
-
-const (
-	rateWindow = 5 * time.Second
-	maxBars    = 4
-)
-
+// newProgress displays on f, with bars if it is a terminal. A terminal
+// that tells no size (a pseudo-terminal nobody sized) gets bars 80
+// columns wide: mpb would draw no row on it.
 func newProgress(f *os.File, interval time.Duration, quiet bool) *progress {
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	p := &progress{out: f, tty: err == nil, interval: interval, quiet: quiet, files: map[uint32]*fileBar{},
-		start: time.Now(), quit: make(chan struct{}), ended: make(chan struct{})}
-	every := interval
+	if err != nil {
+		return startProgress(f, false, interval, quiet)
+	}
+	if ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ); err != nil || ws.Row == 0 || ws.Col == 0 {
+		return startProgress(struct{ io.Writer }{f}, true, interval, quiet, mpb.ForceTTY(), mpb.WithWidth(80))
+	}
+	return startProgress(f, true, interval, quiet)
+}
+
+// startProgress displays on out, with bars (made with opts) if tty, from
+// the copy's start (gridlink.CopyStarted) on.
+func startProgress(out io.Writer, tty bool, interval time.Duration, quiet bool, opts ...mpb.ContainerOption) *progress {
+	return &progress{out: out, tty: tty, interval: interval, quiet: quiet, meter: gridlink.NewCopyMeter(),
+		quit: make(chan struct{}), ended: make(chan struct{}), opts: opts}
+}
+
+// begin starts the display.
+func (p *progress) begin() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.begun {
+		return
+	}
+	p.begun, p.start = true, time.Now()
+	every := p.interval
 	if p.tty {
 		every = 200 * time.Millisecond
 	}
-	if quiet || every <= 0 {
+	if p.quiet || every <= 0 {
 		close(p.ended)
-		return p
+		return
+	}
+	if p.tty {
+		p.bars = newTermBars(p.out, p.opts...)
 	}
 	p.tick = time.NewTicker(every)
 	go func() {
@@ -74,136 +83,89 @@ func newProgress(f *os.File, interval time.Duration, quiet bool) *progress {
 			case <-p.quit:
 				return
 			case <-p.tick.C:
-				p.mu.Lock()
 				p.draw()
-				p.mu.Unlock()
 			}
 		}
 	}()
-	return p
 }
 
-func (p *progress) event(e xfer.Event) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	switch e.Kind {
-	case xfer.EventPlan:
-		p.total, p.nfiles = e.Size, e.N
-	case xfer.EventStart:
-		p.files[e.ID] = &fileBar{path: e.Path, size: e.Size, started: time.Now()}
-	case xfer.EventDir:
-		p.ndirs++
-	case xfer.EventBytes:
-		if f := p.files[e.ID]; f != nil {
-			f.n = e.N
-		}
-	case xfer.EventDone:
-		if f := p.files[e.ID]; f != nil || e.ID != 0 {
-			delete(p.files, e.ID)
-			p.ndone++
-			if e.Err == "" {
-				p.done += e.Size
-			}
-		}
-		if e.Err != "" && !p.quiet {
-			p.clear()
-			fmt.Fprintf(p.out, "gridlink cp: %s\n", e.Err) // errors name their paths
-		}
+// event is a gridlink.CopyConfig.Progress: it starts the display when
+// the copy starts, counts e, and prints a file's failure as it comes.
+func (p *progress) event(e gridlink.CopyEvent) {
+	if _, ok := e.(gridlink.CopyStarted); ok {
+		p.begin()
+		return
+	}
+	p.meter.Add(e)
+	if d, ok := e.(gridlink.FileDone); ok && d.Err != "" && !p.quiet {
+		p.print(d.Err) // errors name their paths
 	}
 }
 
 // log prints a line between redraws.
-func (p *progress) log(line string) {
+func (p *progress) log(line string) { p.print(line) }
+
+func (p *progress) print(line string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.clear()
-	fmt.Fprintf(p.out, "gridlink cp: %s\n", line)
+	line = "gridlink cp: " + line + "\n"
+	if p.bars != nil {
+		p.bars.print(line)
+		return
+	}
+	io.WriteString(p.out, line)
 }
 
-// stop draws the final state and stops redrawing.
+// stop draws the final state and stops redrawing (if the copy started).
 func (p *progress) stop() {
+	p.mu.Lock()
+	begun := p.begun
+	p.mu.Unlock()
+	if !begun {
+		return
+	}
 	if p.tick != nil {
 		p.tick.Stop()
 		close(p.quit)
 	}
 	<-p.ended
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.quiet {
-		p.draw()
-		if p.tty {
-			p.drawn = 0
-		}
+	if p.quiet {
+		return
 	}
-}
-
-// clear erases the bars drawn last (tty).
-func (p *progress) clear() {
-	if p.tty && p.drawn > 0 {
-		fmt.Fprintf(p.out, "\x1b[%dA\x1b[J", p.drawn)
-		p.drawn = 0
+	p.draw()
+	if p.bars != nil {
+		p.bars.finish()
 	}
 }
 
 func (p *progress) draw() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	now := time.Now()
-	cur := p.done
-	for _, f := range p.files {
-		cur += f.n
-	}
-	p.samples = append(p.samples, sample{now, cur})
-	for len(p.samples) > 2 && now.Sub(p.samples[1].t) > rateWindow {
-		p.samples = p.samples[1:]
-	}
-	// the rate over the window, once there is one: the first draw has
-	// a single sample and says "-", not 0 B/s
-	rate, rateText := 0.0, "-"
-	if s := p.samples[0]; len(p.samples) > 1 && now.Sub(s.t) > 0 {
-		rate = float64(cur-s.n) / now.Sub(s.t).Seconds()
-		rateText = size(int64(rate)) + "/s"
-	}
-	eta := "-"
-	if rate > 0 && p.total > cur {
-		eta = time.Duration(float64(p.total-cur) / rate * float64(time.Second)).Round(time.Second).String()
-	}
-	dirs := ""
-	if p.ndirs > 0 {
-		dirs = fmt.Sprintf(" (%d directories)", p.ndirs)
-	}
-	total := fmt.Sprintf("total %s / %s, %d / %d files%s, %s, ETA %s", size(cur), size(p.total), p.ndone, p.nfiles, dirs, rateText, eta)
-	if !p.tty {
-		fmt.Fprintf(p.out, "%6.1f s  %s\n", now.Sub(p.start).Seconds(), total)
+	st := p.meter.Status(now)
+	if p.bars != nil {
+		p.bars.update(st, totalLine(st))
 		return
 	}
-	p.clear()
-	ids := make([]uint32, 0, len(p.files))
-	for id := range p.files {
-		ids = append(ids, id)
-	}
-	sort.Slice(ids, func(i, j int) bool { return ids[i] > ids[j] })
-	var lines []string
-	for _, id := range ids[:min(len(ids), maxBars)] {
-		f := p.files[id]
-		lines = append(lines, barLine(f.path, f.n, f.size, 30))
-	}
-	lines = append(lines, barLine(total, cur, p.total, 30))
-	for _, l := range lines {
-		fmt.Fprintln(p.out, l)
-	}
-	p.drawn = len(lines)
+	fmt.Fprintf(p.out, "%6.1f s  %s\n", now.Sub(p.start).Seconds(), totalLine(st))
 }
 
-// barLine is "[#####.....]  42% label".
-func barLine(label string, n, of int64, width int) string {
-	frac := 1.0
-	if of > 0 {
-		frac = min(float64(n)/float64(of), 1)
+// totalLine is "total 1.0 MiB / 3.0 MiB, 0 / 2 files (1 directories),
+// 512.0 KiB/s, ETA 4s": the rate "-" until there is one, never 0 B/s
+// before.
+func totalLine(st gridlink.CopyStatus) string {
+	rate, eta := "-", "-"
+	if st.HasRate {
+		rate = size(int64(st.Rate)) + "/s"
 	}
-	k := int(frac * float64(width))
-	if len(label) > 60 {
-		label = "..." + label[len(label)-57:]
+	if st.HasETA {
+		eta = st.ETA.Round(time.Second).String()
 	}
-	return fmt.Sprintf("[%s%s] %3.0f%% %s", strings.Repeat("#", k), strings.Repeat(".", width-k), 100*frac, label)
+	dirs := ""
+	if st.Dirs > 0 {
+		dirs = fmt.Sprintf(" (%d directories)", st.Dirs)
+	}
+	return fmt.Sprintf("total %s / %s, %d / %d files%s, %s, ETA %s", size(st.Bytes), size(st.TotalBytes), st.Files, st.TotalFiles, dirs, rate, eta)
 }
 
 // size is a byte count for people.

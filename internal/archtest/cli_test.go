@@ -21,16 +21,6 @@ import (
 var cliAllowed = map[string]string{
 	"":      "the product API",
 	"agent": "the agent's client (until agentsplit's agent/control and status)",
-	// until apicp: what cli/cp.go, delegate.go, cpnode.go and progress.go
-	// still use (cp, serve, third-party pushes and their delegation).
-	"hub":       "until apicp",
-	"identity":  "until apicp",
-	"link":      "until apicp",
-	"pki":       "until apicp",
-	"pki/ca":    "until apicp",
-	"pki/proxy": "until apicp",
-	"vconn":     "until apicp",
-	"xfer":      "until apicp",
 }
 
 // cliViolations returns, for `go list` lines "PKG IMPORT...", every import

@@ -1,4 +1,4 @@
-package cli
+package gridlink
 
 import (
 	"context"
@@ -121,7 +121,7 @@ func TestStolenDelegatedProxyStaysWithTarget(t *testing.T) {
 	// a-data pushes as asked, and keeps the proxy.
 	cfgA, nodeA := node("a-data", g.Member(t, ca.Node, "a-data"))
 	stolen := make(chan *proxy.Credential, 1)
-	push := pushDialer(cfgA, nodeA, 4)
+	push := PushDialer(apiConfig(cfgA), apiNode(nodeA, cfgA), 4)
 	serve(nodeA, rootA, xfer.Config{Delegation: xfer.ProxyDelegation{},
 		Push: func(ctx context.Context, target string, l xfer.Link, cred *proxy.Credential) (net.Conn, error) {
 			select {
@@ -141,11 +141,13 @@ func TestStolenDelegatedProxyStaysWithTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, cp := node("cp-alice", aliceCreds)
-	del, err := pushDelegateTo(ctx, cp, alice, "b-data:2811")
+	del, err := delegateTo(ctx, apiNode(cp, vconn.Config{}), alice, "b-data:2811")
 	if err != nil {
 		t.Fatal(err)
 	}
-	dialA := func(ctx context.Context) (net.Conn, error) { return dialLink(ctx, cp, "a-data:2811", link.Options{}) }
+	dialA := func(ctx context.Context) (net.Conn, error) {
+		return dialService(ctx, apiNode(cp, vconn.Config{}), "a-data:2811", link.Options{})
+	}
 	if sum, err := xfer.Push(ctx, dialA, []string{"data"}, "b-data:2811", "copy", xfer.Link{Streams: 2}, xfer.Options{Delegate: del, Retries: -1}); err != nil || sum.Files != 1 {
 		t.Fatalf("alice's push: %+v %v", sum, err)
 	}
@@ -157,7 +159,9 @@ func TestStolenDelegatedProxyStaysWithTarget(t *testing.T) {
 	}
 	_, thief := node("a-data.thief", thiefCreds)
 	dial := func(target string) xfer.Dialer {
-		return func(ctx context.Context) (net.Conn, error) { return dialLink(ctx, thief, target, link.Options{}) }
+		return func(ctx context.Context) (net.Conn, error) {
+			return dialService(ctx, apiNode(thief, vconn.Config{}), target, link.Options{})
+		}
 	}
 
 	// (a) b-data's transfer service: admitted, as alice meant.

@@ -1,4 +1,4 @@
-package cli
+package gridlink
 
 import (
 	"context"
@@ -86,7 +86,7 @@ func TestDelegatedPush(t *testing.T) {
 	cfgA, nodeA := node("a-data", g.Member(t, ca.Node, "a-data"))
 	var mu sync.Mutex
 	var delegated []*proxy.Credential
-	push := pushDialer(cfgA, nodeA, 4)
+	push := PushDialer(apiConfig(cfgA), apiNode(nodeA, cfgA), 4)
 	serve(nodeA, rootA, xfer.Config{Delegation: xfer.ProxyDelegation{},
 		Push: func(ctx context.Context, target string, l xfer.Link, cred *proxy.Credential) (net.Conn, error) {
 			mu.Lock()
@@ -109,11 +109,13 @@ func TestDelegatedPush(t *testing.T) {
 	}
 	pushAs := func(name, group, dest string) (xfer.Summary, error) {
 		p, n := caller(name, group)
-		del, err := pushDelegateTo(ctx, n, p, "b-data:2811")
+		del, err := delegateTo(ctx, apiNode(n, vconn.Config{}), p, "b-data:2811")
 		if err != nil {
 			t.Fatal(err)
 		}
-		dial := func(ctx context.Context) (net.Conn, error) { return dialLink(ctx, n, "a-data:2811", link.Options{}) }
+		dial := func(ctx context.Context) (net.Conn, error) {
+			return dialService(ctx, apiNode(n, vconn.Config{}), "a-data:2811", link.Options{})
+		}
 		return xfer.Push(ctx, dial, []string{"data"}, "b-data:2811", dest, xfer.Link{Streams: 2}, xfer.Options{Delegate: del, Retries: -1})
 	}
 
