@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/wire"
 )
@@ -167,11 +168,11 @@ func TestRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = cir.Read(make([]byte, 1))
-	expectErr(t, err, ErrRefused, "connection refused: no listener on port 7001 at nc")
+	expectErr(t, err, direct.ErrRefused, "connection refused: no listener on port 7001 at nc")
 	if strings.Count(err.Error(), "connection refused") != 1 {
 		t.Errorf("refusal %q repeats itself", err)
 	}
-	if _, err := cir.Write([]byte("x")); !errors.Is(err, ErrRefused) {
+	if _, err := cir.Write([]byte("x")); !errors.Is(err, direct.ErrRefused) {
 		t.Errorf("Write after refusal: %v", err)
 	}
 	cir.Close()
@@ -182,7 +183,7 @@ func TestRefusals(t *testing.T) {
 	cir, _ = na.Open(ctx, ghost, 7000)
 	_, err = cir.Read(make([]byte, 1))
 	expectErr(t, err, ErrUnreachable, "node "+ghost.ID.Short()+" is not attached to hub c")
-	if errors.Is(err, ErrRefused) {
+	if errors.Is(err, direct.ErrRefused) {
 		t.Error("an unreachable target reads as refused")
 	}
 

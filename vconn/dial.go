@@ -46,7 +46,7 @@ func (n *Node) Dial(ctx context.Context, addr string) (*Conn, error) {
 	// try that one, once.
 	rechecked := false
 	recheck := func(ctx context.Context, why error) (identity.Machine, bool) {
-		if !cached || rechecked || errors.Is(why, ErrRefused) || ctx.Err() != nil {
+		if !cached || rechecked || errors.Is(why, direct.ErrRefused) || ctx.Err() != nil {
 			return identity.Machine{}, false
 		}
 		rechecked = true
@@ -169,7 +169,7 @@ func (n *Node) dialMachine(ctx context.Context, target identity.Machine, port ui
 		if r.err == nil {
 			return n.commit(r, target, port, start)
 		}
-		if errors.Is(r.err, ErrRefused) {
+		if errors.Is(r.err, direct.ErrRefused) {
 			return nil, r.err
 		}
 		n.cfg.Logf("vconn: cached method %s to %s failed (%v): racing all methods", cached, target, r.err)
@@ -347,7 +347,7 @@ func (n *Node) race(ctx context.Context, target identity.Machine, port uint16) (
 			pending--
 			if r.err != nil {
 				errs[r.method] = r.err
-				if errors.Is(r.err, ErrRefused) {
+				if errors.Is(r.err, direct.ErrRefused) {
 					cancel()
 					if best != nil {
 						best.conn.Close()
@@ -618,9 +618,6 @@ func (n *Node) routed(ctx context.Context, target identity.Machine, port uint16)
 	tc, err := n.creds.Client(ctx, circuit, target.ID, nil)
 	if err != nil {
 		circuit.Close()
-		if errors.Is(err, hub.ErrRefused) {
-			return nil, fmt.Errorf("%w (%v)", ErrRefused, err)
-		}
 		return nil, err
 	}
 	return tc, nil

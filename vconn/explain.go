@@ -148,7 +148,7 @@ func Explain(m Method, err error, f Facts) string {
 	switch {
 	case errors.Is(err, pki.ErrDenied):
 		return "refused in the handshake, for a reason the refusing end names: " + s
-	case errors.Is(err, ErrRefused):
+	case errors.Is(err, direct.ErrRefused):
 		return "the target answered, but nothing listens on that port"
 	case errors.Is(err, pki.ErrWrongPeer):
 		return "an address of the target leads to another machine here (a private address that two sites both use); the identity check caught it"

@@ -60,7 +60,7 @@ var (
 )
 
 // MethodError is a method's failure toward a target: End is where its
-// cause lies, Cause one of the kinds above (or ErrRefused, pki.ErrDenied,
+// cause lies, Cause one of the kinds above (or direct.ErrRefused, pki.ErrDenied,
 // pki.ErrWrongPeer; nil if none applies), Err the error with its details,
 // whose text it keeps.
 type MethodError struct {
@@ -99,9 +99,10 @@ type failError struct {
 
 func (e *failError) Error() string { return e.reason }
 
+// Unwrap is, for a port refused, the refusal as a *direct.RefusedError.
 func (e *failError) Unwrap() error {
 	if e.code == wire.FailPortRefused {
-		return ErrRefused
+		return &direct.RefusedError{What: direct.RefusedConnection, Reason: e.reason}
 	}
 	return nil
 }
@@ -119,8 +120,8 @@ func (n *Node) classify(m Method, err error) error {
 	case errors.As(err, &fe):
 		end, cause := failCause(fe.code)
 		return methodErr(m, end, cause, err)
-	case errors.Is(err, ErrRefused):
-		return methodErr(m, Remote, ErrRefused, err)
+	case errors.Is(err, direct.ErrRefused):
+		return methodErr(m, Remote, direct.ErrRefused, err)
 	case errors.Is(err, pki.ErrWrongPeer):
 		return methodErr(m, Remote, pki.ErrWrongPeer, err)
 	case errors.Is(err, pki.ErrDenied):
@@ -177,7 +178,7 @@ func failCause(code string) (End, error) {
 	case wire.FailNotAttached:
 		return Remote, ErrNotAttached
 	case wire.FailPortRefused:
-		return Remote, ErrRefused
+		return Remote, direct.ErrRefused
 	case wire.FailDisabled:
 		return Remote, ErrDisabled
 	case wire.FailNoRoute:

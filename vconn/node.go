@@ -2,7 +2,6 @@ package vconn
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -286,9 +285,6 @@ func (n *Node) listener(port uint16) *Listener {
 func (n *Node) refusal(port uint16) string {
 	return fmt.Sprintf("connection refused: no listener on port %d at %s", port, n.cfg.Name)
 }
-
-// ErrRefused is wrapped by errors saying nothing listens on the port.
-var ErrRefused = errors.New("connection refused")
 
 // Listener is a virtual listener: a net.Listener for a port of this node.
 type Listener struct {

@@ -204,9 +204,6 @@ func (n *Node) directSetup(ctx context.Context, target identity.Machine, port ui
 	fresh := func(ctx context.Context) (net.Conn, error) {
 		dc, err := n.dialer.Dial(ctx, target, request{port: port}.String())
 		if err != nil {
-			if errors.Is(err, direct.ErrRefused) {
-				err = fmt.Errorf("%w (%v)", ErrRefused, err)
-			}
 			return nil, err
 		}
 		n.refillSpare(target)
@@ -246,7 +243,7 @@ func (n *Node) directSetup(ctx context.Context, target identity.Machine, port ui
 }
 
 // useSpare asks the acceptor of spare c for port: c itself once accepted,
-// an ErrRefused error if no one listens there, errSpareDead if c broke.
+// a *direct.RefusedError if no one listens there, errSpareDead if c broke.
 func useSpare(ctx context.Context, c *direct.Conn, port uint16) (net.Conn, error) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
@@ -283,7 +280,7 @@ func readSpareAnswer(r io.Reader) error {
 		if _, err := io.ReadFull(r, reason); err != nil {
 			return fmt.Errorf("%w: refusal cut short: %v", errSpareDead, err)
 		}
-		return fmt.Errorf("%w: %s", ErrRefused, printable(reason))
+		return &direct.RefusedError{What: direct.RefusedConnection, Reason: printable(reason)}
 	}
 	return fmt.Errorf("%w: answer %#x, want %q or %q", errSpareDead, b[0], spareAccept, spareRefuse)
 }

@@ -77,7 +77,7 @@ func (n *Node) splice(ctx context.Context, target identity.Machine, port uint16,
 		if err == nil {
 			return c, nil
 		}
-		if errors.Is(err, ErrRefused) || ctx.Err() != nil || errors.Is(err, errSpliceImpossible) {
+		if errors.Is(err, direct.ErrRefused) || ctx.Err() != nil || errors.Is(err, errSpliceImpossible) {
 			return nil, err
 		}
 		punched = punched || errors.Is(err, errPunch)
@@ -163,7 +163,7 @@ func (n *Node) spliceAttempt(ctx context.Context, target identity.Machine, port 
 	dc, err := n.dialer.Handshake(ctx, raw, target.ID, request{splice: true, token: token}.String())
 	if err != nil {
 		if errors.Is(err, direct.ErrRefused) {
-			return nil, fmt.Errorf("%w (%v)", ErrRefused, err)
+			return nil, err
 		}
 		return nil, fmt.Errorf("handshake over the splice: %w", err)
 	}
