@@ -134,7 +134,8 @@ func measured(cause error) string {
 // Explain says in plain words why method m failed, for people who should
 // not have to debug networks (the seed's complaint is that users must find
 // the cause of connectivity problems themselves). The words come from the
-// facts: the end and the measured cause a *MethodError carries, and f.
+// facts: the end and the measured cause a *MethodError carries, and f;
+// first those any method can meet, then the method's own (method.explain).
 func Explain(m Method, err error, f Facts) string {
 	if err == nil {
 		return "works"
@@ -184,18 +185,11 @@ func Explain(m Method, err error, f Facts) string {
 		return "splicing to that site failed recently; it is tried again later (" + s + ")"
 	case cause == ErrPunch:
 		return "both ends tried to connect to each other at once, but the SYNs did not get through: a NAT or firewall in between filters them, or mapped ports other than predicted (" + s + ")"
-	case m == Splice && cause == ErrTimeout:
-		return "the target did not answer the splice offer (" + s + ")"
 	}
-	switch m {
-	case Direct:
-		return explainConnect(cause, end, "this host", "the target", f.Target, f.LocalNets, s)
-	case Reverse:
-		why := explainConnect(cause, end, "the target", "this host", f.Local, nil, s)
-		if end == Local && !f.LocalRouted {
-			why += "; this host has no default route: it is on a non-routed network"
+	if mm := methods[m]; mm != nil {
+		if why, ok := mm.explain(me, f, s); ok {
+			return why
 		}
-		return why
 	}
 	return s
 }

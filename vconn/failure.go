@@ -109,7 +109,8 @@ func (e *failError) Unwrap() error {
 
 // classify turns the error of method m's attempt into a *MethodError of
 // facts (an error that is one already, a context's end and nil pass as
-// they are).
+// they are): the causes every method can meet, then the method's own
+// (method.cause).
 func (n *Node) classify(m Method, err error) error {
 	var me *MethodError
 	if err == nil || errors.As(err, &me) || errors.Is(err, context.Canceled) {
@@ -129,28 +130,9 @@ func (n *Node) classify(m Method, err error) error {
 	case errors.Is(err, hub.ErrUnreachable):
 		return methodErr(m, Path, ErrNoHubRoute, err)
 	}
-	switch m {
-	case Direct:
-		cause := connectCause(err)
-		end := Remote
-		if cause == ErrNoRoute {
-			end = Local
-		}
-		return methodErr(m, end, cause, err)
-	case Reverse:
-		// the target's connection back to this host did not arrive (a
-		// refusal or a hub's failure would have): it got no answer.
-		if errors.Is(err, context.DeadlineExceeded) {
-			return methodErr(m, Local, ErrTimeout, err)
-		}
-	case Splice:
-		switch {
-		case errors.Is(err, nat.ErrPredict):
-			return methodErr(m, Local, n.natCause(), err)
-		case errors.Is(err, errPunch):
-			return methodErr(m, Path, ErrPunch, err)
-		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, errNoSpliceAnswer):
-			return methodErr(m, Remote, ErrTimeout, err)
+	if mm := methods[m]; mm != nil {
+		if end, cause, ok := mm.cause(n, err); ok {
+			return methodErr(m, end, cause, err)
 		}
 	}
 	return methodErr(m, EndUnknown, nil, err)
