@@ -100,9 +100,9 @@ type Hub struct {
 	gate  direct.Gate   // bounds pending handshakes (accept.go)
 	quiet *direct.Quiet // rate-limits what strangers make the hub log (accept.go)
 
-	nat          hubNAT                        // this hub's NAT, for splicing (splice.go)
-	splices      map[uint64]*hubSplice         // rendezvous in progress, by token
-	spliceFailed map[identity.ID]spliceFailure // when splicing a link to a hub last failed, and how often
+	nat          hubNAT                // this hub's NAT, for splicing (splice.go)
+	splices      map[uint64]*hubSplice // rendezvous in progress, by token
+	spliceFailed *spliceBackoff        // when splicing a link to a hub last failed, and how often (its own lock)
 }
 
 // New checks cfg and binds the hub's listener, so Addr is known at once.
@@ -126,7 +126,7 @@ func New(cfg Config) (*Hub, error) {
 		trigger:  make(chan struct{}, 1),
 
 		splices:      map[uint64]*hubSplice{},
-		spliceFailed: map[identity.ID]spliceFailure{},
+		spliceFailed: newSpliceBackoff(),
 	}
 	if h.cfg.Name == "" {
 		h.cfg.Name = cfg.Creds.DefaultName(h.id.Short())

@@ -29,9 +29,9 @@ func (spliceMethod) setupTrips() int { return 7 }
 // behind a NAT whose ports cannot be predicted.
 func (spliceMethod) possible(n *Node, target identity.Machine) error {
 	n.mu.Lock()
-	failed, st := n.noSplice[target.Hub], n.nat
+	st := n.nat
 	n.mu.Unlock()
-	if !failed.IsZero() && time.Since(failed) < spliceFailedFor {
+	if failed, waiting := n.noSplice.Waiting(target.Hub, time.Now()); waiting {
 		return methodErr(Splice, Path, ErrSpliceRecent, fmt.Errorf("splicing to site %s failed %v ago", target.HubName, time.Since(failed).Round(time.Second)))
 	}
 	if !st.at.IsZero() && st.err == nil && !st.class.Predictable() {

@@ -13,6 +13,7 @@ import (
 	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/nat"
 	"github.com/gridlink/gridlink/pki"
 )
 
@@ -66,6 +67,10 @@ type Node struct {
 	direct  *direct.Listener
 	session *hub.Session // nil without hubs
 
+	// noSplice: per target hub, when splicing there last failed (splice.go;
+	// its own lock).
+	noSplice *nat.Backoff[identity.ID]
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -83,7 +88,6 @@ type Node struct {
 	inflight    int                          // spares being set up, all targets
 	held        map[*direct.Conn]bool        // spares of others waiting for their port
 	splices     map[uint64]*pendingSplice    // by token
-	noSplice    map[identity.ID]time.Time    // per target hub: when splicing there last failed
 	nat         natState
 	natExternal netip.Addr // the NAT this host is behind: its external address (publishNAT)
 	nonRouted   bool       // this host has no default route (publishRoute)
@@ -147,7 +151,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		sparing:   map[identity.ID]*spareFlight{},
 		held:      map[*direct.Conn]bool{},
 		splices:   map[uint64]*pendingSplice{},
-		noSplice:  map[identity.ID]time.Time{},
+		noSplice:  &nat.Backoff[identity.ID]{Min: spliceFailedFor},
 	}
 	n.dialer = &direct.Dialer{Creds: creds, Preferred: cfg.Preferred, SSH: cfg.SSH,
 		Admit: func(p pki.Peer, req string) error { return n.admitDirect(p, req, true) }}
@@ -405,7 +409,7 @@ func (n *Node) ForgetCache() {
 	n.mu.Lock()
 	n.cache = map[identity.ID]Method{}
 	n.names = map[string]nameEntry{}
-	n.noSplice = map[identity.ID]time.Time{}
+	n.noSplice.Forget()
 	n.dropSparesLocked()
 	n.mu.Unlock()
 	n.dialer.Forget()

@@ -37,9 +37,9 @@ import (
 const (
 	spliceAttempts = 3
 	// spliceReplyWait bounds the wait for each rendezvous message.
-	spliceReplyWait = 5 * time.Second
+	spliceReplyWait = nat.RendezvousWait
 	// spliceFailedFor is how long a failed splice toward a site keeps the
-	// method out of races to it.
+	// method out of races to it (n.noSplice), however often it failed.
 	spliceFailedFor = 10 * time.Minute
 )
 
@@ -107,9 +107,7 @@ func (n *Node) spliceFailed(target identity.Machine) {
 	if target.Hub.IsZero() {
 		return
 	}
-	n.mu.Lock()
-	n.noSplice[target.Hub] = time.Now()
-	n.mu.Unlock()
+	n.noSplice.Failed(target.Hub, time.Now())
 }
 
 func (n *Node) spliceAttempt(ctx context.Context, target identity.Machine, port uint16, token uint64, attempt int, p *pendingSplice) (net.Conn, error) {
