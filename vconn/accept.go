@@ -20,27 +20,27 @@ func (n *Node) checkDirect(peer identity.ID, req string) error {
 		return err
 	}
 	if r.spare {
-		n.mu.Lock()
-		full := len(n.held) >= maxHeldSpares
-		n.mu.Unlock()
+		n.spares.mu.Lock()
+		full := len(n.spares.held) >= maxHeldSpares
+		n.spares.mu.Unlock()
 		if full {
 			return fmt.Errorf("%s holds %d spare connections already", n.cfg.Name, maxHeldSpares)
 		}
 		return nil
 	}
 	if r.splice {
-		n.mu.Lock()
-		p := n.splices[r.token]
-		n.mu.Unlock()
+		n.rdv.mu.Lock()
+		p := n.rdv.splices[r.token]
+		n.rdv.mu.Unlock()
 		if p == nil || p.peer != peer || p.goes == nil {
 			return fmt.Errorf("no splice %x waiting for %s", r.token, peer.Short())
 		}
 		return nil
 	}
 	if r.reverse {
-		n.mu.Lock()
-		p := n.reverses[r.token]
-		n.mu.Unlock()
+		n.rdv.mu.Lock()
+		p := n.rdv.reverses[r.token]
+		n.rdv.mu.Unlock()
 		if p == nil || p.target != peer {
 			return fmt.Errorf("no reverse setup %x waiting for %s", r.token, peer.Short())
 		}
@@ -72,22 +72,22 @@ func (n *Node) acceptDirect() {
 			continue
 		}
 		if r.spare {
-			n.mu.Lock()
+			n.spares.mu.Lock()
 			if n.ctx.Err() != nil { // closing: Close has closed the held ones
-				n.mu.Unlock()
+				n.spares.mu.Unlock()
 				c.Close()
 				continue
 			}
-			n.held[c] = true
-			n.mu.Unlock()
+			n.spares.held[c] = true
+			n.spares.mu.Unlock()
 			n.wg.Add(1)
 			go n.holdSpare(c, peer)
 			continue
 		}
 		if r.reverse {
-			n.mu.Lock()
-			p := n.reverses[r.token]
-			n.mu.Unlock()
+			n.rdv.mu.Lock()
+			p := n.rdv.reverses[r.token]
+			n.rdv.mu.Unlock()
 			if p == nil {
 				c.Close()
 				continue
@@ -121,9 +121,9 @@ func (n *Node) serveMessages() {
 			case wire.KSplice, wire.KSpliceReply, wire.KSpliceGo, wire.KSpliceFail:
 				n.spliceMessage(m)
 			case wire.KReverseFail:
-				n.mu.Lock()
-				p := n.reverses[m.Msg.Fail.Token]
-				n.mu.Unlock()
+				n.rdv.mu.Lock()
+				p := n.rdv.reverses[m.Msg.Fail.Token]
+				n.rdv.mu.Unlock()
 				if p != nil {
 					select {
 					case p.fail <- m.Msg.Fail:
@@ -157,13 +157,13 @@ func (n *Node) callBack(m *wire.Routed) {
 	}
 	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
 	defer cancel()
-	n.mu.Lock()
-	n.callbacks[rev.Token] = rev.Port
-	n.mu.Unlock()
+	n.rdv.mu.Lock()
+	n.rdv.callbacks[rev.Token] = rev.Port
+	n.rdv.mu.Unlock()
 	c, err := n.dialer.Dial(ctx, rev.From, request{reverse: true, token: rev.Token}.String())
-	n.mu.Lock()
-	delete(n.callbacks, rev.Token)
-	n.mu.Unlock()
+	n.rdv.mu.Lock()
+	delete(n.rdv.callbacks, rev.Token)
+	n.rdv.mu.Unlock()
 	if err != nil {
 		if errors.Is(err, pki.ErrDenied) {
 			n.cfg.Logf("vconn: reverse connection to %s for port %d: %v", rev.From, rev.Port, err)

@@ -89,9 +89,9 @@ func (n *Node) DialMachine(ctx context.Context, target identity.Machine, port ui
 // now names it.
 func (n *Node) dialMachine(ctx context.Context, target identity.Machine, port uint16, recheck func(context.Context, error) (identity.Machine, bool)) (*Conn, error) {
 	start := time.Now()
-	n.mu.Lock()
-	cached, ok := n.cache[target.Hub]
-	n.mu.Unlock()
+	n.memo.mu.Lock()
+	cached, ok := n.memo.methods[target.Hub]
+	n.memo.mu.Unlock()
 	if ok && !n.cfg.NoCache && n.possible(cached, target) == nil {
 		r := n.attempt(ctx, cached, target, port, spliceAttempts)
 		if r.err == nil {
@@ -101,9 +101,9 @@ func (n *Node) dialMachine(ctx context.Context, target identity.Machine, port ui
 			return nil, r.err
 		}
 		n.cfg.Logf("vconn: cached method %s to %s failed (%v): racing all methods", cached, target, r.err)
-		n.mu.Lock()
-		delete(n.cache, target.Hub)
-		n.mu.Unlock()
+		n.memo.mu.Lock()
+		delete(n.memo.methods, target.Hub)
+		n.memo.mu.Unlock()
 		if recheck != nil {
 			if fresh, ok := recheck(ctx, r.err); ok {
 				target = fresh
@@ -115,9 +115,9 @@ func (n *Node) dialMachine(ctx context.Context, target identity.Machine, port ui
 		return nil, err
 	}
 	if !n.cfg.NoCache && !target.Hub.IsZero() {
-		n.mu.Lock()
-		n.cache[target.Hub] = r.method
-		n.mu.Unlock()
+		n.memo.mu.Lock()
+		n.memo.methods[target.Hub] = r.method
+		n.memo.mu.Unlock()
 	}
 	return n.commit(r, target, port, start)
 }

@@ -141,9 +141,9 @@ func (n *Node) classify(m Method, err error) error {
 // natCause says why this host's NAT keeps its endpoints from being
 // predicted, as last classified.
 func (n *Node) natCause() error {
-	n.mu.Lock()
-	st := n.nat
-	n.mu.Unlock()
+	n.self.mu.Lock()
+	st := n.self.nat
+	n.self.mu.Unlock()
 	if st.err == nil && !st.at.IsZero() && st.class.Allocation == nat.Random {
 		return ErrRandomNAT
 	}

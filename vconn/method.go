@@ -141,9 +141,9 @@ func (n *Node) plausible(m Method, target identity.Machine) bool {
 		return false
 	}
 	local, _ := direct.LocalPrefixes()
-	n.mu.Lock()
-	nonRouted := n.nonRouted
-	n.mu.Unlock()
+	n.self.mu.Lock()
+	nonRouted := n.self.nonRouted
+	n.self.mu.Unlock()
 	return mm.plausible(n, target, reach{nets: append(local, n.cfg.Preferred...), nonRouted: nonRouted})
 }
 

@@ -85,13 +85,13 @@ func (n *Node) reverse(ctx context.Context, target identity.Machine, port uint16
 	_, _ = rand.Read(tb[:])
 	token := binary.BigEndian.Uint64(tb[:])
 	p := &pendingReverse{target: target.ID, conn: make(chan *direct.Conn, 1), fail: make(chan *wire.Fail, 1)}
-	n.mu.Lock()
-	n.reverses[token] = p
-	n.mu.Unlock()
+	n.rdv.mu.Lock()
+	n.rdv.reverses[token] = p
+	n.rdv.mu.Unlock()
 	defer func() {
-		n.mu.Lock()
-		delete(n.reverses, token)
-		n.mu.Unlock()
+		n.rdv.mu.Lock()
+		delete(n.rdv.reverses, token)
+		n.rdv.mu.Unlock()
 	}()
 	req := &wire.Message{Kind: wire.KReverse, Reverse: &wire.Reverse{Token: token, From: n.Machine(), Port: port, Target: target.ID}}
 	if err := n.session.Send(ctx, target.Hub, target.ID, req); err != nil {

@@ -28,9 +28,9 @@ func (spliceMethod) setupTrips() int { return 7 }
 // possible: not toward a site where splicing failed recently, nor from
 // behind a NAT whose ports cannot be predicted.
 func (spliceMethod) possible(n *Node, target identity.Machine) error {
-	n.mu.Lock()
-	st := n.nat
-	n.mu.Unlock()
+	n.self.mu.Lock()
+	st := n.self.nat
+	n.self.mu.Unlock()
 	if failed, waiting := n.noSplice.Waiting(target.Hub, time.Now()); waiting {
 		return methodErr(Splice, Path, ErrSpliceRecent, fmt.Errorf("splicing to site %s failed %v ago", target.HubName, time.Since(failed).Round(time.Second)))
 	}

@@ -25,9 +25,9 @@ func (n *Node) resolve(ctx context.Context, a identity.Addr) (identity.Machine, 
 		return n.Machine(), false, nil
 	}
 	key := a.Node + "@" + a.Hub
-	n.mu.Lock()
-	e, ok := n.names[key]
-	n.mu.Unlock()
+	n.memo.mu.Lock()
+	e, ok := n.memo.names[key]
+	n.memo.mu.Unlock()
 	if ok && time.Since(e.at) < nameTTL {
 		return e.m, true, nil
 	}
@@ -62,14 +62,14 @@ func (n *Node) lookup(ctx context.Context, a identity.Addr) (identity.Machine, e
 		}
 		return identity.Machine{}, fmt.Errorf("%q names %d nodes (%s): add @HUB or use an ID", a.Node, len(match), strings.Join(names, ", "))
 	}
-	n.mu.Lock()
-	n.names[key] = nameEntry{match[0], time.Now()}
-	n.mu.Unlock()
+	n.memo.mu.Lock()
+	n.memo.names[key] = nameEntry{match[0], time.Now()}
+	n.memo.mu.Unlock()
 	return match[0], nil
 }
 
 func (n *Node) forgetName(a identity.Addr) {
-	n.mu.Lock()
-	delete(n.names, a.Node+"@"+a.Hub)
-	n.mu.Unlock()
+	n.memo.mu.Lock()
+	delete(n.memo.names, a.Node+"@"+a.Hub)
+	n.memo.mu.Unlock()
 }

@@ -23,9 +23,9 @@ func waitUntil(t *testing.T, what string, ok func() bool) {
 }
 
 func (n *Node) heldSpares() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return len(n.held)
+	n.spares.mu.Lock()
+	defer n.spares.mu.Unlock()
+	return len(n.spares.held)
 }
 
 // After a direct connection, the next one to the same target uses a spare
@@ -70,11 +70,11 @@ func TestSpare(t *testing.T) {
 	}
 	c3.Close()
 	waitUntil(t, "spares again", func() bool { return a.Spares() == sparesPerTarget && b.heldSpares() == sparesPerTarget })
-	b.mu.Lock()
-	for c := range b.held {
+	b.spares.mu.Lock()
+	for c := range b.spares.held {
 		c.Close()
 	}
-	b.mu.Unlock()
+	b.spares.mu.Unlock()
 	c4, err := dial(7)
 	if err != nil {
 		t.Fatalf("dial after the spare broke: %v", err)

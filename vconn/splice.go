@@ -62,13 +62,13 @@ func newToken() uint64 {
 func (n *Node) splice(ctx context.Context, target identity.Machine, port uint16, tries int) (net.Conn, error) {
 	token := newToken()
 	p := &pendingSplice{peer: target.ID, port: port, reply: make(chan *wire.Splice, 4), fail: make(chan *wire.Fail, 1)}
-	n.mu.Lock()
-	n.splices[token] = p
-	n.mu.Unlock()
+	n.rdv.mu.Lock()
+	n.rdv.splices[token] = p
+	n.rdv.mu.Unlock()
 	defer func() {
-		n.mu.Lock()
-		delete(n.splices, token)
-		n.mu.Unlock()
+		n.rdv.mu.Lock()
+		delete(n.rdv.splices, token)
+		n.rdv.mu.Unlock()
 	}()
 	var errs []error
 	punched := false
@@ -186,21 +186,21 @@ func (n *Node) answerSplice(m *wire.Routed) {
 		fail(wire.FailDisabled, "splicing is disabled on "+n.cfg.Name)
 		return
 	}
-	n.mu.Lock()
-	p := n.splices[s.Token]
+	n.rdv.mu.Lock()
+	p := n.rdv.splices[s.Token]
 	if p == nil {
 		p = &pendingSplice{peer: s.From.ID, port: s.Port, goes: make(chan int, 4)}
-		n.splices[s.Token] = p
+		n.rdv.splices[s.Token] = p
 		// forgotten once no attempt can still be running
 		time.AfterFunc(spliceAttempts*2*spliceReplyWait, func() {
-			n.mu.Lock()
-			if n.splices[s.Token] == p {
-				delete(n.splices, s.Token)
+			n.rdv.mu.Lock()
+			if n.rdv.splices[s.Token] == p {
+				delete(n.rdv.splices, s.Token)
 			}
-			n.mu.Unlock()
+			n.rdv.mu.Unlock()
 		})
 	}
-	n.mu.Unlock()
+	n.rdv.mu.Unlock()
 	if p.peer != s.From.ID || p.goes == nil {
 		fail("", "splice token in use")
 		return
@@ -251,9 +251,9 @@ func (n *Node) spliceMessage(m *wire.Routed) {
 		go n.answerSplice(m)
 		return
 	}
-	n.mu.Lock()
-	p := n.splices[token]
-	n.mu.Unlock()
+	n.rdv.mu.Lock()
+	p := n.rdv.splices[token]
+	n.rdv.mu.Unlock()
 	// a hub that could not forward our offer answers for the target
 	// (hub.Hub.undeliverable): a failure from no node.
 	fromHub := m.FromNode.IsZero() && m.Msg.Kind == wire.KSpliceFail
@@ -288,10 +288,10 @@ func (n *Node) spliceMessage(m *wire.Routed) {
 // takeSplice hands a spliced connection that passed its handshake to the
 // listener of the port its offer named.
 func (n *Node) takeSplice(c *direct.Conn, token uint64) {
-	n.mu.Lock()
-	p := n.splices[token]
-	delete(n.splices, token)
-	n.mu.Unlock()
+	n.rdv.mu.Lock()
+	p := n.rdv.splices[token]
+	delete(n.rdv.splices, token)
+	n.rdv.mu.Unlock()
 	if p == nil || p.peer != c.Peer || p.goes == nil {
 		c.Close()
 		return
