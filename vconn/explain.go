@@ -199,31 +199,38 @@ func Explain(m Method, err error, f Facts) string {
 // (this host) or Remote (the target), the cause lies at; aNets are the
 // dialling end's networks, if known.
 func explainConnect(cause error, end End, from, to string, b identity.Machine, aNets []netip.Prefix, s string) string {
+	why, _ := explainConnectNoted(cause, end, from, to, b, aNets, s)
+	return why
+}
+
+// explainConnectNoted is explainConnect, and says whether its words name
+// the dialled end as on a non-routed network.
+func explainConnectNoted(cause error, end End, from, to string, b identity.Machine, aNets []netip.Prefix, s string) (string, bool) {
 	dialling := end == Local && from == "this host" || end == Remote && from == "the target"
 	if cause == ErrNoRoute && dialling {
-		return fmt.Sprintf("%s has no route to %s's addresses: %s is on a non-routed network, which reaches nothing beyond its own site, so only the hubs can carry this connection", from, to, from)
+		return fmt.Sprintf("%s has no route to %s's addresses: %s is on a non-routed network, which reaches nothing beyond its own site, so only the hubs can carry this connection", from, to, from), false
 	}
 	if cause == nil {
-		return s
+		return s, false
 	}
 	how := measured(cause)
 	if ip, ok := natted(b); ok {
-		return fmt.Sprintf("%s is behind a NAT (seen from outside as %s, an address it does not have): its own addresses are private to its site and its NAT lets no connection in (%s)", to, ip, how)
+		return fmt.Sprintf("%s is behind a NAT (seen from outside as %s, an address it does not have): its own addresses are private to its site and its NAT lets no connection in (%s)", to, ip, how), false
 	}
 	if addrs, ok := privateOnly(b, aNets); ok {
 		why := fmt.Sprintf("%s's addresses (%s) are private to its site: %s cannot reach them (%s)", to, strings.Join(addrs, ", "), from, how)
 		if b.NonRouted {
 			why += fmt.Sprintf("; %s has no default route: it is on a non-routed network", to)
 		}
-		return why
+		return why, b.NonRouted
 	}
 	switch cause {
 	case ErrTimeout:
-		return fmt.Sprintf("%s's addresses did not answer: a firewall in front of %s silently drops connections from %s", to, to, from)
+		return fmt.Sprintf("%s's addresses did not answer: a firewall in front of %s silently drops connections from %s", to, to, from), false
 	case ErrRejected:
-		return fmt.Sprintf("%s's addresses answered with a reset: a firewall in front of %s rejects connections, or nothing listens there", to, to)
+		return fmt.Sprintf("%s's addresses answered with a reset: a firewall in front of %s rejects connections, or nothing listens there", to, to), false
 	case ErrUnreachable:
-		return fmt.Sprintf("a router on the way answered that %s's addresses are unreachable from %s", to, from)
+		return fmt.Sprintf("a router on the way answered that %s's addresses are unreachable from %s", to, from), false
 	}
-	return s
+	return s, false
 }

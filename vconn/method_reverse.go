@@ -65,8 +65,8 @@ func (reverseMethod) cause(_ *Node, err error) (End, error, bool) {
 
 // explain: the target could not connect to this host.
 func (reverseMethod) explain(me *MethodError, f Facts, s string) (string, bool) {
-	why := explainConnect(me.Cause, me.End, "the target", "this host", f.Local, nil, s)
-	if me.End == Local && !f.LocalRouted {
+	why, noted := explainConnectNoted(me.Cause, me.End, "the target", "this host", f.Local, nil, s)
+	if me.End == Local && !f.LocalRouted && !noted {
 		why += "; this host has no default route: it is on a non-routed network"
 	}
 	return why, true
