@@ -7,14 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/wire"
 )
 
 // reverseMethod: asked through the hubs, the target dials this node's
-// direct listener back (its answer, accept.go: answerReverse).
+// direct listener back (the target's side: callBack, below).
 type reverseMethod struct{}
 
 func (reverseMethod) rank() int      { return 1 }
@@ -105,4 +107,35 @@ func (n *Node) reverse(ctx context.Context, target identity.Machine, port uint16
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%s did not call back: %w", target, ctx.Err())
 	}
+}
+
+// callBack answers a reverse request: dial the asker's direct listener.
+func (n *Node) callBack(m *wire.Routed) {
+	rev := m.Msg.Reverse
+	fail := func(code, reason string) { n.sendFail(m, wire.KReverseFail, rev.Token, code, reason) }
+	if rev.Target != n.ID() || rev.From.ID != m.FromNode {
+		fail("", "reverse request for another node or from a node it does not name")
+		return
+	}
+	if n.listener(rev.Port) == nil {
+		fail(wire.FailPortRefused, n.refusal(rev.Port))
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
+	defer cancel()
+	n.rdv.mu.Lock()
+	n.rdv.callbacks[rev.Token] = rev.Port
+	n.rdv.mu.Unlock()
+	c, err := n.dialer.Dial(ctx, rev.From, request{reverse: true, token: rev.Token}.String())
+	n.rdv.mu.Lock()
+	delete(n.rdv.callbacks, rev.Token)
+	n.rdv.mu.Unlock()
+	if err != nil {
+		if errors.Is(err, pki.ErrDenied) {
+			n.cfg.Logf("vconn: reverse connection to %s for port %d: %v", rev.From, rev.Port, err)
+		}
+		fail(failCode(err), fmt.Sprintf("%s cannot reach %s's listener: %v", n.cfg.Name, rev.From, err))
+		return
+	}
+	n.deliver(c, Reverse, rev.From, rev.Port)
 }

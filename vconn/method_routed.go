@@ -2,14 +2,18 @@ package vconn
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
+	"time"
 
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/pki"
 )
 
 // routedMethod: a circuit through the hubs relays the data hub to hub; it
 // works whenever both ends are attached and the hubs have a route, so it
-// stands by for the others.
+// stands by for the others. The target's side is serveCircuits, below.
 type routedMethod struct{}
 
 func (routedMethod) rank() int      { return 3 }
@@ -44,3 +48,43 @@ func (routedMethod) attempt(ctx context.Context, n *Node, target identity.Machin
 func (routedMethod) cause(*Node, error) (End, error, bool) { return EndUnknown, nil, false }
 
 func (routedMethod) explain(*MethodError, Facts, string) (string, bool) { return "", false }
+
+// serveCircuits handles circuits opened toward this node (routed setup).
+func (n *Node) serveCircuits() {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case in, ok := <-n.session.Incoming():
+			if !ok {
+				return
+			}
+			if n.listener(in.Open.Port) == nil {
+				in.Refuse(n.refusal(in.Open.Port))
+				continue
+			}
+			if err := in.Accept(); err != nil {
+				continue
+			}
+			go func() {
+				ctx, cancel := context.WithTimeout(n.ctx, 30*time.Second)
+				defer cancel()
+				tc, err := n.creds.Server(ctx, in.Circuit, func(p pki.Peer) error {
+					if p.ID != in.Open.From.ID {
+						return fmt.Errorf("circuit opened by %s but handshake by %s", in.Open.From.ID.Short(), p.ID.Short())
+					}
+					return n.access(in.Open.Port, p)
+				})
+				if err != nil {
+					n.cfg.Logf("vconn: routed connection from %s to port %d: %v", in.Open.From, in.Open.Port, err)
+					if !errors.Is(err, pki.ErrDenied) { // a refusal closes once its reason is out
+						in.Circuit.Close()
+					}
+					return
+				}
+				n.deliver(tc, Routed, in.Open.From, in.Open.Port)
+			}()
+		}
+	}
+}
