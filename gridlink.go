@@ -35,6 +35,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/link"
 	"github.com/gridlink/gridlink/pki"
@@ -178,5 +179,10 @@ func Listen(port string) (net.Listener, error) {
 	return n.Listen(port)
 }
 
-// ErrRefused is wrapped by errors saying nothing listens on the port.
-var ErrRefused = vconn.ErrRefused
+// ErrRefused is wrapped by every refusal: nothing listens on the port, the
+// target's access rules or its link options say no. The error is a
+// *RefusedError naming the refusing end and its reason (errors.As).
+var ErrRefused = direct.ErrRefused
+
+// RefusedError is a refusal's facts: what was refused, by which end, why.
+type RefusedError = direct.RefusedError

@@ -8,9 +8,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/link"
-	"github.com/gridlink/gridlink/vconn"
 )
 
 // ExitPort is the virtual port of the exit service, which agents started
@@ -89,7 +89,8 @@ func (a *Agent) dialExit(ctx context.Context, exit, target string, o link.Option
 	ea.Port, ea.Service = ExitPort, ""
 	c, err := link.Dial(ctx, a.node, ea.String(), o)
 	if err != nil {
-		if errors.Is(err, vconn.ErrRefused) {
+		var re *direct.RefusedError
+		if errors.As(err, &re) && re.What != direct.RefusedLink { // nothing listens on ExitPort
 			return nil, &StreamError{Kind: KindNotAllowed, Msg: fmt.Sprintf("node %s does not allow exits (its agent needs --allow-exit): %v", ea.Node, err)}
 		}
 		return nil, err

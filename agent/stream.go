@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/link"
@@ -113,18 +114,20 @@ func HasGridDomain(host string) bool {
 	return len(host) > len(GridDomain) && strings.EqualFold(host[len(host)-len(GridDomain):], GridDomain)
 }
 
-// kindOf classifies a setup error.
+// kindOf classifies a setup error by its type: a refusal of the link's
+// options is the far side's policy, any other refusal the target's port.
 func kindOf(err error) string {
+	var re *direct.RefusedError
 	switch {
 	case errors.Is(err, hub.ErrNotFound):
 		return KindUnknownName
-	case errors.Is(err, vconn.ErrRefused):
-		return KindRefused
-	case errors.Is(err, link.ErrRefused):
+	case errors.As(err, &re) && re.What == direct.RefusedLink:
 		return KindNotAllowed
+	case errors.Is(err, direct.ErrRefused):
+		return KindRefused
 	case errors.Is(err, context.DeadlineExceeded):
 		return KindTimeout
-	case strings.Contains(err.Error(), "bad address"):
+	case errors.Is(err, identity.ErrBadAddr):
 		return KindBadRequest
 	case errors.Is(err, vconn.ErrNoMethod):
 		return KindUnreachable

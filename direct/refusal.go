@@ -15,16 +15,36 @@ import (
 	"github.com/gridlink/gridlink/identity"
 )
 
-// ErrRefused is wrapped by the error of a dial that the target's listener
-// refused (its Accept or Check said no). The target was reached and proved
-// its identity: trying its other addresses would meet the same answer.
-var ErrRefused = errors.New("refused by the listener")
+// ErrRefused is wrapped by every refusal in gridlink, whatever the layer
+// that refused (a direct listener in its handshake, a node's port through
+// the hubs, a link acceptor): the target was reached and said no, so
+// trying it again, or its other addresses, meets the same answer. The
+// error is a *RefusedError (errors.As) naming the refusing end and its
+// reason; no other package defines a refusal sentinel of its own.
+var ErrRefused = errors.New("refused")
 
-// RefusedError is a refusal with the listener's reason.
+// What a refusal refused (RefusedError.What).
+const (
+	// RefusedHandshake: a direct listener's Check said no in the TLS
+	// handshake (Peer is the listener, proved).
+	RefusedHandshake = ""
+	// RefusedConnection: a node refused a virtual connection to one of
+	// its ports (nothing listens there, or its access rules say no).
+	RefusedConnection = "connection"
+	// RefusedLink: a link acceptor refused what a link's hello asked
+	// (its options, a service it does not offer).
+	RefusedLink = "link"
+)
+
+// RefusedError is a refusal: which end refused what, and its reason. The
+// refused end's error and the refusing end's log say the same Reason.
 type RefusedError struct {
-	Peer    identity.ID // the listener's ID (verified)
-	Request string
-	Reason  string // the listener's words, sanitised
+	What    string      // Refused*: what was refused
+	End     string      // the refusing end, in words (a node's name, an address); may be empty when Reason names it
+	Peer    identity.ID // the refusing end's ID, when its handshake proved it
+	Request string      // what was asked of it, if known
+	Reason  string      // the refusing end's words, sanitised
+	Here    bool        // this end refused (the refusing end's own record)
 }
 
 func (e *RefusedError) Error() string {
@@ -32,7 +52,15 @@ func (e *RefusedError) Error() string {
 	if e.Request != "" {
 		req = fmt.Sprintf(" (request %q)", e.Request)
 	}
-	return fmt.Sprintf("%v %s%s: %s", ErrRefused, e.Peer.Short(), req, e.Reason)
+	switch {
+	case e.What == RefusedHandshake:
+		return fmt.Sprintf("refused by the listener %s%s: %s", e.Peer.Short(), req, e.Reason)
+	case e.Here:
+		return fmt.Sprintf("%s refused here: %s", e.What, e.Reason)
+	case e.End != "":
+		return fmt.Sprintf("%s refused by %s%s: %s", e.What, e.End, req, e.Reason)
+	}
+	return fmt.Sprintf("%s refused%s: %s", e.What, req, e.Reason)
 }
 
 func (e *RefusedError) Unwrap() error { return ErrRefused }

@@ -11,15 +11,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/wire"
 )
 
-// Errors circuits report, wrapped with the reason.
+// Errors circuits report, wrapped with the reason. A target node's
+// refusal (nothing listens on the port) is a *direct.RefusedError
+// (direct.ErrRefused, What direct.RefusedConnection).
 var (
-	// ErrRefused: the target node refused the circuit (e.g. nothing
-	// listens on the port).
-	ErrRefused = errors.New("connection refused")
 	// ErrUnreachable: a hub could not take the circuit to its target (no
 	// route to its hub, node not attached).
 	ErrUnreachable = errors.New("target unreachable")
@@ -477,7 +477,7 @@ func (c *Circuit) onReset(f wire.Frame) {
 	case f.Flags&wire.FlagHub != 0 && !established:
 		err = fmt.Errorf("%w: %s", ErrUnreachable, reason)
 	case !established && !c.incoming:
-		err = fmt.Errorf("%w: %s", ErrRefused, strings.TrimPrefix(reason, "connection refused: "))
+		err = &direct.RefusedError{What: direct.RefusedConnection, Peer: c.remote.ID, Reason: strings.TrimPrefix(reason, "connection refused: ")}
 	default:
 		err = fmt.Errorf("%w: %s", ErrReset, strings.TrimPrefix(reason, "connection reset: "))
 	}

@@ -21,7 +21,7 @@ const openTTL = 16
 // for the accept, so the caller can pipeline its first bytes (e.g. a TLS
 // ClientHello): Write works at once, up to wire.InitialWindow bytes before
 // the accept. Read waits for the accept and data. A refusal surfaces from
-// Read and Write as an error wrapping ErrRefused (the target refused) or
+// Read and Write as an error wrapping direct.ErrRefused (the target refused) or
 // ErrUnreachable (a hub could not reach it), with the reason.
 func (s *Session) Open(ctx context.Context, to identity.Machine, port uint16) (*Circuit, error) {
 	if to.ID.IsZero() {

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/pki/ca"
@@ -148,10 +149,11 @@ func (in *Incoming) Accept() error {
 }
 
 // Refuse refuses the circuit; the opener's Read and Write fail with
-// ErrRefused and reason (e.g. "no listener on port 7000 at das3v-n1").
+// a *direct.RefusedError with reason (e.g. "no listener on port 7000 at
+// das3v-n1"); the circuit's own end fails with the same, Here.
 func (in *Incoming) Refuse(reason string) {
 	c := in.Circuit
-	c.fail(fmt.Errorf("%w: refused here: %s", ErrRefused, reason))
+	c.fail(&direct.RefusedError{What: direct.RefusedConnection, Here: true, Peer: c.local.ID, Reason: reason})
 	if !strings.HasPrefix(reason, "connection refused") {
 		reason = "connection refused: " + reason
 	}

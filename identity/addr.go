@@ -1,6 +1,7 @@
 package identity
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"regexp"
@@ -53,11 +54,27 @@ var (
 	serviceRE  = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9-]{0,31}$`)
 )
 
-// ParseAddr parses the text form of a virtual address.
+// ErrBadAddr is wrapped by every error of ParseAddr (an *AddrError).
+var ErrBadAddr = errors.New("bad address")
+
+// AddrError is text that is not a virtual address, and why.
+type AddrError struct {
+	Text string // the text, clipped
+	Why  string
+}
+
+func (e *AddrError) Error() string {
+	return fmt.Sprintf("identity: %v %q: %s (want NODE[:PORT][@HUB])", ErrBadAddr, e.Text, e.Why)
+}
+
+func (e *AddrError) Unwrap() error { return ErrBadAddr }
+
+// ParseAddr parses the text form of a virtual address; its errors are
+// *AddrError.
 func ParseAddr(s string) (Addr, error) {
 	var a Addr
 	bad := func(why string) (Addr, error) {
-		return Addr{}, fmt.Errorf("identity: bad address %q: %s (want NODE[:PORT][@HUB])", clip(s), why)
+		return Addr{}, &AddrError{Text: clip(s), Why: why}
 	}
 	rest := s
 	if i := strings.LastIndexByte(rest, '@'); i >= 0 {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/vconn"
 )
 
@@ -54,8 +55,9 @@ func (o Options) blocks() bool {
 	return o.Streams > 1 || o.Streams == Auto || o.Compression != CompressOff
 }
 
-// ErrRefused is wrapped by the error of a link the acceptor refused.
-var ErrRefused = errors.New("link: refused")
+// A link the acceptor refused fails with a *direct.RefusedError (What
+// direct.RefusedLink; errors.Is direct.ErrRefused), its End the
+// acceptor's address and its Reason the acceptor's words.
 
 // Conn is a link: one two-way byte stream over one or several virtual
 // connections to the same peer and port. It is a net.Conn.
@@ -77,7 +79,7 @@ type Conn struct {
 
 	mu      sync.Mutex
 	conns   []*vconn.Conn
-	refused string // why the acceptor stopped taking streams
+	refused error // why the acceptor stopped taking streams (a *direct.RefusedError)
 	closed  bool
 	onClose func()
 	tune    *tuner
@@ -152,7 +154,7 @@ func (c *Conn) greet(ctx context.Context, vc *vconn.Conn, h hello) error {
 		return fmt.Errorf("link to %s: %w", vc.RemoteAddr(), err)
 	}
 	if r.status == replyRefused {
-		return fmt.Errorf("%w: %s: %s", ErrRefused, vc.RemoteAddr(), r.reason)
+		return &direct.RefusedError{What: direct.RefusedLink, End: vc.RemoteAddr().String(), Peer: vc.Peer().ID, Reason: r.reason}
 	}
 	if (r.flags&flagPlain != 0) != (h.flags&flagPlain != 0) {
 		return fmt.Errorf("link to %s: %w: the acceptor answered plain=%v to plain=%v", vc.RemoteAddr(), ErrHello, r.flags&flagPlain != 0, h.flags&flagPlain != 0)
@@ -217,8 +219,8 @@ func (c *Conn) joinOne(ctx context.Context, n *vconn.Node) error {
 	if closed {
 		return ErrClosed
 	}
-	if refused != "" {
-		return fmt.Errorf("%w: %s", ErrRefused, refused)
+	if refused != nil {
+		return refused
 	}
 	remote := c.first.RemoteAddr().(vconn.Addr)
 	vc, err := n.DialMachine(ctx, c.first.Peer(), remote.Port)
@@ -231,9 +233,9 @@ func (c *Conn) joinOne(ctx context.Context, n *vconn.Node) error {
 	}
 	if err := c.greet(ctx, vc, h); err != nil {
 		vc.Close()
-		if errors.Is(err, ErrRefused) {
+		if errors.Is(err, direct.ErrRefused) {
 			c.mu.Lock()
-			c.refused = err.Error()
+			c.refused = err
 			c.mu.Unlock()
 		}
 		return err

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/hub/hubserver"
+	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/vconn"
@@ -178,7 +179,8 @@ func TestLinkPolicy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err = Dial(ctx, a, "b:7000", Options{Plain: true})
-	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "accepts only encrypted links") {
+	var re *direct.RefusedError
+	if !errors.Is(err, direct.ErrRefused) || !errors.As(err, &re) || re.What != direct.RefusedLink || !strings.Contains(re.Reason, "accepts only encrypted links") || !strings.Contains(err.Error(), "accepts only encrypted links") {
 		t.Errorf("plain to a listener that does not allow it: %v", err)
 	}
 	c := dial(t, a, "b:7000", Options{Streams: 4})
@@ -188,7 +190,7 @@ func TestLinkPolicy(t *testing.T) {
 	roundTrip(t, c, 2<<20)
 
 	// A link dialled to a port without a listener is refused by vconn.
-	if _, err := Dial(ctx, a, "b:7001", Options{Streams: 2}); !errors.Is(err, vconn.ErrRefused) {
+	if _, err := Dial(ctx, a, "b:7001", Options{Streams: 2}); !errors.Is(err, direct.ErrRefused) || !errors.As(err, &re) || re.What == direct.RefusedLink {
 		t.Errorf("dial to a closed port: %v", err)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"strings"
 	"syscall"
 	"time"
 
@@ -59,7 +58,7 @@ func (n *natpmpClient) local() netip.Addr  { return n.laddr }
 
 // external asks for the gateway's external address.
 func (n *natpmpClient) external(ctx context.Context) (netip.Addr, error) {
-	r, err := callCtx(ctx, n.c.GetExternalAddress)
+	r, err := callCtx(ctx, n.timeout, n.c.GetExternalAddress)
 	if err != nil {
 		return netip.Addr{}, n.explain(err)
 	}
@@ -71,7 +70,7 @@ func (n *natpmpClient) external(ctx context.Context) (netip.Addr, error) {
 }
 
 func (n *natpmpClient) add(ctx context.Context, internal, ext uint16, lifetime time.Duration) (grant, error) {
-	r, err := callCtx(ctx, func() (*natpmp.AddPortMappingResult, error) {
+	r, err := callCtx(ctx, n.timeout, func() (*natpmp.AddPortMappingResult, error) {
 		return n.c.AddPortMapping("tcp", int(internal), int(ext), int(lifetime/time.Second))
 	})
 	if err != nil {
@@ -94,7 +93,7 @@ func (n *natpmpClient) add(ctx context.Context, internal, ext uint16, lifetime t
 // remove deletes the mapping: a request with lifetime 0 and external port
 // 0 (RFC 6886 §3.4).
 func (n *natpmpClient) remove(ctx context.Context, internal, _ uint16) error {
-	_, err := callCtx(ctx, func() (*natpmp.AddPortMappingResult, error) {
+	_, err := callCtx(ctx, n.timeout, func() (*natpmp.AddPortMappingResult, error) {
 		return n.c.AddPortMapping("tcp", int(internal), 0, 0)
 	})
 	if err != nil {
@@ -108,7 +107,7 @@ func (n *natpmpClient) explain(err error) error {
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
 		err = explained{fmt.Sprintf("nothing listens on udp/%d (port unreachable)", natpmpPort), err}
-	case strings.Contains(err.Error(), "Timed out"):
+	case errors.Is(err, errNoAnswer):
 		err = explained{fmt.Sprintf("no answer within %v", n.timeout), err}
 	}
 	return fmt.Errorf("NAT-PMP gateway %s: %w", n.gw, err)
@@ -123,16 +122,28 @@ type explained struct {
 func (e explained) Error() string { return e.msg }
 func (e explained) Unwrap() error { return e.err }
 
+// errNoAnswer marks a call that ran out the library's timeout without an
+// answer: the library says so only in words (its error has no type), so
+// callCtx tells it by what it measured, the call's duration.
+var errNoAnswer = errors.New("no answer")
+
 // callCtx runs f, returning early when ctx ends (f then finishes on its
-// own: the NAT-PMP library's calls end at their timeout).
-func callCtx[T any](ctx context.Context, f func() (T, error)) (T, error) {
+// own: the NAT-PMP library's calls end at their timeout). An error that
+// is not a network error's, of a call that lasted the timeout, wraps
+// errNoAnswer.
+func callCtx[T any](ctx context.Context, timeout time.Duration, f func() (T, error)) (T, error) {
 	type result struct {
 		v   T
 		err error
 	}
 	ch := make(chan result, 1)
 	go func() {
+		start := time.Now()
 		v, err := f()
+		var ne net.Error
+		if err != nil && time.Since(start) >= timeout && !errors.As(err, &ne) {
+			err = fmt.Errorf("%w: %w", errNoAnswer, err)
+		}
 		ch <- result{v, err}
 	}()
 	select {

@@ -137,17 +137,17 @@ func (n *Node) admitDirect(peer pki.Peer, req string, dialling bool) error {
 		if !dialling {
 			return nil // our own reverse setup: the target judges us
 		}
-		n.mu.Lock()
-		port, ok := n.callbacks[r.token]
-		n.mu.Unlock()
+		n.rdv.mu.Lock()
+		port, ok := n.rdv.callbacks[r.token]
+		n.rdv.mu.Unlock()
 		if !ok {
 			return nil
 		}
 		return n.access(port, peer)
 	case r.splice:
-		n.mu.Lock()
-		p := n.splices[r.token]
-		n.mu.Unlock()
+		n.rdv.mu.Lock()
+		p := n.rdv.splices[r.token]
+		n.rdv.mu.Unlock()
 		if p == nil || p.goes == nil {
 			return nil // we dial: the target judges us
 		}

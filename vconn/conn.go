@@ -36,19 +36,6 @@ const (
 	Routed  Method = "routed"  // data relayed hub to hub
 )
 
-// rank orders methods by directness: lower is more direct.
-func (m Method) rank() int {
-	switch m {
-	case Direct:
-		return 0
-	case Reverse:
-		return 1
-	case Splice:
-		return 2
-	}
-	return 3
-}
-
 // Addr is a virtual address as a net.Addr.
 type Addr struct {
 	Node identity.Machine

@@ -134,7 +134,8 @@ func measured(cause error) string {
 // Explain says in plain words why method m failed, for people who should
 // not have to debug networks (the seed's complaint is that users must find
 // the cause of connectivity problems themselves). The words come from the
-// facts: the end and the measured cause a *MethodError carries, and f.
+// facts: the end and the measured cause a *MethodError carries, and f;
+// first those any method can meet, then the method's own (method.explain).
 func Explain(m Method, err error, f Facts) string {
 	if err == nil {
 		return "works"
@@ -148,7 +149,7 @@ func Explain(m Method, err error, f Facts) string {
 	switch {
 	case errors.Is(err, pki.ErrDenied):
 		return "refused in the handshake, for a reason the refusing end names: " + s
-	case errors.Is(err, ErrRefused):
+	case errors.Is(err, direct.ErrRefused):
 		return "the target answered, but nothing listens on that port"
 	case errors.Is(err, pki.ErrWrongPeer):
 		return "an address of the target leads to another machine here (a private address that two sites both use); the identity check caught it"
@@ -184,18 +185,11 @@ func Explain(m Method, err error, f Facts) string {
 		return "splicing to that site failed recently; it is tried again later (" + s + ")"
 	case cause == ErrPunch:
 		return "both ends tried to connect to each other at once, but the SYNs did not get through: a NAT or firewall in between filters them, or mapped ports other than predicted (" + s + ")"
-	case m == Splice && cause == ErrTimeout:
-		return "the target did not answer the splice offer (" + s + ")"
 	}
-	switch m {
-	case Direct:
-		return explainConnect(cause, end, "this host", "the target", f.Target, f.LocalNets, s)
-	case Reverse:
-		why := explainConnect(cause, end, "the target", "this host", f.Local, nil, s)
-		if end == Local && !f.LocalRouted {
-			why += "; this host has no default route: it is on a non-routed network"
+	if mm := methods[m]; mm != nil {
+		if why, ok := mm.explain(me, f, s); ok {
+			return why
 		}
-		return why
 	}
 	return s
 }
@@ -205,31 +199,38 @@ func Explain(m Method, err error, f Facts) string {
 // (this host) or Remote (the target), the cause lies at; aNets are the
 // dialling end's networks, if known.
 func explainConnect(cause error, end End, from, to string, b identity.Machine, aNets []netip.Prefix, s string) string {
+	why, _ := explainConnectNoted(cause, end, from, to, b, aNets, s)
+	return why
+}
+
+// explainConnectNoted is explainConnect, and says whether its words name
+// the dialled end as on a non-routed network.
+func explainConnectNoted(cause error, end End, from, to string, b identity.Machine, aNets []netip.Prefix, s string) (string, bool) {
 	dialling := end == Local && from == "this host" || end == Remote && from == "the target"
 	if cause == ErrNoRoute && dialling {
-		return fmt.Sprintf("%s has no route to %s's addresses: %s is on a non-routed network, which reaches nothing beyond its own site, so only the hubs can carry this connection", from, to, from)
+		return fmt.Sprintf("%s has no route to %s's addresses: %s is on a non-routed network, which reaches nothing beyond its own site, so only the hubs can carry this connection", from, to, from), false
 	}
 	if cause == nil {
-		return s
+		return s, false
 	}
 	how := measured(cause)
 	if ip, ok := natted(b); ok {
-		return fmt.Sprintf("%s is behind a NAT (seen from outside as %s, an address it does not have): its own addresses are private to its site and its NAT lets no connection in (%s)", to, ip, how)
+		return fmt.Sprintf("%s is behind a NAT (seen from outside as %s, an address it does not have): its own addresses are private to its site and its NAT lets no connection in (%s)", to, ip, how), false
 	}
 	if addrs, ok := privateOnly(b, aNets); ok {
 		why := fmt.Sprintf("%s's addresses (%s) are private to its site: %s cannot reach them (%s)", to, strings.Join(addrs, ", "), from, how)
 		if b.NonRouted {
 			why += fmt.Sprintf("; %s has no default route: it is on a non-routed network", to)
 		}
-		return why
+		return why, b.NonRouted
 	}
 	switch cause {
 	case ErrTimeout:
-		return fmt.Sprintf("%s's addresses did not answer: a firewall in front of %s silently drops connections from %s", to, to, from)
+		return fmt.Sprintf("%s's addresses did not answer: a firewall in front of %s silently drops connections from %s", to, to, from), false
 	case ErrRejected:
-		return fmt.Sprintf("%s's addresses answered with a reset: a firewall in front of %s rejects connections, or nothing listens there", to, to)
+		return fmt.Sprintf("%s's addresses answered with a reset: a firewall in front of %s rejects connections, or nothing listens there", to, to), false
 	case ErrUnreachable:
-		return fmt.Sprintf("a router on the way answered that %s's addresses are unreachable from %s", to, from)
+		return fmt.Sprintf("a router on the way answered that %s's addresses are unreachable from %s", to, from), false
 	}
-	return s
+	return s, false
 }

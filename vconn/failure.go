@@ -60,7 +60,7 @@ var (
 )
 
 // MethodError is a method's failure toward a target: End is where its
-// cause lies, Cause one of the kinds above (or ErrRefused, pki.ErrDenied,
+// cause lies, Cause one of the kinds above (or direct.ErrRefused, pki.ErrDenied,
 // pki.ErrWrongPeer; nil if none applies), Err the error with its details,
 // whose text it keeps.
 type MethodError struct {
@@ -99,16 +99,18 @@ type failError struct {
 
 func (e *failError) Error() string { return e.reason }
 
+// Unwrap is, for a port refused, the refusal as a *direct.RefusedError.
 func (e *failError) Unwrap() error {
 	if e.code == wire.FailPortRefused {
-		return ErrRefused
+		return &direct.RefusedError{What: direct.RefusedConnection, Reason: e.reason}
 	}
 	return nil
 }
 
 // classify turns the error of method m's attempt into a *MethodError of
 // facts (an error that is one already, a context's end and nil pass as
-// they are).
+// they are): the causes every method can meet, then the method's own
+// (method.cause).
 func (n *Node) classify(m Method, err error) error {
 	var me *MethodError
 	if err == nil || errors.As(err, &me) || errors.Is(err, context.Canceled) {
@@ -119,8 +121,8 @@ func (n *Node) classify(m Method, err error) error {
 	case errors.As(err, &fe):
 		end, cause := failCause(fe.code)
 		return methodErr(m, end, cause, err)
-	case errors.Is(err, ErrRefused):
-		return methodErr(m, Remote, ErrRefused, err)
+	case errors.Is(err, direct.ErrRefused):
+		return methodErr(m, Remote, direct.ErrRefused, err)
 	case errors.Is(err, pki.ErrWrongPeer):
 		return methodErr(m, Remote, pki.ErrWrongPeer, err)
 	case errors.Is(err, pki.ErrDenied):
@@ -128,28 +130,9 @@ func (n *Node) classify(m Method, err error) error {
 	case errors.Is(err, hub.ErrUnreachable):
 		return methodErr(m, Path, ErrNoHubRoute, err)
 	}
-	switch m {
-	case Direct:
-		cause := connectCause(err)
-		end := Remote
-		if cause == ErrNoRoute {
-			end = Local
-		}
-		return methodErr(m, end, cause, err)
-	case Reverse:
-		// the target's connection back to this host did not arrive (a
-		// refusal or a hub's failure would have): it got no answer.
-		if errors.Is(err, context.DeadlineExceeded) {
-			return methodErr(m, Local, ErrTimeout, err)
-		}
-	case Splice:
-		switch {
-		case errors.Is(err, nat.ErrPredict):
-			return methodErr(m, Local, n.natCause(), err)
-		case errors.Is(err, errPunch):
-			return methodErr(m, Path, ErrPunch, err)
-		case errors.Is(err, context.DeadlineExceeded), errors.Is(err, errNoSpliceAnswer):
-			return methodErr(m, Remote, ErrTimeout, err)
+	if mm := methods[m]; mm != nil {
+		if end, cause, ok := mm.cause(n, err); ok {
+			return methodErr(m, end, cause, err)
 		}
 	}
 	return methodErr(m, EndUnknown, nil, err)
@@ -158,9 +141,9 @@ func (n *Node) classify(m Method, err error) error {
 // natCause says why this host's NAT keeps its endpoints from being
 // predicted, as last classified.
 func (n *Node) natCause() error {
-	n.mu.Lock()
-	st := n.nat
-	n.mu.Unlock()
+	n.self.mu.Lock()
+	st := n.self.nat
+	n.self.mu.Unlock()
 	if st.err == nil && !st.at.IsZero() && st.class.Allocation == nat.Random {
 		return ErrRandomNAT
 	}
@@ -177,7 +160,7 @@ func failCause(code string) (End, error) {
 	case wire.FailNotAttached:
 		return Remote, ErrNotAttached
 	case wire.FailPortRefused:
-		return Remote, ErrRefused
+		return Remote, direct.ErrRefused
 	case wire.FailDisabled:
 		return Remote, ErrDisabled
 	case wire.FailNoRoute:

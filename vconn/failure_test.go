@@ -136,4 +136,11 @@ func TestExplainFromFacts(t *testing.T) {
 			}
 		}
 	}
+	// a non-routed host that published so hears it once, not twice.
+	published := nonRouted
+	published.NonRouted = true
+	err := n.classify(Reverse, &failError{code: wire.FailUnreachable, reason: "das3v cannot reach a: network is unreachable"})
+	if why := Explain(Reverse, err, Facts{Local: published, Target: public}); strings.Count(why, "no default route") != 1 {
+		t.Errorf("reverse from a published non-routed host: %q, want \"no default route\" once", why)
+	}
 }

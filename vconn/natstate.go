@@ -30,17 +30,17 @@ type natState struct {
 // NAT returns the last classification of this host's NAT and when it was
 // made (zero time: never), or why it could not be made.
 func (n *Node) NAT() (nat.Class, time.Time, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.nat.class, n.nat.at, n.nat.err
+	n.self.mu.Lock()
+	defer n.self.mu.Unlock()
+	return n.self.nat.class, n.self.nat.at, n.self.nat.err
 }
 
 // natClass returns a classification younger than natProbeEvery, probing
 // first if there is none.
 func (n *Node) natClass(ctx context.Context) (natState, error) {
-	n.mu.Lock()
-	st := n.nat
-	n.mu.Unlock()
+	n.self.mu.Lock()
+	st := n.self.nat
+	n.self.mu.Unlock()
 	if !st.at.IsZero() && time.Since(st.at) < natProbeEvery && st.err == nil {
 		return st, nil
 	}
@@ -53,9 +53,9 @@ func (n *Node) natClass(ctx context.Context) (natState, error) {
 func (n *Node) probeNAT(ctx context.Context) (natState, error) {
 	st, err := n.observe(ctx)
 	st.at, st.err = time.Now(), err
-	n.mu.Lock()
-	n.nat = st
-	n.mu.Unlock()
+	n.self.mu.Lock()
+	n.self.nat = st
+	n.self.mu.Unlock()
 	return st, err
 }
 
@@ -117,10 +117,10 @@ func (n *Node) publishNAT(c nat.Class) {
 	if c.Allocation != nat.None && c.Allocation != nat.Unknown && c.External.IsValid() {
 		ext = c.External
 	}
-	n.mu.Lock()
-	changed := n.natExternal != ext
-	n.natExternal = ext
-	n.mu.Unlock()
+	n.self.mu.Lock()
+	changed := n.self.natExternal != ext
+	n.self.natExternal = ext
+	n.self.mu.Unlock()
 	if changed {
 		n.advertise()
 	}
@@ -131,10 +131,10 @@ func (n *Node) publishNAT(c nat.Class) {
 // changed: peers judge by it which methods can work (plausible).
 func (n *Node) publishRoute() {
 	non := !HasDefaultRoute()
-	n.mu.Lock()
-	changed := n.nonRouted != non
-	n.nonRouted = non
-	n.mu.Unlock()
+	n.self.mu.Lock()
+	changed := n.self.nonRouted != non
+	n.self.nonRouted = non
+	n.self.mu.Unlock()
 	if changed {
 		n.advertise()
 	}

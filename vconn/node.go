@@ -2,7 +2,6 @@ package vconn
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -14,6 +13,7 @@ import (
 	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/nat"
 	"github.com/gridlink/gridlink/pki"
 )
 
@@ -67,36 +67,25 @@ type Node struct {
 	direct  *direct.Listener
 	session *hub.Session // nil without hubs
 
+	// noSplice: per target hub, when splicing there last failed (splice.go;
+	// its own lock).
+	noSplice *nat.Backoff[identity.ID]
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu          sync.Mutex
-	listeners   map[uint16]*Listener
-	reverses    map[uint64]*pendingReverse
-	callbacks   map[uint64]uint16      // reverse setups we call back: token → our port
-	cache       map[identity.ID]Method // per target hub
-	names       map[string]nameEntry
-	conns       map[*Conn]struct{}
-	spares      map[identity.ID][]*spare // by target
-	nspares     int
-	sparing     map[identity.ID]*spareFlight // spares being set up, by target
-	inflight    int                          // spares being set up, all targets
-	held        map[*direct.Conn]bool        // spares of others waiting for their port
-	splices     map[uint64]*pendingSplice    // by token
-	noSplice    map[identity.ID]time.Time    // per target hub: when splicing there last failed
-	nat         natState
-	natExternal netip.Addr // the NAT this host is behind: its external address (publishNAT)
-	nonRouted   bool       // this host has no default route (publishRoute)
-	// testPredict, set by tests only, rewrites this node's splice
-	// predictions (natstate.go).
+	// state by concern, each under its own lock (state.go)
+	ports  ports
+	conns  openConns
+	memo   memory
+	rdv    rendezvous
+	spares spares
+	self   self
+	pm     portMapState // Config.PortMap (portmap.go)
+	// testPredict, set by tests only (before use), rewrites this node's
+	// splice predictions (natstate.go).
 	testPredict func([]netip.AddrPort) []netip.AddrPort
-	pm          portMapState // Config.PortMap (portmap.go)
-}
-
-type nameEntry struct {
-	m  identity.Machine
-	at time.Time
 }
 
 // Start brings a node up: key, direct listener, hub session. It waits for
@@ -136,19 +125,14 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 	}
 	n := &Node{
-		cfg:       cfg,
-		creds:     creds,
-		callbacks: map[uint64]uint16{},
-		listeners: map[uint16]*Listener{},
-		reverses:  map[uint64]*pendingReverse{},
-		cache:     map[identity.ID]Method{},
-		names:     map[string]nameEntry{},
-		conns:     map[*Conn]struct{}{},
-		spares:    map[identity.ID][]*spare{},
-		sparing:   map[identity.ID]*spareFlight{},
-		held:      map[*direct.Conn]bool{},
-		splices:   map[uint64]*pendingSplice{},
-		noSplice:  map[identity.ID]time.Time{},
+		cfg:      cfg,
+		creds:    creds,
+		ports:    ports{listeners: map[uint16]*Listener{}},
+		conns:    openConns{set: map[*Conn]struct{}{}},
+		memo:     memory{methods: map[identity.ID]Method{}, names: map[string]nameEntry{}},
+		rdv:      rendezvous{reverses: map[uint64]*pendingReverse{}, callbacks: map[uint64]uint16{}, splices: map[uint64]*pendingSplice{}},
+		spares:   spares{byTarget: map[identity.ID][]*spare{}, flights: map[identity.ID]*spareFlight{}, held: map[*direct.Conn]bool{}},
+		noSplice: &nat.Backoff[identity.ID]{Min: spliceFailedFor},
 	}
 	n.dialer = &direct.Dialer{Creds: creds, Preferred: cfg.Preferred, SSH: cfg.SSH,
 		Admit: func(p pki.Peer, req string) error { return n.admitDirect(p, req, true) }}
@@ -162,7 +146,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n.wg.Add(1)
 	go n.acceptDirect()
-	n.nonRouted = !HasDefaultRoute()
+	n.self.nonRouted = !HasDefaultRoute()
 	if len(cfg.Hubs) > 0 {
 		n.session, err = hub.Connect(hub.SessionConfig{
 			Creds:   creds,
@@ -203,9 +187,9 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 // listener's addresses and a port mapping's.
 func (n *Node) localMachine() identity.Machine {
 	m := n.withMapped(n.direct.Machine(n.cfg.Key.ID(), n.cfg.Name))
-	n.mu.Lock()
-	m.NAT, m.NonRouted = n.natExternal, n.nonRouted
-	n.mu.Unlock()
+	n.self.mu.Lock()
+	m.NAT, m.NonRouted = n.self.natExternal, n.self.nonRouted
+	n.self.mu.Unlock()
 	return m
 }
 
@@ -236,18 +220,22 @@ func (n *Node) Close() error {
 	if n.session != nil {
 		n.session.Close()
 	}
-	n.mu.Lock()
-	for _, l := range n.listeners {
+	n.ports.mu.Lock()
+	for _, l := range n.ports.listeners {
 		l.closeLocked()
 	}
-	for c := range n.conns {
+	n.ports.mu.Unlock()
+	n.conns.mu.Lock()
+	for c := range n.conns.set {
 		c.Conn.Close()
 	}
+	n.conns.mu.Unlock()
+	n.spares.mu.Lock()
 	n.dropSparesLocked()
-	for c := range n.held {
+	for c := range n.spares.held {
 		c.Close()
 	}
-	n.mu.Unlock()
+	n.spares.mu.Unlock()
 	n.wg.Wait()
 	return nil
 }
@@ -259,36 +247,33 @@ func (n *Node) Listen(port uint16) (*Listener, error) { return n.ListenAllow(por
 // dialers allow accepts (nil: every member of the grid; see pki.Members).
 // Its refusals reach the dialler with the error's text.
 func (n *Node) ListenAllow(port uint16, allow func(pki.Peer) error) (*Listener, error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.ports.mu.Lock()
+	defer n.ports.mu.Unlock()
 	if port == 0 {
 		for p := uint16(49152); p != 0; p++ {
-			if n.listeners[p] == nil {
+			if n.ports.listeners[p] == nil {
 				port = p
 				break
 			}
 		}
 	}
-	if n.listeners[port] != nil {
+	if n.ports.listeners[port] != nil {
 		return nil, fmt.Errorf("vconn: port %d is already in use on node %s", port, n.cfg.Name)
 	}
 	l := &Listener{node: n, port: port, allow: allow, queue: make(chan *Conn, 64), done: make(chan struct{})}
-	n.listeners[port] = l
+	n.ports.listeners[port] = l
 	return l, nil
 }
 
 func (n *Node) listener(port uint16) *Listener {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.listeners[port]
+	n.ports.mu.Lock()
+	defer n.ports.mu.Unlock()
+	return n.ports.listeners[port]
 }
 
 func (n *Node) refusal(port uint16) string {
 	return fmt.Sprintf("connection refused: no listener on port %d at %s", port, n.cfg.Name)
 }
-
-// ErrRefused is wrapped by errors saying nothing listens on the port.
-var ErrRefused = errors.New("connection refused")
 
 // Listener is a virtual listener: a net.Listener for a port of this node.
 type Listener struct {
@@ -312,16 +297,16 @@ func (l *Listener) Accept() (net.Conn, error) {
 
 // Close stops the listener.
 func (l *Listener) Close() error {
-	l.node.mu.Lock()
-	defer l.node.mu.Unlock()
+	l.node.ports.mu.Lock()
+	defer l.node.ports.mu.Unlock()
 	l.closeLocked()
 	return nil
 }
 
 func (l *Listener) closeLocked() {
 	l.once.Do(func() {
-		if l.node.listeners[l.port] == l {
-			delete(l.node.listeners, l.port)
+		if l.node.ports.listeners[l.port] == l {
+			delete(l.node.ports.listeners, l.port)
 		}
 		close(l.done)
 	})
@@ -363,13 +348,13 @@ func (n *Node) track(c *Conn) *Conn {
 	if pc := c.session(); pc != nil {
 		c.peer = pc.Peer
 	}
-	n.mu.Lock()
-	n.conns[c] = struct{}{}
-	n.mu.Unlock()
+	n.conns.mu.Lock()
+	n.conns.set[c] = struct{}{}
+	n.conns.mu.Unlock()
 	c.onDone = func() {
-		n.mu.Lock()
-		delete(n.conns, c)
-		n.mu.Unlock()
+		n.conns.mu.Lock()
+		delete(n.conns.set, c)
+		n.conns.mu.Unlock()
 	}
 	return c
 }
@@ -382,10 +367,10 @@ type ConnInfo struct {
 
 // Conns lists the open virtual connections.
 func (n *Node) Conns() []ConnInfo {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.conns.mu.Lock()
+	defer n.conns.mu.Unlock()
 	var out []ConnInfo
-	for c := range n.conns {
+	for c := range n.conns.set {
 		out = append(out, ConnInfo{Local: c.local.String(), Remote: c.remote.String(), Method: c.method})
 	}
 	return out
@@ -393,10 +378,10 @@ func (n *Node) Conns() []ConnInfo {
 
 // CachedMethods returns the per-site method cache: hub name or ID -> method.
 func (n *Node) CachedMethods() map[identity.ID]Method {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.memo.mu.Lock()
+	defer n.memo.mu.Unlock()
 	out := map[identity.ID]Method{}
-	for k, v := range n.cache {
+	for k, v := range n.memo.methods {
 		out[k] = v
 	}
 	return out
@@ -406,11 +391,13 @@ func (n *Node) CachedMethods() map[identity.ID]Method {
 // splicing failed and closes the spare connections: the next dial starts
 // from nothing (but what this host knows of its own NAT).
 func (n *Node) ForgetCache() {
-	n.mu.Lock()
-	n.cache = map[identity.ID]Method{}
-	n.names = map[string]nameEntry{}
-	n.noSplice = map[identity.ID]time.Time{}
+	n.memo.mu.Lock()
+	n.memo.methods = map[identity.ID]Method{}
+	n.memo.names = map[string]nameEntry{}
+	n.memo.mu.Unlock()
+	n.noSplice.Forget()
+	n.spares.mu.Lock()
 	n.dropSparesLocked()
-	n.mu.Unlock()
+	n.spares.mu.Unlock()
 	n.dialer.Forget()
 }

@@ -14,37 +14,39 @@ func (n *Node) watchRevocations(t *pki.Trust) {
 
 // closeRevoked closes what t no longer admits.
 func (n *Node) closeRevoked(t *pki.Trust) {
-	n.mu.Lock()
 	type cut struct {
 		c   *Conn
 		why error
 	}
 	var closing []cut
-	for c := range n.conns {
+	n.conns.mu.Lock()
+	for c := range n.conns.set {
 		if err := t.Recheck(c.peer); err != nil {
 			n.cfg.Logf("vconn: closing %s connection %s: %s is no longer admitted: %v", c.method, c, c.peer, err)
 			closing = append(closing, cut{c, err})
 		}
 	}
-	for id, ss := range n.spares {
+	n.conns.mu.Unlock()
+	n.spares.mu.Lock()
+	for id, ss := range n.spares.byTarget {
 		kept := ss[:0]
 		for _, s := range ss {
 			if t.Recheck(s.conn.Conn.Peer) != nil {
 				s.timer.Stop()
 				s.conn.Close()
-				n.nspares--
+				n.spares.count--
 				continue
 			}
 			kept = append(kept, s)
 		}
-		n.spares[id] = kept
+		n.spares.byTarget[id] = kept
 	}
-	for c := range n.held {
+	for c := range n.spares.held {
 		if t.Recheck(c.Conn.Peer) != nil {
 			c.Close()
 		}
 	}
-	n.mu.Unlock()
+	n.spares.mu.Unlock()
 	for _, x := range closing {
 		x.c.cutFor(x.why) // its reads and writes now say why (CutError)
 	}

@@ -64,40 +64,40 @@ func (n *Node) spareTTL() time.Duration {
 
 // takeSpare removes and returns a spare kept for target, if any.
 func (n *Node) takeSpare(target identity.ID) *direct.Conn {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	ss := n.spares[target]
+	n.spares.mu.Lock()
+	defer n.spares.mu.Unlock()
+	ss := n.spares.byTarget[target]
 	if len(ss) == 0 {
 		return nil
 	}
 	s := ss[len(ss)-1]
 	if len(ss) == 1 {
-		delete(n.spares, target)
+		delete(n.spares.byTarget, target)
 	} else {
-		n.spares[target] = ss[:len(ss)-1]
+		n.spares.byTarget[target] = ss[:len(ss)-1]
 	}
-	n.nspares--
+	n.spares.count--
 	s.timer.Stop()
 	return s.conn
 }
 
-// dropSpares closes every spare. n.mu must be held.
+// dropSparesLocked closes every spare. n.spares.mu must be held.
 func (n *Node) dropSparesLocked() {
-	for id, ss := range n.spares {
+	for id, ss := range n.spares.byTarget {
 		for _, s := range ss {
 			s.timer.Stop()
 			s.conn.Close()
 		}
-		delete(n.spares, id)
+		delete(n.spares.byTarget, id)
 	}
-	n.nspares = 0
+	n.spares.count = 0
 }
 
 // Spares is the number of spare connections this node keeps.
 func (n *Node) Spares() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.nspares
+	n.spares.mu.Lock()
+	defer n.spares.mu.Unlock()
+	return n.spares.count
 }
 
 // spareFlight counts the spares on their way to one target; settled is
@@ -115,19 +115,19 @@ type spareFlight struct {
 // CPU the handshakes take is most of a setup's time.
 func (n *Node) refillSpare(target identity.Machine) {
 	ttl := n.spareTTL()
-	n.mu.Lock()
-	defer n.mu.Unlock()
+	n.spares.mu.Lock()
+	defer n.spares.mu.Unlock()
 	if ttl == 0 || n.ctx.Err() != nil {
 		return
 	}
-	f := n.sparing[target.ID]
+	f := n.spares.flights[target.ID]
 	if f == nil {
 		f = &spareFlight{settled: make(chan struct{})}
 	}
-	if f.n == 0 && len(n.spares[target.ID]) < sparesPerTarget && n.nspares+n.inflight < maxSpares {
+	if f.n == 0 && len(n.spares.byTarget[target.ID]) < sparesPerTarget && n.spares.count+n.spares.inflight < maxSpares {
 		f.n++
-		n.inflight++
-		n.sparing[target.ID] = f
+		n.spares.inflight++
+		n.spares.flights[target.ID] = f
 		n.wg.Add(1)
 		go n.openSpare(target, f, ttl)
 	}
@@ -139,22 +139,22 @@ func (n *Node) openSpare(target identity.Machine, f *spareFlight, ttl time.Durat
 	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
 	c, err := n.dialer.Dial(ctx, target, request{spare: true}.String())
 	cancel()
-	n.mu.Lock()
+	n.spares.mu.Lock()
 	f.n--
-	n.inflight--
+	n.spares.inflight--
 	close(f.settled)
 	f.settled = make(chan struct{})
 	if f.n == 0 {
-		delete(n.sparing, target.ID)
+		delete(n.spares.flights, target.ID)
 	}
-	ok := err == nil && n.ctx.Err() == nil && len(n.spares[target.ID]) < sparesPerTarget
+	ok := err == nil && n.ctx.Err() == nil && len(n.spares.byTarget[target.ID]) < sparesPerTarget
 	if ok {
 		s := &spare{conn: c}
 		s.timer = time.AfterFunc(ttl, func() { n.expire(target.ID, s) })
-		n.spares[target.ID] = append(n.spares[target.ID], s)
-		n.nspares++
+		n.spares.byTarget[target.ID] = append(n.spares.byTarget[target.ID], s)
+		n.spares.count++
 	}
-	n.mu.Unlock()
+	n.spares.mu.Unlock()
 	if err == nil && !ok {
 		c.Close()
 	}
@@ -165,18 +165,18 @@ func (n *Node) openSpare(target identity.Machine, f *spareFlight, ttl time.Durat
 
 // expire closes spare s of target if it is still kept.
 func (n *Node) expire(target identity.ID, s *spare) {
-	n.mu.Lock()
-	ss := n.spares[target]
+	n.spares.mu.Lock()
+	ss := n.spares.byTarget[target]
 	if i := slices.Index(ss, s); i >= 0 {
 		ss = slices.Delete(ss, i, i+1)
-		n.nspares--
+		n.spares.count--
 		if len(ss) == 0 {
-			delete(n.spares, target)
+			delete(n.spares.byTarget, target)
 		} else {
-			n.spares[target] = ss
+			n.spares.byTarget[target] = ss
 		}
 	}
-	n.mu.Unlock()
+	n.spares.mu.Unlock()
 	s.conn.Close()
 }
 
@@ -196,17 +196,14 @@ func (n *Node) directSetup(ctx context.Context, target identity.Machine, port ui
 		n.cfg.Logf("vconn: spare connection to %s: %v; dialling afresh", target, err)
 	}
 	var coming chan struct{}
-	n.mu.Lock()
-	if f := n.sparing[target.ID]; f != nil {
+	n.spares.mu.Lock()
+	if f := n.spares.flights[target.ID]; f != nil {
 		coming = f.settled
 	}
-	n.mu.Unlock()
+	n.spares.mu.Unlock()
 	fresh := func(ctx context.Context) (net.Conn, error) {
 		dc, err := n.dialer.Dial(ctx, target, request{port: port}.String())
 		if err != nil {
-			if errors.Is(err, direct.ErrRefused) {
-				err = fmt.Errorf("%w (%v)", ErrRefused, err)
-			}
 			return nil, err
 		}
 		n.refillSpare(target)
@@ -246,7 +243,7 @@ func (n *Node) directSetup(ctx context.Context, target identity.Machine, port ui
 }
 
 // useSpare asks the acceptor of spare c for port: c itself once accepted,
-// an ErrRefused error if no one listens there, errSpareDead if c broke.
+// a *direct.RefusedError if no one listens there, errSpareDead if c broke.
 func useSpare(ctx context.Context, c *direct.Conn, port uint16) (net.Conn, error) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
@@ -283,7 +280,7 @@ func readSpareAnswer(r io.Reader) error {
 		if _, err := io.ReadFull(r, reason); err != nil {
 			return fmt.Errorf("%w: refusal cut short: %v", errSpareDead, err)
 		}
-		return fmt.Errorf("%w: %s", ErrRefused, printable(reason))
+		return &direct.RefusedError{What: direct.RefusedConnection, Reason: printable(reason)}
 	}
 	return fmt.Errorf("%w: answer %#x, want %q or %q", errSpareDead, b[0], spareAccept, spareRefuse)
 }
@@ -318,9 +315,9 @@ func (n *Node) holdSpare(c *direct.Conn, peer identity.Machine) {
 	defer n.wg.Done()
 	_ = c.SetReadDeadline(time.Now().Add(maxSpareHold))
 	port, err := readSpareAsk(c)
-	n.mu.Lock()
-	delete(n.held, c)
-	n.mu.Unlock()
+	n.spares.mu.Lock()
+	delete(n.spares.held, c)
+	n.spares.mu.Unlock()
 	if err != nil {
 		c.Close() // expired, closed by its dialler, or garbage
 		return

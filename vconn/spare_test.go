@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gridlink/gridlink/direct"
 )
 
 func waitUntil(t *testing.T, what string, ok func() bool) {
@@ -21,9 +23,9 @@ func waitUntil(t *testing.T, what string, ok func() bool) {
 }
 
 func (n *Node) heldSpares() int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return len(n.held)
+	n.spares.mu.Lock()
+	defer n.spares.mu.Unlock()
+	return len(n.spares.held)
 }
 
 // After a direct connection, the next one to the same target uses a spare
@@ -57,7 +59,7 @@ func TestSpare(t *testing.T) {
 
 	// a port nobody listens on: refused through the spare.
 	_, err = dial(8)
-	if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "no listener on port 8") {
+	if !errors.Is(err, direct.ErrRefused) || !strings.Contains(err.Error(), "no listener on port 8") {
 		t.Fatalf("dial to a closed port through a spare: %v", err)
 	}
 
@@ -68,11 +70,11 @@ func TestSpare(t *testing.T) {
 	}
 	c3.Close()
 	waitUntil(t, "spares again", func() bool { return a.Spares() == sparesPerTarget && b.heldSpares() == sparesPerTarget })
-	b.mu.Lock()
-	for c := range b.held {
+	b.spares.mu.Lock()
+	for c := range b.spares.held {
 		c.Close()
 	}
-	b.mu.Unlock()
+	b.spares.mu.Unlock()
 	c4, err := dial(7)
 	if err != nil {
 		t.Fatalf("dial after the spare broke: %v", err)
@@ -117,7 +119,7 @@ func TestSpareMessages(t *testing.T) {
 		t.Errorf("accept: %v", err)
 	}
 	err := readSpareAnswer(bytes.NewReader(append([]byte{spareRefuse, 7}, "no\x00 way"...)))
-	if !errors.Is(err, ErrRefused) || !strings.HasSuffix(err.Error(), ": no way") {
+	if !errors.Is(err, direct.ErrRefused) || !strings.HasSuffix(err.Error(), ": no way") {
 		t.Errorf("refusal: %v", err)
 	}
 	for _, bad := range [][]byte{nil, {spareRefuse}, {spareRefuse, 9, 'x'}, {'?'}} {
@@ -141,7 +143,7 @@ func FuzzSpareMessages(f *testing.F) {
 	f.Add([]byte{spareAsk, 0, 7})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		err := readSpareAnswer(bytes.NewReader(b))
-		if err != nil && !errors.Is(err, errSpareDead) && !errors.Is(err, ErrRefused) {
+		if err != nil && !errors.Is(err, errSpareDead) && !errors.Is(err, direct.ErrRefused) {
 			t.Fatalf("answer error %v is neither dead nor refused", err)
 		}
 		if p, err := readSpareAsk(bytes.NewReader(b)); err == nil && p == 0 {

@@ -37,9 +37,9 @@ import (
 const (
 	spliceAttempts = 3
 	// spliceReplyWait bounds the wait for each rendezvous message.
-	spliceReplyWait = 5 * time.Second
+	spliceReplyWait = nat.RendezvousWait
 	// spliceFailedFor is how long a failed splice toward a site keeps the
-	// method out of races to it.
+	// method out of races to it (n.noSplice), however often it failed.
 	spliceFailedFor = 10 * time.Minute
 )
 
@@ -62,13 +62,13 @@ func newToken() uint64 {
 func (n *Node) splice(ctx context.Context, target identity.Machine, port uint16, tries int) (net.Conn, error) {
 	token := newToken()
 	p := &pendingSplice{peer: target.ID, port: port, reply: make(chan *wire.Splice, 4), fail: make(chan *wire.Fail, 1)}
-	n.mu.Lock()
-	n.splices[token] = p
-	n.mu.Unlock()
+	n.rdv.mu.Lock()
+	n.rdv.splices[token] = p
+	n.rdv.mu.Unlock()
 	defer func() {
-		n.mu.Lock()
-		delete(n.splices, token)
-		n.mu.Unlock()
+		n.rdv.mu.Lock()
+		delete(n.rdv.splices, token)
+		n.rdv.mu.Unlock()
 	}()
 	var errs []error
 	punched := false
@@ -77,7 +77,7 @@ func (n *Node) splice(ctx context.Context, target identity.Machine, port uint16,
 		if err == nil {
 			return c, nil
 		}
-		if errors.Is(err, ErrRefused) || ctx.Err() != nil || errors.Is(err, errSpliceImpossible) {
+		if errors.Is(err, direct.ErrRefused) || ctx.Err() != nil || errors.Is(err, errSpliceImpossible) {
 			return nil, err
 		}
 		punched = punched || errors.Is(err, errPunch)
@@ -107,9 +107,7 @@ func (n *Node) spliceFailed(target identity.Machine) {
 	if target.Hub.IsZero() {
 		return
 	}
-	n.mu.Lock()
-	n.noSplice[target.Hub] = time.Now()
-	n.mu.Unlock()
+	n.noSplice.Failed(target.Hub, time.Now())
 }
 
 func (n *Node) spliceAttempt(ctx context.Context, target identity.Machine, port uint16, token uint64, attempt int, p *pendingSplice) (net.Conn, error) {
@@ -163,7 +161,7 @@ func (n *Node) spliceAttempt(ctx context.Context, target identity.Machine, port 
 	dc, err := n.dialer.Handshake(ctx, raw, target.ID, request{splice: true, token: token}.String())
 	if err != nil {
 		if errors.Is(err, direct.ErrRefused) {
-			return nil, fmt.Errorf("%w (%v)", ErrRefused, err)
+			return nil, err
 		}
 		return nil, fmt.Errorf("handshake over the splice: %w", err)
 	}
@@ -188,21 +186,21 @@ func (n *Node) answerSplice(m *wire.Routed) {
 		fail(wire.FailDisabled, "splicing is disabled on "+n.cfg.Name)
 		return
 	}
-	n.mu.Lock()
-	p := n.splices[s.Token]
+	n.rdv.mu.Lock()
+	p := n.rdv.splices[s.Token]
 	if p == nil {
 		p = &pendingSplice{peer: s.From.ID, port: s.Port, goes: make(chan int, 4)}
-		n.splices[s.Token] = p
+		n.rdv.splices[s.Token] = p
 		// forgotten once no attempt can still be running
 		time.AfterFunc(spliceAttempts*2*spliceReplyWait, func() {
-			n.mu.Lock()
-			if n.splices[s.Token] == p {
-				delete(n.splices, s.Token)
+			n.rdv.mu.Lock()
+			if n.rdv.splices[s.Token] == p {
+				delete(n.rdv.splices, s.Token)
 			}
-			n.mu.Unlock()
+			n.rdv.mu.Unlock()
 		})
 	}
-	n.mu.Unlock()
+	n.rdv.mu.Unlock()
 	if p.peer != s.From.ID || p.goes == nil {
 		fail("", "splice token in use")
 		return
@@ -253,9 +251,9 @@ func (n *Node) spliceMessage(m *wire.Routed) {
 		go n.answerSplice(m)
 		return
 	}
-	n.mu.Lock()
-	p := n.splices[token]
-	n.mu.Unlock()
+	n.rdv.mu.Lock()
+	p := n.rdv.splices[token]
+	n.rdv.mu.Unlock()
 	// a hub that could not forward our offer answers for the target
 	// (hub.Hub.undeliverable): a failure from no node.
 	fromHub := m.FromNode.IsZero() && m.Msg.Kind == wire.KSpliceFail
@@ -290,10 +288,10 @@ func (n *Node) spliceMessage(m *wire.Routed) {
 // takeSplice hands a spliced connection that passed its handshake to the
 // listener of the port its offer named.
 func (n *Node) takeSplice(c *direct.Conn, token uint64) {
-	n.mu.Lock()
-	p := n.splices[token]
-	delete(n.splices, token)
-	n.mu.Unlock()
+	n.rdv.mu.Lock()
+	p := n.rdv.splices[token]
+	delete(n.rdv.splices, token)
+	n.rdv.mu.Unlock()
 	if p == nil || p.peer != c.Peer || p.goes == nil {
 		c.Close()
 		return

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/hub/hubserver"
+	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
 )
@@ -140,7 +141,7 @@ func TestEachMethod(t *testing.T) {
 			// nothing listens on 7001: refused, fast, whatever the method.
 			start := time.Now()
 			_, err = a.Dial(ctx, b.Name()+":7001")
-			if !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "no listener on port 7001") {
+			if !errors.Is(err, direct.ErrRefused) || !strings.Contains(err.Error(), "no listener on port 7001") {
 				t.Errorf("dial to a closed port: %v", err)
 			}
 			if d := time.Since(start); d > 2*time.Second {

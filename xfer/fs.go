@@ -8,6 +8,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -204,6 +205,23 @@ func walk(t tree, paths []string, recursive bool, top func(string) string) ([]so
 	return kept, fails
 }
 
+// errPathEscapes is the error os.Root gives a name that leads out of it.
+// The os package does not export it; one look-up that escapes (a root's
+// "..") obtains it, so it is matched as an error value, not by its text.
+var errPathEscapes = sync.OnceValue(func() error {
+	r, err := os.OpenRoot(os.TempDir())
+	if err != nil {
+		return errors.New("no os.Root escape error") // matches nothing
+	}
+	defer r.Close()
+	_, err = r.Stat("..")
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return errors.New("no os.Root escape error")
+})
+
 // pathErr words an error about name in t without repeating the op.
 func pathErr(t tree, name string, err error) string {
 	var pe *fs.PathError
@@ -214,7 +232,7 @@ func pathErr(t tree, name string, err error) string {
 	if errors.As(err, &le) {
 		err = le.Err
 	}
-	if err.Error() == "path escapes from parent" {
+	if errors.Is(err, errPathEscapes()) {
 		what := "path escapes the served root"
 		if rt, ok := t.(rootTree); ok && rt.what != "" {
 			what = "path " + rt.escapes() + " (by \"..\" or a symbolic link)"

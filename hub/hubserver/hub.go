@@ -123,10 +123,10 @@ type Hub struct {
 	// Names (names.go), under mu.
 	claims map[uint64]*claim // names being claimed for nodes being admitted, by query
 
-	// Spliced hub trunks (splice.go), under mu.
-	nat          hubNAT                        // this hub's NAT
-	splices      map[uint64]*hubSplice         // rendezvous in progress, by token
-	spliceFailed map[identity.ID]spliceFailure // when splicing a trunk to a hub last failed, and how often
+	// Spliced hub trunks (splice.go), under mu but spliceFailed.
+	nat          hubNAT                // this hub's NAT
+	splices      map[uint64]*hubSplice // rendezvous in progress, by token
+	spliceFailed *spliceBackoff        // when splicing a trunk to a hub last failed, and how often (its own lock)
 
 	// Queries this hub asks other hubs: lookups and name claims share the
 	// numbers (queryID); lookups waiting for answers have their own lock
@@ -158,7 +158,7 @@ func New(cfg Config) (*Hub, error) {
 		trigger:  make(chan struct{}, 1),
 
 		splices:      map[uint64]*hubSplice{},
-		spliceFailed: map[identity.ID]spliceFailure{},
+		spliceFailed: newSpliceBackoff(),
 	}
 	if h.cfg.Name == "" {
 		h.cfg.Name = cfg.Creds.DefaultName(h.id.Short())

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/wire"
@@ -169,11 +170,11 @@ func TestRefusals(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = cir.Read(make([]byte, 1))
-	expectErr(t, err, hub.ErrRefused, "connection refused: no listener on port 7001 at nc")
+	expectErr(t, err, direct.ErrRefused, "connection refused: no listener on port 7001 at nc")
 	if strings.Count(err.Error(), "connection refused") != 1 {
 		t.Errorf("refusal %q repeats itself", err)
 	}
-	if _, err := cir.Write([]byte("x")); !errors.Is(err, hub.ErrRefused) {
+	if _, err := cir.Write([]byte("x")); !errors.Is(err, direct.ErrRefused) {
 		t.Errorf("Write after refusal: %v", err)
 	}
 	cir.Close()
@@ -184,7 +185,7 @@ func TestRefusals(t *testing.T) {
 	cir, _ = na.Open(ctx, ghost, 7000)
 	_, err = cir.Read(make([]byte, 1))
 	expectErr(t, err, hub.ErrUnreachable, "node "+ghost.ID.Short()+" is not attached to hub c")
-	if errors.Is(err, hub.ErrRefused) {
+	if errors.Is(err, direct.ErrRefused) {
 		t.Error("an unreachable target reads as refused")
 	}
 

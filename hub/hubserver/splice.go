@@ -23,9 +23,9 @@ import (
 // doubling up to 5 min; the failure is logged when its reason changes. Each learns its own NAT from public hubs' observations
 // (nat.Probe), neighbours first.
 const (
-	spliceReplyWait = 5 * time.Second
+	spliceReplyWait = nat.RendezvousWait
 	// after a failed splice to a hub, the next waits spliceRetryMin,
-	// doubling with each failure up to spliceRetryMax.
+	// doubling with each failure up to spliceRetryMax (h.spliceFailed).
 	spliceRetryMin = 5 * time.Second
 	spliceRetryMax = 5 * time.Minute
 	natTrusted     = 5 * time.Minute
@@ -36,17 +36,11 @@ const (
 	spliceGuesses = 8
 )
 
-type spliceFailure struct {
-	at    time.Time
-	count int
-}
+// spliceBackoff is the splice bookkeeping nodes keep too (nat.Backoff).
+type spliceBackoff = nat.Backoff[identity.ID]
 
-func (f spliceFailure) retryAfter() time.Duration {
-	d := spliceRetryMin
-	for i := 1; i < f.count && d < spliceRetryMax; i++ {
-		d *= 2
-	}
-	return min(d, spliceRetryMax)
+func newSpliceBackoff() *spliceBackoff {
+	return &spliceBackoff{Min: spliceRetryMin, Max: spliceRetryMax}
 }
 
 type hubSplice struct {
@@ -70,11 +64,11 @@ func (h *Hub) shouldSplice(id identity.ID) bool {
 	if h.cfg.NoSplice || id.String() < h.id.String() {
 		return false
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if f, ok := h.spliceFailed[id]; ok && time.Since(f.at) < f.retryAfter() {
+	if _, waiting := h.spliceFailed.Waiting(id, time.Now()); waiting {
 		return false
 	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	st := h.nat
 	return st.at.IsZero() || st.err != nil || st.class.Predictable()
 }
@@ -130,15 +124,10 @@ func (h *Hub) spliceHub(ctx context.Context, id identity.ID) (*peer, *wire.Reade
 	if err != nil && ctx.Err() == nil {
 		// the other hub refused, the network did, or no answer came (no
 		// route to it, say): not again soon, and later still each time
-		h.mu.Lock()
-		f := h.spliceFailed[id]
-		h.spliceFailed[id] = spliceFailure{at: time.Now(), count: f.count + 1}
-		h.mu.Unlock()
+		h.spliceFailed.Failed(id, time.Now())
 	}
 	if err == nil {
-		h.mu.Lock()
-		delete(h.spliceFailed, id)
-		h.mu.Unlock()
+		h.spliceFailed.Succeeded(id)
 	}
 	return p, rd, err
 }

@@ -1,0 +1,36 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/gridlink/gridlink/direct"
+	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/vconn"
+)
+
+// A setup error's kind comes from its type, wrapped as the layers wrap it:
+// a link acceptor's refusal is the far side's policy, any other refusal
+// the port's; a bad address is a bad request, whatever its words.
+func TestKindOfTypedErrors(t *testing.T) {
+	_, badAddr := identity.ParseAddr("be ta:22")
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("link: %w", &direct.RefusedError{What: direct.RefusedLink, End: "b", Reason: "accepts only encrypted links"}), KindNotAllowed},
+		{fmt.Errorf("vconn: dial b:1: %w", &direct.RefusedError{What: direct.RefusedConnection, Reason: "no listener on port 1 at b"}), KindRefused},
+		{fmt.Errorf("vconn: dial b:1: %w", &direct.RefusedError{Reason: "no listener on port 1 at b"}), KindRefused},
+		{fmt.Errorf("agent: %w", badAddr), KindBadRequest},
+		{fmt.Errorf("x: %w", hub.ErrNotFound), KindUnknownName},
+		{fmt.Errorf("x: %w", context.DeadlineExceeded), KindTimeout},
+		{&vconn.RaceError{}, KindUnreachable},
+		{fmt.Errorf("refused: bad address"), KindFailed}, // words decide nothing
+	} {
+		if got := kindOf(c.err); got != c.want {
+			t.Errorf("kindOf(%v) = %s, want %s", c.err, got, c.want)
+		}
+	}
+}
