@@ -12,6 +12,8 @@ import (
 
 	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/portmap"
+
+	"github.com/gridlink/gridlink/internal/testwait"
 )
 
 // fakeMapping stands for a gateway's mapping: these unit tests run on
@@ -105,7 +107,7 @@ func TestPortMapAdvertised(t *testing.T) {
 	a := startNode(t, Config{Name: "a", ListenAddr: "127.0.0.1", Hubs: []string{h.Addr().String()}, PortMap: true})
 	b := testNode(t, "b", h)
 	ext := netip.MustParseAddrPort("203.0.113.21:41000")
-	waitUntil(t, "b's lookup to return a's mapped endpoint", func() bool { return found(b.Session(), "a", ext) })
+	testwait.Until(t, "b's lookup to return a's mapped endpoint", 0, func() bool { return found(b.Session(), "a", ext) })
 	gw.mu.Lock()
 	cfg, port := gw.cfg, gw.port
 	gw.mu.Unlock()
@@ -124,19 +126,19 @@ func TestPortMapAdvertised(t *testing.T) {
 	st := fm.Status()
 	st.External, st.Renewals = moved, 1
 	cfg.OnChange(st)
-	waitUntil(t, "the new endpoint to replace the old", func() bool { return found(b.Session(), "a", moved) && !found(b.Session(), "a", ext) })
+	testwait.Until(t, "the new endpoint to replace the old", 0, func() bool { return found(b.Session(), "a", moved) && !found(b.Session(), "a", ext) })
 
 	// renewals failed and the lease ran out: withdrawn.
 	st.Err, st.Expires = errors.New("gateway gone"), time.Now().Add(-time.Second)
 	cfg.OnChange(st)
-	waitUntil(t, "the endpoint to be withdrawn", func() bool { return !found(b.Session(), "a", moved) })
+	testwait.Until(t, "the endpoint to be withdrawn", 0, func() bool { return !found(b.Session(), "a", moved) })
 	if s := a.PortMap(); !s.Mapped || s.Advertised.IsValid() || s.Err == nil {
 		t.Errorf("after the lease ran out: %+v", s)
 	}
 	// a failed renewal within the lease keeps it advertised.
 	st.Expires = time.Now().Add(time.Minute)
 	cfg.OnChange(st)
-	waitUntil(t, "the endpoint to be back", func() bool { return found(b.Session(), "a", moved) })
+	testwait.Until(t, "the endpoint to be back", 0, func() bool { return found(b.Session(), "a", moved) })
 
 	a.Close()
 	if n := fm.closes(); n != 1 {
@@ -163,7 +165,7 @@ func TestPortMapOffFailedElsewhere(t *testing.T) {
 		t.Errorf("PortMap() without Config.PortMap: %+v", st)
 	}
 	failing := startNode(t, Config{Name: "failing", ListenAddr: "127.0.0.1", Hubs: []string{h.Addr().String()}, PortMap: true})
-	waitUntil(t, "the failure to be recorded", func() bool { return failing.PortMap().Err != nil })
+	testwait.Until(t, "the failure to be recorded", 0, func() bool { return failing.PortMap().Err != nil })
 	if st := failing.PortMap(); st.Mapped || st.Advertised.IsValid() || len(failing.Machine().Addrs) != 1 {
 		t.Errorf("after a failure: %+v, addresses %v", st, failing.Machine().Addrs)
 	}
@@ -182,7 +184,7 @@ func TestPortMapOffFailedElsewhere(t *testing.T) {
 		return elsewhere, nil
 	})
 	e := startNode(t, Config{Name: "e", ListenAddr: "127.0.0.1", Hubs: []string{h.Addr().String()}, PortMap: true})
-	waitUntil(t, "the mapping", func() bool { return e.PortMap().Mapped })
+	testwait.Until(t, "the mapping", 0, func() bool { return e.PortMap().Mapped })
 	if st := e.PortMap(); st.Advertised.IsValid() || len(e.Machine().Addrs) != 1 {
 		t.Errorf("a mapping to 192.168.15.2 for a listener on 127.0.0.1 was advertised: %+v", st)
 	}

@@ -9,18 +9,9 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/direct"
-)
 
-func waitUntil(t *testing.T, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 10s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
+	"github.com/gridlink/gridlink/internal/testwait"
+)
 
 func (n *Node) heldSpares() int {
 	n.spares.mu.Lock()
@@ -45,7 +36,7 @@ func TestSpare(t *testing.T) {
 		t.Fatalf("first connection: spare %v, method %s", c1.Spare(), c1.Method())
 	}
 	echoCheck(t, c1, 100<<10)
-	waitUntil(t, "a keeps spares to b", func() bool { return a.Spares() == sparesPerTarget && b.heldSpares() == sparesPerTarget })
+	testwait.Until(t, "a keeps spares to b", 0, func() bool { return a.Spares() == sparesPerTarget && b.heldSpares() == sparesPerTarget })
 
 	c2, err := dial(7)
 	if err != nil {
@@ -55,7 +46,7 @@ func TestSpare(t *testing.T) {
 		t.Fatalf("second connection: spare %v, method %s", c2.Spare(), c2.Method())
 	}
 	echoCheck(t, c2, 100<<10)
-	waitUntil(t, "the spare is replaced", func() bool { return a.Spares() == sparesPerTarget })
+	testwait.Until(t, "the spare is replaced", 0, func() bool { return a.Spares() == sparesPerTarget })
 
 	// a port nobody listens on: refused through the spare.
 	_, err = dial(8)
@@ -69,7 +60,7 @@ func TestSpare(t *testing.T) {
 		t.Fatal(err)
 	}
 	c3.Close()
-	waitUntil(t, "spares again", func() bool { return a.Spares() == sparesPerTarget && b.heldSpares() == sparesPerTarget })
+	testwait.Until(t, "spares again", 0, func() bool { return a.Spares() == sparesPerTarget && b.heldSpares() == sparesPerTarget })
 	b.spares.mu.Lock()
 	for c := range b.spares.held {
 		c.Close()
@@ -107,8 +98,8 @@ func TestSpareExpiry(t *testing.T) {
 		}
 		c.Close()
 	}
-	waitUntil(t, "a keeps a spare", func() bool { return a.Spares() >= 1 })
-	waitUntil(t, "the spare expires at both ends", func() bool { return a.Spares() == 0 && b.heldSpares() == 0 })
+	testwait.Until(t, "a keeps a spare", 0, func() bool { return a.Spares() >= 1 })
+	testwait.Until(t, "the spare expires at both ends", 0, func() bool { return a.Spares() == 0 && b.heldSpares() == 0 })
 	if none.Spares() != 0 {
 		t.Error("a node with SpareTTL < 0 keeps spares")
 	}
