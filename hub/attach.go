@@ -201,8 +201,10 @@ func (s *Session) roundFailed(round *RoundError) {
 		s.logged, s.loggedAt = why, time.Now()
 	}
 	s.mu.Unlock()
-	s.endFirstRound()
+	// Logged before the first round is declared over, so whoever waited
+	// for it (a one-shot command) finds the reason already in the log.
 	if !again {
 		s.logf("hub: node %s: attaching to %s, retrying", s.cfg.Machine, why)
 	}
+	s.endFirstRound()
 }
