@@ -38,7 +38,12 @@ type peer struct {
 	cmu      sync.Mutex
 	circuits map[uint32]circRef // circuits on this link, by this link's number
 	nextCirc uint32
+	retired  bool // replaced by a newer trunk to the same hub: closed once its last circuit ends
 }
+
+// errTrunkDrained closes a retired trunk (see retire) once its last
+// circuit has ended.
+var errTrunkDrained = errors.New("replaced by a newer trunk to the same hub, and its last circuit ended")
 
 func (h *Hub) newPeer(c net.Conn, sealer *wire.Sealer, hello *wire.Hello, dialed, nagle bool) *peer {
 	p := &peer{h: h, id: hello.Machine.ID, name: hello.Machine.Name, isHub: hello.Role == "hub", dialed: dialed}
@@ -98,6 +103,7 @@ func (h *Hub) register(p *peer) error {
 				return fmt.Errorf("already linked to hub %s: dropping the duplicate link", p.name)
 			}
 			old = e
+			h.repointLocked(old, p)
 		}
 		h.hubs[p.id] = p
 	} else {
@@ -113,10 +119,38 @@ func (h *Hub) register(p *peer) error {
 	}
 	h.all[p] = struct{}{}
 	h.mu.Unlock()
-	if old != nil {
+	if old != nil && old.isHub && old.retire() {
+		h.logf("hub %s: %s replaced by a newer trunk from %s; it carries its circuits until they end", h.cfg.Name, old.t.Desc(), p.t.Remote())
+	} else if old != nil {
 		old.t.Close(fmt.Errorf("replaced by a new link from %s", p.t.Remote()))
 	}
 	return nil
+}
+
+// retire marks a hub trunk that a newer one to the same hub replaced
+// (both ends keep the one the smaller ID dialled): no new circuit or
+// route takes it, but the circuits already on it carry on, so two hubs
+// that dialled each other at once do not reset what a node set up in
+// between. It reports false when the trunk carries no circuit (then the
+// caller closes it at once); else removeCircuit closes it after the last.
+func (p *peer) retire() bool {
+	p.cmu.Lock()
+	defer p.cmu.Unlock()
+	if len(p.circuits) == 0 {
+		return false
+	}
+	p.retired = true
+	return true
+}
+
+// repointLocked moves the routes through old to its replacement p, a
+// trunk to the same neighbour hub. h.mu is held.
+func (h *Hub) repointLocked(old, p *peer) {
+	for _, r := range h.routes {
+		if r.next == old {
+			r.next = p
+		}
+	}
 }
 
 func (h *Hub) dialerOf(p *peer) identity.ID {

@@ -236,7 +236,11 @@ func (h *Hub) removeCircuit(c *hcircuit) {
 		if ref, ok := e.p.circuits[e.id]; ok && ref.c == c {
 			delete(e.p.circuits, e.id)
 		}
+		drained := e.p.retired && len(e.p.circuits) == 0
 		e.p.cmu.Unlock()
+		if drained {
+			e.p.t.Close(errTrunkDrained)
+		}
 	}
 }
 
