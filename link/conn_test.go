@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridlink/gridlink/hub/hubserver"
 	"github.com/gridlink/gridlink/direct"
+	"github.com/gridlink/gridlink/hub/hubserver"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/vconn"

@@ -11,9 +11,8 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/hub"
-	"github.com/gridlink/gridlink/portmap"
-
 	"github.com/gridlink/gridlink/internal/testwait"
+	"github.com/gridlink/gridlink/portmap"
 )
 
 // fakeMapping stands for a gateway's mapping: these unit tests run on

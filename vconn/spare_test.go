@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/direct"
-
 	"github.com/gridlink/gridlink/internal/testwait"
 )
 

@@ -3,12 +3,13 @@ package hubserver
 import (
 	"context"
 	"fmt"
-	"github.com/gridlink/gridlink/internal/testwait"
 	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gridlink/gridlink/internal/testwait"
 )
 
 // logCounter counts a hub's log lines (and keeps them for the report).

@@ -1,10 +1,11 @@
 package hubserver
 
 import (
-	"github.com/gridlink/gridlink/internal/testwait"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gridlink/gridlink/internal/testwait"
 )
 
 // A routed circuit whose hub dies mid-flight fails naming that hub, at

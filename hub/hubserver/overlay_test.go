@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/direct"
+	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/wire"

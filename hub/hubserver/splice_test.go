@@ -2,10 +2,11 @@ package hubserver
 
 import (
 	"context"
-	"github.com/gridlink/gridlink/internal/testwait"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gridlink/gridlink/internal/testwait"
 )
 
 // Two hubs that cannot dial each other but hear of each other through a
