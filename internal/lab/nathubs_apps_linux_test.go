@@ -205,6 +205,14 @@ func (s *echoStream) received() (int, string) {
 	return s.got, s.errb.String()
 }
 
+// why is how the stream ended, nil while it runs.
+func (s *echoStream) why() error {
+	if !s.ended() {
+		return nil
+	}
+	return s.err
+}
+
 func (s *echoStream) ended() bool {
 	select {
 	case <-s.done:
@@ -250,9 +258,9 @@ func (L *natHubs) startStreams(t *testing.T) natStreams {
 			}
 			_, errs := e.received()
 			if time.Now().After(deadline) {
-				t.Fatalf("%s did not echo within 45 s: %v\n%s", e.name, e.err, errs)
+				t.Fatalf("%s did not echo within 45 s: %v\n%s", e.name, e.why(), errs)
 			}
-			t.Logf("%s: %v: %s (again)", e.name, e.err, strings.TrimSpace(errs))
+			t.Logf("%s: %v: %s (again)", e.name, e.why(), strings.TrimSpace(errs))
 			time.Sleep(time.Second)
 		}
 	}
@@ -298,14 +306,14 @@ func (L *natHubs) hubDeath(t *testing.T, s natStreams) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Logf("forward east-n -> west-n:7 after east's hub died (%v): %v, %d bytes echoed; forward's log since:\n%s",
-		time.Since(killed).Round(time.Millisecond), s.routed.err, n, strings.TrimSpace(s.forward.output()[before:]))
+		time.Since(killed).Round(time.Millisecond), s.routed.why(), n, strings.TrimSpace(s.forward.output()[before:]))
 	if named() == "" {
 		t.Errorf("gridlink forward -v logged no failure of its stream naming east's hub (%s), which died", eastID.Short())
 	}
 	// the stream that does not pass east's hub carries on
 	time.Sleep(time.Until(killed.Add(2 * time.Second)))
 	if now, errs := s.other.received(); s.other.ended() || now <= otherAt {
-		t.Errorf("nc pub-n -> west-n:7 (through the public hubs) stopped when east's hub died: %d then %d bytes, %v %q", otherAt, now, s.other.err, errs)
+		t.Errorf("nc pub-n -> west-n:7 (through the public hubs) stopped when east's hub died: %d then %d bytes, %v %q", otherAt, now, s.other.why(), errs)
 	}
 	// and east-n reaches west-n again, through hub1
 	waitUntil(t, "east-n to reach west-n through hub1", 30*time.Second, func() bool {
