@@ -74,7 +74,8 @@ func (L *appsLab) socksProtocolReplies(t *testing.T) {
 // linked redialled every 5 s, and its peer logged each drop) needs one
 // hub's dial to arrive after the other's link is up, which grid6's
 // timing does not bring about (the old code dropped none here in 30 s);
-// hubserver.TestPeersLinkQuietly makes it happen.
+// hubserver.TestPeersLinkQuietly makes it happen, and TestNATHubs/PeersQuiet in
+// the lab (nat-hubs).
 func (L *appsLab) hubLogs(t *testing.T, since time.Time) {
 	// long enough for six redials of every linked peer at the old 5 s.
 	time.Sleep(time.Until(since.Add(hubLogWindow)))
