@@ -83,7 +83,7 @@ func Offer(ctx context.Context, predict Predictor,
 	defer cancel()
 	c, err := Punch(pctx, res, Aim(peer, seq))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrPunch, err)
+		return nil, fmt.Errorf("%w: %w", ErrPunch, err)
 	}
 	return c, nil
 }
@@ -111,7 +111,7 @@ func Answer(ctx context.Context, got time.Time, peer []netip.AddrPort, predict P
 	defer cancel()
 	c, err := Punch(pctx, res, Aim(peer, seq))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrPunch, err)
+		return nil, fmt.Errorf("%w: %w", ErrPunch, err)
 	}
 	return c, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/nat"
 	"github.com/gridlink/gridlink/pki/ca"
 	"github.com/gridlink/gridlink/wire"
 )
@@ -184,7 +185,7 @@ func (h *Hub) maybeDialLocked(r *route) {
 // theirs) or the hub is forgotten or unreachable.
 func (h *Hub) dialLearned(ctx context.Context, id identity.ID) {
 	backoff := backoffMin
-	lastSplice := "" // the last splice failure logged
+	lastSplice := "" // the key of the last splice failure logged (spliceFailureKey)
 	for ctx.Err() == nil {
 		h.mu.Lock()
 		r := h.routes[id]
@@ -218,10 +219,10 @@ func (h *Hub) dialLearned(ctx context.Context, id identity.ID) {
 			// firewalls. Splice a link (the hub with the smaller ID
 			// asks; the other answers).
 			if p, rd, err := h.spliceHub(ctx, id); err != nil {
-				if msg := err.Error(); msg != lastSplice {
+				if key := spliceFailureKey(err); key != lastSplice {
 					h.logf("hub %s: splice a link to %s: %v (retrying after 5 s, doubling up to %v; logged again if the reason changes)",
 						h.cfg.Name, h.hubName(id), err, spliceRetryMax)
-					lastSplice = msg
+					lastSplice = key
 				}
 			} else if err := h.register(p); err != nil {
 				p.t.Close(err)
@@ -236,4 +237,22 @@ func (h *Hub) dialLearned(ctx context.Context, id identity.ID) {
 		}
 		backoff = min(2*backoff, backoffMax)
 	}
+}
+
+// spliceFailureKey is what a hub compares splice failures by, so that a
+// retry that failed the same way is not logged again: the class of a
+// failed punch (its words name ports that change at every try), else the
+// failure's words (a refusal or no answer, which stay the same).
+func spliceFailureKey(err error) string {
+	var refused *nat.RefusedError
+	var ne net.Error
+	switch {
+	case !errors.Is(err, nat.ErrPunch):
+		return err.Error()
+	case errors.As(err, &refused):
+		return "punch refused by the network"
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		return "punch timed out"
+	}
+	return "punch failed"
 }

@@ -2,11 +2,17 @@ package hubserver
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gridlink/gridlink/internal/testwait"
+	"github.com/gridlink/gridlink/nat"
 )
 
 // Two hubs that cannot dial each other but hear of each other through a
@@ -57,5 +63,37 @@ func TestSpliceRefused(t *testing.T) {
 	}
 	if a.linkedTo(c.ID()) {
 		t.Fatal("a hub with splicing off got a spliced link")
+	}
+}
+
+// A hub logs a splice failure again only when its kind changes: failed
+// punches name fresh ports at every try (a lab run on main logged each
+// retry as news), refusals and unanswered offers keep their words.
+func TestSpliceFailureKey(t *testing.T) {
+	punch := func(local, remote string, cause error) error {
+		return fmt.Errorf("%w: %w", nat.ErrPunch, fmt.Errorf("splice %s -> %s: %w", local, remote, cause))
+	}
+	refused := func(remote string) error {
+		return &nat.RefusedError{Remote: netip.MustParseAddrPort(remote), Tries: 3, Err: syscall.ECONNREFUSED}
+	}
+	same := [][2]error{
+		{punch("[::]:34783", "[203.0.113.17:40821]", os.ErrDeadlineExceeded), punch("[::]:35001", "[203.0.113.17:40999]", os.ErrDeadlineExceeded)},
+		{punch("[::]:1", "[203.0.113.17:2]", refused("203.0.113.17:2")), punch("[::]:3", "[203.0.113.17:4]", refused("203.0.113.17:4"))},
+		{errors.New("east cannot splice: its NAT is random"), errors.New("east cannot splice: its NAT is random")},
+	}
+	for _, c := range same {
+		if a, b := spliceFailureKey(c[0]), spliceFailureKey(c[1]); a != b {
+			t.Errorf("%v and %v failed the same way, but their keys differ: %q, %q", c[0], c[1], a, b)
+		}
+	}
+	differ := [][2]error{
+		{punch("[::]:1", "[203.0.113.17:2]", os.ErrDeadlineExceeded), punch("[::]:1", "[203.0.113.17:2]", refused("203.0.113.17:2"))},
+		{punch("[::]:1", "[203.0.113.17:2]", os.ErrDeadlineExceeded), errors.New("east did not answer the splice offer within 5s")},
+		{errors.New("east cannot splice: its NAT is random"), errors.New("east cannot splice: splicing is off on hub east")},
+	}
+	for _, c := range differ {
+		if a, b := spliceFailureKey(c[0]), spliceFailureKey(c[1]); a == b {
+			t.Errorf("%v and %v failed differently, but share the key %q", c[0], c[1], a)
+		}
 	}
 }
