@@ -63,6 +63,15 @@ func TestPlanCopy(t *testing.T) {
 // from a single sample, then the rate over the window.
 func TestCopyMeter(t *testing.T) {
 	m := NewCopyMeter()
+	// while the copy's connection is set up nothing moves: no rate yet,
+	// however long it takes (a lab run showed 0 B/s for 4 s)
+	tz := time.Unix(990, 0)
+	for i := range 4 {
+		if st := m.Status(tz.Add(time.Duration(i) * time.Second)); st.HasRate || st.HasETA {
+			t.Fatalf("status before any byte moved: %+v", st)
+		}
+	}
+	m = NewCopyMeter()
 	m.Add(CopyPlanned{Files: 3, Bytes: 30 << 20})
 	m.Add(DirDone{ID: 1, Path: "d"})
 	m.Add(FileStarted{ID: 2, Path: "d/a", Size: 10 << 20})

@@ -168,6 +168,13 @@ func (m *CopyMeter) Status(now time.Time) CopyStatus {
 		st.Active = append(st.Active, *f)
 	}
 	sort.Slice(st.Active, func(i, j int) bool { return st.Active[i].ID > st.Active[j].ID })
+	if st.Bytes == 0 {
+		// nothing has moved yet (the connection is being set up): the
+		// last such sample is where the rate will start, and there is no
+		// rate before (not 0 B/s)
+		m.samples = append(m.samples[:0], rateSample{now, 0})
+		return st
+	}
 	m.samples = append(m.samples, rateSample{now, st.Bytes})
 	for len(m.samples) > 2 && now.Sub(m.samples[1].t) > RateWindow {
 		m.samples = m.samples[1:]
