@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gridlink/gridlink/agent"
+	"github.com/gridlink/gridlink/agent/control"
 	"github.com/gridlink/gridlink/forward"
 	"github.com/gridlink/gridlink/link"
 	"github.com/gridlink/gridlink/socks"
@@ -32,8 +32,8 @@ func (lf *linkFlags) add(c *cobra.Command) {
 	f.StringVar(&lf.control, "control", "", "agent control socket (default: your agent's, then the system agent's @gridlink-agent)")
 }
 
-func (lf *linkFlags) options() (agent.LinkOptions, error) {
-	var o agent.LinkOptions
+func (lf *linkFlags) options() (control.LinkOptions, error) {
+	var o control.LinkOptions
 	switch lf.streams {
 	case "auto":
 		o.Streams = link.Auto
@@ -82,7 +82,7 @@ are served.`,
 			if err != nil {
 				return err
 			}
-			s := &socks.Server{Backend: &socks.AgentBackend{Client: agent.Dial(lf.control), Exit: exit, Link: lo}, Logf: logf(verbose)}
+			s := &socks.Server{Backend: &socks.AgentBackend{Client: control.Dial(lf.control), Exit: exit, Link: lo}, Logf: logf(verbose)}
 			if users != "" {
 				if s.Users, err = readUsers(users); err != nil {
 					return err
@@ -96,7 +96,7 @@ are served.`,
 				fmt.Fprintf(os.Stderr, "gridlink socks: %s is not loopback and no --users given: only loopback clients will be served\n", listen)
 			}
 			sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_, err = agent.Dial(lf.control).Status(sctx)
+			_, err = control.Dial(lf.control).Status(sctx)
 			scancel()
 			if err != nil {
 				ln.Close()
@@ -145,7 +145,7 @@ func readUsers(path string) (map[string]string, error) {
 }
 
 func exposeCmd() *cobra.Command {
-	var control, name, local string
+	var sock, name, local string
 	var port int
 	var allowPlain bool
 	c := &cobra.Command{
@@ -176,7 +176,7 @@ agent's service directory.`,
 			}
 			ctx, cancel := signalContext()
 			defer cancel()
-			return forward.Expose(ctx, agent.Dial(control), agent.ExposeRequest{Local: local, Port: uint16(port), AllowPlain: allowPlain, Name: name}, func(addr string) {
+			return forward.Expose(ctx, control.Dial(sock), control.ExposeRequest{Local: local, Port: uint16(port), AllowPlain: allowPlain, Name: name}, func(addr string) {
 				if name != "" {
 					fmt.Fprintf(os.Stderr, "gridlink expose: %s reachable as %s and by name as %s:%s\n", local, addr, addr[:strings.LastIndexByte(addr, ':')], name)
 					return
@@ -190,7 +190,7 @@ agent's service directory.`,
 	f.StringVar(&name, "name", "", "also name the service: others dial NODE:NAME (gridlink nc, forward)")
 	f.StringVar(&local, "local", "", "TCP address to join links to (default 127.0.0.1:LOCALPORT)")
 	f.BoolVar(&allowPlain, "allow-plain", false, "accept authenticated-plain links (--encrypt off)")
-	f.StringVar(&control, "control", "", "agent control socket (default: your agent's, then the system agent's @gridlink-agent)")
+	f.StringVar(&sock, "control", "", "agent control socket (default: your agent's, then the system agent's @gridlink-agent)")
 	return c
 }
 
@@ -215,7 +215,7 @@ func forwardCmd() *cobra.Command {
 			fmt.Fprintf(os.Stderr, "gridlink forward: %s -> %s\n", ln.Addr(), args[1])
 			ctx, cancel := signalContext()
 			defer cancel()
-			return forward.Forward(ctx, ln, agent.Dial(lf.control), agent.ConnectRequest{Addr: args[1], Link: lo}, logf(verbose))
+			return forward.Forward(ctx, ln, control.Dial(lf.control), control.ConnectRequest{Addr: args[1], Link: lo}, logf(verbose))
 		},
 	}
 	lf.add(c)
@@ -243,7 +243,7 @@ every agent's built-in echo: it answers raw, so nc's link options
 			}
 			ctx, cancel := signalContext()
 			defer cancel()
-			return forward.NC(ctx, agent.Dial(lf.control), agent.ConnectRequest{Addr: args[0], Link: lo}, os.Stdin, os.Stdout)
+			return forward.NC(ctx, control.Dial(lf.control), control.ConnectRequest{Addr: args[0], Link: lo}, os.Stdin, os.Stdout)
 		},
 	}
 	lf.add(c)

@@ -14,12 +14,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gridlink/gridlink/agent"
+	"github.com/gridlink/gridlink/agent/control"
 	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/status"
 )
 
 func doctorCmd() *cobra.Command {
-	var control string
+	var sock string
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "doctor [NODE[:PORT]]",
@@ -32,7 +34,7 @@ func doctorCmd() *cobra.Command {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			d, err := agent.Dial(control).Doctor(ctx, addr)
+			d, err := control.Dial(sock).Doctor(ctx, addr)
 			if err != nil {
 				return err
 			}
@@ -60,7 +62,7 @@ func doctorCmd() *cobra.Command {
 			return nil
 		},
 	}
-	c.Flags().StringVar(&control, "control", "", "agent control socket (default: your agent's, then the system agent's @gridlink-agent)")
+	c.Flags().StringVar(&sock, "control", "", "agent control socket (default: your agent's, then the system agent's @gridlink-agent)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
 }
@@ -70,36 +72,26 @@ func doctorCmd() *cobra.Command {
 // root (agent.Guard).
 const HubControl = "@gridlink-hub"
 
-// HubStatus is what a hub reports on its status socket.
-type HubStatus struct {
-	Name   string             `json:"name"`
-	ID     identity.ID        `json:"id"`
-	Addr   string             `json:"addr"`
-	Routes []hub.Route        `json:"routes"`
-	Links  []hub.LinkInfo     `json:"links"`
-	Nodes  []identity.Machine `json:"nodes"`
-}
-
 // serveHubStatus answers GET /status on the hub's control socket.
-func serveHubStatus(h *hub.Hub, control string, logf func(string, ...any)) (func(), error) {
-	ln, err := net.Listen("unix", control)
+func serveHubStatus(h *hub.Hub, sock string, logf func(string, ...any)) (func(), error) {
+	ln, err := net.Listen("unix", sock)
 	if err != nil {
-		return nil, fmt.Errorf("hub status socket %s: %w (is another hub running here?)", control, err)
+		return nil, fmt.Errorf("hub status socket %s: %w (is another hub running here?)", sock, err)
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /status", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(HubStatus{Name: h.Name(), ID: h.ID(), Addr: h.Addr().String(), Routes: h.Routes(), Links: h.Links(), Nodes: h.Nodes()})
+		_ = json.NewEncoder(w).Encode(h.Status())
 	})
 	srv := &http.Server{Handler: agent.Guard("hub", mux, logf), ConnContext: agent.PeerContext, ReadHeaderTimeout: 5 * time.Second}
 	go srv.Serve(ln)
 	return func() { srv.Close() }, nil
 }
 
-func hubStatus(ctx context.Context, control string, asJSON bool) error {
+func hubStatus(ctx context.Context, sock string, asJSON bool) error {
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
-		return d.DialContext(ctx, "unix", control)
+		return d.DialContext(ctx, "unix", sock)
 	}}}
 	req, _ := http.NewRequestWithContext(ctx, "GET", "http://hub/status", nil)
 	resp, err := hc.Do(req)
@@ -108,9 +100,9 @@ func hubStatus(ctx context.Context, control string, asJSON bool) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return agent.ResponseError(resp)
+		return control.ResponseError(resp)
 	}
-	var st HubStatus
+	var st status.Hub
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
 		return err
 	}
@@ -126,10 +118,10 @@ func hubStatus(ctx context.Context, control string, asJSON bool) error {
 	}
 	for _, r := range st.Routes {
 		next := names[r.NextHop]
-		if !r.Reachable() {
+		if !r.Reachable {
 			next = "unreachable"
 		}
-		fmt.Fprintf(w, "  %s\t%s\t%d\t%v\t%d\t%d\n", r.Name, next, r.Hops, r.Latency.Round(time.Microsecond), r.Nodes, r.State)
+		fmt.Fprintf(w, "  %s\t%s\t%d\t%v\t%d\t%d\n", r.Name, next, r.Hops, msDuration(r.LatencyMS), r.Nodes, r.State)
 	}
 	w.Flush()
 	fmt.Println("\nlinks:")
@@ -142,7 +134,7 @@ func hubStatus(ctx context.Context, control string, asJSON bool) error {
 		if !l.Remote.IsValid() {
 			remote = "(through a tunnel)"
 		}
-		fmt.Printf("  %-4s %-12s %-22s %-8s rtt %-10v circuits %d\n", l.Role, l.Name, remote, dir, l.RTT.Round(time.Microsecond), l.Circuits)
+		fmt.Printf("  %-4s %-12s %-22s %-8s rtt %-10v circuits %d\n", l.Role, l.Name, remote, dir, msDuration(l.RTTMS), l.Circuits)
 	}
 	var nodes []string
 	for _, n := range st.Nodes {
@@ -150,4 +142,9 @@ func hubStatus(ctx context.Context, control string, asJSON bool) error {
 	}
 	fmt.Printf("\nnodes attached: %d %s\n", len(st.Nodes), strings.Join(nodes, " "))
 	return nil
+}
+
+// msDuration is ms milliseconds as a duration, to the microsecond.
+func msDuration(ms float64) time.Duration {
+	return time.Duration(ms * float64(time.Millisecond)).Round(time.Microsecond)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/gridlink/gridlink/pki/ca"
 	"github.com/gridlink/gridlink/pki/chain"
 	"github.com/gridlink/gridlink/pki/pkitest"
+	"github.com/gridlink/gridlink/status"
 )
 
 // outsider is one of pkitest's outsiders of the lab grid, as the command
@@ -314,12 +315,7 @@ func outsidersToServices(t *testing.T, ctx context.Context, o *matrix.Overlay, b
 			for j, tg := range targets {
 				c := checks[i][j]
 				exited(t, c.doctor, 60*time.Second)
-				var d struct {
-					Methods []struct {
-						Method, Error string
-						OK            bool
-					}
-				}
+				var d status.Diagnosis
 				if err := json.Unmarshal([]byte(c.doctor.output()), &d); err != nil {
 					t.Errorf("doctor %s: %v\n%s", tg.h.ID(), err, c.doctor.output())
 				}
