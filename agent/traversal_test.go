@@ -99,3 +99,14 @@ func TestStatusReportsTraversal(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+// The words of the status schema are package nat's: NAT.Words tells the
+// allocations apart by their names.
+func TestAllocationWords(t *testing.T) {
+	for a, want := range map[nat.Allocation]string{nat.None: status.AllocNone, nat.Preserving: status.AllocPreserving,
+		nat.Sequential: status.AllocSequential, nat.Random: status.AllocRandom, nat.Unknown: status.AllocUnknown} {
+		if a.String() != want {
+			t.Errorf("nat's %q is %q in package status", a, want)
+		}
+	}
+}
