@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridlink/gridlink/agent"
+	"github.com/gridlink/gridlink/agent/control"
 )
 
 // serveHub runs a hub on loopback until the test ends.
@@ -149,15 +149,15 @@ func TestPerfAndAgent(t *testing.T) {
 		t.Fatalf("Perf: %+v, %v; want bytes over a plain link", res, err)
 	}
 
-	control := fmt.Sprintf("@gridlink-api-agent-%d", os.Getpid())
+	sock := fmt.Sprintf("@gridlink-api-agent-%d", os.Getpid())
 	cfg.Name = "ag"
-	a, err := StartAgent(ctx, AgentConfig{Node: cfg, Control: control})
+	a, err := StartAgent(ctx, AgentConfig{Node: cfg, Control: sock})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	st, err := agent.Dial(control).Status(ctx)
-	if err != nil || st.Node.Name != "ag" || a.Node().Name() != "ag" || a.Control() != control {
+	st, err := control.Dial(sock).Status(ctx)
+	if err != nil || st.Node.Name != "ag" || a.Node().Name() != "ag" || a.Control() != sock {
 		t.Errorf("agent status: %+v, %v", st.Node, err)
 	}
 }

@@ -10,13 +10,13 @@ import (
 	"os"
 	"strings"
 
-	"github.com/gridlink/gridlink/agent"
+	"github.com/gridlink/gridlink/agent/control"
 	"github.com/gridlink/gridlink/forward"
 	"github.com/gridlink/gridlink/socks"
 )
 
 // Unmodified programs on the overlay, through this host's node agent (its
-// client, agent.Dial): a SOCKS5 server, local ports forwarded to overlay
+// client, control.Dial): a SOCKS5 server, local ports forwarded to overlay
 // services, stdin and stdout joined to one (ssh's ProxyCommand), local
 // services exposed on the overlay.
 
@@ -27,12 +27,12 @@ type SOCKSConfig struct {
 	Listen string
 	// Agent is the client of the node agent whose node makes the
 	// connections.
-	Agent *agent.Client
+	Agent *control.Client
 	// Exit is the node that dials hosts outside the overlay (its agent
 	// allows exit); empty: such requests are refused.
 	Exit string
 	// Link are the options of every link.
-	Link agent.LinkOptions
+	Link control.LinkOptions
 	// Users are the usernames and passwords of non-loopback clients;
 	// none: only loopback clients are served.
 	Users map[string]string
@@ -113,13 +113,13 @@ func LoadSOCKSUsers(path string) (map[string]string, error) {
 // Expose has the agent listen on req.Port and join every link that
 // arrives there to a new TCP connection to req.Local, until ctx is done;
 // bound is told the virtual address once it listens.
-func Expose(ctx context.Context, c *agent.Client, req agent.ExposeRequest, bound func(addr string)) error {
+func Expose(ctx context.Context, c *control.Client, req control.ExposeRequest, bound func(addr string)) error {
 	return forward.Expose(ctx, c, req, bound)
 }
 
 // Forward joins every connection to l to a new overlay connection
 // (req), until ctx is done; logger, if set, logs those that fail.
-func Forward(ctx context.Context, l net.Listener, c *agent.Client, req agent.ConnectRequest, logger *slog.Logger) error {
+func Forward(ctx context.Context, l net.Listener, c *control.Client, req control.ConnectRequest, logger *slog.Logger) error {
 	var logf func(string, ...any)
 	if logger != nil {
 		logf = logfOf(logger)
@@ -130,6 +130,6 @@ func Forward(ctx context.Context, l net.Listener, c *agent.Client, req agent.Con
 // NC joins in and out to an overlay connection (req): what in says is
 // sent, its end half-closes the connection, and what the far side sends
 // goes to out until it closes.
-func NC(ctx context.Context, c *agent.Client, req agent.ConnectRequest, in io.Reader, out io.Writer) error {
+func NC(ctx context.Context, c *control.Client, req control.ConnectRequest, in io.Reader, out io.Writer) error {
 	return forward.NC(ctx, c, req, in, out)
 }

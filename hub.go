@@ -10,9 +10,11 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/agent"
+	"github.com/gridlink/gridlink/agent/control"
 	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/hub/hubserver"
 	"github.com/gridlink/gridlink/pki"
+	"github.com/gridlink/gridlink/status"
 )
 
 // HubConfig configures a hub. The zero value works: a hub named after the
@@ -141,19 +143,11 @@ func (h *Hub) Addr() net.Addr { return h.h.Addr() }
 // Status is the hub's state: routes, links, attached nodes.
 func (h *Hub) Status() HubStatus { return statusOf(h.h) }
 
-// HubStatus is what a hub reports on its status socket.
-type HubStatus struct {
-	Name   string               `json:"name"`
-	ID     ID                   `json:"id"`
-	Addr   string               `json:"addr"`
-	Routes []hubserver.Route    `json:"routes"`
-	Links  []hubserver.LinkInfo `json:"links"`
-	Nodes  []Machine            `json:"nodes"`
-}
+// HubStatus is what a hub reports on its status socket, in the shapes of
+// package status.
+type HubStatus = status.Hub
 
-func statusOf(h *hubserver.Hub) HubStatus {
-	return HubStatus{Name: h.Name(), ID: h.ID(), Addr: h.Addr().String(), Routes: h.Routes(), Links: h.Links(), Nodes: h.Nodes()}
-}
+func statusOf(h *hubserver.Hub) HubStatus { return h.Status() }
 
 // serveHubStatus answers GET /status on the hub's status socket ln, to
 // the hub's uid and root only, until the function it returns is called.
@@ -179,22 +173,22 @@ func (e *NoHubError) Error() string {
 }
 func (e *NoHubError) Unwrap() error { return e.Err }
 
-// QueryHub asks the hub on the status socket control (HubControl: the
+// QueryHub asks the hub on the status socket sock (HubControl: the
 // one `gridlink hub` serves by default) for its status. A hub refusing
 // the caller's uid says so in the error.
-func QueryHub(ctx context.Context, control string) (HubStatus, error) {
+func QueryHub(ctx context.Context, sock string) (HubStatus, error) {
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
-		return d.DialContext(ctx, "unix", control)
+		return d.DialContext(ctx, "unix", sock)
 	}}}
 	req, _ := http.NewRequestWithContext(ctx, "GET", "http://hub/status", nil)
 	resp, err := hc.Do(req)
 	if err != nil {
-		return HubStatus{}, &NoHubError{Control: control, Err: err}
+		return HubStatus{}, &NoHubError{Control: sock, Err: err}
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return HubStatus{}, agent.ResponseError(resp)
+		return HubStatus{}, control.ResponseError(resp)
 	}
 	var st HubStatus
 	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {

@@ -1,14 +1,20 @@
 // Package agent is the node agent: the long-running process (`gridlink
 // node`) that holds a node's identity, hub session and method cache, and
 // serves the local control API that the CLI (ping, status, perf, nc,
-// socks, forward, expose) uses. It owns the agent's lifecycle, its built-in echo
-// service and the control protocol; connection setup is package vconn's.
+// socks, forward, expose) uses. It owns the agent's lifecycle, its
+// built-in echo and sink services, the server side of the control
+// protocol and the services it offers other nodes; connection setup is
+// package vconn's. The protocol's schema, its sockets and its client are
+// package agent/control's, the answers' shapes package status's (as
+// tailscale's ipn/localapi serves client/local over ipn/ipnstate).
 //
 // The control API is HTTP with JSON bodies over a unix socket, served only
-// to the agent's own uid and root (control.go). Root's agent listens on
-// the abstract socket "@gridlink-agent", which Linux scopes to the
-// network namespace: one system agent per host, also in the lab; any
-// other user's agent on a socket of that user (UserControl).
+// to the agent's own uid and root, checked by SO_PEERCRED on every
+// connection (control.go: Guard, which the hub's status socket uses too).
+// Root's agent listens on the abstract socket "@gridlink-agent", which
+// Linux scopes to the network namespace: one system agent per host, also
+// in the lab; any other user's agent on a socket of that user
+// (control.UserControl), in a directory the agent makes or checks.
 //
 // Programs that do not link gridlink go through the agent: a stream
 // request (stream.go) upgrades its control connection into the bytes of
@@ -18,34 +24,30 @@
 // hub session. Their connects hand the agent their local end (a socket,
 // or nc's stdin and stdout) as file descriptors, so that the agent copies
 // it to the link without them (handoff.go; BENCHMARKS.md, unmodified
-// applications). Every agent also answers on
-// its service directory port (services.go) and, only with AllowExit, on
-// the exit port (exit.go), which dials ordinary TCP hosts for SOCKS clients
-// elsewhere.
+// applications); the agent remembers why each stream ended
+// (streamend.go). Connection setups run in turns of MaxSetups
+// (setups.go). Every agent also answers on its service directory port
+// (services.go) and, only with AllowExit, on the exit port (exit.go),
+// which dials ordinary TCP hosts for SOCKS clients elsewhere.
 package agent
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
-	"syscall"
 	"time"
 
+	"github.com/gridlink/gridlink/agent/control"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/link"
+	"github.com/gridlink/gridlink/status"
 	"github.com/gridlink/gridlink/vconn"
 )
-
-// DefaultControl is the system agent's control socket address (abstract,
-// per network namespace): root's agent listens there.
-const DefaultControl = "@gridlink-agent"
 
 // EchoPort is the virtual port of every agent's echo service.
 const EchoPort = 7
@@ -53,8 +55,8 @@ const EchoPort = 7
 // Config configures an agent.
 type Config struct {
 	Node vconn.Config
-	// Control is the control socket; default OwnControl: DefaultControl
-	// for root, UserControl for anyone else.
+	// Control is the control socket; default control.OwnControl:
+	// control.DefaultControl for root, control.UserControl for anyone else.
 	Control string
 	// AllowExit serves the exit service (ExitPort): other nodes' SOCKS
 	// clients may then reach any TCP address this host can. Off by default.
@@ -82,8 +84,8 @@ type Agent struct {
 // Start brings the node up and serves the control API and echo service.
 func Start(ctx context.Context, cfg Config) (*Agent, error) {
 	if cfg.Control == "" {
-		cfg.Control = OwnControl()
-		if cfg.Control != DefaultControl {
+		cfg.Control = control.OwnControl()
+		if cfg.Control != control.DefaultControl {
 			if err := prepareSocketDir(filepath.Dir(cfg.Control), os.Geteuid()); err != nil {
 				return nil, err
 			}
@@ -179,22 +181,8 @@ func serve(l *vconn.Listener, handle func(net.Conn)) {
 
 func echo(c net.Conn) { _, _ = io.Copy(c, c) }
 
-// Status is the answer of GET /status.
-type Status struct {
-	Node identity.Machine `json:"node"`
-	// Attach is empty while the node is attached to a hub, else what its
-	// session is doing: "attaching to HUB: reason, retrying (not attached
-	// since T)", or the refusal that ended it.
-	Attach   string            `json:"attach,omitempty"`
-	Observed string            `json:"observed,omitempty"`
-	Conns    []vconn.ConnInfo  `json:"conns"`
-	Cache    map[string]string `json:"cache"` // target hub -> method
-	NAT      NATInfo           `json:"nat"`
-	PortMap  PortMapInfo       `json:"port_map"`
-}
-
 func (a *Agent) status(w http.ResponseWriter, r *http.Request) {
-	st := Status{Node: a.node.Machine(), Attach: a.node.AttachState(), Conns: a.node.Conns(), Cache: map[string]string{}, NAT: natInfo(a.node), PortMap: portMapInfo(a.node)}
+	st := status.Agent{Node: a.node.Machine(), Attach: a.node.AttachState(), Conns: conns(a.node), Cache: map[string]string{}, NAT: natInfo(a.node), PortMap: portMapInfo(a.node)}
 	if s := a.node.Session(); s != nil {
 		st.Observed = s.Observed().String()
 	}
@@ -202,26 +190,6 @@ func (a *Agent) status(w http.ResponseWriter, r *http.Request) {
 		st.Cache[hub.Short()] = string(m)
 	}
 	writeJSON(w, st)
-}
-
-// PingRequest is the body of POST /ping.
-type PingRequest struct {
-	Addr  string `json:"addr"`  // NODE[:PORT][@HUB]; port defaults to the echo port
-	Count int    `json:"count"` // round trips per connection (default 3)
-	Dials int    `json:"dials"` // connections to set up one after another (default 2: uncached, cached)
-	Fresh bool   `json:"fresh"` // forget cached methods, names, addresses and spares first
-}
-
-// PingResult is the answer of POST /ping.
-type PingResult struct {
-	Addr    string    `json:"addr"`
-	Peer    string    `json:"peer"`
-	Method  string    `json:"method"`   // of the first connection
-	Methods []string  `json:"methods"`  // of every connection
-	SetupMS []float64 `json:"setup_ms"` // setup time of every connection
-	Spare   []bool    `json:"spare"`    // whether each connection used a spare (vconn.Config.SpareTTL)
-	RTTMS   []float64 `json:"rtt_ms"`   // round trips, Count on every connection
-	Error   string    `json:"error,omitempty"`
 }
 
 // decode reads a control request body into v, or answers 400 and reports
@@ -244,7 +212,7 @@ func withPort(addr string, def uint16) string {
 }
 
 func (a *Agent) ping(w http.ResponseWriter, r *http.Request) {
-	var req PingRequest
+	var req control.PingRequest
 	if !decode(w, r, "ping", &req) {
 		return
 	}
@@ -258,7 +226,7 @@ func (a *Agent) ping(w http.ResponseWriter, r *http.Request) {
 	if req.Fresh {
 		a.node.ForgetCache()
 	}
-	res := PingResult{Addr: addr}
+	res := status.Ping{Addr: addr}
 	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
 	defer cancel()
 	for i := 0; i < req.Dials; i++ {
@@ -322,113 +290,11 @@ func writeJSON(w http.ResponseWriter, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-// Client talks to a running agent's control API.
-type Client struct {
-	hc *http.Client
-	// controls are the sockets tried in order; byDefault: they were not
-	// given, so the agent behind one must run as the caller or root.
-	controls  []string
-	byDefault bool
-}
-
-// Dial returns a client for the agent at control; "" tries the caller's
-// own agent (UserControl, for users other than root), then the system
-// agent (DefaultControl).
-func Dial(control string) *Client {
-	c := &Client{controls: []string{control}}
-	if control == "" {
-		c.controls, c.byDefault = defaultControls(), true
+// conns lists n's open virtual connections as /status reports them.
+func conns(n *vconn.Node) []status.Conn {
+	var out []status.Conn
+	for _, c := range n.Conns() {
+		out = append(out, status.Conn{Local: c.Local, Remote: c.Remote, Method: string(c.Method)})
 	}
-	c.hc = &http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) { return c.dial(ctx) },
-	}}
-	return c
-}
-
-// ErrNoAgent says no agent answers on the control socket.
-var ErrNoAgent = errors.New("no gridlink node agent runs here: start one with `gridlink node --hub HOST:PORT`")
-
-// DialError is a control socket that could not be reached for another
-// reason than that no agent listens there (permission denied, say).
-type DialError struct {
-	Control string
-	Err     error
-}
-
-func (e *DialError) Error() string {
-	return fmt.Sprintf("agent: control socket %s: %v", e.Control, e.Err)
-}
-
-func (e *DialError) Unwrap() error { return e.Err }
-
-// dial connects to the first control socket that answers.
-func (c *Client) dial(ctx context.Context) (net.Conn, error) {
-	var d net.Dialer
-	for _, control := range c.controls {
-		conn, err := d.DialContext(ctx, "unix", control)
-		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.ENOTDIR) {
-			continue
-		}
-		if err != nil {
-			return nil, &DialError{Control: control, Err: err}
-		}
-		if c.byDefault {
-			if uid, _, err := peerCred(conn); err == nil && uid != 0 && uid != os.Geteuid() {
-				conn.Close()
-				return nil, &ForeignAgentError{Control: control, UID: uid}
-			}
-		}
-		return conn, nil
-	}
-	return nil, ErrNoAgent
-}
-
-func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
-	var body io.Reader
-	if in != nil {
-		b, _ := json.Marshal(in)
-		body = strings.NewReader(string(b))
-	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://agent"+path, body)
-	if err != nil {
-		return err
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		var fe *ForeignAgentError
-		var de *DialError
-		switch {
-		case errors.Is(err, ErrNoAgent):
-			return ErrNoAgent
-		case errors.As(err, &fe):
-			return fe
-		case errors.As(err, &de):
-			return de
-		}
-		return fmt.Errorf("agent: %w", err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return ResponseError(resp)
-	}
-	return json.NewDecoder(resp.Body).Decode(out)
-}
-
-// Status asks the agent for its status.
-func (c *Client) Status(ctx context.Context) (*Status, error) {
-	var st Status
-	return &st, c.do(ctx, "GET", "/status", nil, &st)
-}
-
-// Doctor asks the agent to diagnose this host and, if addr is given, the
-// way to a target.
-func (c *Client) Doctor(ctx context.Context, addr string) (*Diagnosis, error) {
-	var d Diagnosis
-	return &d, c.do(ctx, "POST", "/doctor", DoctorRequest{Addr: addr}, &d)
-}
-
-// Ping asks the agent to ping a virtual address.
-func (c *Client) Ping(ctx context.Context, req PingRequest) (*PingResult, error) {
-	var res PingResult
-	return &res, c.do(ctx, "POST", "/ping", req, &res)
+	return out
 }

@@ -8,21 +8,22 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gridlink/gridlink/agent/control"
 	"github.com/gridlink/gridlink/hub/hubserver"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/vconn"
 )
 
-func startAgent(t *testing.T, name, hubAddr string) (*Agent, *Client) {
+func startAgent(t *testing.T, name, hubAddr string) (*Agent, *control.Client) {
 	t.Helper()
-	control := fmt.Sprintf("@gridlink-test-%d-%s", os.Getpid(), name)
-	a, err := Start(context.Background(), Config{Control: control, Node: vconn.Config{Name: name, Hubs: []string{hubAddr}, ListenAddr: "127.0.0.1"}})
+	sock := fmt.Sprintf("@gridlink-test-%d-%s", os.Getpid(), name)
+	a, err := Start(context.Background(), Config{Control: sock, Node: vconn.Config{Name: name, Hubs: []string{hubAddr}, ListenAddr: "127.0.0.1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close() })
-	return a, Dial(control)
+	return a, control.Dial(sock)
 }
 
 // Two agents on one hub: the control API pings, diagnoses and measures
@@ -44,14 +45,14 @@ func TestControlAPI(t *testing.T) {
 	if err != nil || st.Node.Name != "alpha" || st.Node.HubName != "site" {
 		t.Fatalf("status: %+v, %v", st, err)
 	}
-	res, err := ca.Ping(ctx, PingRequest{Addr: "beta", Dials: 3, Count: 2})
+	res, err := ca.Ping(ctx, control.PingRequest{Addr: "beta", Dials: 3, Count: 2})
 	if err != nil || res.Error != "" {
 		t.Fatalf("ping: %+v, %v", res, err)
 	}
 	if res.Method != "direct" || len(res.SetupMS) != 3 || len(res.RTTMS) != 6 || len(res.Spare) != 3 || res.Peer != "beta:7" {
 		t.Errorf("ping result %+v", res)
 	}
-	bad, err := ca.Ping(ctx, PingRequest{Addr: "beta:4444", Dials: 1})
+	bad, err := ca.Ping(ctx, control.PingRequest{Addr: "beta:4444", Dials: 1})
 	if err != nil || !strings.Contains(bad.Error, "no listener on port 4444 at beta") {
 		t.Errorf("ping to a closed port: %+v, %v", bad, err)
 	}
@@ -67,11 +68,11 @@ func TestControlAPI(t *testing.T) {
 	if len(d.Methods) != 4 {
 		t.Errorf("doctor tried %d methods, want 4", len(d.Methods))
 	}
-	p, err := ca.Perf(ctx, PerfRequest{Addr: "beta", Seconds: 0.3})
-	if err != nil || p.Error != "" || p.Bytes <= 0 || p.Mbps <= 0 || p.Method != "direct" {
+	p, err := ca.Perf(ctx, control.PerfRequest{Addr: "beta", Seconds: 0.3})
+	if err != nil || p.Error != "" || p.Bytes <= 0 || p.MbitPerS <= 0 || p.Method != "direct" {
 		t.Errorf("perf: %+v, %v", p, err)
 	}
-	if _, err := Dial("@gridlink-test-nobody").Status(ctx); err != ErrNoAgent {
+	if _, err := control.Dial("@gridlink-test-nobody").Status(ctx); err != control.ErrNoAgent {
 		t.Errorf("status without an agent: %v, want ErrNoAgent", err)
 	}
 }

@@ -5,106 +5,18 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/gridlink/gridlink/agent/control"
 )
 
-// Who may use an agent. An agent acts with its node's credentials (a
-// user's proxy certificate, say): whoever reaches its control API dials,
-// binds and exposes as that node. So the agent admits a control
-// connection only from its own uid and from root, which it learns from
-// the kernel (SO_PEERCRED) on every connection; anyone else gets, in the
-// control protocol's error form (403 with a JSON StreamError of kind
-// KindCallerRefused),
-//
-//	agent of uid N refuses uid M
-//
-// and the agent logs the same line. Where the sockets are:
-//
-//   - root's agent (a host's system agent): DefaultControl, the abstract
-//     socket "@gridlink-agent", one per network namespace (also in the lab).
-//   - any other user's agent: a socket of that user, UserControl:
-//     $XDG_RUNTIME_DIR/gridlink/agent.sock, or without XDG_RUNTIME_DIR
-//     /tmp/gridlink-UID/agent.sock; the directory is the user's, mode 0700
-//     (the agent makes it, and refuses one that another user owns).
-//
-// A client without an explicit address (the CLI without --control) tries
-// the caller's own socket first, then the system one, and uses a socket
-// found there only if the agent behind it runs as the caller or as root
-// (so another user who took "@gridlink-agent" first cannot pose as the
-// host's agent).
-
-// KindCallerRefused is the error kind of a control request from a uid the
-// agent does not serve.
-const KindCallerRefused = "caller-refused"
-
-// CallerRefusedError is a control connection refused for its caller's uid.
-type CallerRefusedError struct {
-	What      string // "agent" or "hub"
-	OwnerUID  int    // the uid the agent (or hub) runs as
-	CallerUID int    // the uid of the refused caller
-}
-
-func (e *CallerRefusedError) Error() string {
-	return fmt.Sprintf("%s of uid %d refuses uid %d", e.What, e.OwnerUID, e.CallerUID)
-}
-
-// refusalBody is the JSON body of a refused control request: a
-// StreamError with the uids.
-type refusalBody struct {
-	StreamError
-	What      string `json:"what"`
-	OwnerUID  int    `json:"owner_uid"`
-	CallerUID int    `json:"caller_uid"`
-}
-
-// ForeignAgentError says a control socket found by default is held by a
-// process of another uid than the caller's or root's.
-type ForeignAgentError struct {
-	Control string
-	UID     int // the uid behind Control
-}
-
-func (e *ForeignAgentError) Error() string {
-	return fmt.Sprintf("agent: the control socket %s is held by uid %d, neither you (uid %d) nor root: not using it (pass --control to insist)", e.Control, e.UID, os.Geteuid())
-}
-
-// UserControl is the control socket of a non-root user's agent:
-// $XDG_RUNTIME_DIR/gridlink/agent.sock, else /tmp/gridlink-UID/agent.sock.
-func UserControl() string {
-	return userControl(os.Geteuid(), os.Getenv("XDG_RUNTIME_DIR"), os.TempDir())
-}
-
-func userControl(uid int, xdg, tmp string) string {
-	if filepath.IsAbs(xdg) {
-		return filepath.Join(xdg, "gridlink", "agent.sock")
-	}
-	return filepath.Join(tmp, "gridlink-"+strconv.Itoa(uid), "agent.sock")
-}
-
-// OwnControl is where this process's agent listens by default: the system
-// socket for root, UserControl for anyone else.
-func OwnControl() string {
-	if os.Geteuid() == 0 {
-		return DefaultControl
-	}
-	return UserControl()
-}
-
-// defaultControls are the sockets a client without an explicit address
-// tries, in order.
-func defaultControls() []string {
-	if os.Geteuid() == 0 {
-		return []string{DefaultControl}
-	}
-	return []string{UserControl(), DefaultControl}
-}
+// The agent's side of who may use it (package control's doc says who,
+// and where the sockets are): the socket directory, the listener, and
+// Guard, which checks every control connection's peer credentials.
 
 // prepareSocketDir makes the directory of a path socket for uid, mode
 // 0700, or checks the one there: a directory (not a link) that uid owns,
@@ -136,24 +48,24 @@ func prepareSocketDir(dir string, uid int) error {
 
 // listenControl listens on a control socket; a path socket whose agent
 // is gone (no one answers) is replaced.
-func listenControl(control string) (net.Listener, error) {
-	ln, err := net.Listen("unix", control)
-	if err == nil || strings.HasPrefix(control, "@") || !errors.Is(err, syscall.EADDRINUSE) {
+func listenControl(sock string) (net.Listener, error) {
+	ln, err := net.Listen("unix", sock)
+	if err == nil || strings.HasPrefix(sock, "@") || !errors.Is(err, syscall.EADDRINUSE) {
 		return ln, err
 	}
-	if c, derr := net.Dial("unix", control); derr == nil {
+	if c, derr := net.Dial("unix", sock); derr == nil {
 		c.Close()
 		return nil, err
 	} else if !errors.Is(derr, syscall.ECONNREFUSED) {
 		return nil, err
 	}
-	if fi, lerr := os.Lstat(control); lerr != nil || fi.Mode().Type() != os.ModeSocket {
+	if fi, lerr := os.Lstat(sock); lerr != nil || fi.Mode().Type() != os.ModeSocket {
 		return nil, err // not a socket: not ours to replace
 	}
-	if rerr := os.Remove(control); rerr != nil {
+	if rerr := os.Remove(sock); rerr != nil {
 		return nil, err
 	}
-	return net.Listen("unix", control)
+	return net.Listen("unix", sock)
 }
 
 // peerKey keys a control connection's peer credentials in its context.
@@ -168,13 +80,13 @@ type peerCreds struct {
 // PeerContext is an http.Server's ConnContext for control sockets: it
 // records the connecting process's credentials, which Guard checks.
 func PeerContext(ctx context.Context, c net.Conn) context.Context {
-	uid, pid, err := peerCred(c)
+	uid, pid, err := control.PeerCred(c)
 	return context.WithValue(ctx, peerKey{}, peerCreds{uid: uid, pid: pid, err: err})
 }
 
 // Guard serves h only to connections (see PeerContext) of this process's
 // uid and of root. Any other caller gets 403 with a refusal body (the
-// CallerRefusedError text), and logf (default: standard error) the same
+// control.CallerRefusedError text), and logf (default: standard error) the same
 // text. what names the server in it ("agent", "hub").
 func Guard(what string, h http.Handler, logf func(string, ...any)) http.Handler {
 	owner := os.Geteuid()
@@ -187,17 +99,17 @@ func Guard(what string, h http.Handler, logf func(string, ...any)) http.Handler 
 			h.ServeHTTP(w, r)
 			return
 		}
-		body := refusalBody{What: what, OwnerUID: owner, CallerUID: p.uid}
+		body := control.Refusal{What: what, OwnerUID: owner, CallerUID: p.uid}
 		switch {
 		case !ok:
 			body.CallerUID = -1
-			body.StreamError = StreamError{Kind: KindCallerRefused, Msg: what + ": the caller's uid is unknown"}
+			body.StreamError = control.StreamError{Kind: control.KindCallerRefused, Msg: what + ": the caller's uid is unknown"}
 		case p.err != nil:
 			body.CallerUID = -1
-			body.StreamError = StreamError{Kind: KindCallerRefused, Msg: what + ": the caller's uid is unknown: " + p.err.Error()}
+			body.StreamError = control.StreamError{Kind: control.KindCallerRefused, Msg: what + ": the caller's uid is unknown: " + p.err.Error()}
 		default:
-			e := &CallerRefusedError{What: what, OwnerUID: owner, CallerUID: p.uid}
-			body.StreamError = StreamError{Kind: KindCallerRefused, Msg: e.Error()}
+			e := &control.CallerRefusedError{What: what, OwnerUID: owner, CallerUID: p.uid}
+			body.StreamError = control.StreamError{Kind: control.KindCallerRefused, Msg: e.Error()}
 		}
 		logf("control socket: %s (pid %d, %s %s)", body.Msg, p.pid, r.Method, r.URL.Path)
 		w.Header().Set("Content-Type", "application/json")
@@ -205,20 +117,4 @@ func Guard(what string, h http.Handler, logf func(string, ...any)) http.Handler 
 		w.WriteHeader(http.StatusForbidden)
 		_ = json.NewEncoder(w).Encode(body)
 	})
-}
-
-// ResponseError is the error a control server's failed answer carries: a
-// *CallerRefusedError for a refused caller, a *StreamError for a JSON
-// error body, else the body's text.
-func ResponseError(resp *http.Response) error {
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	var rb refusalBody
-	if json.Unmarshal(b, &rb) == nil && rb.Msg != "" {
-		if rb.Kind == KindCallerRefused && rb.What != "" && rb.CallerUID >= 0 {
-			return &CallerRefusedError{What: rb.What, OwnerUID: rb.OwnerUID, CallerUID: rb.CallerUID}
-		}
-		se := rb.StreamError
-		return &se
-	}
-	return &StreamError{Kind: KindFailed, Msg: "agent: " + strings.TrimSpace(string(b))}
 }

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gridlink/gridlink/agent/control"
 	"github.com/gridlink/gridlink/vconn"
 )
 
@@ -107,9 +108,9 @@ func asUID(uid int, mode string, env ...string) *exec.Cmd {
 
 // runClient runs the client helper as uid and returns its result lines
 // (OP ok ... / OP refused ... / OP error ...).
-func runClient(t *testing.T, uid int, control string, ops string, env ...string) map[string]string {
+func runClient(t *testing.T, uid int, sock string, ops string, env ...string) map[string]string {
 	t.Helper()
-	cmd := asUID(uid, "client", append([]string{"CONTROL=" + control, "OPS=" + ops}, env...)...)
+	cmd := asUID(uid, "client", append([]string{"CONTROL=" + sock, "OPS=" + ops}, env...)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("client helper as uid %d: %v\n%s", uid, err, out)
@@ -132,32 +133,15 @@ func TestControlHelper(t *testing.T) {
 		helperClient()
 	case "agent":
 		helperAgent()
-	case "squat":
-		ln, err := net.Listen("unix", os.Getenv("CONTROL"))
-		if err != nil {
-			fmt.Println("ERROR", err)
-			return
-		}
-		fmt.Println("READY")
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				defer c.Close()
-			}
-		}()
-		_, _ = io.Copy(io.Discard, os.Stdin)
 	}
 }
 
 func helperClient() {
-	c := Dial(os.Getenv("CONTROL"))
+	c := control.Dial(os.Getenv("CONTROL"))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	report := func(op string, err error, ok string) {
-		var cr *CallerRefusedError
+		var cr *control.CallerRefusedError
 		switch {
 		case errors.As(err, &cr):
 			fmt.Printf("RESULT %s refused %v\n", op, err)
@@ -177,29 +161,28 @@ func helperClient() {
 			}
 			report(op, err, name)
 		case "ping":
-			res, err := c.Ping(ctx, PingRequest{Addr: os.Getenv("TARGET"), Dials: 1, Count: 1})
+			res, err := c.Ping(ctx, control.PingRequest{Addr: os.Getenv("TARGET"), Dials: 1, Count: 1})
 			if err == nil && res.Error != "" {
 				err = errors.New(res.Error)
 			}
 			report(op, err, "")
 		case "connect":
-			conn, err := c.Connect(ctx, ConnectRequest{Addr: os.Getenv("TARGET")})
+			conn, err := c.Connect(ctx, control.ConnectRequest{Addr: os.Getenv("TARGET")})
 			if err == nil {
 				conn.Close()
 			}
 			report(op, err, "")
 		case "open":
-			s, err := c.Open(ctx, ConnectRequest{Addr: os.Getenv("TARGET")})
+			s, err := c.Open(ctx, control.ConnectRequest{Addr: os.Getenv("TARGET")})
 			if err == nil {
 				s.Close()
 			}
 			report(op, err, "")
 		case "end": // why stream STREAM ended
-			var ev Event
-			err := c.do(ctx, "GET", "/stream/"+os.Getenv("STREAM")+"/end", nil, &ev)
-			report(op, err, ev.Error)
+			err := c.StreamEnd(ctx, os.Getenv("STREAM"))
+			report(op, err, "")
 		case "expose":
-			l, err := c.Expose(ctx, ExposeRequest{Local: "127.0.0.1:1", Name: "alice-svc"})
+			l, err := c.Expose(ctx, control.ExposeRequest{Local: "127.0.0.1:1", Name: "alice-svc"})
 			if err == nil {
 				l.Close()
 			}
@@ -225,13 +208,13 @@ func helperAgent() {
 func startLoggedAgent(t *testing.T, name, hubAddr string) (*Agent, string, *syncBuffer) {
 	t.Helper()
 	log := &syncBuffer{}
-	control := fmt.Sprintf("@gridlink-test-%d-%s", os.Getpid(), name)
-	a, err := Start(context.Background(), Config{Control: control, Node: vconn.Config{Name: name, Hubs: []string{hubAddr}, ListenAddr: "127.0.0.1", Logf: log.logf}})
+	sock := fmt.Sprintf("@gridlink-test-%d-%s", os.Getpid(), name)
+	a, err := Start(context.Background(), Config{Control: sock, Node: vconn.Config{Name: name, Hubs: []string{hubAddr}, ListenAddr: "127.0.0.1", Logf: log.logf}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { a.Close() })
-	return a, control, log
+	return a, sock, log
 }
 
 // Another uid than the agent's (root's here) uses its control API: every
@@ -246,7 +229,7 @@ func TestControlRefusesOtherUIDs(t *testing.T) {
 	_, cb := startAgent(t, "beta", hubAddr)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ex, err := cb.Expose(ctx, ExposeRequest{Local: hashServer(t), Name: "hash"})
+	ex, err := cb.Expose(ctx, control.ExposeRequest{Local: hashServer(t), Name: "hash"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,17 +247,17 @@ func TestControlRefusesOtherUIDs(t *testing.T) {
 		t.Errorf("the agent logged %q %d times, want 5:\n%s", want, n, logA)
 	}
 	// the refused expose published nothing under alpha.
-	if c, err := cb.Connect(ctx, ConnectRequest{Addr: "alpha:alice-svc"}); err == nil {
+	if c, err := cb.Connect(ctx, control.ConnectRequest{Addr: "alpha:alice-svc"}); err == nil {
 		c.Close()
 		t.Error("alpha:alice-svc was published by a refused caller")
 	}
 
 	// root is served: status, and a stream through the agent.
-	ca := Dial(controlA)
+	ca := control.Dial(controlA)
 	if st, err := ca.Status(ctx); err != nil || st.Node.Name != "alpha" {
 		t.Fatalf("root's status: %+v, %v", st, err)
 	}
-	conn, err := ca.Connect(ctx, ConnectRequest{Addr: "beta:hash"})
+	conn, err := ca.Connect(ctx, control.ConnectRequest{Addr: "beta:hash"})
 	if err != nil {
 		t.Fatalf("root's connect: %v", err)
 	}
@@ -302,10 +285,10 @@ func TestUserAgentSocket(t *testing.T) {
 	if err := os.Chown(xdg, nobody, nobody); err != nil {
 		t.Fatal(err)
 	}
-	control, _ := startHelperAgent(t, nobody, "XDG_RUNTIME_DIR="+xdg, "HUB="+hubAddr, "NAME=nobodys")
+	sock, _ := startHelperAgent(t, nobody, "XDG_RUNTIME_DIR="+xdg, "HUB="+hubAddr, "NAME=nobodys")
 	want := filepath.Join(xdg, "gridlink", "agent.sock")
-	if control != want {
-		t.Fatalf("the user's agent listens at %s, want %s", control, want)
+	if sock != want {
+		t.Fatalf("the user's agent listens at %s, want %s", sock, want)
 	}
 	fi, err := os.Stat(filepath.Dir(want))
 	if err != nil || fi.Mode().Perm() != 0o700 || fi.Sys().(*syscall.Stat_t).Uid != nobody {
@@ -317,7 +300,7 @@ func TestUserAgentSocket(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if st, err := Dial(want).Status(ctx); err != nil || st.Node.Name != "nobodys" {
+	if st, err := control.Dial(want).Status(ctx); err != nil || st.Node.Name != "nobodys" {
 		t.Errorf("root at the user's agent: %+v, %v", st, err)
 	}
 }
@@ -336,11 +319,11 @@ func startHelperAgent(t *testing.T, uid int, env ...string) (string, *syncBuffer
 	}
 	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
 	line, err := bufio.NewReader(stdout).ReadString('\n')
-	control, ok := strings.CutPrefix(strings.TrimSpace(line), "CONTROL ")
+	sock, ok := strings.CutPrefix(strings.TrimSpace(line), "CONTROL ")
 	if err != nil || !ok {
 		t.Fatalf("agent helper as uid %d: %q, %v (%s)", uid, line, err, log)
 	}
-	return control, log
+	return sock, log
 }
 
 // A non-root user's agent serves her and root, and refuses another
@@ -349,61 +332,22 @@ func TestUserAgentRefusesOtherUsers(t *testing.T) {
 	needRoot(t)
 	helperBinary(t)
 	hubAddr := startHub(t)
-	control, log := startHelperAgent(t, nobody, "HUB="+hubAddr, "NAME=nobodys", fmt.Sprintf("CONTROL=@gridlink-test-%d-nobodys", os.Getpid()))
+	sock, log := startHelperAgent(t, nobody, "HUB="+hubAddr, "NAME=nobodys", fmt.Sprintf("CONTROL=@gridlink-test-%d-nobodys", os.Getpid()))
 	const other = nobody - 1
 	want := fmt.Sprintf("agent of uid %d refuses uid %d", nobody, other)
-	if res := runClient(t, other, control, "status,expose"); res["status"] != "refused "+want || res["expose"] != "refused "+want {
+	if res := runClient(t, other, sock, "status,expose"); res["status"] != "refused "+want || res["expose"] != "refused "+want {
 		t.Errorf("uid %d at uid %d's agent: %v, want refused %q", other, nobody, res, want)
 	}
 	if !strings.Contains(log.String(), want) {
 		t.Errorf("the agent's log lacks %q:\n%s", want, log)
 	}
-	if res := runClient(t, nobody, control, "status"); res["status"] != "ok nobodys" {
+	if res := runClient(t, nobody, sock, "status"); res["status"] != "ok nobodys" {
 		t.Errorf("the agent's own uid: %v", res)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if st, err := Dial(control).Status(ctx); err != nil || st.Node.Name != "nobodys" {
+	if st, err := control.Dial(sock).Status(ctx); err != nil || st.Node.Name != "nobodys" {
 		t.Errorf("root: %+v, %v", st, err)
-	}
-}
-
-// A socket found by default that another uid holds (someone took the
-// system agent's name first) is not used.
-func TestClientRefusesForeignAgent(t *testing.T) {
-	needRoot(t)
-	helperBinary(t)
-	control := fmt.Sprintf("@gridlink-test-%d-squat", os.Getpid())
-	cmd := asUID(nobody, "squat", "CONTROL="+control)
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
-	if line, _ := bufio.NewReader(stdout).ReadString('\n'); strings.TrimSpace(line) != "READY" {
-		t.Fatalf("squatter: %q", line)
-	}
-	c := Dial(control)
-	c.byDefault = true
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	_, err := c.Status(ctx)
-	var fe *ForeignAgentError
-	if !errors.As(err, &fe) || fe.UID != nobody {
-		t.Errorf("status at a socket held by uid %d: %v", nobody, err)
-	}
-}
-
-func TestUserControlPath(t *testing.T) {
-	if got := userControl(1000, "/run/user/1000", "/tmp"); got != "/run/user/1000/gridlink/agent.sock" {
-		t.Errorf("with XDG_RUNTIME_DIR: %s", got)
-	}
-	if got := userControl(1000, "", "/tmp"); got != "/tmp/gridlink-1000/agent.sock" {
-		t.Errorf("without: %s", got)
-	}
-	if got := userControl(1000, "relative", "/tmp"); got != "/tmp/gridlink-1000/agent.sock" {
-		t.Errorf("relative XDG_RUNTIME_DIR: %s", got)
 	}
 }
 
@@ -474,19 +418,19 @@ func TestStreamEndOnlyToItsUID(t *testing.T) {
 	needRoot(t)
 	helperBinary(t)
 	hubAddr := startHub(t)
-	control, log := startHelperAgent(t, nobody, "HUB="+hubAddr, "NAME=nobodys", fmt.Sprintf("CONTROL=@gridlink-test-%d-nobodys-end", os.Getpid()))
+	sock, log := startHelperAgent(t, nobody, "HUB="+hubAddr, "NAME=nobodys", fmt.Sprintf("CONTROL=@gridlink-test-%d-nobodys-end", os.Getpid()))
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := Dial(control).Open(ctx, ConnectRequest{Addr: "nobodys:7"})
+	s, err := control.Dial(sock).Open(ctx, control.ConnectRequest{Addr: "nobodys:7"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if s.id == "" {
+	if s.ID() == "" {
 		t.Fatal("the agent did not name the stream")
 	}
-	res := runClient(t, nobody, control, "end", "STREAM="+s.id)
-	want := fmt.Sprintf("stream %s belongs to uid 0, not to uid %d", s.id, nobody)
+	res := runClient(t, nobody, sock, "end", "STREAM="+s.ID())
+	want := fmt.Sprintf("stream %s belongs to uid 0, not to uid %d", s.ID(), nobody)
 	if !strings.Contains(res["end"], want) {
 		t.Errorf("uid %d asking why root's stream ended: %q, want %q", nobody, res["end"], want)
 	}

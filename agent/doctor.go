@@ -11,44 +11,18 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gridlink/gridlink/agent/control"
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/status"
 	"github.com/gridlink/gridlink/vconn"
 )
 
-// DoctorRequest is the body of POST /doctor.
-type DoctorRequest struct {
-	Addr string `json:"addr,omitempty"` // a target to diagnose; empty: this host only
-}
-
-// MethodCheck is one method tried toward the target.
-type MethodCheck struct {
-	Method string  `json:"method"`
-	OK     bool    `json:"ok"`
-	MS     float64 `json:"ms,omitempty"`
-	Why    string  `json:"why"`             // plain words
-	Error  string  `json:"error,omitempty"` // the raw error
-	End    string  `json:"end,omitempty"`   // where the cause lies: "this host", "target" or "path"
-	Cause  string  `json:"cause,omitempty"` // what was measured there (vconn's cause kinds, in words)
-}
-
-// Diagnosis is the answer of POST /doctor.
-type Diagnosis struct {
-	Node     identity.Machine  `json:"node"`
-	Host     []string          `json:"host"`     // findings about this host, in plain words
-	NAT      NATInfo           `json:"nat"`      // this host's NAT, as the hubs observed it
-	PortMap  PortMapInfo       `json:"port_map"` // whether a port mapping was obtained
-	Target   *identity.Machine `json:"target,omitempty"`
-	Methods  []MethodCheck     `json:"methods,omitempty"`
-	Verdict  string            `json:"verdict,omitempty"`
-	LookupMS float64           `json:"lookup_ms,omitempty"`
-}
-
 func (a *Agent) doctor(w http.ResponseWriter, r *http.Request) {
-	var req DoctorRequest
+	var req control.DoctorRequest
 	if !decode(w, r, "doctor", &req) {
 		return
 	}
-	d := Diagnosis{Node: a.node.Machine(), Host: a.hostFindings(), NAT: natInfo(a.node), PortMap: portMapInfo(a.node)}
+	d := status.Diagnosis{Node: a.node.Machine(), Host: a.hostFindings(), NAT: natInfo(a.node), PortMap: portMapInfo(a.node)}
 	if req.Addr == "" {
 		writeJSON(w, d)
 		return
@@ -73,7 +47,7 @@ func (a *Agent) doctor(w http.ResponseWriter, r *http.Request) {
 	}
 	d.Target = &target
 	methods := []vconn.Method{vconn.Direct, vconn.Reverse, vconn.Splice, vconn.Routed}
-	d.Methods = make([]MethodCheck, len(methods))
+	d.Methods = make([]status.MethodCheck, len(methods))
 	errs := make([]error, len(methods))
 	var wg sync.WaitGroup
 	for i, m := range methods {
@@ -83,7 +57,7 @@ func (a *Agent) doctor(w http.ResponseWriter, r *http.Request) {
 			mctx, mcancel := context.WithTimeout(ctx, 5*time.Second)
 			defer mcancel()
 			el, err := a.node.Try(mctx, m, target, pa.Port)
-			c := MethodCheck{Method: string(m), OK: err == nil, MS: ms(el)}
+			c := status.MethodCheck{Method: string(m), OK: err == nil, MS: ms(el)}
 			if err != nil {
 				c.Error = err.Error()
 			}

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/gridlink/gridlink/agent/control"
 	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/link"
@@ -37,7 +38,7 @@ func (a *Agent) serveExit(l *link.Listener) {
 
 func (a *Agent) exit(c net.Conn) {
 	_ = c.SetReadDeadline(time.Now().Add(30 * time.Second))
-	ev, err := readEvent(c)
+	ev, err := control.ReadEvent(c)
 	_ = c.SetReadDeadline(time.Time{})
 	if err != nil || ev.Dial == "" {
 		c.Close()
@@ -49,16 +50,16 @@ func (a *Agent) exit(c net.Conn) {
 	tc, err := d.DialContext(ctx, "tcp", ev.Dial)
 	if err != nil {
 		a.logf("agent: exit to %s for %s: %v", ev.Dial, c.RemoteAddr(), err)
-		_, _ = c.Write(appendEvent(nil, Event{Error: fmt.Sprintf("exit %s: %v", a.node.Name(), err), Kind: tcpKind(err)}))
+		_, _ = c.Write(control.AppendEvent(nil, control.Event{Error: fmt.Sprintf("exit %s: %v", a.node.Name(), err), Kind: tcpKind(err)}))
 		c.Close()
 		return
 	}
-	if _, err := c.Write(appendEvent(nil, Event{Peer: tc.RemoteAddr().String()})); err != nil {
+	if _, err := c.Write(control.AppendEvent(nil, control.Event{Peer: tc.RemoteAddr().String()})); err != nil {
 		c.Close()
 		tc.Close()
 		return
 	}
-	Join(c, tc)
+	control.Join(c, tc)
 }
 
 // tcpKind classifies a TCP dial's error.
@@ -66,45 +67,45 @@ func tcpKind(err error) string {
 	var dns *net.DNSError
 	switch {
 	case errors.Is(err, syscall.ECONNREFUSED):
-		return KindRefused
+		return control.KindRefused
 	case errors.As(err, &dns):
-		return KindUnknownName
+		return control.KindUnknownName
 	case errors.Is(err, syscall.ENETUNREACH), errors.Is(err, syscall.EHOSTUNREACH):
-		return KindUnreachable
+		return control.KindUnreachable
 	case errors.Is(err, context.DeadlineExceeded):
-		return KindTimeout
+		return control.KindTimeout
 	}
-	return KindFailed
+	return control.KindFailed
 }
 
 // dialExit asks node exit's exit service to dial the TCP address target.
 func (a *Agent) dialExit(ctx context.Context, exit, target string, o link.Options) (net.Conn, error) {
-	ea, err := identity.ParseAddr(VirtualAddr(exit))
+	ea, err := identity.ParseAddr(control.VirtualAddr(exit))
 	if err != nil {
-		return nil, &StreamError{Kind: KindBadRequest, Msg: fmt.Sprintf("exit node %q: %v", exit, err)}
+		return nil, &control.StreamError{Kind: control.KindBadRequest, Msg: fmt.Sprintf("exit node %q: %v", exit, err)}
 	}
 	if _, _, err := net.SplitHostPort(target); err != nil {
-		return nil, &StreamError{Kind: KindBadRequest, Msg: fmt.Sprintf("exit target %q: %v", target, err)}
+		return nil, &control.StreamError{Kind: control.KindBadRequest, Msg: fmt.Sprintf("exit target %q: %v", target, err)}
 	}
 	ea.Port, ea.Service = ExitPort, ""
 	c, err := link.Dial(ctx, a.node, ea.String(), o)
 	if err != nil {
 		var re *direct.RefusedError
 		if errors.As(err, &re) && re.What != direct.RefusedLink { // nothing listens on ExitPort
-			return nil, &StreamError{Kind: KindNotAllowed, Msg: fmt.Sprintf("node %s does not allow exits (its agent needs --allow-exit): %v", ea.Node, err)}
+			return nil, &control.StreamError{Kind: control.KindNotAllowed, Msg: fmt.Sprintf("node %s does not allow exits (its agent needs --allow-exit): %v", ea.Node, err)}
 		}
 		return nil, err
 	}
 	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
-	_, err = c.Write(appendEvent(nil, Event{Dial: target}))
-	var ev Event
+	_, err = c.Write(control.AppendEvent(nil, control.Event{Dial: target}))
+	var ev control.Event
 	if err == nil {
-		ev, err = readEvent(c)
+		ev, err = control.ReadEvent(c)
 	}
 	stop()
 	_ = c.SetDeadline(time.Time{})
 	if err == nil && ev.Peer == "" {
-		err = &StreamError{Kind: orElse(ev.Kind, KindFailed), Msg: orElse(ev.Error, "exit: no answer")}
+		err = &control.StreamError{Kind: orElse(ev.Kind, control.KindFailed), Msg: orElse(ev.Error, "exit: no answer")}
 	}
 	if err != nil {
 		c.Close()

@@ -1,12 +1,16 @@
 package agent
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,12 +19,14 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gridlink/gridlink/agent/control"
 )
 
 // handoffPair starts agents alpha and beta; beta exposes a hash service
 // (beta:2222) and a service that says "bye" and closes at once
 // (beta:2223). It returns alpha's client.
-func handoffPair(t *testing.T, ctx context.Context) *Client {
+func handoffPair(t *testing.T, ctx context.Context) *control.Client {
 	t.Helper()
 	hubAddr := startHub(t)
 	_, ca := startAgent(t, "alpha", hubAddr)
@@ -41,7 +47,7 @@ func handoffPair(t *testing.T, ctx context.Context) *Client {
 		}
 	}()
 	for port, local := range map[uint16]string{2222: hashServer(t), 2223: bye.Addr().String()} {
-		ex, err := cb.Expose(ctx, ExposeRequest{Local: local, Port: port})
+		ex, err := cb.Expose(ctx, control.ExposeRequest{Local: local, Port: port})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,7 +94,7 @@ func TestHandSocket(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ca := handoffPair(t, ctx)
-	s, err := ca.Open(ctx, ConnectRequest{Addr: "beta.grid:2222"})
+	s, err := ca.Open(ctx, control.ConnectRequest{Addr: "beta.grid:2222"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +129,7 @@ func TestHandPipes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ca := handoffPair(t, ctx)
-	s, err := ca.Open(ctx, ConnectRequest{Addr: "beta.grid:2222"})
+	s, err := ca.Open(ctx, control.ConnectRequest{Addr: "beta.grid:2222"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +175,7 @@ func TestHandPipesFarSideFirst(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	ca := handoffPair(t, ctx)
-	s, err := ca.Open(ctx, ConnectRequest{Addr: "beta.grid:2223"})
+	s, err := ca.Open(ctx, control.ConnectRequest{Addr: "beta.grid:2223"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +225,7 @@ func TestHandFiles(t *testing.T) {
 	defer out.Close()
 	for _, w := range []*os.File{null, out} {
 		in.Seek(0, io.SeekStart)
-		s, err := ca.Open(ctx, ConnectRequest{Addr: "beta.grid:2222"})
+		s, err := ca.Open(ctx, control.ConnectRequest{Addr: "beta.grid:2222"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -246,7 +252,7 @@ func TestHandRefusedAndCut(t *testing.T) {
 	defer cancel()
 	ca := handoffPair(t, ctx)
 
-	s, err := ca.Open(ctx, ConnectRequest{Addr: "beta.grid:2222"})
+	s, err := ca.Open(ctx, control.ConnectRequest{Addr: "beta.grid:2222"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +267,7 @@ func TestHandRefusedAndCut(t *testing.T) {
 	}
 	defer zero.Close()
 	for _, ends := range [][]*os.File{{file}, {zero, file}} {
-		if err := s.Hand(files(ends)...); !errors.Is(err, ErrNoHandoff) {
+		if err := s.Hand(files(ends)...); !errors.Is(err, control.ErrNoHandoff) {
 			t.Errorf("hand %d ends (%s...): %v, want ErrNoHandoff", len(ends), ends[0].Name(), err)
 		}
 	}
@@ -272,14 +278,14 @@ func TestHandRefusedAndCut(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go Join(end, c)
+	go control.Join(end, c)
 	got, _ := io.ReadAll(program)
 	if want := sha256.Sum256([]byte("x")); !bytes.Equal(got, want[:]) {
 		t.Fatalf("through this process: %x", got)
 	}
 
 	// cut: the program sees its connection end.
-	s, err = ca.Open(ctx, ConnectRequest{Addr: "beta.grid:2222"})
+	s, err = ca.Open(ctx, control.ConnectRequest{Addr: "beta.grid:2222"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +315,8 @@ func files(fs []*os.File) []syscall.Conn {
 func TestHandoffAgentChecks(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ca := handoffPair(t, ctx)
+	handoffPair(t, ctx)
+	alpha := fmt.Sprintf("@gridlink-test-%d-alpha", os.Getpid())
 	r, w, _ := os.Pipe()
 	defer r.Close()
 	defer w.Close()
@@ -329,29 +336,59 @@ func TestHandoffAgentChecks(t *testing.T) {
 		fds  []int
 		want string
 	}{
-		{"blocking pipes", modeFDs, []int{int(r.Fd()), int(w.Fd())}, "blocking"},
-		{"datagram socket", modeFDs, []int{dg}, "not a stream socket"},
-		{"a device", modeFDs, []int{int(zero.Fd()), int(w.Fd())}, "neither"},
+		{"blocking pipes", control.ModeFDs, []int{int(r.Fd()), int(w.Fd())}, "blocking"},
+		{"datagram socket", control.ModeFDs, []int{dg}, "not a stream socket"},
+		{"a device", control.ModeFDs, []int{int(zero.Fd()), int(w.Fd())}, "neither"},
 		{"bad choice", 'X', nil, "choice"},
-		{"three descriptors", modeFDs, []int{int(r.Fd()), int(w.Fd()), dg}, "descriptors"},
+		{"three descriptors", control.ModeFDs, []int{int(r.Fd()), int(w.Fd()), dg}, "descriptors"},
 	} {
-		conn, h, err := ca.stream(ctx, "/connect", ConnectRequest{Addr: "beta.grid:2222", Handoff: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if h.Get(handoffHeader) != handoffFDs {
-			t.Fatalf("no %s header", handoffHeader)
+		conn, h := rawConnect(t, alpha, control.ConnectRequest{Addr: "beta.grid:2222", Handoff: true})
+		if h.Get(control.HandoffHeader) != control.HandoffFDs {
+			t.Fatalf("no %s header", control.HandoffHeader)
 		}
 		var oob []byte
 		if len(tc.fds) > 0 {
 			oob = unix.UnixRights(tc.fds...)
 		}
-		if _, _, err := conn.(*net.UnixConn).WriteMsgUnix([]byte{tc.mode}, oob, nil); err != nil {
+		if _, _, err := conn.WriteMsgUnix([]byte{tc.mode}, oob, nil); err != nil {
 			t.Fatal(err)
 		}
-		err = (&Stream{raw: conn}).Wait()
-		if err == nil || !strings.Contains(err.Error(), tc.want) {
-			t.Errorf("%s: %v, want an error about %q", tc.name, err, tc.want)
+		conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		ev, err := control.ReadEvent(conn)
+		conn.Close()
+		if err != nil || !strings.Contains(ev.Error, tc.want) {
+			t.Errorf("%s: %+v %v, want an error about %q", tc.name, ev, err, tc.want)
 		}
 	}
+}
+
+// rawConnect sends a connect request to the agent at sock on a
+// connection of its own, as a client that breaks the handoff protocol
+// would, and returns the upgraded connection and the answer's header.
+func rawConnect(t *testing.T, sock string, req control.ConnectRequest) (*net.UnixConn, http.Header) {
+	t.Helper()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(req)
+	hr, _ := http.NewRequest("POST", "http://agent/connect", bytes.NewReader(b))
+	hr.Header.Set("Connection", "Upgrade")
+	hr.Header.Set("Upgrade", control.StreamProto)
+	br := bufio.NewReader(c)
+	var resp *http.Response
+	if err = hr.Write(c); err == nil {
+		resp, err = http.ReadResponse(br, hr)
+	}
+	if err == nil && resp.StatusCode != http.StatusSwitchingProtocols {
+		err = control.ResponseError(resp)
+	}
+	if err == nil && br.Buffered() > 0 {
+		err = fmt.Errorf("%d bytes after the answer", br.Buffered())
+	}
+	if err != nil {
+		c.Close()
+		t.Fatalf("connect: %v", err)
+	}
+	return c.(*net.UnixConn), resp.Header
 }

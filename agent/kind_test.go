@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/gridlink/gridlink/agent/control"
 	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/identity"
@@ -20,14 +21,14 @@ func TestKindOfTypedErrors(t *testing.T) {
 		err  error
 		want string
 	}{
-		{fmt.Errorf("link: %w", &direct.RefusedError{What: direct.RefusedLink, End: "b", Reason: "accepts only encrypted links"}), KindNotAllowed},
-		{fmt.Errorf("vconn: dial b:1: %w", &direct.RefusedError{What: direct.RefusedConnection, Reason: "no listener on port 1 at b"}), KindRefused},
-		{fmt.Errorf("vconn: dial b:1: %w", &direct.RefusedError{Reason: "no listener on port 1 at b"}), KindRefused},
-		{fmt.Errorf("agent: %w", badAddr), KindBadRequest},
-		{fmt.Errorf("x: %w", hub.ErrNotFound), KindUnknownName},
-		{fmt.Errorf("x: %w", context.DeadlineExceeded), KindTimeout},
-		{&vconn.RaceError{}, KindUnreachable},
-		{fmt.Errorf("refused: bad address"), KindFailed}, // words decide nothing
+		{fmt.Errorf("link: %w", &direct.RefusedError{What: direct.RefusedLink, End: "b", Reason: "accepts only encrypted links"}), control.KindNotAllowed},
+		{fmt.Errorf("vconn: dial b:1: %w", &direct.RefusedError{What: direct.RefusedConnection, Reason: "no listener on port 1 at b"}), control.KindRefused},
+		{fmt.Errorf("vconn: dial b:1: %w", &direct.RefusedError{Reason: "no listener on port 1 at b"}), control.KindRefused},
+		{fmt.Errorf("agent: %w", badAddr), control.KindBadRequest},
+		{fmt.Errorf("x: %w", hub.ErrNotFound), control.KindUnknownName},
+		{fmt.Errorf("x: %w", context.DeadlineExceeded), control.KindTimeout},
+		{&vconn.RaceError{}, control.KindUnreachable},
+		{fmt.Errorf("refused: bad address"), control.KindFailed}, // words decide nothing
 	} {
 		if got := kindOf(c.err); got != c.want {
 			t.Errorf("kindOf(%v) = %s, want %s", c.err, got, c.want)

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/gridlink/gridlink/agent/control"
+	"github.com/gridlink/gridlink/status"
 	"github.com/gridlink/gridlink/vconn"
 )
 
@@ -29,24 +31,8 @@ func sinkConn(c net.Conn) {
 	_, _ = c.Write(binary.BigEndian.AppendUint64(nil, uint64(n)))
 }
 
-// PerfRequest is the body of POST /perf.
-type PerfRequest struct {
-	Addr    string  `json:"addr"`    // NODE[:PORT]; the sink port by default
-	Seconds float64 `json:"seconds"` // how long to send (default 5)
-}
-
-// PerfResult is the answer of POST /perf.
-type PerfResult struct {
-	Addr    string  `json:"addr"`
-	Method  string  `json:"method"`
-	Bytes   int64   `json:"bytes"`
-	Seconds float64 `json:"seconds"`
-	Mbps    float64 `json:"mbit_per_s"`
-	Error   string  `json:"error,omitempty"`
-}
-
 func (a *Agent) perf(w http.ResponseWriter, r *http.Request) {
-	var req PerfRequest
+	var req control.PerfRequest
 	if !decode(w, r, "perf", &req) {
 		return
 	}
@@ -54,7 +40,7 @@ func (a *Agent) perf(w http.ResponseWriter, r *http.Request) {
 		req.Seconds = 5
 	}
 	addr := withPort(req.Addr, SinkPort)
-	res := PerfResult{Addr: addr}
+	res := status.Perf{Addr: addr}
 	ctx, cancel := context.WithTimeout(r.Context(), time.Duration(req.Seconds*float64(time.Second))+30*time.Second)
 	defer cancel()
 	c, err := a.node.Dial(ctx, addr)
@@ -69,7 +55,7 @@ func (a *Agent) perf(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		res.Error = err.Error()
 	} else {
-		res.Mbps = float64(res.Bytes) * 8 / res.Seconds / 1e6
+		res.MbitPerS = float64(res.Bytes) * 8 / res.Seconds / 1e6
 	}
 	writeJSON(w, res)
 }
@@ -92,10 +78,4 @@ func send(c *vconn.Conn, d time.Duration) (int64, float64, error) {
 		return 0, 0, fmt.Errorf("sink's count: %w", err)
 	}
 	return int64(binary.BigEndian.Uint64(b[:])), time.Since(start).Seconds(), nil
-}
-
-// Perf asks the agent to measure throughput to a node's sink.
-func (c *Client) Perf(ctx context.Context, req PerfRequest) (*PerfResult, error) {
-	var res PerfResult
-	return &res, c.do(ctx, "POST", "/perf", req, &res)
 }

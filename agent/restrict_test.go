@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gridlink/gridlink/agent/control"
 	"github.com/gridlink/gridlink/hub/hubserver"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/pki/ca"
@@ -32,17 +33,17 @@ func TestRestrictedProxyByName(t *testing.T) {
 	hctx, hcancel := context.WithCancel(context.Background())
 	t.Cleanup(hcancel)
 	go h.Serve(hctx)
-	start := func(name string, creds *pki.Credentials) *Client {
-		control := fmt.Sprintf("@gridlink-test-%d-%s", os.Getpid(), name)
-		a, err := Start(context.Background(), Config{Control: control, Node: vconn.Config{Name: name, Creds: creds, Hubs: []string{h.Addr().String()}, ListenAddr: "127.0.0.1"}})
+	start := func(name string, creds *pki.Credentials) *control.Client {
+		sock := fmt.Sprintf("@gridlink-test-%d-%s", os.Getpid(), name)
+		a, err := Start(context.Background(), Config{Control: sock, Node: vconn.Config{Name: name, Creds: creds, Hubs: []string{h.Addr().String()}, ListenAddr: "127.0.0.1"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { a.Close() })
-		return Dial(control)
+		return control.Dial(sock)
 	}
 	beta := start("beta", g.Member(t, ca.Node, "beta"))
-	ex, err := beta.Expose(ctx, ExposeRequest{Local: hashServer(t), Port: 2222, Name: "hash"})
+	ex, err := beta.Expose(ctx, control.ExposeRequest{Local: hashServer(t), Port: 2222, Name: "hash"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +58,7 @@ func TestRestrictedProxyByName(t *testing.T) {
 	}()
 	connect := func(who string, restrict []string) error {
 		c := start(who, g.Proxy(t, alice, proxy.Options{Restrict: restrict}))
-		conn, err := c.Connect(ctx, ConnectRequest{Addr: "beta:hash"})
+		conn, err := c.Connect(ctx, control.ConnectRequest{Addr: "beta:hash"})
 		if err != nil {
 			return err
 		}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gridlink/gridlink/agent/control"
 	"github.com/gridlink/gridlink/hub/hubserver"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/pki/ca"
@@ -39,21 +40,21 @@ func streamCutByRevocation(t *testing.T, how string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	go h.Serve(ctx)
-	start := func(name string, creds *pki.Credentials) *Client {
-		control := fmt.Sprintf("@gridlink-test-%d-%s-%s", os.Getpid(), how, name)
-		a, err := Start(ctx, Config{Control: control, Node: vconn.Config{Name: name, Creds: creds, Hubs: []string{h.Addr().String()}, ListenAddr: "127.0.0.1"}})
+	start := func(name string, creds *pki.Credentials) *control.Client {
+		sock := fmt.Sprintf("@gridlink-test-%d-%s-%s", os.Getpid(), how, name)
+		a, err := Start(ctx, Config{Control: sock, Node: vconn.Config{Name: name, Creds: creds, Hubs: []string{h.Addr().String()}, ListenAddr: "127.0.0.1"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { a.Close() })
-		return Dial(control)
+		return control.Dial(sock)
 	}
 	alice := start("alice", g.Member(t, ca.Node, "alice"))
 	srvCreds := g.Member(t, ca.Node, "srv")
 	srv := start("srv", srvCreds)
 	exposeEcho(ctx, t, srv, 2222)
 
-	s, err := alice.Open(ctx, ConnectRequest{Addr: "srv:2222"})
+	s, err := alice.Open(ctx, control.ConnectRequest{Addr: "srv:2222"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +101,7 @@ func streamCutByRevocation(t *testing.T, how string) {
 		local.Close()
 		err = <-errc
 	}
-	var se *StreamError
+	var se *control.StreamError
 	if !errors.As(err, &se) || !strings.Contains(err.Error(), "no longer admitted") || !strings.Contains(err.Error(), "revoked") {
 		t.Errorf("the cut stream (%s): %v; want the reason (no longer admitted: revoked)", how, err)
 	}

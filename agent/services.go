@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gridlink/gridlink/agent/control"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/vconn"
 )
@@ -61,15 +62,15 @@ func (s *services) port(name string) (uint16, bool) {
 // answer serves one directory request.
 func (a *Agent) answer(c net.Conn) {
 	_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-	ev, err := readEvent(c)
+	ev, err := control.ReadEvent(c)
 	if err != nil {
 		return
 	}
 	if p, ok := a.services.port(ev.Service); ok {
-		_, _ = c.Write(appendEvent(nil, Event{Bound: identity.Addr{Node: a.node.Name(), Port: p}.String()}))
+		_, _ = c.Write(control.AppendEvent(nil, control.Event{Bound: identity.Addr{Node: a.node.Name(), Port: p}.String()}))
 		return
 	}
-	_, _ = c.Write(appendEvent(nil, Event{Error: fmt.Sprintf("no service %q at %s", ev.Service, a.node.Name()), Kind: KindRefused}))
+	_, _ = c.Write(control.AppendEvent(nil, control.Event{Error: fmt.Sprintf("no service %q at %s", ev.Service, a.node.Name()), Kind: control.KindRefused}))
 }
 
 // resolveService turns NODE:NAME (NAME a service name) into NODE:PORT,
@@ -92,17 +93,25 @@ func (a *Agent) resolveService(ctx context.Context, va identity.Addr) (string, e
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { _ = c.SetDeadline(time.Now()) })
 	defer stop()
-	var ev Event
-	if _, err = c.Write(appendEvent(nil, Event{Service: name})); err == nil {
-		ev, err = readEvent(c)
+	var ev control.Event
+	if _, err = c.Write(control.AppendEvent(nil, control.Event{Service: name})); err == nil {
+		ev, err = control.ReadEvent(c)
 	}
 	if err != nil {
 		return "", fmt.Errorf("service %q at %s: %w", name, va.Node, err)
 	}
 	b, err := identity.ParseAddr(ev.Bound)
 	if ev.Bound == "" || err != nil || b.Port == 0 {
-		return "", &StreamError{Kind: orElse(ev.Kind, KindFailed), Msg: orElse(ev.Error, fmt.Sprintf("service %q at %s: bad answer %q", name, va.Node, ev.Bound))}
+		return "", &control.StreamError{Kind: orElse(ev.Kind, control.KindFailed), Msg: orElse(ev.Error, fmt.Sprintf("service %q at %s: bad answer %q", name, va.Node, ev.Bound))}
 	}
 	va.Service, va.Port = "", b.Port
 	return va.String(), nil
+}
+
+// orElse is s, or def if s is empty.
+func orElse(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }

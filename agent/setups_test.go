@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gridlink/gridlink/agent/control"
 )
 
 // 500 clients ask one agent for a stream at once, its method cache cold:
@@ -28,7 +30,7 @@ func TestManyConcurrentSetups(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c, err := ca.Connect(ctx, ConnectRequest{Addr: "beta:7000"})
+			c, err := ca.Connect(ctx, control.ConnectRequest{Addr: "beta:7000"})
 			if err != nil {
 				errs <- fmt.Errorf("setup %d: %w", i, err)
 				return
@@ -117,7 +119,7 @@ func TestSetupQueueOrder(t *testing.T) {
 
 // exposeEcho publishes, through client c's agent, a local TCP echo server
 // as the agent's overlay port, until the test ends.
-func exposeEcho(ctx context.Context, t *testing.T, c *Client, port uint16) {
+func exposeEcho(ctx context.Context, t *testing.T, c *control.Client, port uint16) {
 	t.Helper()
 	el, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -133,7 +135,7 @@ func exposeEcho(ctx context.Context, t *testing.T, c *Client, port uint16) {
 			go func() { io.Copy(c, c); c.Close() }()
 		}
 	}()
-	ex, err := c.Expose(ctx, ExposeRequest{Local: el.Addr().String(), Port: port})
+	ex, err := c.Expose(ctx, control.ExposeRequest{Local: el.Addr().String(), Port: port})
 	if err != nil {
 		t.Fatal(err)
 	}

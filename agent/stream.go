@@ -8,9 +8,9 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"strings"
 	"time"
 
+	"github.com/gridlink/gridlink/agent/control"
 	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/identity"
@@ -18,43 +18,11 @@ import (
 	"github.com/gridlink/gridlink/vconn"
 )
 
-// Stream requests turn a control connection into a byte stream, so that
-// programs outside the agent (gridlink nc, forward, socks) use the agent's
-// node instead of starting their own:
-//
-//	POST /connect  ConnectRequest  → 101 naming the stream (Gridlink-Stream:
-//	                                 ID), then the overlay link's bytes;
-//	                                 GET /stream/ID/end then says why they
-//	                                 ended (streamend.go)
-//	POST /bind     BindRequest     → 101, {"bound":ADDR}, when the peer comes
-//	                                 {"peer":ADDR}, then its bytes
-//	POST /expose   ExposeRequest   → 101, {"bound":ADDR}; every link accepted
-//	                                 there is joined to a new TCP connection to
-//	                                 Local, until the client closes
-//
-// A request carries "Connection: Upgrade" and "Upgrade: " + StreamProto; a
-// failure before the upgrade is an HTTP error whose body is a JSON
-// StreamError. After the upgrade the agent sends event lines (event.go),
-// then raw bytes; a connect may instead hand the agent its local end as
-// file descriptors, for the agent to copy itself (handoff.go). A bind
-// whose client sends anything, or closes, before {"peer"} is cancelled;
-// so is an expose whose client closes.
-const StreamProto = "gridlink-stream"
+// The agent's side of the stream requests (control.StreamProto): connect,
+// bind and expose, each turning its control connection into a byte stream.
 
-// GridDomain is the pseudo-domain of overlay names: NAME.grid:PORT is the
-// node NAME's port, as SOCKS clients and ssh write it.
-const GridDomain = ".grid"
-
-// LinkOptions are the link options a stream request asks for (see
-// link.Options).
-type LinkOptions struct {
-	Streams     int    `json:"streams,omitempty"`     // 0/1: one, N, or link.Auto
-	MaxStreams  int    `json:"max_streams,omitempty"` // default link.DefaultMaxStreams
-	Compression string `json:"compression,omitempty"` // off, s2, zstd, auto
-	Plain       bool   `json:"plain,omitempty"`       // authenticated plain
-}
-
-func (o LinkOptions) link() (link.Options, error) {
+// linkOptions are the link options a stream request asks for.
+func linkOptions(o control.LinkOptions) (link.Options, error) {
 	lo := link.Options{Streams: o.Streams, MaxStreams: o.MaxStreams, Plain: o.Plain}
 	if o.Compression != "" {
 		c, err := link.ParseCompression(o.Compression)
@@ -66,79 +34,31 @@ func (o LinkOptions) link() (link.Options, error) {
 	return lo, nil
 }
 
-// ConnectRequest is the body of POST /connect.
-type ConnectRequest struct {
-	// Addr is a virtual address NODE[.grid]:PORT[@HUB]; with Exit, a TCP
-	// HOST:PORT that the exit node dials.
-	Addr string      `json:"addr"`
-	Exit string      `json:"exit,omitempty"` // node whose agent allows exits (see exit.go)
-	Link LinkOptions `json:"link"`
-	// Handoff offers the local end of the stream as file descriptors
-	// after the upgrade (handoff.go), for the agent to copy itself.
-	Handoff bool `json:"handoff,omitempty"`
-}
-
-// BindRequest is the body of POST /bind.
-type BindRequest struct {
-	Port       uint16 `json:"port,omitempty"` // virtual port; 0: a free one
-	AllowPlain bool   `json:"allow_plain,omitempty"`
-	// Wait bounds the wait for the peer (default 5 min).
-	WaitSeconds float64 `json:"wait_seconds,omitempty"`
-}
-
-// ExposeRequest is the body of POST /expose.
-type ExposeRequest struct {
-	Local      string `json:"local"`          // TCP HOST:PORT the agent dials for each link
-	Port       uint16 `json:"port,omitempty"` // virtual port; 0: a free one
-	AllowPlain bool   `json:"allow_plain,omitempty"`
-	// Name, if set, names the service in the agent's directory: others
-	// dial NODE:NAME (see ServicesPort).
-	Name string `json:"name,omitempty"`
-}
-
-// VirtualAddr is addr with a trailing GridDomain on its node removed (in
-// any case, as DNS names: NODE.Grid, node.GRID).
-func VirtualAddr(addr string) string {
-	node, rest := addr, ""
-	if i := strings.IndexAny(addr, ":@"); i >= 0 {
-		node, rest = addr[:i], addr[i:]
-	}
-	if HasGridDomain(node) {
-		node = node[:len(node)-len(GridDomain)]
-	}
-	return node + rest
-}
-
-// HasGridDomain says whether host ends in GridDomain, in any case.
-func HasGridDomain(host string) bool {
-	return len(host) > len(GridDomain) && strings.EqualFold(host[len(host)-len(GridDomain):], GridDomain)
-}
-
 // kindOf classifies a setup error by its type: a refusal of the link's
 // options is the far side's policy, any other refusal the target's port.
 func kindOf(err error) string {
 	var re *direct.RefusedError
 	switch {
 	case errors.Is(err, hub.ErrNotFound):
-		return KindUnknownName
+		return control.KindUnknownName
 	case errors.As(err, &re) && re.What == direct.RefusedLink:
-		return KindNotAllowed
+		return control.KindNotAllowed
 	case errors.Is(err, direct.ErrRefused):
-		return KindRefused
+		return control.KindRefused
 	case errors.Is(err, context.DeadlineExceeded):
-		return KindTimeout
+		return control.KindTimeout
 	case errors.Is(err, identity.ErrBadAddr):
-		return KindBadRequest
+		return control.KindBadRequest
 	case errors.Is(err, vconn.ErrNoMethod):
-		return KindUnreachable
+		return control.KindUnreachable
 	}
-	return KindFailed
+	return control.KindFailed
 }
 
 func streamFail(w http.ResponseWriter, status int, kind string, err error) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(StreamError{Kind: kind, Msg: err.Error()})
+	_ = json.NewEncoder(w).Encode(control.StreamError{Kind: kind, Msg: err.Error()})
 }
 
 // upgrade answers 101, with extra header lines ("Name: value\r\n" each),
@@ -148,54 +68,36 @@ func upgrade(w http.ResponseWriter, extra string) (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+StreamProto+"\r\n"+extra+"\r\n"); err != nil {
+	if _, err := io.WriteString(c, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: "+control.StreamProto+"\r\n"+extra+"\r\n"); err != nil {
 		c.Close()
 		return nil, err
 	}
 	_ = c.SetDeadline(time.Time{})
-	if rw.Reader.Buffered() > 0 {
-		return &prefixConn{Conn: c, r: io.MultiReader(rw.Reader, c)}, nil
-	}
-	return c, nil
-}
-
-// prefixConn is a connection whose first bytes were already buffered.
-type prefixConn struct {
-	net.Conn
-	r io.Reader
-}
-
-func (p *prefixConn) Read(b []byte) (int, error) { return p.r.Read(b) }
-
-func (p *prefixConn) CloseWrite() error {
-	if cw, ok := p.Conn.(interface{ CloseWrite() error }); ok {
-		return cw.CloseWrite()
-	}
-	return nil
+	return control.WithBuffered(c, rw.Reader), nil
 }
 
 func (a *Agent) connect(w http.ResponseWriter, r *http.Request) {
-	var req ConnectRequest
+	var req control.ConnectRequest
 	if !decode(w, r, "connect", &req) {
 		return
 	}
-	lo, err := req.Link.link()
+	lo, err := linkOptions(req.Link)
 	if err != nil {
-		streamFail(w, http.StatusBadRequest, KindBadRequest, err)
+		streamFail(w, http.StatusBadRequest, control.KindBadRequest, err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 60*time.Second)
 	defer cancel()
 	var va identity.Addr
 	if req.Exit == "" {
-		if va, err = identity.ParseAddr(VirtualAddr(req.Addr)); err != nil {
-			streamFail(w, http.StatusBadRequest, KindBadRequest, err)
+		if va, err = identity.ParseAddr(control.VirtualAddr(req.Addr)); err != nil {
+			streamFail(w, http.StatusBadRequest, control.KindBadRequest, err)
 			return
 		}
 	}
 	// the link is set up in turn (setups).
 	if err := a.setups.acquire(ctx); err != nil {
-		streamFail(w, http.StatusGatewayTimeout, KindTimeout, fmt.Errorf("waiting for a turn to set up a connection to %s: %w", req.Addr, err))
+		streamFail(w, http.StatusGatewayTimeout, control.KindTimeout, fmt.Errorf("waiting for a turn to set up a connection to %s: %w", req.Addr, err))
 		return
 	}
 	var up net.Conn
@@ -209,7 +111,7 @@ func (a *Agent) connect(w http.ResponseWriter, r *http.Request) {
 	}
 	a.setups.release()
 	if err != nil {
-		var se *StreamError
+		var se *control.StreamError
 		if errors.As(err, &se) {
 			streamFail(w, http.StatusBadGateway, se.Kind, se)
 			return
@@ -219,9 +121,9 @@ func (a *Agent) connect(w http.ResponseWriter, r *http.Request) {
 	}
 	p, _ := r.Context().Value(peerKey{}).(peerCreds)
 	id, end := a.ends.add(p.uid)
-	named := fmt.Sprintf("%s: %d\r\n", streamHeader, id)
+	named := fmt.Sprintf("%s: %d\r\n", control.StreamHeader, id)
 	if req.Handoff && handoffSupported {
-		c, err := upgrade(w, handoffHeader+": "+handoffFDs+"\r\n"+named)
+		c, err := upgrade(w, control.HandoffHeader+": "+control.HandoffFDs+"\r\n"+named)
 		if err != nil {
 			up.Close()
 			a.ends.done(id)
@@ -242,13 +144,13 @@ func (a *Agent) connect(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *Agent) bind(w http.ResponseWriter, r *http.Request) {
-	var req BindRequest
+	var req control.BindRequest
 	if !decode(w, r, "bind", &req) {
 		return
 	}
 	l, err := link.Listen(a.node, req.Port, link.ListenOptions{AllowPlain: req.AllowPlain})
 	if err != nil {
-		streamFail(w, http.StatusConflict, KindFailed, err)
+		streamFail(w, http.StatusConflict, control.KindFailed, err)
 		return
 	}
 	defer l.Close()
@@ -256,7 +158,7 @@ func (a *Agent) bind(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		return
 	}
-	if _, err := c.Write(appendEvent(nil, Event{Bound: a.boundAddr(l)})); err != nil {
+	if _, err := c.Write(control.AppendEvent(nil, control.Event{Bound: a.boundAddr(l)})); err != nil {
 		c.Close()
 		return
 	}
@@ -284,16 +186,16 @@ func (a *Agent) bind(w http.ResponseWriter, r *http.Request) {
 		err = errors.New("the client sent bytes before the peer came")
 	}
 	if err != nil {
-		_, _ = c.Write(appendEvent(nil, Event{Error: fmt.Sprintf("bind: no peer: %v", err), Kind: KindTimeout}))
+		_, _ = c.Write(control.AppendEvent(nil, control.Event{Error: fmt.Sprintf("bind: no peer: %v", err), Kind: control.KindTimeout}))
 		c.Close()
 		return
 	}
-	if _, err := c.Write(appendEvent(nil, Event{Peer: peer.RemoteAddr().String()})); err != nil {
+	if _, err := c.Write(control.AppendEvent(nil, control.Event{Peer: peer.RemoteAddr().String()})); err != nil {
 		c.Close()
 		peer.Close()
 		return
 	}
-	Join(c, peer)
+	control.Join(c, peer)
 }
 
 // boundAddr is the text form others dial a listener at: NAME:PORT.
@@ -307,24 +209,24 @@ func (a *Agent) boundAddr(l net.Listener) string {
 }
 
 func (a *Agent) expose(w http.ResponseWriter, r *http.Request) {
-	var req ExposeRequest
+	var req control.ExposeRequest
 	if !decode(w, r, "expose", &req) {
 		return
 	}
 	if _, _, err := net.SplitHostPort(req.Local); err != nil {
-		streamFail(w, http.StatusBadRequest, KindBadRequest, fmt.Errorf("expose: local address %q: %w", req.Local, err))
+		streamFail(w, http.StatusBadRequest, control.KindBadRequest, fmt.Errorf("expose: local address %q: %w", req.Local, err))
 		return
 	}
 	l, err := link.Listen(a.node, req.Port, link.ListenOptions{AllowPlain: req.AllowPlain})
 	if err != nil {
-		streamFail(w, http.StatusConflict, KindFailed, err)
+		streamFail(w, http.StatusConflict, control.KindFailed, err)
 		return
 	}
 	defer l.Close()
 	if req.Name != "" {
 		remove, err := a.services.add(req.Name, l.Addr().(vconn.Addr).Port)
 		if err != nil {
-			streamFail(w, http.StatusConflict, KindBadRequest, err)
+			streamFail(w, http.StatusConflict, control.KindBadRequest, err)
 			return
 		}
 		defer remove()
@@ -334,7 +236,7 @@ func (a *Agent) expose(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer c.Close()
-	if _, err := c.Write(appendEvent(nil, Event{Bound: a.boundAddr(l)})); err != nil {
+	if _, err := c.Write(control.AppendEvent(nil, control.Event{Bound: a.boundAddr(l)})); err != nil {
 		return
 	}
 	go func() {
@@ -356,7 +258,7 @@ func (a *Agent) expose(w http.ResponseWriter, r *http.Request) {
 				peer.Close()
 				return
 			}
-			Join(local, peer)
+			control.Join(local, peer)
 		}()
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gridlink/gridlink/agent/control"
 	"github.com/gridlink/gridlink/hub/hubserver"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
@@ -66,7 +67,7 @@ func TestStreamExposeConnect(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
-	ex, err := cb.Expose(ctx, ExposeRequest{Local: hashServer(t), Port: 2222, Name: "hash"})
+	ex, err := cb.Expose(ctx, control.ExposeRequest{Local: hashServer(t), Port: 2222, Name: "hash"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,15 +75,15 @@ func TestStreamExposeConnect(t *testing.T) {
 	if ex.Addr != "beta:2222" {
 		t.Errorf("exposed at %s, want beta:2222", ex.Addr)
 	}
-	if _, err := cb.Expose(ctx, ExposeRequest{Local: "127.0.0.1:1", Name: "hash"}); err == nil || !strings.Contains(err.Error(), "already taken") {
+	if _, err := cb.Expose(ctx, control.ExposeRequest{Local: "127.0.0.1:1", Name: "hash"}); err == nil || !strings.Contains(err.Error(), "already taken") {
 		t.Errorf("a second service named hash: %v", err)
 	}
-	for i, opts := range []LinkOptions{{}, {Streams: 4, Compression: "s2"}} {
+	for i, opts := range []control.LinkOptions{{}, {Streams: 4, Compression: "s2"}} {
 		addr := "beta.grid:2222"
 		if i == 1 {
 			addr = "beta:hash" // by its name in beta's directory
 		}
-		c, err := ca.Connect(ctx, ConnectRequest{Addr: addr, Link: opts})
+		c, err := ca.Connect(ctx, control.ConnectRequest{Addr: addr, Link: opts})
 		if err != nil {
 			t.Fatalf("%+v: %v", opts, err)
 		}
@@ -99,9 +100,9 @@ func TestStreamExposeConnect(t *testing.T) {
 	ex.Close()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		_, err := ca.Connect(ctx, ConnectRequest{Addr: "beta:2222"})
-		var se *StreamError
-		if errors.As(err, &se) && se.Kind == KindRefused {
+		_, err := ca.Connect(ctx, control.ConnectRequest{Addr: "beta:2222"})
+		var se *control.StreamError
+		if errors.As(err, &se) && se.Kind == control.KindRefused {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -118,18 +119,18 @@ func TestStreamErrors(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, tc := range []struct {
-		req  ConnectRequest
+		req  control.ConnectRequest
 		kind string
 	}{
-		{ConnectRequest{Addr: "nosuchnode.grid:22"}, KindUnknownName},
-		{ConnectRequest{Addr: "beta:4444"}, KindRefused},
-		{ConnectRequest{Addr: "beta:nosuchservice"}, KindRefused},
-		{ConnectRequest{Addr: "beta:22", Link: LinkOptions{Compression: "lzma"}}, KindBadRequest},
-		{ConnectRequest{Addr: "be ta:22"}, KindBadRequest},
-		{ConnectRequest{Addr: "127.0.0.1:1", Exit: "beta"}, KindNotAllowed},
+		{control.ConnectRequest{Addr: "nosuchnode.grid:22"}, control.KindUnknownName},
+		{control.ConnectRequest{Addr: "beta:4444"}, control.KindRefused},
+		{control.ConnectRequest{Addr: "beta:nosuchservice"}, control.KindRefused},
+		{control.ConnectRequest{Addr: "beta:22", Link: control.LinkOptions{Compression: "lzma"}}, control.KindBadRequest},
+		{control.ConnectRequest{Addr: "be ta:22"}, control.KindBadRequest},
+		{control.ConnectRequest{Addr: "127.0.0.1:1", Exit: "beta"}, control.KindNotAllowed},
 	} {
 		_, err := ca.Connect(ctx, tc.req)
-		var se *StreamError
+		var se *control.StreamError
 		if !errors.As(err, &se) || se.Kind != tc.kind {
 			t.Errorf("%+v: %v, want kind %s", tc.req, err, tc.kind)
 		}
@@ -144,7 +145,7 @@ func TestStreamBind(t *testing.T) {
 	ab, cb := startAgent(t, "beta", hubAddr)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b, err := ca.Bind(ctx, BindRequest{})
+	b, err := ca.Bind(ctx, control.BindRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func TestStreamBind(t *testing.T) {
 		t.Fatalf("bound at %s", b.Addr)
 	}
 	go func() {
-		c, err := cb.Connect(ctx, ConnectRequest{Addr: b.Addr})
+		c, err := cb.Connect(ctx, control.ConnectRequest{Addr: b.Addr})
 		if err != nil {
 			t.Error(err)
 			return
@@ -174,14 +175,14 @@ func TestStreamBind(t *testing.T) {
 	}
 	c.Close()
 
-	b2, err := ca.Bind(ctx, BindRequest{Port: 5000})
+	b2, err := ca.Bind(ctx, control.BindRequest{Port: 5000})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b2.Close()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		b3, err := ca.Bind(ctx, BindRequest{Port: 5000})
+		b3, err := ca.Bind(ctx, control.BindRequest{Port: 5000})
 		if err == nil {
 			b3.Close()
 			break
@@ -197,15 +198,15 @@ func TestStreamBind(t *testing.T) {
 func TestStreamExit(t *testing.T) {
 	hubAddr := startHub(t)
 	_, ca := startAgent(t, "alpha", hubAddr)
-	control := "@gridlink-test-exit-" + t.Name()
-	ex, err := Start(context.Background(), Config{Control: control, AllowExit: true, Node: vconn.Config{Name: "exitnode", Hubs: []string{hubAddr}, ListenAddr: "127.0.0.1"}})
+	sock := "@gridlink-test-exit-" + t.Name()
+	ex, err := Start(context.Background(), Config{Control: sock, AllowExit: true, Node: vconn.Config{Name: "exitnode", Hubs: []string{hubAddr}, ListenAddr: "127.0.0.1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ex.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := ca.Connect(ctx, ConnectRequest{Addr: hashServer(t), Exit: "exitnode.grid"})
+	c, err := ca.Connect(ctx, control.ConnectRequest{Addr: hashServer(t), Exit: "exitnode.grid"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,43 +220,9 @@ func TestStreamExit(t *testing.T) {
 	l, _ := net.Listen("tcp", "127.0.0.1:0")
 	closed := l.Addr().String()
 	l.Close()
-	_, err = ca.Connect(ctx, ConnectRequest{Addr: closed, Exit: "exitnode"})
-	var se *StreamError
-	if !errors.As(err, &se) || se.Kind != KindRefused {
+	_, err = ca.Connect(ctx, control.ConnectRequest{Addr: closed, Exit: "exitnode"})
+	var se *control.StreamError
+	if !errors.As(err, &se) || se.Kind != control.KindRefused {
 		t.Fatalf("exit to a closed port: %v", err)
-	}
-}
-
-func FuzzEvent(f *testing.F) {
-	f.Add(appendEvent(nil, Event{Bound: "alpha:49152"}))
-	f.Add(appendEvent(nil, Event{Error: "x", Kind: KindRefused}))
-	f.Add(appendEvent(nil, Event{Service: "web"}))
-	f.Add([]byte("{}\n"))
-	f.Add([]byte("{\"peer\":1}\n"))
-	f.Add(bytes.Repeat([]byte(" "), MaxEventLine+1))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		r := bytes.NewReader(b)
-		ev, err := readEvent(r)
-		if err != nil {
-			return
-		}
-		used := len(b) - r.Len()
-		if used > MaxEventLine || b[used-1] != '\n' || bytes.IndexByte(b[:used-1], '\n') >= 0 {
-			t.Fatalf("read %d bytes of %q", used, b)
-		}
-		again, err := readEvent(bytes.NewReader(appendEvent(nil, ev)))
-		if err != nil || again != ev {
-			t.Fatalf("%+v does not round-trip: %+v %v", ev, again, err)
-		}
-	})
-}
-
-func TestEventClipped(t *testing.T) {
-	b := appendEvent(nil, Event{Error: strings.Repeat("é", 2000), Kind: KindFailed})
-	if len(b) > MaxEventLine {
-		t.Fatalf("event of %d bytes", len(b))
-	}
-	if _, err := readEvent(bytes.NewReader(b)); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -10,9 +9,12 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/gridlink/gridlink/agent/control"
 )
 
-// Why a stream ended, for clients that copy its bytes themselves.
+// Why a stream ended, for clients that copy its bytes themselves (the
+// agent's side; control.Stream.End asks).
 //
 // A client that carries a connect's bytes through the control connection
 // (nc on a terminal; forward and socks where the agent cannot take the
@@ -33,11 +35,8 @@ import (
 // remembered while it lasts, and for endKeep after, at most endMax ended
 // ones (the oldest are forgotten first).
 const (
-	streamHeader = "Gridlink-Stream"
-	endKeep      = time.Minute
-	endMax       = 1024
-	// endWait bounds a client's question.
-	endWait = 5 * time.Second
+	endKeep = time.Minute
+	endMax  = 1024
 )
 
 // streamEnd is what the agent remembers of one stream.
@@ -162,7 +161,7 @@ func (a *Agent) joinStream(c, up net.Conn, id uint64, e *streamEnd, addr string)
 	if _, ok := up.(interface{ CloseWrite() error }); ok {
 		w = overlayCW{overlay{up, e}}
 	}
-	if _, _, err := JoinErr(c, w); err != nil {
+	if _, _, err := control.JoinErr(c, w); err != nil {
 		a.logf("agent: stream %d to %s: %v", id, addr, err)
 	}
 	a.ends.done(id)
@@ -173,40 +172,20 @@ func (a *Agent) streamEnd(w http.ResponseWriter, r *http.Request) {
 	id, err := strconv.ParseUint(r.PathValue("id"), 10, 64)
 	e := a.ends.get(id)
 	if err != nil || e == nil {
-		streamFail(w, http.StatusNotFound, KindBadRequest, fmt.Errorf("stream %s: unknown (or ended over %v ago)", r.PathValue("id"), endKeep))
+		streamFail(w, http.StatusNotFound, control.KindBadRequest, fmt.Errorf("stream %s: unknown (or ended over %v ago)", r.PathValue("id"), endKeep))
 		return
 	}
 	p, _ := r.Context().Value(peerKey{}).(peerCreds)
 	if p.uid != e.uid {
 		err := fmt.Errorf("stream %d belongs to uid %d, not to uid %d", id, e.uid, p.uid)
 		a.refused("control socket: %v (pid %d, %s %s)", err, p.pid, r.Method, r.URL.Path)
-		streamFail(w, http.StatusForbidden, KindCallerRefused, err)
+		streamFail(w, http.StatusForbidden, control.KindCallerRefused, err)
 		return
 	}
-	ev := Event{Done: true}
+	ev := control.Event{Done: true}
 	if err := e.reason(); err != nil {
-		ev = Event{Error: err.Error(), Kind: KindFailed}
+		ev = control.Event{Error: err.Error(), Kind: control.KindFailed}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(ev)
-}
-
-// End asks the agent why the stream ended, once its bytes have ended
-// here: nil if its overlay side did not fail, else a *StreamError naming
-// the reason (a hub on the way died; the peer was revoked). Ask before
-// closing the stream (the agent's own closing of the overlay side is no
-// failure, but what the far side then says of it might look like one). A
-// stream handed to the agent reports its end in Wait instead.
-func (s *Stream) End(ctx context.Context) error {
-	if s.id == "" || s.client == nil {
-		return nil // an agent that does not name its streams cannot tell
-	}
-	var ev Event
-	if err := s.client.do(ctx, "GET", "/stream/"+s.id+"/end", nil, &ev); err != nil {
-		return fmt.Errorf("agent: why the stream ended: %w", err)
-	}
-	if ev.Error != "" {
-		return &StreamError{Kind: orElse(ev.Kind, KindFailed), Msg: "agent: stream: " + ev.Error}
-	}
-	return nil
 }

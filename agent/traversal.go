@@ -1,43 +1,15 @@
 package agent
 
 import (
-	"fmt"
-	"time"
-
-	"github.com/gridlink/gridlink/nat"
+	"github.com/gridlink/gridlink/status"
 	"github.com/gridlink/gridlink/vconn"
 )
 
-// NATInfo is what the node knows of this host's NAT (vconn.Node.NAT), as
-// /status and /doctor report it.
-type NATInfo struct {
-	Class       string    `json:"class,omitempty"`      // e.g. "port-preserving, external address 198.51.100.161"
-	Allocation  string    `json:"allocation,omitempty"` // "no NAT", "port-preserving", "sequential", "random", "unknown"
-	Predictable bool      `json:"predictable,omitempty"`
-	At          time.Time `json:"at,omitzero"` // when it was classified or failed; zero: not yet
-	Error       string    `json:"error,omitempty"`
-}
-
-// PortMapInfo is the node's inbound port mapping at its NAT gateway
-// (vconn.Config.PortMap), as /status and /doctor report it.
-type PortMapInfo struct {
-	Enabled    bool      `json:"enabled"`
-	Mapped     bool      `json:"mapped"`
-	Protocol   string    `json:"protocol,omitempty"` // "nat-pmp" or "upnp-igd"
-	Gateway    string    `json:"gateway,omitempty"`
-	Internal   string    `json:"internal,omitempty"`
-	External   string    `json:"external,omitempty"`
-	Advertised string    `json:"advertised,omitempty"` // the endpoint others are told; empty: none
-	LeaseS     float64   `json:"lease_s,omitempty"`    // granted at the last (re)newal; 0 when mapped: permanent
-	Expires    time.Time `json:"expires,omitzero"`
-	Renewals   int       `json:"renewals,omitempty"`
-	At         time.Time `json:"at,omitzero"`     // last tried or changed
-	Error      string    `json:"error,omitempty"` // why there is none, or its last renewal's error
-}
-
-func natInfo(n *vconn.Node) NATInfo {
+// natInfo is what the node knows of this host's NAT, as /status and
+// /doctor report it.
+func natInfo(n *vconn.Node) status.NAT {
 	c, at, err := n.NAT()
-	info := NATInfo{At: at}
+	info := status.NAT{At: at}
 	switch {
 	case err != nil:
 		info.Error = err.Error()
@@ -47,9 +19,11 @@ func natInfo(n *vconn.Node) NATInfo {
 	return info
 }
 
-func portMapInfo(n *vconn.Node) PortMapInfo {
+// portMapInfo is the node's port mapping, as /status and /doctor report
+// it.
+func portMapInfo(n *vconn.Node) status.PortMap {
 	s := n.PortMap()
-	info := PortMapInfo{Enabled: s.Enabled, Mapped: s.Mapped, At: s.At}
+	info := status.PortMap{Enabled: s.Enabled, Mapped: s.Mapped, At: s.At}
 	if s.Err != nil {
 		info.Error = s.Err.Error()
 	}
@@ -63,61 +37,4 @@ func portMapInfo(n *vconn.Node) PortMapInfo {
 		info.LeaseS, info.Expires, info.Renewals = st.Lifetime.Seconds(), st.Expires, st.Renewals
 	}
 	return info
-}
-
-// ago says how long ago t was, in words.
-func ago(t time.Time) string {
-	d := time.Since(t)
-	if d < time.Second {
-		return "just now"
-	}
-	return d.Round(time.Second).String() + " ago"
-}
-
-// Words says what is known of the NAT in plain words.
-func (i NATInfo) Words() string {
-	switch {
-	case i.Error != "":
-		return fmt.Sprintf("NAT: not known: the hubs could not observe this host's connections (%s, %s)", i.Error, ago(i.At))
-	case i.At.IsZero():
-		return "NAT: not classified yet (the node asks its hubs to observe its connections a few seconds after it starts)"
-	}
-	s := fmt.Sprintf("NAT: %s (classified %s from the hubs' observations)", i.Class, ago(i.At))
-	switch i.Allocation {
-	case nat.None.String():
-		return fmt.Sprintf("NAT: none: the hubs see this host's connections come from its own address (classified %s)", ago(i.At))
-	case nat.Random.String():
-		return s + "; it picks external ports at random, so a splice cannot predict them: peers reach this host by a port mapping (--portmap), reverse or routed connections"
-	case nat.Unknown.String():
-		return s + "; the observations showed no pattern this node trusts"
-	}
-	if i.Predictable {
-		return s + "; its ports can be predicted, so splicing can work"
-	}
-	return s
-}
-
-// Words says in plain words whether a port was mapped, and where.
-func (i PortMapInfo) Words() string {
-	lease := "a permanent lease"
-	if i.LeaseS > 0 {
-		lease = fmt.Sprintf("a lease of %v, renewed %d times", time.Duration(i.LeaseS*float64(time.Second)), i.Renewals)
-	}
-	switch {
-	case !i.Enabled:
-		return "port mapping: off (start the node with --portmap to ask the NAT gateway for an inbound port by UPnP IGD or NAT-PMP)"
-	case i.Mapped && i.Advertised != "":
-		s := fmt.Sprintf("port mapping: %s from %s maps %s to %s (%s); others reach this node directly at %s", i.Protocol, i.Gateway, i.External, i.Internal, lease, i.Advertised)
-		if i.Error != "" {
-			s += "; but its last renewal failed: " + i.Error
-		}
-		return s
-	case i.Mapped && i.Error != "":
-		return fmt.Sprintf("port mapping: %s from %s mapped %s to %s, but renewing it fails and its lease ran out: not advertised (%s)", i.Protocol, i.Gateway, i.External, i.Internal, i.Error)
-	case i.Mapped:
-		return fmt.Sprintf("port mapping: %s from %s maps %s to %s, an address this node's direct listener is not bound to: not advertised", i.Protocol, i.Gateway, i.External, i.Internal)
-	case i.Error != "":
-		return fmt.Sprintf("port mapping: none, asked %s: %s (asked again every few minutes)", ago(i.At), i.Error)
-	}
-	return "port mapping: none yet: asking the gateway"
 }

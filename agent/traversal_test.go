@@ -11,16 +11,17 @@ import (
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/nat"
 	"github.com/gridlink/gridlink/pki"
+	"github.com/gridlink/gridlink/status"
 )
 
 func TestNATWords(t *testing.T) {
 	at := time.Now().Add(-90 * time.Second)
 	random := nat.Class{Allocation: nat.Random, External: netip.MustParseAddr("203.0.113.21")}
 	preserving := nat.Class{Allocation: nat.Preserving, Mapping: nat.EndpointIndependent, External: netip.MustParseAddr("203.0.113.17")}
-	info := func(c nat.Class) NATInfo {
-		return NATInfo{Class: c.String(), Allocation: c.Allocation.String(), Predictable: c.Predictable(), At: at}
+	info := func(c nat.Class) status.NAT {
+		return status.NAT{Class: c.String(), Allocation: c.Allocation.String(), Predictable: c.Predictable(), At: at}
 	}
-	cases := map[string]NATInfo{
+	cases := map[string]status.NAT{
 		"NAT: not classified yet":                                       {},
 		"NAT: not known: the hubs could not observe":                    {Error: "no hub to observe this host from", At: at},
 		"NAT: none: the hubs see this host's connections come from its": info(nat.Class{Allocation: nat.None}),
@@ -38,11 +39,11 @@ func TestNATWords(t *testing.T) {
 
 func TestPortMapWords(t *testing.T) {
 	at := time.Now().Add(-time.Minute)
-	mapped := PortMapInfo{Enabled: true, Mapped: true, Protocol: "nat-pmp", Gateway: "192.168.15.1", Internal: "192.168.15.2:40001",
+	mapped := status.PortMap{Enabled: true, Mapped: true, Protocol: "nat-pmp", Gateway: "192.168.15.1", Internal: "192.168.15.2:40001",
 		External: "203.0.113.21:40001", Advertised: "203.0.113.21:40001", LeaseS: 600, Renewals: 2, At: at}
 	expired := mapped
 	expired.Advertised, expired.Error = "", "no answer from 192.168.15.1"
-	cases := map[string]PortMapInfo{
+	cases := map[string]status.PortMap{
 		"port mapping: off (start the node with --portmap":                          {},
 		"port mapping: none yet":                                                    {Enabled: true},
 		"port mapping: none, asked 1m0s ago: portmap: no gateway mapped tcp port 7": {Enabled: true, Error: "portmap: no gateway mapped tcp port 7: ...", At: at},
@@ -96,5 +97,16 @@ func TestStatusReportsTraversal(t *testing.T) {
 			t.Fatalf("no NAT classification after 15s: %+v", d.NAT)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// The words of the status schema are package nat's: NAT.Words tells the
+// allocations apart by their names.
+func TestAllocationWords(t *testing.T) {
+	for a, want := range map[nat.Allocation]string{nat.None: status.AllocNone, nat.Preserving: status.AllocPreserving,
+		nat.Sequential: status.AllocSequential, nat.Random: status.AllocRandom, nat.Unknown: status.AllocUnknown} {
+		if a.String() != want {
+			t.Errorf("nat's %q is %q in package status", a, want)
+		}
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gridlink/gridlink"
-	"github.com/gridlink/gridlink/agent"
+	"github.com/gridlink/gridlink/agent/control"
 )
 
 // linkFlags are the link options of socks, forward and nc.
@@ -30,8 +30,8 @@ func (lf *linkFlags) add(c *cobra.Command) {
 	f.StringVar(&lf.control, "control", "", "agent control socket (default: your agent's, then the system agent's @gridlink-agent)")
 }
 
-func (lf *linkFlags) options() (agent.LinkOptions, error) {
-	var o agent.LinkOptions
+func (lf *linkFlags) options() (control.LinkOptions, error) {
+	var o control.LinkOptions
 	switch lf.streams {
 	case "auto":
 		o.Streams = gridlink.AutoStreams
@@ -80,7 +80,7 @@ are served.`,
 			if err != nil {
 				return err
 			}
-			sc := gridlink.SOCKSConfig{Listen: listen, Agent: agent.Dial(lf.control), Exit: exit, Link: lo}
+			sc := gridlink.SOCKSConfig{Listen: listen, Agent: control.Dial(lf.control), Exit: exit, Link: lo}
 			if verbose {
 				sc.Logger = logger()
 			}
@@ -97,7 +97,7 @@ are served.`,
 				fmt.Fprintf(os.Stderr, "gridlink socks: %s is not loopback and no --users given: only loopback clients will be served\n", listen)
 			}
 			sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
-			_, err = agent.Dial(lf.control).Status(sctx)
+			_, err = control.Dial(lf.control).Status(sctx)
 			scancel()
 			if err != nil {
 				s.Close()
@@ -119,7 +119,7 @@ are served.`,
 }
 
 func exposeCmd() *cobra.Command {
-	var control, name, local string
+	var sock, name, local string
 	var port int
 	var allowPlain bool
 	c := &cobra.Command{
@@ -150,7 +150,7 @@ agent's service directory.`,
 			}
 			ctx, cancel := signalContext()
 			defer cancel()
-			return gridlink.Expose(ctx, agent.Dial(control), agent.ExposeRequest{Local: local, Port: uint16(port), AllowPlain: allowPlain, Name: name}, func(addr string) {
+			return gridlink.Expose(ctx, control.Dial(sock), control.ExposeRequest{Local: local, Port: uint16(port), AllowPlain: allowPlain, Name: name}, func(addr string) {
 				if name != "" {
 					fmt.Fprintf(os.Stderr, "gridlink expose: %s reachable as %s and by name as %s:%s\n", local, addr, addr[:strings.LastIndexByte(addr, ':')], name)
 					return
@@ -164,7 +164,7 @@ agent's service directory.`,
 	f.StringVar(&name, "name", "", "also name the service: others dial NODE:NAME (gridlink nc, forward)")
 	f.StringVar(&local, "local", "", "TCP address to join links to (default 127.0.0.1:LOCALPORT)")
 	f.BoolVar(&allowPlain, "allow-plain", false, "accept authenticated-plain links (--encrypt off)")
-	f.StringVar(&control, "control", "", "agent control socket (default: your agent's, then the system agent's @gridlink-agent)")
+	f.StringVar(&sock, "control", "", "agent control socket (default: your agent's, then the system agent's @gridlink-agent)")
 	return c
 }
 
@@ -193,7 +193,7 @@ func forwardCmd() *cobra.Command {
 			if verbose {
 				l = logger()
 			}
-			return gridlink.Forward(ctx, ln, agent.Dial(lf.control), agent.ConnectRequest{Addr: args[1], Link: lo}, l)
+			return gridlink.Forward(ctx, ln, control.Dial(lf.control), control.ConnectRequest{Addr: args[1], Link: lo}, l)
 		},
 	}
 	lf.add(c)
@@ -221,7 +221,7 @@ every agent's built-in echo: it answers raw, so nc's link options
 			}
 			ctx, cancel := signalContext()
 			defer cancel()
-			return gridlink.NC(ctx, agent.Dial(lf.control), agent.ConnectRequest{Addr: args[0], Link: lo}, os.Stdin, os.Stdout)
+			return gridlink.NC(ctx, control.Dial(lf.control), control.ConnectRequest{Addr: args[0], Link: lo}, os.Stdin, os.Stdout)
 		},
 	}
 	lf.add(c)

@@ -13,11 +13,11 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gridlink/gridlink"
-	"github.com/gridlink/gridlink/agent"
+	"github.com/gridlink/gridlink/agent/control"
 )
 
 func doctorCmd() *cobra.Command {
-	var control string
+	var sock string
 	var asJSON bool
 	c := &cobra.Command{
 		Use:   "doctor [NODE[:PORT]]",
@@ -30,7 +30,7 @@ func doctorCmd() *cobra.Command {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			d, err := agent.Dial(control).Doctor(ctx, addr)
+			d, err := control.Dial(sock).Doctor(ctx, addr)
 			if err != nil {
 				return err
 			}
@@ -58,7 +58,7 @@ func doctorCmd() *cobra.Command {
 			return nil
 		},
 	}
-	c.Flags().StringVar(&control, "control", "", "agent control socket (default: your agent's, then the system agent's @gridlink-agent)")
+	c.Flags().StringVar(&sock, "control", "", "agent control socket (default: your agent's, then the system agent's @gridlink-agent)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return c
 }
@@ -88,10 +88,10 @@ func hubStatus(ctx context.Context, control string, asJSON bool) error {
 	}
 	for _, r := range st.Routes {
 		next := names[r.NextHop]
-		if !r.Reachable() {
+		if !r.Reachable {
 			next = "unreachable"
 		}
-		fmt.Fprintf(w, "  %s\t%s\t%d\t%v\t%d\t%d\n", r.Name, next, r.Hops, r.Latency.Round(time.Microsecond), r.Nodes, r.State)
+		fmt.Fprintf(w, "  %s\t%s\t%d\t%v\t%d\t%d\n", r.Name, next, r.Hops, msDuration(r.LatencyMS), r.Nodes, r.State)
 	}
 	w.Flush()
 	fmt.Println("\nlinks:")
@@ -104,7 +104,7 @@ func hubStatus(ctx context.Context, control string, asJSON bool) error {
 		if !l.Remote.IsValid() {
 			remote = "(through a tunnel)"
 		}
-		fmt.Printf("  %-4s %-12s %-22s %-8s rtt %-10v circuits %d\n", l.Role, l.Name, remote, dir, l.RTT.Round(time.Microsecond), l.Circuits)
+		fmt.Printf("  %-4s %-12s %-22s %-8s rtt %-10v circuits %d\n", l.Role, l.Name, remote, dir, msDuration(l.RTTMS), l.Circuits)
 	}
 	var nodes []string
 	for _, n := range st.Nodes {
@@ -112,4 +112,9 @@ func hubStatus(ctx context.Context, control string, asJSON bool) error {
 	}
 	fmt.Printf("\nnodes attached: %d %s\n", len(st.Nodes), strings.Join(nodes, " "))
 	return nil
+}
+
+// msDuration is ms milliseconds as a duration, to the microsecond.
+func msDuration(ms float64) time.Duration {
+	return time.Duration(ms * float64(time.Millisecond)).Round(time.Microsecond)
 }

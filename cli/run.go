@@ -14,7 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gridlink/gridlink"
-	"github.com/gridlink/gridlink/agent"
+	"github.com/gridlink/gridlink/agent/control"
 )
 
 func signalContext() (context.Context, context.CancelFunc) {
@@ -213,7 +213,7 @@ stopped or when the hubs refuse it for good (its certificate, role or name).`,
 func pingCmd() *cobra.Command {
 	var count, dials int
 	var fresh, asJSON bool
-	var control string
+	var sock string
 	c := &cobra.Command{
 		Use:   "ping NODE[:PORT][@HUB]",
 		Short: "set up connections to a node's echo service: setup time, method, round-trip time",
@@ -221,7 +221,7 @@ func pingCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			res, err := agent.Dial(control).Ping(ctx, agent.PingRequest{Addr: args[0], Count: count, Dials: dials, Fresh: fresh})
+			res, err := control.Dial(sock).Ping(ctx, control.PingRequest{Addr: args[0], Count: count, Dials: dials, Fresh: fresh})
 			if err != nil {
 				return err
 			}
@@ -259,12 +259,12 @@ func pingCmd() *cobra.Command {
 	f.IntVar(&dials, "dials", 2, "connections to set up one after another (the first uncached)")
 	f.BoolVar(&fresh, "fresh", false, "forget cached methods, names, addresses and spare connections first")
 	f.BoolVar(&asJSON, "json", false, "print JSON")
-	f.StringVar(&control, "control", "", "agent control socket (default: your agent's, then the system agent's @gridlink-agent)")
+	f.StringVar(&sock, "control", "", "agent control socket (default: your agent's, then the system agent's @gridlink-agent)")
 	return c
 }
 
 func statusCmd() *cobra.Command {
-	var control string
+	var sock string
 	var asJSON, ofHub bool
 	c := &cobra.Command{
 		Use:   "status",
@@ -274,12 +274,12 @@ func statusCmd() *cobra.Command {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			if ofHub {
-				if control == "" {
-					control = HubControl
+				if sock == "" {
+					sock = HubControl
 				}
-				return hubStatus(ctx, control, asJSON)
+				return hubStatus(ctx, sock, asJSON)
 			}
-			st, err := agent.Dial(control).Status(ctx)
+			st, err := control.Dial(sock).Status(ctx)
 			if err != nil {
 				return err
 			}
@@ -303,7 +303,7 @@ func statusCmd() *cobra.Command {
 			return nil
 		},
 	}
-	c.Flags().StringVar(&control, "control", "", "agent control socket (default: your agent's, then the system agent's @gridlink-agent); with --hub, the hub's status socket (default @gridlink-hub)")
+	c.Flags().StringVar(&sock, "control", "", "agent control socket (default: your agent's, then the system agent's @gridlink-agent); with --hub, the hub's status socket (default @gridlink-hub)")
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	c.Flags().BoolVar(&ofHub, "hub", false, "show the hub running on this host")
 	return c

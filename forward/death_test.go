@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/agent"
+	"github.com/gridlink/gridlink/agent/control"
 	"github.com/gridlink/gridlink/hub/hubserver"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
@@ -96,24 +97,24 @@ func TestRoutedHubDeathNamed(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			var logs lockedLog
-			var cs []*agent.Client
+			var cs []*control.Client
 			for i, name := range []string{"alpha", "beta"} {
-				control := fmt.Sprintf("@gridlink-deathtest-%d-%s", os.Getpid(), name)
+				sock := fmt.Sprintf("@gridlink-deathtest-%d-%s", os.Getpid(), name)
 				hs := []string{hubs[1].Addr().String()}
 				if i == 0 {
 					hs = []string{hubs[0].Addr().String(), hubs[1].Addr().String()}
 				}
-				a, err := agent.Start(ctx, agent.Config{Control: control, Node: vconn.Config{Name: name, Hubs: hs, ListenAddr: "127.0.0.1",
+				a, err := agent.Start(ctx, agent.Config{Control: sock, Node: vconn.Config{Name: name, Hubs: hs, ListenAddr: "127.0.0.1",
 					Methods: []vconn.Method{vconn.Routed}}})
 				if err != nil {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { a.Close() })
-				cs = append(cs, agent.Dial(control))
+				cs = append(cs, control.Dial(sock))
 			}
 			alpha, beta := cs[0], cs[1]
 			bound := make(chan string, 1)
-			go Expose(ctx, beta, agent.ExposeRequest{Local: slowServer(t), Port: 8080}, func(a string) { bound <- a })
+			go Expose(ctx, beta, control.ExposeRequest{Local: slowServer(t), Port: 8080}, func(a string) { bound <- a })
 			<-bound
 			var err error
 			switch how {
@@ -122,7 +123,7 @@ func TestRoutedHubDeathNamed(t *testing.T) {
 				if lerr != nil {
 					t.Fatal(lerr)
 				}
-				go Forward(ctx, l, alpha, agent.ConnectRequest{Addr: "beta:8080"}, logs.logf)
+				go Forward(ctx, l, alpha, control.ConnectRequest{Addr: "beta:8080"}, logs.logf)
 				c, derr := net.Dial("tcp", l.Addr().String())
 				if derr != nil {
 					t.Fatal(derr)
@@ -147,7 +148,7 @@ func TestRoutedHubDeathNamed(t *testing.T) {
 					in, out = struct{ io.Reader }{inR}, struct{ io.Writer }{outW}
 				}
 				errc := make(chan error, 1)
-				go func() { errc <- NC(ctx, alpha, agent.ConnectRequest{Addr: "beta:8080"}, in, out); outW.Close() }()
+				go func() { errc <- NC(ctx, alpha, control.ConnectRequest{Addr: "beta:8080"}, in, out); outW.Close() }()
 				one := make([]byte, 1)
 				if _, err := io.ReadFull(outR, one); err != nil {
 					t.Fatal(err)

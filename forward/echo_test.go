@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridlink/gridlink/agent"
+	"github.com/gridlink/gridlink/agent/control"
 )
 
 // nc --help's example, echo hello | gridlink nc NODE:7, prints hello and
@@ -22,7 +22,7 @@ func TestNCEcho(t *testing.T) {
 	defer cancel()
 	for _, addr := range []string{"beta:7", "beta.grid:echo"} {
 		var out bytes.Buffer
-		if err := NC(ctx, alpha, agent.ConnectRequest{Addr: addr}, bytes.NewReader([]byte("hello\n")), &out); err != nil {
+		if err := NC(ctx, alpha, control.ConnectRequest{Addr: addr}, bytes.NewReader([]byte("hello\n")), &out); err != nil {
 			t.Fatal(err)
 		}
 		if out.String() != "hello\n" {
@@ -32,7 +32,7 @@ func TestNCEcho(t *testing.T) {
 		outR, outW, _ := os.Pipe()
 		inW.Write([]byte("hello\n"))
 		inW.Close()
-		if err := NC(ctx, alpha, agent.ConnectRequest{Addr: addr}, inR, outW); err != nil {
+		if err := NC(ctx, alpha, control.ConnectRequest{Addr: addr}, inR, outW); err != nil {
 			t.Fatal(err)
 		}
 		outW.Close()

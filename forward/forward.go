@@ -4,7 +4,7 @@
 // ProxyCommand) to one, and Expose publishes a local TCP service on the
 // overlay. Connection setup, link options and the listening side are the
 // agent's (agent stream requests), and so is the copying wherever the
-// agent can take the local ends over (sockets and pipes: agent.Stream);
+// agent can take the local ends over (sockets and pipes: control.Stream);
 // this package owns the local ends and their half-close (a program's EOF
 // reaches the far side as EOF, so ssh, scp and nc-style protocols finish
 // cleanly).
@@ -18,7 +18,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/gridlink/gridlink/agent"
+	"github.com/gridlink/gridlink/agent/control"
 )
 
 // Forward accepts TCP connections on l until it fails or ctx ends, and
@@ -27,7 +27,7 @@ import (
 // others go on; so do they when one fails mid-stream (why, the agent
 // tells: a hub on the way died, say), also reported to logf. logf may be
 // nil.
-func Forward(ctx context.Context, l net.Listener, c *agent.Client, req agent.ConnectRequest, logf func(string, ...any)) error {
+func Forward(ctx context.Context, l net.Listener, c *control.Client, req control.ConnectRequest, logf func(string, ...any)) error {
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
@@ -76,7 +76,7 @@ const ncBuffer = 256 << 10
 // as ssh's ProxyCommand and shell pipelines give them; regular files;
 // /dev/null), the agent copies without this process; otherwise (a
 // terminal) NC copies.
-func NC(ctx context.Context, c *agent.Client, req agent.ConnectRequest, in io.Reader, out io.Writer) error {
+func NC(ctx context.Context, c *control.Client, req control.ConnectRequest, in io.Reader, out io.Writer) error {
 	s, err := c.Open(ctx, req)
 	if err != nil {
 		return err
@@ -92,7 +92,7 @@ func NC(ctx context.Context, c *agent.Client, req agent.ConnectRequest, in io.Re
 	return err
 }
 
-func ncJoin(s *agent.Stream, in io.Reader, out io.Writer) error {
+func ncJoin(s *control.Stream, in io.Reader, out io.Writer) error {
 	inf, ok := in.(*os.File)
 	outf, ok2 := out.(*os.File)
 	if ok && ok2 {
@@ -100,7 +100,7 @@ func ncJoin(s *agent.Stream, in io.Reader, out io.Writer) error {
 		if err == nil {
 			return s.Wait()
 		}
-		if !errors.Is(err, agent.ErrNoHandoff) {
+		if !errors.Is(err, control.ErrNoHandoff) {
 			return err
 		}
 	}
@@ -136,7 +136,7 @@ func ncJoin(s *agent.Stream, in io.Reader, out io.Writer) error {
 // Expose publishes the local TCP service local on virtual port port of
 // the agent's node and calls bound with its virtual address; it returns
 // when ctx ends (nil) or the agent stops (an error).
-func Expose(ctx context.Context, c *agent.Client, req agent.ExposeRequest, bound func(addr string)) error {
+func Expose(ctx context.Context, c *control.Client, req control.ExposeRequest, bound func(addr string)) error {
 	l, err := c.Expose(ctx, req)
 	if err != nil {
 		return err

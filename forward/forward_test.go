@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/agent"
+	"github.com/gridlink/gridlink/agent/control"
 	"github.com/gridlink/gridlink/hub/hubserver"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
@@ -20,7 +21,7 @@ import (
 )
 
 // twoAgents starts a loopback hub and agents alpha and beta on it.
-func twoAgents(t *testing.T) (alpha, beta *agent.Client) {
+func twoAgents(t *testing.T) (alpha, beta *control.Client) {
 	t.Helper()
 	key, _ := identity.NewKey()
 	creds, _ := pki.NewCredentials(key)
@@ -31,15 +32,15 @@ func twoAgents(t *testing.T) (alpha, beta *agent.Client) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	go h.Serve(ctx)
-	var cs []*agent.Client
+	var cs []*control.Client
 	for _, name := range []string{"alpha", "beta"} {
-		control := fmt.Sprintf("@gridlink-fwdtest-%d-%s", os.Getpid(), name)
-		a, err := agent.Start(ctx, agent.Config{Control: control, Node: vconn.Config{Name: name, Hubs: []string{h.Addr().String()}, ListenAddr: "127.0.0.1"}})
+		sock := fmt.Sprintf("@gridlink-fwdtest-%d-%s", os.Getpid(), name)
+		a, err := agent.Start(ctx, agent.Config{Control: sock, Node: vconn.Config{Name: name, Hubs: []string{h.Addr().String()}, ListenAddr: "127.0.0.1"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { a.Close() })
-		cs = append(cs, agent.Dial(control))
+		cs = append(cs, control.Dial(sock))
 	}
 	return cs[0], cs[1]
 }
@@ -79,7 +80,7 @@ func TestExposeForwardNC(t *testing.T) {
 	bound := make(chan string, 1)
 	exposed := make(chan error, 1)
 	go func() {
-		exposed <- Expose(ectx, beta, agent.ExposeRequest{Local: hashServer(t), Port: 8080}, func(a string) { bound <- a })
+		exposed <- Expose(ectx, beta, control.ExposeRequest{Local: hashServer(t), Port: 8080}, func(a string) { bound <- a })
 	}()
 	select {
 	case a := <-bound:
@@ -99,7 +100,7 @@ func TestExposeForwardNC(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs strings.Builder
-	go Forward(ctx, l, alpha, agent.ConnectRequest{Addr: "beta.grid:8080"}, func(f string, a ...any) { fmt.Fprintf(&logs, f, a...) })
+	go Forward(ctx, l, alpha, control.ConnectRequest{Addr: "beta.grid:8080"}, func(f string, a ...any) { fmt.Fprintf(&logs, f, a...) })
 	for i := 0; i < 2; i++ {
 		c, err := net.Dial("tcp", l.Addr().String())
 		if err != nil {
@@ -115,14 +116,14 @@ func TestExposeForwardNC(t *testing.T) {
 
 	// nc: stdin's EOF reaches the service, its answer comes out.
 	var out bytes.Buffer
-	if err := NC(ctx, alpha, agent.ConnectRequest{Addr: "beta.grid:8080"}, bytes.NewReader(msg), &out); err != nil {
+	if err := NC(ctx, alpha, control.ConnectRequest{Addr: "beta.grid:8080"}, bytes.NewReader(msg), &out); err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(out.Bytes(), want[:]) {
 		t.Fatalf("nc: %x", out.Bytes())
 	}
 	// nc to an unknown name fails clearly.
-	err = NC(ctx, alpha, agent.ConnectRequest{Addr: "nobody.grid:22"}, strings.NewReader(""), io.Discard)
+	err = NC(ctx, alpha, control.ConnectRequest{Addr: "nobody.grid:22"}, strings.NewReader(""), io.Discard)
 	if err == nil || !strings.Contains(err.Error(), "nobody") {
 		t.Fatalf("nc to an unknown name: %v", err)
 	}
@@ -156,7 +157,7 @@ func TestForwardWithoutLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- Forward(ctx, l, alpha, agent.ConnectRequest{Addr: "nobody:22"}, nil) }()
+	go func() { errc <- Forward(ctx, l, alpha, control.ConnectRequest{Addr: "nobody:22"}, nil) }()
 	for range 2 {
 		c, err := net.Dial("tcp", l.Addr().String())
 		if err != nil {

@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/gridlink/gridlink/agent"
+	"github.com/gridlink/gridlink/agent/control"
 )
 
 // TestNCPipe: nc's stdin as a real pipe (what a shell or ssh gives it):
@@ -23,7 +23,7 @@ func TestNCPipe(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	bound := make(chan string, 1)
-	go Expose(ctx, beta, agent.ExposeRequest{Local: hashServer(t), Port: 8080}, func(a string) { bound <- a })
+	go Expose(ctx, beta, control.ExposeRequest{Local: hashServer(t), Port: 8080}, func(a string) { bound <- a })
 	<-bound
 
 	msg := bytes.Repeat([]byte("piped "), 1<<20)
@@ -48,7 +48,7 @@ func TestNCPipe(t *testing.T) {
 		} else {
 			out = &buf
 		}
-		if err := NC(ctx, alpha, agent.ConnectRequest{Addr: "beta.grid:8080"}, r, out); err != nil {
+		if err := NC(ctx, alpha, control.ConnectRequest{Addr: "beta.grid:8080"}, r, out); err != nil {
 			t.Fatal(err)
 		}
 		if f, ok := out.(*os.File); ok {

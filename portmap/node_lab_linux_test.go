@@ -15,13 +15,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridlink/gridlink/agent"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/internal/lab"
 	"github.com/gridlink/gridlink/internal/lab/labtest"
 	"github.com/gridlink/gridlink/internal/lab/topology"
 	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/pki/ca"
+	"github.com/gridlink/gridlink/status"
 )
 
 // Nodes use port mapping (issue 4): behind the miniupnpd router of
@@ -45,9 +45,9 @@ func TestLabNodePortMap(t *testing.T) {
 	// with --portmap: mapped, advertised, reached directly.
 	node := startGridlink(t, bin, igd, "node-portmap", "node", "--verbose", "--name", igd.ID(), "--hub", hubAddr, "--portmap")
 	waitAgent(t, bin, igd)
-	var st agent.Status
+	var st status.Agent
 	testwait.Until(t, "igd-h's node to map and advertise a port", 30*time.Second, func() bool {
-		st = status(t, bin, igd)
+		st = nodeStatus(t, bin, igd)
 		return st.PortMap.Advertised != ""
 	})
 	pm := st.PortMap
@@ -85,7 +85,7 @@ func TestLabNodePortMap(t *testing.T) {
 		t.Logf("public-server -> igd-h: %v in %v ms", p.Methods, p.SetupMS)
 	}
 	// doctor, on igd-h: the NAT (random) and the mapping, in words.
-	var d agent.Diagnosis
+	var d status.Diagnosis
 	testwait.Until(t, "igd-h's node to classify its NAT", 30*time.Second, func() bool {
 		out := gridlink(t, bin, igd, "doctor", "--json")
 		return json.Unmarshal(out, &d) == nil && !d.NAT.At.IsZero()
@@ -119,12 +119,12 @@ func TestLabNodePortMap(t *testing.T) {
 	// without --portmap: not reached directly.
 	startGridlink(t, bin, igd, "node-plain", "node", "--verbose", "--name", igd.ID(), "--hub", hubAddr)
 	waitAgent(t, bin, igd)
-	if st := status(t, bin, igd); st.PortMap.Enabled || st.PortMap.Advertised != "" {
+	if st := nodeStatus(t, bin, igd); st.PortMap.Enabled || st.PortMap.Advertised != "" {
 		t.Errorf("a node without --portmap reports a mapping: %+v", st.PortMap)
 	}
 	testwait.Until(t, "the hub to list the new igd-h", 10*time.Second, func() bool {
 		for _, m := range hubNodes(t, bin, server) {
-			if m.Name == igd.ID() && m.ID == status(t, bin, igd).Node.ID {
+			if m.Name == igd.ID() && m.ID == nodeStatus(t, bin, igd).Node.ID {
 				return true
 			}
 		}
@@ -253,9 +253,9 @@ func waitAgent(t *testing.T, bin string, h *topology.Host) {
 	})
 }
 
-func status(t *testing.T, bin string, h *topology.Host) agent.Status {
+func nodeStatus(t *testing.T, bin string, h *topology.Host) status.Agent {
 	t.Helper()
-	var st agent.Status
+	var st status.Agent
 	if err := json.Unmarshal(gridlink(t, bin, h, "status", "--json"), &st); err != nil {
 		t.Fatalf("status on %s: %v", h.ID(), err)
 	}
@@ -265,7 +265,7 @@ func status(t *testing.T, bin string, h *topology.Host) agent.Status {
 // hubNodes lists the nodes attached to the hub running on h.
 func hubNodes(t *testing.T, bin string, h *topology.Host) []identity.Machine {
 	t.Helper()
-	var st struct{ Nodes []identity.Machine }
+	var st status.Hub
 	if err := json.Unmarshal(gridlink(t, bin, h, "status", "--hub", "--json"), &st); err != nil {
 		t.Fatalf("hub status on %s: %v", h.ID(), err)
 	}
@@ -274,10 +274,10 @@ func hubNodes(t *testing.T, bin string, h *topology.Host) []identity.Machine {
 
 // ping sets up fresh connections (no cached method, name or spare) from
 // host h to node.
-func ping(t *testing.T, bin string, h *topology.Host, node string) agent.PingResult {
+func ping(t *testing.T, bin string, h *topology.Host, node string) status.Ping {
 	t.Helper()
 	out, err := runGridlink(bin, h, "ping", "--json", "--fresh", "--dials", "2", node)
-	var p agent.PingResult
+	var p status.Ping
 	if jerr := json.Unmarshal(out, &p); jerr != nil {
 		t.Fatalf("ping %s from %s: %v %v", node, h.ID(), err, jerr)
 	}

@@ -7,7 +7,7 @@ import (
 	"net"
 	"strconv"
 
-	"github.com/gridlink/gridlink/agent"
+	"github.com/gridlink/gridlink/agent/control"
 )
 
 // AgentBackend is the Backend of gridlink socks: it dials and binds
@@ -18,26 +18,26 @@ import (
 // must allow exits) or is not allowed. BIND listens on a free virtual port
 // of this node and tells the client NAME.grid:PORT.
 type AgentBackend struct {
-	Client *agent.Client
-	Exit   string            // node that dials ordinary hosts; "": none
-	Link   agent.LinkOptions // options of every link
+	Client *control.Client
+	Exit   string              // node that dials ordinary hosts; "": none
+	Link   control.LinkOptions // options of every link
 	// BindPlain lets BIND peers use authenticated plain links.
 	BindPlain bool
 }
 
 // replyFor maps the agent's error kinds to SOCKS reply codes.
 var replyFor = map[string]byte{
-	agent.KindBadRequest:  ReplyHostUnreachable,
-	agent.KindUnknownName: ReplyHostUnreachable,
-	agent.KindRefused:     ReplyRefused,
-	agent.KindUnreachable: ReplyNetworkUnreachable,
-	agent.KindNotAllowed:  ReplyNotAllowed,
-	agent.KindTimeout:     ReplyTTLExpired,
-	agent.KindFailed:      ReplyGeneralFailure,
+	control.KindBadRequest:  ReplyHostUnreachable,
+	control.KindUnknownName: ReplyHostUnreachable,
+	control.KindRefused:     ReplyRefused,
+	control.KindUnreachable: ReplyNetworkUnreachable,
+	control.KindNotAllowed:  ReplyNotAllowed,
+	control.KindTimeout:     ReplyTTLExpired,
+	control.KindFailed:      ReplyGeneralFailure,
 }
 
 func wrap(err error) error {
-	var se *agent.StreamError
+	var se *control.StreamError
 	if errors.As(err, &se) {
 		if code, ok := replyFor[se.Kind]; ok {
 			return &Error{Code: code, Err: err}
@@ -48,10 +48,10 @@ func wrap(err error) error {
 
 // Connect dials a through the agent.
 func (b *AgentBackend) Connect(ctx context.Context, a Addr) (net.Conn, error) {
-	req := agent.ConnectRequest{Addr: a.String(), Link: b.Link}
-	if !a.IsName() || !agent.HasGridDomain(a.Host) {
+	req := control.ConnectRequest{Addr: a.String(), Link: b.Link}
+	if !a.IsName() || !control.HasGridDomain(a.Host) {
 		if b.Exit == "" {
-			return nil, &Error{Code: ReplyNotAllowed, Err: fmt.Errorf("%s is not an overlay name (NAME%s) and no exit node is set (gridlink socks --exit NODE)", a, agent.GridDomain)}
+			return nil, &Error{Code: ReplyNotAllowed, Err: fmt.Errorf("%s is not an overlay name (NAME%s) and no exit node is set (gridlink socks --exit NODE)", a, control.GridDomain)}
 		}
 		req.Exit = b.Exit
 	}
@@ -64,7 +64,7 @@ func (b *AgentBackend) Connect(ctx context.Context, a Addr) (net.Conn, error) {
 
 // Bind listens on the overlay for one peer.
 func (b *AgentBackend) Bind(ctx context.Context, _ Addr) (Binding, error) {
-	l, err := b.Client.Bind(ctx, agent.BindRequest{AllowPlain: b.BindPlain})
+	l, err := b.Client.Bind(ctx, control.BindRequest{AllowPlain: b.BindPlain})
 	if err != nil {
 		return nil, wrap(err)
 	}
@@ -78,11 +78,11 @@ func gridAddr(s string) Addr {
 		return Addr{Host: s}
 	}
 	p, _ := strconv.ParseUint(port, 10, 16)
-	return Addr{Host: host + agent.GridDomain, Port: uint16(p)}
+	return Addr{Host: host + control.GridDomain, Port: uint16(p)}
 }
 
 type agentBinding struct {
-	l    *agent.Listening
+	l    *control.Listening
 	addr Addr
 }
 

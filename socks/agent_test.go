@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/agent"
+	"github.com/gridlink/gridlink/agent/control"
 	"github.com/gridlink/gridlink/hub/hubserver"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
@@ -33,15 +34,15 @@ func TestAgentBackend(t *testing.T) {
 	defer cancel()
 	go h.Serve(ctx)
 	var socksAddr []string
-	var clients []*agent.Client
+	var clients []*control.Client
 	for _, name := range []string{"alpha", "beta"} {
-		control := fmt.Sprintf("@gridlink-sockstest-%d-%s", os.Getpid(), name)
-		a, err := agent.Start(ctx, agent.Config{Control: control, Node: vconn.Config{Name: name, Hubs: []string{h.Addr().String()}, ListenAddr: "127.0.0.1"}})
+		sock := fmt.Sprintf("@gridlink-sockstest-%d-%s", os.Getpid(), name)
+		a, err := agent.Start(ctx, agent.Config{Control: sock, Node: vconn.Config{Name: name, Hubs: []string{h.Addr().String()}, ListenAddr: "127.0.0.1"}})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer a.Close()
-		c := agent.Dial(control)
+		c := control.Dial(sock)
 		clients = append(clients, c)
 		socksAddr = append(socksAddr, startServer(t, &Server{Backend: &AgentBackend{Client: c}}))
 	}
@@ -57,7 +58,7 @@ func TestAgentBackend(t *testing.T) {
 			go func() { io.Copy(c, c); c.Close() }()
 		}
 	}()
-	ex, err := clients[1].Expose(ctx, agent.ExposeRequest{Local: el.Addr().String(), Port: 7000})
+	ex, err := clients[1].Expose(ctx, control.ExposeRequest{Local: el.Addr().String(), Port: 7000})
 	if err != nil {
 		t.Fatal(err)
 	}

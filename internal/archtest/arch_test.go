@@ -15,13 +15,15 @@ const module = "github.com/gridlink/gridlink"
 // covers its subpackages.
 var layers = [][]string{
 	{"identity"},
+	{"status"},        // the JSON schema of what agents and hubs report
+	{"agent/control"}, // the agent's control API as its callers see it: schema, sockets, client
 	{"pki"},
 	{"wire"},
 	{"direct", "nat", "portmap", "tun"}, // tun: the TUN device seam of the virtual IP network
 	{"hub"},
 	{"vconn"},
 	{"link"},
-	{"agent"}, // the node agent: holds a node, serves the local control API
+	{"agent"}, // the node agent: holds a node, serves the local control API (agent/control has its own layer)
 	{"xfer", "socks", "forward", "vip", "exec", "perf"}, // vip: the virtual IP network; exec: the job launcher
 	{""},                 // the top-level API package gridlink
 	{"cli", "dashboard"}, // dashboard: the web view beside the command line
@@ -100,12 +102,58 @@ func TestTUNThroughSeam(t *testing.T) {
 }
 
 func TestLayerOf(t *testing.T) {
-	for rel, want := range map[string]string{"": "", "internal/lab/matrix": "internal/lab", "internal/archtest": "internal", "cmd/gridlab": "cmd", "hub": "hub", "vconn/splice": "vconn", "tun": "tun", "tun/tuntest": "tun", "vip": "vip", "exec": "exec", "dashboard": "dashboard"} {
+	for rel, want := range map[string]string{"": "", "internal/lab/matrix": "internal/lab", "internal/archtest": "internal", "cmd/gridlab": "cmd", "hub": "hub", "vconn/splice": "vconn", "tun": "tun", "tun/tuntest": "tun", "vip": "vip", "exec": "exec", "dashboard": "dashboard",
+		"agent": "agent", "agent/control": "agent/control", "status": "status"} {
 		if _, got, ok := layerOf(rel); !ok || got != want {
 			t.Errorf("layerOf(%q) = %q, %v; want %q", rel, got, ok, want)
 		}
 	}
 	if _, _, ok := layerOf("mystery"); ok {
 		t.Errorf("unknown package got a layer")
+	}
+}
+
+// overlay are the packages that make a node: a program that only talks to
+// an agent (or reads a report) needs none of them.
+var overlay = []string{"hub", "vconn", "link", "direct", "nat", "portmap"}
+
+// deps are the module's packages that pkg's non-test code depends on,
+// directly or not, relative to the module.
+func deps(t *testing.T, pkg string) []string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", module+"/"+pkg).Output()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v", pkg, err)
+	}
+	var rel []string
+	for _, p := range strings.Fields(string(out)) {
+		if r, ok := strings.CutPrefix(p, module+"/"); ok {
+			rel = append(rel, r)
+		}
+	}
+	return rel
+}
+
+// within says whether rel is one of pkgs or under one of them.
+func within(rel string, pkgs []string) bool {
+	for _, p := range pkgs {
+		if rel == p || strings.HasPrefix(rel, p+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// The agent's client and the status schema link none of the overlay: the
+// CLI's agent commands, socks, forward and (later) the dashboard talk to
+// an agent without carrying a node of their own. socks and forward use
+// the agent only through agent/control, not through the agent's server.
+func TestNoOverlayInClients(t *testing.T) {
+	for _, pkg := range []string{"status", "agent/control", "socks", "forward"} {
+		for _, d := range deps(t, pkg) {
+			if within(d, overlay) || d == "agent" {
+				t.Errorf("%s depends on %s: it may reach an agent only through agent/control and the status schema", pkg, d)
+			}
+		}
 	}
 }

@@ -12,15 +12,10 @@ import (
 // imports no other package of the module. cliAllowed is that list, as
 // paths relative to the module ("" is the root package); a path does not
 // cover its subpackages.
-//
-// The lead updates it at merges: agentsplit moves the agent's client to
-// agent/control and the status schema to status (then allow those two and
-// drop agent); apicp moves cp, serve and third-party delegation
-// (cli/cp.go, delegate.go, cpnode.go, progress.go) onto the API (then drop
-// every entry marked "until apicp").
 var cliAllowed = map[string]string{
-	"":      "the product API",
-	"agent": "the agent's client (until agentsplit's agent/control and status)",
+	"":              "the product API",
+	"agent/control": "the agent's client",
+	"status":        "the status schema",
 }
 
 // cliViolations returns, for `go list` lines "PKG IMPORT...", every import

@@ -10,11 +10,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridlink/gridlink/agent"
 	"github.com/gridlink/gridlink/internal/lab"
 	"github.com/gridlink/gridlink/internal/lab/labtest"
 	"github.com/gridlink/gridlink/internal/lab/topology"
 	"github.com/gridlink/gridlink/pki/ca"
+	"github.com/gridlink/gridlink/status"
 )
 
 // attachLab is the bring-up of sshsite for the attachment cases of issue
@@ -62,8 +62,8 @@ func (L *attachLab) gridlink(h *topology.Host, args ...string) (string, time.Dur
 }
 
 // status is the agent's status in h, or an error while none answers.
-func (L *attachLab) status(h *topology.Host) (agent.Status, error) {
-	var st agent.Status
+func (L *attachLab) status(h *topology.Host) (status.Agent, error) {
+	var st status.Agent
 	out, _, err := L.gridlink(h, "status", "--json")
 	if err == nil {
 		err = json.Unmarshal([]byte(out), &st)
@@ -72,9 +72,9 @@ func (L *attachLab) status(h *topology.Host) (agent.Status, error) {
 }
 
 // ping pings node from h once (one connection, one round trip).
-func (L *attachLab) ping(h *topology.Host, node string, extra ...string) (agent.PingResult, time.Duration) {
+func (L *attachLab) ping(h *topology.Host, node string, extra ...string) (status.Ping, time.Duration) {
 	out, d, err := L.gridlink(h, append([]string{"ping", "--json", "--dials", "1", "--count", "1", node}, extra...)...)
-	var p agent.PingResult
+	var p status.Ping
 	if jerr := json.Unmarshal([]byte(out), &p); jerr != nil {
 		L.t.Fatalf("ping %s from %s: %v (%v): %s", node, h.ID(), err, jerr, out)
 	}
@@ -93,9 +93,9 @@ func (L *attachLab) waitFor(what string, d time.Duration, ok func() bool) {
 }
 
 // waitAttached waits until the agent in h is attached to hub.
-func (L *attachLab) waitAttached(h *topology.Host, hub string) agent.Status {
+func (L *attachLab) waitAttached(h *topology.Host, hub string) status.Agent {
 	L.t.Helper()
-	var st agent.Status
+	var st status.Agent
 	L.waitFor(h.ID()+"'s node to attach to hub "+hub, 30*time.Second, func() bool {
 		var err error
 		st, err = L.status(h)
@@ -164,7 +164,7 @@ func TestSSHSiteAttach(t *testing.T) {
 			from *topology.Host
 			to   string
 		}{{sn1, "campus-n1"}, {cn1, "sshonly-n1"}} {
-			var p agent.PingResult
+			var p status.Ping
 			L.waitFor(c.from.ID()+" to reach "+c.to, 30*time.Second, func() bool {
 				p, _ = L.ping(c.from, c.to, "--fresh")
 				return p.Error == ""
@@ -180,7 +180,7 @@ func TestSSHSiteAttach(t *testing.T) {
 		late := fmt.Sprintf("%s:7947", cfe.PrimaryAddr())
 		n := L.start(cn2, ca.Node, "campus-n2", "--hub", late)
 		// the agent answers at once, attaching and saying why
-		var st agent.Status
+		var st status.Agent
 		L.waitFor("campus-n2's agent to answer while its hub is down", 10*time.Second, func() bool {
 			if n.cmd.ProcessState != nil {
 				t.Fatalf("the node exited while its hub is down:\n%s", n.output())
@@ -238,8 +238,8 @@ func TestSSHSiteAttach(t *testing.T) {
 		L := *L
 		L.t = t
 		cn3 := L.host("campus-n3")
-		attached := func() agent.Status {
-			var st agent.Status
+		attached := func() status.Agent {
+			var st status.Agent
 			L.waitFor("fresh-n3 to attach", 30*time.Second, func() bool {
 				out, _, err := L.gridlink(cn3, "status", "--json", "--control", "@fresh-n3")
 				return err == nil && json.Unmarshal([]byte(out), &st) == nil && st.Node.HubName == "campus" && st.Attach == ""

@@ -10,13 +10,8 @@ import (
 	"github.com/gridlink/gridlink/internal/lab/labtest"
 	"github.com/gridlink/gridlink/internal/lab/matrix"
 	"github.com/gridlink/gridlink/internal/lab/topology"
+	"github.com/gridlink/gridlink/status"
 )
-
-// doctorMethod is one method of `gridlink doctor --json`.
-type doctorMethod struct {
-	Method, Why, Error, End, Cause string
-	OK                             bool
-}
 
 // reason is what a method's diagnosis must say: the end its cause lies at,
 // words the explanation must have, and words it must not have (a cause
@@ -35,16 +30,13 @@ type reason struct {
 // (a few seconds after it starts), and checks each reason.
 func checkDoctor(t *testing.T, ctx context.Context, o *matrix.Overlay, src, dst *topology.Host, natKnown bool, want []reason) {
 	t.Helper()
-	var d struct {
-		Target  *json.RawMessage
-		Methods []doctorMethod
-	}
+	var d status.Diagnosis
 	deadline := time.Now().Add(45 * time.Second)
 	for {
 		out, err := o.Run(ctx, src, "doctor", "--json", dst.ID())
-		d.Target, d.Methods = nil, nil
+		d = status.Diagnosis{}
 		jerr := json.Unmarshal(out, &d)
-		if jerr == nil && d.Target != nil && len(d.Methods) == 4 && (!natKnown || strings.Contains(string(*d.Target), `"nat":`)) {
+		if jerr == nil && d.Target != nil && len(d.Methods) == 4 && (!natKnown || d.Target.NAT.IsValid()) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -52,7 +44,7 @@ func checkDoctor(t *testing.T, ctx context.Context, o *matrix.Overlay, src, dst 
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	by := map[string]doctorMethod{}
+	by := map[string]status.MethodCheck{}
 	for _, m := range d.Methods {
 		by[m.Method] = m
 		t.Logf("%s -> %s: %-7s ok=%v end=%q cause=%q: %s", src.ID(), dst.ID(), m.Method, m.OK, m.End, m.Cause, m.Why)

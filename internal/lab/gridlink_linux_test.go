@@ -2,6 +2,7 @@ package lab_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"github.com/gridlink/gridlink/internal/lab/labtest"
 	"github.com/gridlink/gridlink/internal/lab/matrix"
 	"github.com/gridlink/gridlink/internal/lab/topology"
+	"github.com/gridlink/gridlink/status"
 )
 
 // gridlinkBin returns the gridlink binary: $GRIDLINK_BIN (make test sets
@@ -152,7 +154,11 @@ func TestGrid6HubDies(t *testing.T) {
 	// das3v-n1 moves to its fallback hub (das3d's) ...
 	eventually("das3v-n1 re-attaches to das3d's hub", []string{"das3d"}, func() (bool, string) {
 		b, err := o.Run(ctx, host("das3v-n1"), "status", "--json")
-		return err == nil && strings.Contains(string(b), `"hub_name":"das3d"`), fmt.Sprintf("%v %s", err, b)
+		var st status.Agent
+		if err == nil {
+			err = json.Unmarshal(b, &st)
+		}
+		return err == nil && st.Node.HubName == "das3d", fmt.Sprintf("%v %s", err, b)
 	})
 	// ... and is reached again, also from sites that need the hubs; g5k
 	// and rockstar, which linked only outward, route around the dead hub.

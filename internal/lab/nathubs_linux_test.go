@@ -13,6 +13,7 @@ import (
 	"github.com/gridlink/gridlink/internal/lab/labtest"
 	"github.com/gridlink/gridlink/internal/lab/topology"
 	"github.com/gridlink/gridlink/pki/ca"
+	"github.com/gridlink/gridlink/status"
 )
 
 // natHubs is the bring-up of nat-hubs for issue 17's hub-link cases (item
@@ -71,26 +72,16 @@ func (L *natHubs) startNode(h *topology.Host, name string, hubs ...*topology.Hos
 	return startIn(L.t, h, name, append(argv, L.issue(ca.Node, name).Args()...)...)
 }
 
-// hubRoute is a row of gridlink status --hub --json.
-type hubRoute struct {
-	Hub     identity.ID
-	Name    string
-	NextHop identity.ID
-	Hops    int
-}
-
 // routes is the hub's route table in h, or an error while it does not
 // answer.
-func (L *natHubs) routes(h *topology.Host) ([]hubRoute, error) {
+func (L *natHubs) routes(h *topology.Host) ([]status.Route, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	out, errb, err := tryIn(ctx, h, nil, L.bin, "status", "--hub", "--json")
 	if err != nil {
 		return nil, fmt.Errorf("status --hub on %s: %v: %s", h.ID(), err, errb)
 	}
-	var st struct {
-		Routes []hubRoute `json:"routes"`
-	}
+	var st status.Hub
 	if err := json.Unmarshal(out, &st); err != nil {
 		return nil, fmt.Errorf("status --hub on %s: %v: %s", h.ID(), err, out)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/gridlink/gridlink/internal/lab/labtest"
 	"github.com/gridlink/gridlink/internal/lab/matrix"
 	"github.com/gridlink/gridlink/internal/lab/topology"
+	"github.com/gridlink/gridlink/status"
 )
 
 // Issue 17, failure 1: two hubs, each behind a port-preserving NAT that
@@ -81,10 +82,7 @@ func natRejectSplice(t *testing.T, bin, rtt string) {
 		var errs []string
 		for i := 0; i < attempts; i++ {
 			out, err := o.Run(ctx, src, "ping", "--json", "--fresh", "--dials", "1", "--count", "1", dst.ID())
-			var pr struct {
-				Method string `json:"method"`
-				Error  string `json:"error"`
-			}
+			var pr status.Ping
 			if jerr := json.Unmarshal(out, &pr); jerr != nil || pr.Error != "" {
 				errs = append(errs, fmt.Sprintf("%v %v %s", err, jerr, pr.Error))
 				continue

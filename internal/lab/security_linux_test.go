@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -22,6 +23,7 @@ import (
 	"github.com/gridlink/gridlink/pki/ca"
 	"github.com/gridlink/gridlink/pki/chain"
 	"github.com/gridlink/gridlink/pki/pkitest"
+	"github.com/gridlink/gridlink/status"
 )
 
 // outsider is one of pkitest's outsiders of the lab grid, as the command
@@ -225,8 +227,13 @@ func TestGrid6Outsiders(t *testing.T) {
 				}
 			}
 		}
-		if st, err := o.Run(ctx, aux, "status", "--hub", "--control", "@probe", "--json"); err != nil || bytes.Contains(st, []byte(`"Role":"hub"`)) {
-			t.Errorf("the probe has a hub link: %v\n%s", err, st)
+		probeOut, err := o.Run(ctx, aux, "status", "--hub", "--control", "@probe", "--json")
+		var probeSt status.Hub
+		if err == nil {
+			err = json.Unmarshal(probeOut, &probeSt)
+		}
+		if err != nil || slices.ContainsFunc(probeSt.Links, func(l status.Link) bool { return l.Role == "hub" }) {
+			t.Errorf("the probe has a hub link: %v\n%s", err, probeOut)
 		}
 	})
 
@@ -253,7 +260,14 @@ func outsidersToServices(t *testing.T, ctx context.Context, o *matrix.Overlay, b
 	lax.waitLog(t, "linked to", 20*time.Second)
 	for {
 		st, _ := o.Run(ctx, aux, "status", "--hub", "--control", "@lax", "--json")
-		if bytes.Contains(st, []byte(`"Name":"g5k"`)) && bytes.Contains(st, []byte(`"Name":"das3v"`)) {
+		var laxSt status.Hub
+		routes := map[string]bool{}
+		if json.Unmarshal(st, &laxSt) == nil {
+			for _, r := range laxSt.Routes {
+				routes[r.Name] = r.Reachable
+			}
+		}
+		if routes["g5k"] && routes["das3v"] {
 			break
 		}
 		if ctx.Err() != nil {
@@ -285,7 +299,8 @@ func outsidersToServices(t *testing.T, ctx context.Context, o *matrix.Overlay, b
 	for _, tg := range targets {
 		for {
 			d, _ := o.Run(ctx, out, "doctor", "--control", "@outsider-1", "--json", tg.h.ID())
-			if bytes.Contains(d, []byte(`"target":`)) {
+			var diag status.Diagnosis
+			if json.Unmarshal(d, &diag) == nil && diag.Target != nil {
 				break
 			}
 			if ctx.Err() != nil {
@@ -314,12 +329,7 @@ func outsidersToServices(t *testing.T, ctx context.Context, o *matrix.Overlay, b
 			for j, tg := range targets {
 				c := checks[i][j]
 				exited(t, c.doctor, 60*time.Second)
-				var d struct {
-					Methods []struct {
-						Method, Error string
-						OK            bool
-					}
-				}
+				var d status.Diagnosis
 				if err := json.Unmarshal([]byte(c.doctor.output()), &d); err != nil {
 					t.Errorf("doctor %s: %v\n%s", tg.h.ID(), err, c.doctor.output())
 				}

@@ -18,6 +18,7 @@ import (
 	"github.com/gridlink/gridlink/internal/lab"
 	"github.com/gridlink/gridlink/internal/lab/topology"
 	"github.com/gridlink/gridlink/pki/ca"
+	"github.com/gridlink/gridlink/status"
 )
 
 // HubPort is where lab hubs listen.
@@ -359,14 +360,6 @@ func (o *Overlay) Stop() {
 	o.procs = nil
 }
 
-type pingResult struct {
-	Method  string    `json:"method"`
-	Methods []string  `json:"methods"`
-	SetupMS []float64 `json:"setup_ms"`
-	RTTMS   []float64 `json:"rtt_ms"`
-	Error   string    `json:"error"`
-}
-
 // cachedDials is how many cached connections Ping sets up after the fresh
 // one. Their median is reported: on a round trip of a fraction of a
 // millisecond through the userspace link emulator, single setups and echo
@@ -378,7 +371,7 @@ const cachedDials = 10
 // cached ones, each used for three echo round trips.
 func (o *Overlay) Ping(ctx context.Context, src, dst *topology.Host) GridlinkResult {
 	out, err := o.run(ctx, src, "ping", "--json", "--fresh", "--dials", fmt.Sprint(1+cachedDials), "--count", "3", dst.ID())
-	var pr pingResult
+	var pr status.Ping
 	if jerr := json.Unmarshal(out, &pr); jerr != nil {
 		if err == nil {
 			err = jerr
@@ -403,7 +396,7 @@ func (o *Overlay) Ping(ctx context.Context, src, dst *topology.Host) GridlinkRes
 // Reaches says whether src sets up one connection to dst, and if not, why.
 func (o *Overlay) Reaches(ctx context.Context, src, dst *topology.Host) (bool, string) {
 	out, err := o.run(ctx, src, "ping", "--json", "--dials", "1", "--count", "1", dst.ID())
-	var pr pingResult
+	var pr status.Ping
 	if jerr := json.Unmarshal(out, &pr); jerr != nil {
 		if err == nil {
 			err = jerr

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gridlink/gridlink/internal/lab/topology"
 	"github.com/gridlink/gridlink/pki/ca"
+	"github.com/gridlink/gridlink/status"
 )
 
 // The NAT traversal report (`gridlab traversal`): one hub on a public host,
@@ -148,7 +149,9 @@ func (o *Overlay) Traversal(ctx context.Context, hub *topology.Host, hosts []*to
 	deadline := time.Now().Add(30 * time.Second)
 	for _, h := range hosts {
 		for time.Now().Before(deadline) {
-			if out, err := o.run(ctx, h, "ping", "--json", "--dials", "1", "--count", "1", hub.ID()); err == nil && !strings.Contains(string(out), `"error"`) {
+			out, err := o.run(ctx, h, "ping", "--json", "--dials", "1", "--count", "1", hub.ID())
+			var pr status.Ping
+			if err == nil && json.Unmarshal(out, &pr) == nil && pr.Error == "" {
 				break
 			}
 			time.Sleep(250 * time.Millisecond)
@@ -176,7 +179,7 @@ func (o *Overlay) traversalPair(ctx context.Context, src, dst *topology.Host, at
 	var times []float64
 	for i := 0; i < attempts; i++ {
 		out, err := o.run(ctx, src, "ping", "--json", "--fresh", "--dials", "1", "--count", "1", dst.ID())
-		var pr pingResult
+		var pr status.Ping
 		if jerr := json.Unmarshal(out, &pr); jerr != nil || pr.Error != "" || len(pr.SetupMS) != 1 {
 			p.Failed++
 			why := pr.Error
@@ -296,12 +299,7 @@ func (o *Overlay) HubHops(ctx context.Context, h *topology.Host) (map[string]int
 	if err != nil {
 		return nil, err
 	}
-	var st struct {
-		Routes []struct {
-			Name string `json:"Name"`
-			Hops int    `json:"Hops"`
-		} `json:"routes"`
-	}
+	var st status.Hub
 	if err := json.Unmarshal(out, &st); err != nil {
 		return nil, fmt.Errorf("hub status on %s: %w", h.ID(), err)
 	}

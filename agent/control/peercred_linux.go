@@ -1,4 +1,4 @@
-package agent
+package control
 
 import (
 	"errors"
@@ -8,10 +8,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// peerCred is the uid and pid of the process at the other end of a unix
+// PeerCred is the uid and pid of the process at the other end of a unix
 // socket connection, as the kernel recorded them when it connected
 // (SO_PEERCRED).
-func peerCred(c net.Conn) (uid, pid int, err error) {
+func PeerCred(c net.Conn) (uid, pid int, err error) {
 	sc, ok := c.(syscall.Conn)
 	if !ok {
 		return -1, 0, errors.New("not a unix socket")

@@ -1,4 +1,4 @@
-package agent
+package control
 
 import (
 	"encoding/json"
@@ -8,8 +8,8 @@ import (
 )
 
 // Event lines: the framing of the agent's stream requests before their
-// raw bytes (see stream.go) and of the exit service's request and answer
-// (see exit.go), and of the service directory (services.go).
+// raw bytes (stream.go) and of the agent's services to other nodes: the exit
+// service's request and answer and the service directory (package agent).
 //
 //	EVENT = a JSON object (Event) on one line, at most MaxEventLine bytes
 //	        including the terminating '\n'
@@ -43,8 +43,8 @@ const (
 	KindFailed      = "failed" // anything else
 )
 
-// readEvent reads one event line.
-func readEvent(r io.Reader) (Event, error) {
+// ReadEvent reads one event line.
+func ReadEvent(r io.Reader) (Event, error) {
 	var line []byte
 	var b [1]byte
 	for {
@@ -69,8 +69,8 @@ func readEvent(r io.Reader) (Event, error) {
 	return ev, nil
 }
 
-// appendEvent encodes an event line; fields too long for one are clipped.
-func appendEvent(b []byte, ev Event) []byte {
+// AppendEvent encodes an event line; fields too long for one are clipped.
+func AppendEvent(b []byte, ev Event) []byte {
 	for {
 		line, _ := json.Marshal(ev)
 		if len(line) < MaxEventLine {

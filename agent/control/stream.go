@@ -1,4 +1,4 @@
-package agent
+package control
 
 import (
 	"bufio"
@@ -12,6 +12,54 @@ import (
 	"net/http"
 	"time"
 )
+
+// Stream requests turn a control connection into a byte stream, so that
+// programs outside the agent (gridlink nc, forward, socks) use the agent's
+// node instead of starting their own:
+//
+//	POST /connect  ConnectRequest  → 101 naming the stream (Gridlink-Stream:
+//	                                 ID), then the overlay link's bytes;
+//	                                 GET /stream/ID/end then says why they
+//	                                 ended (streamend.go)
+//	POST /bind     BindRequest     → 101, {"bound":ADDR}, when the peer comes
+//	                                 {"peer":ADDR}, then its bytes
+//	POST /expose   ExposeRequest   → 101, {"bound":ADDR}; every link accepted
+//	                                 there is joined to a new TCP connection to
+//	                                 Local, until the client closes
+//
+// A request carries "Connection: Upgrade" and "Upgrade: " + StreamProto; a
+// failure before the upgrade is an HTTP error whose body is a JSON
+// StreamError. After the upgrade the agent sends event lines (event.go),
+// then raw bytes; a connect may instead hand the agent its local end as
+// file descriptors, for the agent to copy itself (handoff.go). A bind
+// whose client sends anything, or closes, before {"peer"} is cancelled;
+// so is an expose whose client closes.
+const StreamProto = "gridlink-stream"
+
+// WithBuffered is c, whose first bytes br already read from it (an HTTP
+// request or answer's reader), as one connection: c itself when br holds
+// nothing more (so that copies can splice, and descriptors be passed).
+func WithBuffered(c net.Conn, br *bufio.Reader) net.Conn {
+	if br.Buffered() > 0 {
+		return &prefixConn{Conn: c, r: io.MultiReader(br, c)}
+	}
+	return c
+}
+
+// prefixConn is a connection whose first bytes were already buffered.
+type prefixConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (p *prefixConn) Read(b []byte) (int, error) { return p.r.Read(b) }
+
+func (p *prefixConn) CloseWrite() error {
+	if cw, ok := p.Conn.(interface{ CloseWrite() error }); ok {
+		return cw.CloseWrite()
+	}
+	return nil
+}
 
 // stream sends a stream request to the agent on its own control
 // connection and returns the upgraded connection and the answer's header.
@@ -45,10 +93,7 @@ func (c *Client) stream(ctx context.Context, path string, body any) (net.Conn, h
 		defer conn.Close()
 		return nil, nil, ResponseError(resp)
 	}
-	if br.Buffered() > 0 {
-		return &prefixConn{Conn: conn, r: io.MultiReader(br, conn)}, resp.Header, nil
-	}
-	return conn, resp.Header, nil
+	return WithBuffered(conn, br), resp.Header, nil
 }
 
 // Connect asks the agent for a link to a virtual address (or, with Exit,
@@ -73,7 +118,7 @@ func (c *Client) listen(ctx context.Context, path string, req any) (*Listening, 
 	if err != nil {
 		return nil, err
 	}
-	ev, err := readEvent(conn)
+	ev, err := ReadEvent(conn)
 	if err == nil && ev.Bound == "" {
 		err = fmt.Errorf("agent: %s: %s", path, orElse(ev.Error, "no bound address"))
 	}
@@ -100,7 +145,7 @@ func (c *Client) Bind(ctx context.Context, req BindRequest) (*Listening, error) 
 // address. It can be called once.
 func (l *Listening) Accept(ctx context.Context) (net.Conn, string, error) {
 	stop := context.AfterFunc(ctx, func() { l.conn.Close() })
-	ev, err := readEvent(l.conn)
+	ev, err := ReadEvent(l.conn)
 	if !stop() {
 		return nil, "", ctx.Err()
 	}

@@ -1,14 +1,14 @@
 //go:build !linux
 
-package agent
+package control
 
 import (
 	"errors"
 	"net"
 )
 
-// peerCred: only Linux tells a unix socket's peer here; elsewhere every
+// PeerCred: only Linux tells a unix socket's peer here; elsewhere every
 // caller is refused as unknown.
-func peerCred(c net.Conn) (uid, pid int, err error) {
+func PeerCred(c net.Conn) (uid, pid int, err error) {
 	return -1, 0, errors.New("peer credentials are not supported on this system")
 }

@@ -1,4 +1,4 @@
-package agent
+package control
 
 import (
 	"io"
@@ -6,11 +6,11 @@ import (
 	"sync"
 )
 
-// joinBuffer is the copy buffer of each direction of Join: large, so that
+// JoinBuffer is the copy buffer of each direction of Join: large, so that
 // a relayed stream costs few system calls.
-const joinBuffer = 256 << 10
+const JoinBuffer = 256 << 10
 
-var joinBufs = sync.Pool{New: func() any { return new([joinBuffer]byte) }}
+var joinBufs = sync.Pool{New: func() any { return new([JoinBuffer]byte) }}
 
 // Join copies between a and b both ways until both directions end, then
 // closes both. When one side's sending ends cleanly (EOF), the other side's
@@ -48,11 +48,11 @@ func JoinErr(a, b net.Conn) (ab, ba int64, err error) {
 // half copies src to dst, then half-closes dst or, on an error, hands it
 // to fail and closes both x and y.
 func half(dst, src, x, y net.Conn, fail func(error)) int64 {
-	buf := joinBufs.Get().(*[joinBuffer]byte)
+	buf := joinBufs.Get().(*[JoinBuffer]byte)
 	defer joinBufs.Put(buf)
 	var n int64
 	var err error
-	if kernelSocket(dst) && kernelSocket(src) {
+	if KernelSocket(dst) && KernelSocket(src) {
 		// TCP and unix sockets: their ReadFrom and WriteTo splice.
 		n, err = io.CopyBuffer(dst, src, buf[:])
 	} else {
@@ -74,8 +74,8 @@ func half(dst, src, x, y net.Conn, fail func(error)) int64 {
 	return n
 }
 
-// kernelSocket says whether c is a TCP or unix stream socket.
-func kernelSocket(c net.Conn) bool {
+// KernelSocket says whether c is a TCP or unix stream socket.
+func KernelSocket(c net.Conn) bool {
 	switch c.(type) {
 	case *net.TCPConn, *net.UnixConn:
 		return true

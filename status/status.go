@@ -1,0 +1,88 @@
+// Package status is the schema of what a node agent and a hub report:
+// the JSON answers of the agent's control API (GET /status, POST /ping,
+// /doctor, /perf; package agent serves them, agent/control asks for
+// them) and of a hub's status socket (GET /status), which the CLI prints
+// (`gridlink status`, `ping`, `doctor`, `perf`, each with --json) and the
+// lab parses. One Go type per JSON object, with its field names written
+// out in tags; a quantity carries its unit in its name (setup_ms,
+// latency_ms, queued_bytes, lease_s, mbit_per_s); times are RFC 3339.
+//
+// It owns the shapes and their words (NAT.Words, PortMap.Words), not how
+// they are measured or served: it imports identity only, so that a client
+// of the agent, the CLI and the lab can read reports without linking the
+// overlay (internal/archtest holds it to that).
+package status
+
+import "github.com/gridlink/gridlink/identity"
+
+// Agent is the node agent's status, the answer of GET /status.
+type Agent struct {
+	Node identity.Machine `json:"node"`
+	// Attach is empty while the node is attached to a hub, else what its
+	// session is doing: "attaching to HUB: reason, retrying (not attached
+	// since T)", or the refusal that ended it.
+	Attach string `json:"attach,omitempty"`
+	// Observed is this host's address as its hub sees it (IP:PORT).
+	Observed string `json:"observed,omitempty"`
+	// Conns are the open virtual connections.
+	Conns []Conn `json:"conns"`
+	// Cache is the per-site method cache: target hub (short ID) → method.
+	Cache   map[string]string `json:"cache"`
+	NAT     NAT               `json:"nat"`
+	PortMap PortMap           `json:"port_map"`
+}
+
+// Conn is one open virtual connection.
+type Conn struct {
+	Local  string `json:"local"`  // NODE:PORT
+	Remote string `json:"remote"` // NODE:PORT
+	Method string `json:"method"` // direct, reverse, splice or routed
+}
+
+// Ping is the answer of POST /ping: Dials connections set up one after
+// another (the first uncached), each used for Count echo round trips.
+type Ping struct {
+	Addr    string    `json:"addr"`
+	Peer    string    `json:"peer"`
+	Method  string    `json:"method"`   // of the first connection
+	Methods []string  `json:"methods"`  // of every connection
+	SetupMS []float64 `json:"setup_ms"` // setup time of every connection
+	Spare   []bool    `json:"spare"`    // whether each connection used a spare (vconn.Config.SpareTTL)
+	RTTMS   []float64 `json:"rtt_ms"`   // round trips, Count on every connection
+	Error   string    `json:"error,omitempty"`
+}
+
+// Perf is the answer of POST /perf: bytes sent to a node's sink and the
+// rate the sink confirmed.
+type Perf struct {
+	Addr     string  `json:"addr"`
+	Method   string  `json:"method"`
+	Bytes    int64   `json:"bytes"`      // the count the sink received
+	Seconds  float64 `json:"seconds"`    // from the first byte to the sink's count
+	MbitPerS float64 `json:"mbit_per_s"` // Bytes*8/Seconds/1e6
+	Error    string  `json:"error,omitempty"`
+}
+
+// Diagnosis is the answer of POST /doctor: this host and, for a target,
+// every method tried toward it.
+type Diagnosis struct {
+	Node     identity.Machine  `json:"node"`
+	Host     []string          `json:"host"`     // findings about this host, in plain words
+	NAT      NAT               `json:"nat"`      // this host's NAT, as the hubs observed it
+	PortMap  PortMap           `json:"port_map"` // whether a port mapping was obtained
+	Target   *identity.Machine `json:"target,omitempty"`
+	Methods  []MethodCheck     `json:"methods,omitempty"`
+	Verdict  string            `json:"verdict,omitempty"`
+	LookupMS float64           `json:"lookup_ms,omitempty"` // finding the target through the hubs
+}
+
+// MethodCheck is one method tried toward a doctor's target.
+type MethodCheck struct {
+	Method string  `json:"method"`
+	OK     bool    `json:"ok"`
+	MS     float64 `json:"ms,omitempty"`    // how long the try took, in milliseconds
+	Why    string  `json:"why"`             // plain words
+	Error  string  `json:"error,omitempty"` // the raw error
+	End    string  `json:"end,omitempty"`   // where the cause lies: "this host", "target" or "path"
+	Cause  string  `json:"cause,omitempty"` // what was measured there (vconn's cause kinds, in words)
+}

@@ -1,0 +1,47 @@
+package status
+
+import (
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// schema is every JSON object of the package with its field names, in
+// order: what the agent's control socket and the hub's status socket
+// answer, and what the lab and other programs parse. Changing a name
+// here changes the wire format; a quantity's name ends in its unit.
+var schema = map[reflect.Type][]string{
+	reflect.TypeFor[Agent]():       {"node", "attach", "observed", "conns", "cache", "nat", "port_map"},
+	reflect.TypeFor[Conn]():        {"local", "remote", "method"},
+	reflect.TypeFor[Ping]():        {"addr", "peer", "method", "methods", "setup_ms", "spare", "rtt_ms", "error"},
+	reflect.TypeFor[Perf]():        {"addr", "method", "bytes", "seconds", "mbit_per_s", "error"},
+	reflect.TypeFor[Diagnosis]():   {"node", "host", "nat", "port_map", "target", "methods", "verdict", "lookup_ms"},
+	reflect.TypeFor[MethodCheck](): {"method", "ok", "ms", "why", "error", "end", "cause"},
+	reflect.TypeFor[NAT]():         {"class", "allocation", "predictable", "at", "error"},
+	reflect.TypeFor[PortMap]():     {"enabled", "mapped", "protocol", "gateway", "internal", "external", "advertised", "lease_s", "expires", "renewals", "at", "error"},
+	reflect.TypeFor[Hub]():         {"name", "id", "addr", "routes", "links", "nodes"},
+	reflect.TypeFor[Route]():       {"hub", "name", "reachable", "next_hop", "hops", "latency_ms", "state", "addrs", "nodes"},
+	reflect.TypeFor[Link]():        {"peer", "name", "role", "remote", "dialed", "rtt_ms", "circuits", "queued_bytes"},
+}
+
+// Every field of every shape names itself in a tag (no Go names on the
+// wire), and the names are the schema's.
+func TestSchema(t *testing.T) {
+	for typ, want := range schema {
+		var got []string
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			tag, ok := f.Tag.Lookup("json")
+			name, _, _ := strings.Cut(tag, ",")
+			if !ok || name == "" || name == "-" {
+				t.Errorf("%s.%s has no JSON name", typ.Name(), f.Name)
+				continue
+			}
+			got = append(got, name)
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s's JSON names: %q, want %q", typ.Name(), got, want)
+		}
+	}
+}
