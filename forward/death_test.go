@@ -2,12 +2,14 @@ package forward
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -135,7 +137,11 @@ func TestRoutedHubDeathNamed(t *testing.T) {
 				}
 				stops[0]()
 				c.SetReadDeadline(time.Now().Add(20 * time.Second))
-				io.Copy(io.Discard, c)
+				// the client is told the stream was cut (a reset), not
+				// that it ended (EOF)
+				if _, cerr := io.Copy(io.Discard, c); !errors.Is(cerr, syscall.ECONNRESET) {
+					t.Errorf("the forwarded connection ended with %v, want a reset: a cut stream must not look finished", cerr)
+				}
 				time.Sleep(200 * time.Millisecond)
 				err = fmt.Errorf("%s", logs.String())
 			default:

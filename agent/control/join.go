@@ -68,10 +68,22 @@ func half(dst, src, x, y net.Conn, fail func(error)) int64 {
 	}
 	if err != nil {
 		fail(err)
+		// a cut stream must not look finished: a TCP end is reset, not
+		// closed with a FIN its program would read as the end of the data
+		abort(x)
+		abort(y)
 	}
 	x.Close()
 	y.Close()
 	return n
+}
+
+// abort makes a TCP connection's close a reset (SO_LINGER 0). Other
+// conns are left to Close.
+func abort(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
 }
 
 // KernelSocket says whether c is a TCP or unix stream socket.
