@@ -33,11 +33,10 @@ func TestHubDeathNamed(t *testing.T) {
 		a.crash()
 		var err error
 		if writer {
-			deadline := time.Now().Add(10 * time.Second)
-			for err == nil && time.Now().Before(deadline) {
+			testwait.Until(t, "a write on the circuit to fail", 10*time.Second, func() bool {
 				_, err = cir.Write([]byte("more"))
-				time.Sleep(time.Millisecond)
-			}
+				return err != nil
+			})
 		} else {
 			err = readErr(t, cir)
 		}

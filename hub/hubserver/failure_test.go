@@ -193,7 +193,7 @@ func TestSlowReaderIsolation(t *testing.T) {
 		}
 		slowWrote <- err
 	}()
-	time.Sleep(300 * time.Millisecond) // the slow circuit fills its window
+	time.Sleep(300 * time.Millisecond) // the slow circuit fills its window (real sockets: no synthetic time)
 
 	fast := openTo(t, n1, n2, 2)
 	if _, err := fast.Write(make([]byte, size)); err != nil {
@@ -247,7 +247,7 @@ func TestCircuitSemantics(t *testing.T) {
 		t.Fatal(err)
 	}
 	peer := <-got
-	time.Sleep(100 * time.Millisecond) // the bytes arrive, unread
+	time.Sleep(100 * time.Millisecond) // the bytes arrive, unread (real sockets: no synthetic time)
 	peer.Close()
 	_, err := io.ReadAll(c1)
 	expectErr(t, err, hub.ErrReset, "closed by n2")

@@ -254,7 +254,7 @@ func TestMutualPeers(t *testing.T) {
 	testwait.Until(t, "a full mesh", 10*time.Second, func() bool {
 		return len(x.Links()) == 2 && len(y.Links()) == 2 && len(z.Links()) == 2
 	})
-	time.Sleep(time.Second) // learned-hub diallers race the configured ones
+	time.Sleep(time.Second) // learned-hub diallers race the configured ones: nothing more changes (real sockets)
 	for _, h := range []*testHub{x, y, z} {
 		if n := len(h.Links()); n != 2 {
 			t.Errorf("hub %s has %d links, want 2: %+v", h.name, n, h.Links())
