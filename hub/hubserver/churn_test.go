@@ -47,6 +47,10 @@ func (l *logCounter) count(sub string) (n int) {
 // exactly one duplicate dropped.
 func TestPeersLinkQuietly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
+		// Last (the first cleanup runs last): the trunks' closing
+		// goroutines (CloseAfterFlush) sleep too, and a bubble ends only
+		// once every goroutine has.
+		t.Cleanup(func() { time.Sleep(time.Minute) })
 		ctx, cancel := context.WithCancel(context.Background())
 		var network memnet.Network
 		var logS, logL logCounter
@@ -81,9 +85,6 @@ func TestPeersLinkQuietly(t *testing.T) {
 			wg.Add(1)
 			go func() { defer wg.Done(); h.Serve(ctx) }()
 		}
-		// Last: the trunks' closing goroutines (CloseAfterFlush) sleep
-		// too, and a bubble ends only once every goroutine has.
-		defer time.Sleep(time.Minute)
 		defer wg.Wait()
 		defer cancel()
 		time.Sleep(15 * time.Second)
