@@ -35,7 +35,8 @@ func Pipe(a, b netip.AddrPort) (*Conn, *Conn) {
 // buffer is one direction of a stream.
 type buffer struct {
 	mu     sync.Mutex
-	data   []byte
+	data   [][]byte      // written and not read yet, in the order written
+	size   int           // bytes in data
 	eof    bool          // the writer closed (or closed its write side)
 	reset  bool          // the reader closed: writes fail
 	ready  chan struct{} // a token when data or eof arrives
@@ -66,12 +67,17 @@ func (c *Conn) Read(p []byte) (int, error) {
 			return 0, c.opErr("read", os.ErrDeadlineExceeded)
 		}
 		b.mu.Lock()
-		if len(b.data) > 0 {
-			n := copy(p, b.data)
-			b.data = b.data[n:]
-			if len(b.data) == 0 {
-				b.data = nil
+		if b.size > 0 {
+			n := 0
+			for n < len(p) && len(b.data) > 0 {
+				k := copy(p[n:], b.data[0])
+				n += k
+				if b.data[0] = b.data[0][k:]; len(b.data[0]) == 0 {
+					b.data[0] = nil
+					b.data = b.data[1:]
+				}
 			}
+			b.size -= n
 			b.mu.Unlock()
 			signal(b.space)
 			return n, nil
@@ -113,8 +119,11 @@ func (c *Conn) Write(p []byte) (int, error) {
 			b.mu.Unlock()
 			return n, c.opErr("write", &os.SyscallError{Syscall: "write", Err: errPipe})
 		}
-		k := min(len(p)-n, window-len(b.data))
-		b.data = append(b.data, p[n:n+k]...)
+		k := min(len(p)-n, window-b.size)
+		if k > 0 {
+			b.data = append(b.data, append([]byte(nil), p[n:n+k]...))
+			b.size += k
+		}
 		n += k
 		b.mu.Unlock()
 		if k > 0 {
@@ -149,7 +158,7 @@ func (c *Conn) Close() error {
 		c.CloseWrite()
 		c.in.mu.Lock()
 		c.in.reset = true
-		c.in.data = nil
+		c.in.data, c.in.size = nil, 0
 		c.in.mu.Unlock()
 		close(c.in.closed)
 		c.rd.set(time.Time{})
