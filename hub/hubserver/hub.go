@@ -190,8 +190,8 @@ func New(cfg Config) (*Hub, error) {
 		if ln, err = net.Listen("tcp", h.cfg.Listen); err != nil {
 			return nil, fmt.Errorf("hub %s: %w", h.cfg.Name, err)
 		}
-		tuneListener(ln, listenBacklog, direct.FirstBytesTimeout)
 	}
+	tuneListener(ln, listenBacklog, direct.FirstBytesTimeout) // TCP listeners only
 	h.ln = ln
 	h.addrs = listenAddrs(ln.Addr())
 	return h, nil
