@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/pki"
 )
 
@@ -300,10 +301,7 @@ func TestDialImpostor(t *testing.T) {
 	if err == nil {
 		t.Fatal("impostor got through")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for l.Stats().Failed != 1 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, "the failed handshake counted", 5*time.Second, func() bool { return l.Stats().Failed != 0 })
 	if st := l.Stats(); st != (Stats{Failed: 1}) {
 		t.Errorf("stats %+v (err %v)", st, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -125,7 +126,7 @@ func TestListenFloodIdle(t *testing.T) {
 		}
 		conns = append(conns, c)
 	}
-	time.Sleep(100 * time.Millisecond) // the listener has taken them
+	time.Sleep(100 * time.Millisecond) // the listener has taken them (real sockets: no synthetic time)
 	go echo(l)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -160,37 +161,51 @@ func (w lockedWriter) Write(p []byte) (int, error) {
 }
 
 // Quiet lets the first lines of a reason through, holds the rest back and
-// sums them up when the interval ends.
+// sums them up when the interval ends: exactly then, on synthetic time.
 func TestQuiet(t *testing.T) {
-	var mu sync.Mutex
-	var summaries []string
-	q := NewQuiet(2, 50*time.Millisecond, func(reason string, more int, since time.Time) {
-		mu.Lock()
-		defer mu.Unlock()
-		summaries = append(summaries, fmt.Sprintf("%d more %s", more, reason))
-	})
-	passed := 0
-	for range 10 {
-		if q.Allow("shed") {
-			passed++
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var summaries []string
+		start := time.Now()
+		q := NewQuiet(2, 50*time.Millisecond, func(reason string, more int, since time.Time) {
+			mu.Lock()
+			defer mu.Unlock()
+			summaries = append(summaries, fmt.Sprintf("%d more %s since +%v", more, reason, since.Sub(start)))
+		})
+		got := func() string {
+			synctest.Wait()
+			mu.Lock()
+			defer mu.Unlock()
+			return strings.Join(summaries, "; ")
 		}
-	}
-	if !q.Allow("other reason") {
-		t.Error("a second reason was held back")
-	}
-	if passed != 2 {
-		t.Errorf("%d of 10 passed, want 2", passed)
-	}
-	time.Sleep(150 * time.Millisecond)
-	mu.Lock()
-	got := strings.Join(summaries, "; ")
-	mu.Unlock()
-	if got != "8 more shed" {
-		t.Errorf("summaries %q, want \"8 more shed\"", got)
-	}
-	if !q.Allow("shed") {
-		t.Error("a new interval held the first line back")
-	}
+		passed := 0
+		for range 10 {
+			if q.Allow("shed") {
+				passed++
+			}
+		}
+		if !q.Allow("other reason") {
+			t.Error("a second reason was held back")
+		}
+		if passed != 2 {
+			t.Errorf("%d of 10 passed, want 2", passed)
+		}
+		time.Sleep(50*time.Millisecond - 1)
+		if s := got(); s != "" {
+			t.Errorf("summaries %q before the interval ended", s)
+		}
+		time.Sleep(1)
+		if s := got(); s != "8 more shed since +0s" {
+			t.Errorf("summaries %q at the end of the interval, want \"8 more shed since +0s\"", s)
+		}
+		if !q.Allow("shed") {
+			t.Error("a new interval held the first line back")
+		}
+		time.Sleep(time.Hour)
+		if s := got(); s != "8 more shed since +0s" {
+			t.Errorf("summaries %q: a summary for an interval that held nothing back", s)
+		}
+	})
 }
 
 // ReadFirstRecord returns a whole first handshake record, or an error.

@@ -23,6 +23,7 @@ import (
 
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/internal/lab/labtest"
+	"github.com/gridlink/gridlink/internal/testwait"
 )
 
 const sshdPath = "/usr/sbin/sshd"
@@ -146,16 +147,22 @@ LogLevel VERBOSE
 	if listen == "0.0.0.0" {
 		addr = net.JoinHostPort("127.0.0.1", fmt.Sprint(port))
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		c, err := probe(addr)
+	var err error
+	defer func() {
+		if t.Failed() {
+			t.Logf("last probe of %s: %v", addr, err)
+		}
+	}()
+	testwait.Until(t, "the sshd's banner at "+addr, 10*time.Second, func() bool {
+		var c net.Conn
+		c, err = probe(addr)
 		if err == nil {
 			_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
 			b := make([]byte, 4)
 			_, err = c.Read(b)
 			c.Close()
 			if err == nil && string(b) == "SSH-" {
-				return s
+				return true
 			}
 		}
 		select {
@@ -163,11 +170,9 @@ LogLevel VERBOSE
 			t.Fatalf("sshd exited: %s", s.log)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("sshd not up at %s: %v\n%s", addr, err, s.log)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return false
+	})
+	return s
 }
 
 // knownHosts writes a known_hosts file trusting the sshd's key for hosts
@@ -333,6 +338,8 @@ func TestSSHTunnelNoDelay(t *testing.T) {
 				if set || time.Now().After(deadline) {
 					break
 				}
+				// Real time: the sshd is another process; with Nagle on,
+				// the 3 s pass to show the line never comes.
 				time.Sleep(20 * time.Millisecond)
 			}
 			if sock == "" {

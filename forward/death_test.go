@@ -17,11 +17,13 @@ import (
 	"github.com/gridlink/gridlink/agent/control"
 	"github.com/gridlink/gridlink/hub/hubserver"
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/vconn"
 )
 
-// slowServer sends a byte every 10 ms for ever.
+// slowServer sends a byte every 10 ms for ever (on real time: a real
+// TCP listener, through agents and hubs on loopback).
 func slowServer(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -142,7 +144,9 @@ func TestRoutedHubDeathNamed(t *testing.T) {
 				if _, cerr := io.Copy(io.Discard, c); !errors.Is(cerr, syscall.ECONNRESET) {
 					t.Errorf("the forwarded connection ended with %v, want a reset: a cut stream must not look finished", cerr)
 				}
-				time.Sleep(200 * time.Millisecond)
+				testwait.Until(t, "forward to log why the stream ended", 5*time.Second, func() bool {
+					return strings.Contains(logs.String(), "first")
+				})
 				err = fmt.Errorf("%s", logs.String())
 			default:
 				inR, inW, _ := os.Pipe()

@@ -14,6 +14,7 @@ import (
 	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/hub/hubserver"
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/vconn"
 )
@@ -42,19 +43,19 @@ func site(t testing.TB, methods ...vconn.Method) (a, b *vconn.Node) {
 		return n
 	}
 	a, b = start("a"), start("b")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var rerr error
+	defer func() {
+		if t.Failed() {
+			t.Logf("a resolving b: %v", rerr)
+		}
+	}()
+	testwait.Until(t, "a to resolve b", 10*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := a.Resolve(ctx, identity.Addr{Node: "b"})
-		cancel()
-		if err == nil {
-			return a, b
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("a cannot resolve b: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		defer cancel()
+		_, rerr = a.Resolve(ctx, identity.Addr{Node: "b"})
+		return rerr == nil
+	})
+	return a, b
 }
 
 // echo serves links on l that send back what they read, then half-close.

@@ -12,7 +12,9 @@ import (
 )
 
 // slowConn delays and cuts the Writes (or the Reads) of a connection: a
-// stream slower than the others, by a random amount per call.
+// stream slower than the others, by a random amount per call. Its sleeps
+// are latency simulated on real time: the links it slows run on loopback
+// TCP as well as net.Pipe.
 type slowConn struct {
 	net.Conn
 	delay time.Duration // at most this long before each call
@@ -207,7 +209,8 @@ type rateConn struct {
 	link *rateLink
 }
 
-// Write sends p in pieces of at most 64 KiB, each once the link is free.
+// Write sends p in pieces of at most 64 KiB, each once the link is free
+// (a rate simulated on real time: its connections are loopback TCP too).
 func (c *rateConn) Write(p []byte) (int, error) {
 	n := 0
 	for len(p) > 0 {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -142,59 +143,65 @@ func TestReorderBound(t *testing.T) {
 
 // TestBackpressure: a Reader whose application does not read stops
 // reading its connections at the bound, and the Writer's Write blocks.
+// In a synctest bubble (net.Pipe: in memory) the stall is exact: every
+// goroutine blocked, not a guess of how long it takes to fill up.
 func TestBackpressure(t *testing.T) {
-	cfg := Config{BlockSize: 64 << 10, SendQueue: 256 << 10}
-	var wc, rc []net.Conn
-	for range 3 {
-		a, b := net.Pipe()
-		wc, rc = append(wc, a), append(rc, b)
-	}
-	w, r := NewWriter(cfg, wc...), NewReader(cfg, rc...)
-	defer r.Close()
-	sent := randomData(rand.New(rand.NewPCG(7, 8)), 24<<20)
-	werr := make(chan error, 1)
-	go func() {
-		_, err := w.Write(sent)
-		if cerr := w.Close(); err == nil {
-			err = cerr
+	synctest.Test(t, func(t *testing.T) {
+		cfg := Config{BlockSize: 64 << 10, SendQueue: 256 << 10}
+		var wc, rc []net.Conn
+		for range 3 {
+			a, b := net.Pipe()
+			wc, rc = append(wc, a), append(rc, b)
 		}
-		werr <- err
-	}()
-	time.Sleep(300 * time.Millisecond)
-	st, ws := r.Stats(), w.Stats()
-	t.Logf("stalled: reader holds %d of %d bytes, writer sent %d, queued %d blocks", st.Buffered, st.Bound, ws.Written, ws.Queued)
-	if st.Buffered > st.Bound || st.Received > int64(st.Bound) {
-		t.Errorf("reader received %d bytes, holds %d, bound %d", st.Received, st.Buffered, st.Bound)
-	}
-	if ws.Written > int64(st.Bound)+3*64<<10 {
-		t.Errorf("writer sent %d bytes to a reader that holds at most %d", ws.Written, st.Bound)
-	}
-	select {
-	case err := <-werr:
-		t.Fatalf("writer finished against a stalled reader: %v", err)
-	default:
-	}
-	res := wait(t, readAll(r), "reader")
-	if res.err != nil {
-		t.Fatal(res.err)
-	}
-	sameData(t, res.data, sent)
-	if err := wait(t, werr, "writer"); err != nil {
-		t.Fatal(err)
-	}
+		w, r := NewWriter(cfg, wc...), NewReader(cfg, rc...)
+		defer r.Close()
+		sent := randomData(rand.New(rand.NewPCG(7, 8)), 24<<20)
+		werr := make(chan error, 1)
+		go func() {
+			_, err := w.Write(sent)
+			if cerr := w.Close(); err == nil {
+				err = cerr
+			}
+			werr <- err
+		}()
+		synctest.Wait() // stalled: everything blocked
+		st, ws := r.Stats(), w.Stats()
+		t.Logf("stalled: reader holds %d of %d bytes, writer sent %d, queued %d blocks", st.Buffered, st.Bound, ws.Written, ws.Queued)
+		if st.Buffered > st.Bound || st.Received > int64(st.Bound) {
+			t.Errorf("reader received %d bytes, holds %d, bound %d", st.Received, st.Buffered, st.Bound)
+		}
+		if ws.Written > int64(st.Bound)+3*64<<10 {
+			t.Errorf("writer sent %d bytes to a reader that holds at most %d", ws.Written, st.Bound)
+		}
+		select {
+		case err := <-werr:
+			t.Fatalf("writer finished against a stalled reader: %v", err)
+		default:
+		}
+		res := wait(t, readAll(r), "reader")
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		sameData(t, res.data, sent)
+		if err := wait(t, werr, "writer"); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 func TestReaderClose(t *testing.T) {
-	r, _ := rawStreams(t, Config{}, 2)
-	got := readAll(r)
-	time.Sleep(10 * time.Millisecond)
-	r.Close()
-	if res := wait(t, got, "reader"); !errors.Is(res.err, ErrClosed) {
-		t.Fatalf("Read after Close: %v", res.err)
-	}
-	if err := r.AddStream(nil); !errors.Is(err, ErrClosed) {
-		t.Fatalf("AddStream after Close: %v", err)
-	}
+	synctest.Test(t, func(t *testing.T) {
+		r, _ := rawStreams(t, Config{}, 2)
+		got := readAll(r)
+		synctest.Wait() // the reader waits for data
+		r.Close()
+		if res := wait(t, got, "reader"); !errors.Is(res.err, ErrClosed) {
+			t.Fatalf("Read after Close: %v", res.err)
+		}
+		if err := r.AddStream(nil); !errors.Is(err, ErrClosed) {
+			t.Fatalf("AddStream after Close: %v", err)
+		}
+	})
 }
 
 // A retire block tells Config.Retired which connection the sender

@@ -124,7 +124,7 @@ func TestPunchRetriesRefused(t *testing.T) {
 	other.Close() // refused until it listens again
 	opened := make(chan net.Listener, 1)
 	go func() {
-		time.Sleep(30 * time.Millisecond)
+		time.Sleep(30 * time.Millisecond) // real time: Punch retries real refused connects on loopback
 		ln, err := net.Listen("tcp", peer.String())
 		if err != nil {
 			t.Error(err)

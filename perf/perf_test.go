@@ -9,6 +9,7 @@ import (
 
 	"github.com/gridlink/gridlink/hub/hubserver"
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/link"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/vconn"
@@ -57,19 +58,15 @@ func TestRunAndServe(t *testing.T) {
 		var reported int
 		o.Report = func(Interval) { reported++ }
 		var c *link.Conn
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		testwait.Until(t, "a link to b:5201", 10*time.Second, func() bool {
 			dctx, dcancel := context.WithTimeout(ctx, 5*time.Second)
+			defer dcancel()
 			c, err = link.Dial(dctx, a, "b:5201", o.Link)
-			dcancel()
-			if err == nil || time.Now().After(deadline) {
-				break
+			if err != nil {
+				t.Logf("dial b:5201: %v", err)
 			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
+			return err == nil
+		})
 		res, err := Run(c, o, 0)
 		if err != nil {
 			t.Fatalf("%+v: %v", o, err)

@@ -94,7 +94,7 @@ func TestRecordConnStopsAtBoundary(t *testing.T) {
 	if _, err := a.Write(stream); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond) // everything is in b's socket buffer
+	time.Sleep(50 * time.Millisecond) // everything is in b's socket buffer (a real TCP socket: no synthetic time)
 	rc := NoReadAhead(b)
 	buf := make([]byte, 1024)
 	var got []byte

@@ -33,7 +33,7 @@ func TestProtocolReplies(t *testing.T) {
 		conn.SetDeadline(time.Now().Add(5 * time.Second))
 		for i, w := range c.steps {
 			conn.Write(w)
-			time.Sleep(50 * time.Millisecond) // the server reads and answers before it all arrives
+			time.Sleep(50 * time.Millisecond) // the server reads and answers before it all arrives (real TCP: no synthetic time)
 			got := make([]byte, len(c.want[i]))
 			if _, err := io.ReadFull(conn, got); err != nil || !bytes.Equal(got, c.want[i]) {
 				t.Errorf("%s: answer %d: %v %v, want %v", c.name, i, got, err, c.want[i])

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gridlink/gridlink/internal/testwait"
 )
 
 // fakeBackend: "echo.grid" echoes, "unknown.grid" is unknown,
@@ -294,18 +296,15 @@ func TestBindClientGone(t *testing.T) {
 		t.Fatalf("reply %#x", rep)
 	}
 	c.Close()
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testwait.Until(t, "the binding closed when its client went away", 5*time.Second, func() bool {
 		f.mu.Lock()
-		freed := f.freed
-		f.mu.Unlock()
-		if freed == 1 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the binding was not closed when its client went away")
-		}
-		time.Sleep(10 * time.Millisecond)
+		defer f.mu.Unlock()
+		return f.freed != 0
+	})
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.freed != 1 {
+		t.Errorf("the binding was freed %d times, want once", f.freed)
 	}
 }
 

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gridlink/gridlink/internal/testwait"
 )
 
 // A node restarted with a fresh key under the same name is reached on
@@ -42,16 +44,14 @@ func staleName(t *testing.T, noCache bool) {
 	b1.Close()
 	b2 := testNode(t, "b", h)
 	serveEcho(t, b2, 7)
-	for {
+	testwait.Until(t, "the hub to list the new b", 20*time.Second, func() bool {
 		ms, err := a.session.Lookup(ctx, "b")
 		if err == nil && len(ms) == 1 && ms[0].ID == b2.ID() {
-			break
+			return true
 		}
-		if ctx.Err() != nil {
-			t.Fatalf("the hub does not list the new b: %v %v", ms, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		t.Logf("the hub lists b as %v (%v)", ms, err)
+		return false
+	})
 	c, err = a.Dial(ctx, "b:7")
 	if err != nil {
 		t.Fatalf("first dial to b after its restart with a fresh key (was %s): %v", old.Short(), err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gridlink/gridlink/hub/hubserver"
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/wire"
 )
@@ -44,15 +45,14 @@ func TestNoHubRouteEndsEveryMethod(t *testing.T) {
 	stopB()
 	<-done
 	// until hub fa has dropped its route to fb
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	testwait.Until(t, "hub fa to drop its route to fb", 10*time.Second, func() bool {
 		_, err := a.Try(context.Background(), Routed, bm, 7000)
-		if errors.Is(err, ErrNoHubRoute) {
-			break
+		if !errors.Is(err, ErrNoHubRoute) {
+			t.Logf("routed to b after its hub stopped: %v", err)
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("routed to b after its hub stopped: %v", err)
-		}
-	}
+		return true
+	})
 	dctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	_, err = a.DialMachine(dctx, bm, 7000)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/gridlink/gridlink/hub/hubserver"
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/pki/ca"
 	"github.com/gridlink/gridlink/pki/pkitest"
@@ -34,25 +35,27 @@ func (b *logBook) logf(f string, a ...any) {
 // wait waits until a line contains all of parts.
 func (b *logBook) wait(t *testing.T, what string, parts ...string) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
+	defer func() {
+		if t.Failed() {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			t.Logf("%s: no log line with %q; lines:\n%s", what, parts, strings.Join(b.lines, "\n"))
+		}
+	}()
+	testwait.Until(t, fmt.Sprintf("%s (a log line with %q)", what, parts), 5*time.Second, func() bool {
 		b.mu.Lock()
+		defer b.mu.Unlock()
 		for _, l := range b.lines {
 			all := true
 			for _, p := range parts {
 				all = all && strings.Contains(l, p)
 			}
 			if all {
-				b.mu.Unlock()
-				return
+				return true
 			}
 		}
-		b.mu.Unlock()
-		time.Sleep(20 * time.Millisecond)
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	t.Errorf("%s: no log line with %q; lines:\n%s", what, parts, strings.Join(b.lines, "\n"))
+		return false
+	})
 }
 
 func certHub(t *testing.T, name string, creds *pki.Credentials, logs *logBook, peers ...string) *hubserver.Hub {

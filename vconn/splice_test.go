@@ -65,7 +65,7 @@ func TestSpliceWrongPrediction(t *testing.T) {
 	if why := Explain(Splice, err, a.Facts(bm)); !strings.Contains(why, "SYNs did not get through") {
 		t.Errorf("explanation %q", why)
 	}
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // nothing more arrives (real sockets: no synthetic time)
 	if n := accepted.Load(); n != 1 {
 		t.Errorf("listener accepted %d connections, want only the routed one", n)
 	}

@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gridlink/gridlink/internal/testwait"
 )
 
 // victim is a home directory a client copies into: a .bashrc beside the
@@ -245,9 +247,7 @@ func TestEvilClientStaysInDestination(t *testing.T) {
 				os.Chmod(d, 0o755)
 			}
 		}
-		if !logs.wait(n, c.bad) {
-			t.Errorf("%s: the service's log does not name %q: %q", c.name, c.bad, logs.all())
-		}
+		logs.wait(t, n, c.bad)
 	}
 }
 
@@ -269,16 +269,21 @@ func (l *logLines) all() []string {
 	return append([]string(nil), l.lines...)
 }
 
-// wait reports whether a line with s, after the first n, is logged
-// within 5 s.
-func (l *logLines) wait(n int, s string) bool {
-	for range 100 {
+// wait waits (5 s at most) for a line with s after the first n, and
+// fails the test naming s and showing those lines if none comes.
+func (l *logLines) wait(t *testing.T, n int, s string) {
+	t.Helper()
+	defer func() {
+		if t.Failed() {
+			t.Logf("the service's log after line %d: %q", n, l.all()[n:])
+		}
+	}()
+	testwait.Until(t, fmt.Sprintf("the service's log to say %q", s), 5*time.Second, func() bool {
 		for _, line := range l.all()[n:] {
 			if strings.Contains(line, s) {
 				return true
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return false
+		return false
+	})
 }

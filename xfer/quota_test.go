@@ -49,18 +49,14 @@ func TestQuota(t *testing.T) {
 	// over the service's quota at once: refused at the plan
 	n := len(logs.all())
 	refused("a plan over the service's quota", put("alice", "big"), "exceed the 1536000 bytes left of this service's quota")
-	if !logs.wait(n, "this service's quota") {
-		t.Errorf("the service's log does not say why: %q", logs.all())
-	}
+	logs.wait(t, n, "this service's quota")
 	// alice: one file of 600 KiB fits her 1000 KiB, the next does not
 	if err := put("alice", "a"); err != nil {
 		t.Fatal(err)
 	}
 	n = len(logs.all())
 	refused("a plan over alice's quota", put("alice", "b"), "exceed the 409600 bytes left of user alice's quota")
-	if !logs.wait(n, "user alice's quota") {
-		t.Errorf("the service's log does not say why: %q", logs.all())
-	}
+	logs.wait(t, n, "user alice's quota")
 	// bob has his own; then the service's 1500 KiB are nearly used up
 	if err := put("bob", "b"); err != nil {
 		t.Fatal(err)
@@ -90,9 +86,7 @@ func TestQuota(t *testing.T) {
 	if len(said) != 1 || !strings.Contains(said[0], "d2: 204800 bytes exceed the 102400 bytes left of this service's quota") {
 		t.Errorf("a lying sender heard %q", said)
 	}
-	if !logs.wait(n, "d2: 204800 bytes exceed") {
-		t.Errorf("the service's log does not say why: %q", logs.all())
-	}
+	logs.wait(t, n, "d2: 204800 bytes exceed")
 	if _, err := os.Stat(filepath.Join(root, "d2")); err == nil {
 		t.Errorf("d2 was stored")
 	}

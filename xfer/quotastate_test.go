@@ -61,9 +61,7 @@ func TestQuotaRestart(t *testing.T) {
 	var logs logLines
 	cfg := Config{Root: root, UserQuota: 1000 * kib, User: alice, Logf: logs.add}
 	dial, stop := start(t, cfg)
-	if !logs.wait(0, StateFile+": no such file: every user's count starts at zero") {
-		t.Errorf("the first start does not say the counts start at zero: %q", logs.all())
-	}
+	logs.wait(t, 0, StateFile+": no such file: every user's count starts at zero")
 	if _, err := Put(ctx, dial, []string{filepath.Join(src, "a")}, "a", Options{Retries: -1}); err != nil {
 		t.Fatal(err)
 	}
@@ -104,9 +102,7 @@ func TestQuotaTree(t *testing.T) {
 	randomFile(t, filepath.Join(src, "small"), 400*kib, 0o644)
 	var logs logLines
 	dial, _ := start(t, Config{Root: root, Quota: 1500 * kib, Logf: logs.add})
-	if !logs.wait(0, "holds 1024000 bytes in 1 files (measured in") {
-		t.Errorf("the service does not log what the tree holds: %q", logs.all())
-	}
+	logs.wait(t, 0, "holds 1024000 bytes in 1 files (measured in")
 	_, err := Put(ctx, dial, []string{filepath.Join(src, "a")}, "a", Options{Retries: -1})
 	if !strings.Contains(errString(err), "exceed the 512000 bytes left of this service's quota") {
 		t.Errorf("a put over what the tree leaves of the quota: %v, want a refusal", err)
@@ -170,9 +166,7 @@ func TestQuotaStatePrivate(t *testing.T) {
 		if !errors.As(err, &re) || !strings.Contains(err.Error(), "reserved for the service's quota state") {
 			t.Errorf("get %s: %v, want a refusal", p, err)
 		}
-		if !logs.wait(n, "reserved for the service's quota state") {
-			t.Errorf("get %s: the service's log does not say why: %q", p, logs.all()[n:])
-		}
+		logs.wait(t, n, "reserved for the service's quota state")
 	}
 	if _, err := Get(ctx, dial, []string{"."}, filepath.Join(out, "all"), Options{Recursive: true, Retries: -1}); err != nil {
 		t.Fatal(err)

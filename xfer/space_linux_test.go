@@ -51,9 +51,7 @@ func TestSpace(t *testing.T) {
 	if !errors.As(err, &re) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), where) {
 		t.Errorf("a put larger than the file system: %v, want a refusal naming it", err)
 	}
-	if !logs.wait(n, where) {
-		t.Errorf("the service's log does not say why: %q", logs.all()[n:])
-	}
+	logs.wait(t, n, where)
 	for _, f := range []string{"three", ".three" + partSuffix} {
 		if _, err := os.Stat(filepath.Join(small, f)); err == nil {
 			t.Errorf("%s was stored", f)
@@ -91,9 +89,7 @@ func TestSpace(t *testing.T) {
 	if err != nil || typ != mAbort || !strings.Contains(said, fullFS) {
 		t.Errorf("a write to a full file system: %d %q %v, want an abort naming it", typ, p, err)
 	}
-	if !logs.wait(n, fullFS) {
-		t.Errorf("the service's log does not say why: %q", logs.all()[n:])
-	}
+	logs.wait(t, n, fullFS)
 	if _, err := os.Stat(filepath.Join(small, ".one"+partSuffix)); err == nil {
 		t.Error("the partial file of a file that did not fit was kept")
 	}

@@ -3,23 +3,35 @@ package hubserver
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/internal/memnet"
 	"github.com/gridlink/gridlink/internal/testwait"
 )
 
 // A session whose hub is not up yet attaches in the background: until
 // then it says why it is not attached, its requests fail at once with a
 // *hub.NotAttachedError, and it attaches once the hub starts; when the hub
-// goes, requests fail at once again, naming the lost hub.
+// goes, requests fail at once again, naming the lost hub. (On an
+// in-memory network in a synctest bubble: the session's retries wait on
+// synthetic time.)
 func TestAttachBeforeHub(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	synctest.Test(t, testAttachBeforeHub)
+}
+
+func testAttachBeforeHub(t *testing.T) {
+	// Last (the first cleanup runs last): the trunks' closing goroutines
+	// sleep too, and a bubble ends only once every goroutine has.
+	t.Cleanup(func() { time.Sleep(time.Minute) })
+	var network memnet.Network
+	start := time.Now()
+	ln, err := network.Listen("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +40,7 @@ func TestAttachBeforeHub(t *testing.T) {
 
 	var logged strings.Builder
 	logs := make(chan string, 64)
-	s, err := hub.Connect(hub.SessionConfig{Creds: creds(t), Machine: identity.Machine{Name: "early"}, Hubs: []string{addr},
+	s, err := hub.Connect(hub.SessionConfig{Creds: creds(t), Machine: identity.Machine{Name: "early"}, Hubs: []string{addr}, Dial: network.Dial,
 		Logf: func(f string, a ...any) {
 			select {
 			case logs <- f:
@@ -70,7 +82,11 @@ func TestAttachBeforeHub(t *testing.T) {
 		t.Errorf("lookup without a hub waited for its context")
 	}
 
-	h, err := New(Config{Name: "late", Creds: creds(t), Listen: addr, Interval: testInterval, Logf: testLogf(t, "")})
+	ln, err = network.Listen(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(Config{Name: "late", Creds: creds(t), Listener: ln, Interval: testInterval, Logf: testLogf(t, "")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,6 +95,13 @@ func TestAttachBeforeHub(t *testing.T) {
 	go func() { done <- h.Serve(hctx) }()
 	if err := s.WaitAttached(ctx); err != nil {
 		t.Fatalf("not attached once the hub started: %v", err)
+	}
+	// the first round failed at once, before the hub started; the next
+	// round after it did found it: at most two backoffs later (250 ms,
+	// then 500 ms; the hub starts before or after the second round, as
+	// the test reads the first round's log line)
+	if took := time.Since(start); took != 250*time.Millisecond && took != 750*time.Millisecond {
+		t.Errorf("attached %v after the start, want 250ms or 750ms: after the first or second backoff", took)
 	}
 	if s.NotAttached() != nil || s.Hub().Name != "late" {
 		t.Errorf("attached to %q, not attached: %v", s.Hub().Name, s.NotAttached())

@@ -7,8 +7,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/gridlink/gridlink/internal/memnet"
 	"github.com/gridlink/gridlink/internal/testwait"
 )
 
@@ -40,45 +42,59 @@ func (l *logCounter) count(sub string) (n int) {
 // the other drops the new one as a duplicate (before its hello). The
 // dialler must learn whom it reached and stop, not redial every 5 s
 // (issue 17, item 9: the peer logged "already linked ... dropping the
-// duplicate link" 12 times a minute, forever).
+// duplicate link" 12 times a minute, forever). The hubs run on an
+// in-memory network in a synctest bubble: 15 s of synthetic time, and
+// exactly one duplicate dropped.
 func TestPeersLinkQuietly(t *testing.T) {
-	t.Parallel() // 15 s of waiting, alongside the other churn test
-	ctx, cancel := context.WithCancel(context.Background())
-	var logS, logL logCounter
-	cs, cl := creds(t), creds(t)
-	if minID(cs.Key.ID(), cl.Key.ID()) != cs.Key.ID() {
-		cs, cl = cl, cs
-	}
-	s, err := New(Config{Name: "s", Creds: cs, Listen: "127.0.0.1:0", Interval: testInterval, Logf: logS.logf})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := New(Config{Name: "l", Creds: cl, Listen: "127.0.0.1:0", Interval: testInterval, Logf: logL.logf,
-		Peers: []string{s.Addr().String()}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.cfg.Peers = []string{l.Addr().String()}
-	l.cfg.Dial = func(ctx context.Context, spec string) (net.Conn, error) {
-		for !l.linkedTo(s.id) && sleepCtx(ctx, 10*time.Millisecond) {
+	synctest.Test(t, func(t *testing.T) {
+		// Last (the first cleanup runs last): the trunks' closing
+		// goroutines (CloseAfterFlush) sleep too, and a bubble ends only
+		// once every goroutine has.
+		t.Cleanup(func() { time.Sleep(time.Minute) })
+		ctx, cancel := context.WithCancel(context.Background())
+		var network memnet.Network
+		var logS, logL logCounter
+		cs, cl := creds(t), creds(t)
+		if minID(cs.Key.ID(), cl.Key.ID()) != cs.Key.ID() {
+			cs, cl = cl, cs
 		}
-		var d net.Dialer
-		return d.DialContext(ctx, "tcp", spec)
-	}
-	var wg sync.WaitGroup
-	for _, h := range []*Hub{s, l} {
-		wg.Add(1)
-		go func() { defer wg.Done(); h.Serve(ctx) }()
-	}
-	defer wg.Wait()
-	defer cancel()
-	time.Sleep(15 * time.Second)
-	if !s.linkedTo(l.id) || !l.linkedTo(s.id) {
-		t.Fatal("the hubs are not linked")
-	}
-	if n := logS.count("already linked"); n > 1 {
-		t.Errorf("s dropped %d duplicate links from l in 15 s; logs:\ns: %q\nl: %q", n, logS.lines, logL.lines)
-	}
+		listen := func() net.Listener {
+			ln, err := network.Listen("127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ln
+		}
+		s, err := New(Config{Name: "s", Creds: cs, Listener: listen(), Interval: testInterval, Logf: logS.logf, Dial: network.Dial})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := New(Config{Name: "l", Creds: cl, Listener: listen(), Interval: testInterval, Logf: logL.logf,
+			Peers: []string{s.Addr().String()}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.cfg.Peers = []string{l.Addr().String()}
+		l.cfg.Dial = func(ctx context.Context, spec string) (net.Conn, error) {
+			for !l.linkedTo(s.id) && sleepCtx(ctx, 10*time.Millisecond) {
+			}
+			return network.Dial(ctx, spec)
+		}
+		var wg sync.WaitGroup
+		for _, h := range []*Hub{s, l} {
+			wg.Add(1)
+			go func() { defer wg.Done(); h.Serve(ctx) }()
+		}
+		defer wg.Wait()
+		defer cancel()
+		time.Sleep(15 * time.Second)
+		if !s.linkedTo(l.id) || !l.linkedTo(s.id) {
+			t.Fatal("the hubs are not linked")
+		}
+		if n := logS.count("already linked"); n != 1 {
+			t.Errorf("s dropped %d duplicate links from l in 15 s, want the one; logs:\ns: %q\nl: %q", n, logS.lines, logL.lines)
+		}
+	})
 }
 
 // A hub that restarts with a new key supersedes its old identity's
@@ -163,7 +179,7 @@ func TestSpliceFailureLoggedOnce(t *testing.T) {
 	}
 	defer wg.Wait()
 	defer cancel()
-	time.Sleep(17 * time.Second)
+	time.Sleep(17 * time.Second) // real time: a's splice probes its NAT and punches on real sockets (nat.Probe, nat.Punch)
 	// Each reason once: the first offer may go unanswered while routes
 	// settle (a reason of its own), then c's refusal is logged once
 	// though a retries it (before the fix: at every retry, 3 in 17 s).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/pki/ca"
 	"github.com/gridlink/gridlink/pki/pkitest"
@@ -59,13 +61,7 @@ func TestRevocationReachesPeerHub(t *testing.T) {
 	trustB, dirB := load()
 	a := start("a", trustA)
 	b := start("b", trustB, a.Addr().String())
-	deadline := time.Now().Add(5 * time.Second)
-	for len(a.Links()) == 0 || len(b.Links()) == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("hubs a and b did not link")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testwait.Until(t, "hubs a and b to link", 5*time.Second, func() bool { return len(a.Links()) != 0 && len(b.Links()) != 0 })
 	nodeTrust, _ := load()
 	evil := member(nodeTrust, ca.Node, "evil")
 	attach := func() (*hub.Session, error) {
@@ -120,27 +116,19 @@ func TestRevocationReachesPeerHub(t *testing.T) {
 		t.Error("hub b's file changed: the test means hubs that share no files")
 	}
 	// The attachment evil had at b is cut too.
-	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		cut := true
+	testwait.Until(t, "evil's attachment to b made before its revocation to be cut", 2*time.Second, func() bool {
 		for _, m := range b.Nodes() {
 			if m.ID == evil.Key.ID() {
-				cut = false
+				return false
 			}
 		}
-		if cut {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("evil's attachment to b made before its revocation is still up")
-		}
-	}
+		return true
+	})
 	// A hub that links later, its file still holding the old list, gets
 	// the new one at link-up.
 	trustC, _ := load()
 	start("c", trustC, b.Addr().String())
-	for deadline := time.Now().Add(5 * time.Second); trustC.CRLs()[0].Number.Cmp(crl2.Number) != 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("hub c, linked to b, still holds list %v, want %v", trustC.CRLs()[0].Number, crl2.Number)
-		}
-	}
+	testwait.Until(t, fmt.Sprintf("hub c, linked to b, to hold list %v", crl2.Number), 5*time.Second, func() bool {
+		return trustC.CRLs()[0].Number.Cmp(crl2.Number) == 0
+	})
 }

@@ -3,6 +3,7 @@ package hubserver
 import (
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/gridlink/gridlink/internal/testwait"
@@ -13,9 +14,14 @@ import (
 // the overlay has a second path (issue 17, item 10; resuming the stream
 // on the other path is for a later issue). The node's own hub dies here:
 // na is attached to a (and could attach to d), nc to c; a-b-c and d-c.
+// (On an in-memory network in a synctest bubble.)
 func TestHubDeathNamed(t *testing.T) {
+	synctest.Test(t, testHubDeathNamed)
+}
+
+func testHubDeathNamed(t *testing.T) {
 	for _, writer := range []bool{false, true} {
-		g := newGrid(t)
+		g := memGrid(t)
 		g.block("a", "d")
 		c := g.hub("c")
 		g.hub("b", "c")
@@ -33,11 +39,10 @@ func TestHubDeathNamed(t *testing.T) {
 		a.crash()
 		var err error
 		if writer {
-			deadline := time.Now().Add(10 * time.Second)
-			for err == nil && time.Now().Before(deadline) {
+			testwait.Until(t, "a write on the circuit to fail", 10*time.Second, func() bool {
 				_, err = cir.Write([]byte("more"))
-				time.Sleep(time.Millisecond)
-			}
+				return err != nil
+			})
 		} else {
 			err = readErr(t, cir)
 		}

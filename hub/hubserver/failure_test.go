@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/gridlink/gridlink/hub"
@@ -159,9 +160,15 @@ func TestReattach(t *testing.T) {
 
 // A circuit whose reader stalls does not stall another circuit on the same
 // links: the second transfers 64 MiB while the first stays blocked, and
-// the hub holds no more than the stalled circuit's window for it.
+// the hub holds no more than the stalled circuit's window for it. (On an
+// in-memory network in a synctest bubble: the stall is exact, every
+// goroutine blocked.)
 func TestSlowReaderIsolation(t *testing.T) {
-	g := newGrid(t)
+	synctest.Test(t, testSlowReaderIsolation)
+}
+
+func testSlowReaderIsolation(t *testing.T) {
+	g := memGrid(t)
 	h := g.hub("h")
 	n1 := g.node("n1", "h")
 	n2 := g.node("n2", "h")
@@ -193,7 +200,12 @@ func TestSlowReaderIsolation(t *testing.T) {
 		}
 		slowWrote <- err
 	}()
-	time.Sleep(300 * time.Millisecond) // the slow circuit fills its window
+	synctest.Wait() // the slow circuit has filled its window
+	select {
+	case err := <-slowWrote:
+		t.Fatalf("the slow circuit's writer finished (%v) though its reader never read", err)
+	default:
+	}
 
 	fast := openTo(t, n1, n2, 2)
 	if _, err := fast.Write(make([]byte, size)); err != nil {
@@ -228,26 +240,35 @@ func TestSlowReaderIsolation(t *testing.T) {
 }
 
 // Deadlines, Close with unread data (a reset, as in TCP) and closing the
-// session.
+// session. (On an in-memory network in a synctest bubble: the deadline
+// ends the read exactly when it passes.)
 func TestCircuitSemantics(t *testing.T) {
-	g := newGrid(t)
+	synctest.Test(t, testCircuitSemantics)
+}
+
+func testCircuitSemantics(t *testing.T) {
+	g := memGrid(t)
 	g.hub("h")
 	n1 := g.node("n1", "h")
 	n2 := g.node("n2", "h")
 	got := make(chan *hub.Circuit, 4)
 	serve(n2, 9, func(c *hub.Circuit) { got <- c })
 	c1 := openTo(t, n1, n2, 9)
-	c1.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	start := time.Now()
+	c1.SetReadDeadline(start.Add(50 * time.Millisecond))
 	var ne interface{ Timeout() bool }
 	if _, err := c1.Read(make([]byte, 1)); !errors.As(err, &ne) || !ne.Timeout() {
 		t.Fatalf("read past the deadline: %v", err)
+	}
+	if took := time.Since(start); took != 50*time.Millisecond {
+		t.Errorf("the read ended %v after a deadline 50ms ahead", took)
 	}
 	c1.SetReadDeadline(time.Time{})
 	if _, err := c1.Write([]byte("unread")); err != nil {
 		t.Fatal(err)
 	}
 	peer := <-got
-	time.Sleep(100 * time.Millisecond) // the bytes arrive, unread
+	synctest.Wait() // the bytes arrive, unread
 	peer.Close()
 	_, err := io.ReadAll(c1)
 	expectErr(t, err, hub.ErrReset, "closed by n2")

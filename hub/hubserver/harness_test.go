@@ -19,6 +19,7 @@ import (
 	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/internal/lab/labtest"
+	"github.com/gridlink/gridlink/internal/memnet"
 	"github.com/gridlink/gridlink/pki"
 )
 
@@ -67,6 +68,9 @@ type grid struct {
 	// splice lets blocked hubs splice links (on loopback the test's
 	// firewall cannot stop a splice); off, so blocked pairs stay unlinked.
 	splice bool
+	// mem, if set, is the network the hubs and nodes use instead of
+	// loopback TCP (memGrid).
+	mem *memnet.Network
 }
 
 type testHub struct {
@@ -81,6 +85,27 @@ func newGrid(t testing.TB) *grid {
 	return &grid{t: t, hubs: map[string]*testHub{}, blocked: map[[2]string]bool{}}
 }
 
+// memGrid is a grid on an in-memory network (internal/memnet), for a
+// test in a synctest bubble: its hubs and nodes block only on channels,
+// so time is synthetic. Call it first in the bubble: its cleanup runs
+// last and lets the trunks' closing goroutines (CloseAfterFlush) end
+// before the bubble does.
+func memGrid(t *testing.T) *grid {
+	t.Cleanup(func() { time.Sleep(time.Minute) })
+	g := newGrid(t)
+	g.mem = &memnet.Network{}
+	return g
+}
+
+// dial reaches a hub: in memory on a memGrid, else loopback TCP.
+func (g *grid) dial(ctx context.Context, spec string) (net.Conn, error) {
+	if g.mem != nil {
+		return g.mem.Dial(ctx, spec)
+	}
+	var d net.Dialer
+	return d.DialContext(ctx, "tcp", spec)
+}
+
 // hub starts a hub that dials the named peers (started before).
 func (g *grid) hub(name string, peers ...string) *testHub {
 	g.t.Helper()
@@ -88,10 +113,19 @@ func (g *grid) hub(name string, peers ...string) *testHub {
 	for _, p := range peers {
 		specs = append(specs, g.get(p).Addr().String())
 	}
+	var ln net.Listener
+	if g.mem != nil {
+		l, err := g.mem.Listen("127.0.0.1:0")
+		if err != nil {
+			g.t.Fatal(err)
+		}
+		ln = l
+	}
 	h, err := New(Config{
 		Name:     name,
 		Creds:    creds(g.t),
 		Listen:   "127.0.0.1:0",
+		Listener: ln,
 		Peers:    specs,
 		Interval: testInterval,
 		Logf:     testLogf(g.t, ""),
@@ -108,8 +142,7 @@ func (g *grid) hub(name string, peers ...string) *testHub {
 			if blocked {
 				return nil, fmt.Errorf("dial %s: blocked by the test firewall", spec)
 			}
-			var d net.Dialer
-			return d.DialContext(ctx, "tcp", spec)
+			return g.dial(ctx, spec)
 		},
 	})
 	if err != nil {
@@ -181,14 +214,21 @@ func (g *grid) node(name string, hubs ...string) *hub.Session {
 	for _, h := range hubs {
 		specs = append(specs, g.get(h).Addr().String())
 	}
-	return attachNode(g.t, name, specs...)
+	return attachNodeDial(g.t, g.dial, name, specs...)
 }
 
 func attachNode(t testing.TB, name string, specs ...string) *hub.Session {
 	t.Helper()
+	return attachNodeDial(t, nil, name, specs...)
+}
+
+// attachNodeDial attaches a node that reaches its hubs with dial (nil:
+// loopback TCP).
+func attachNodeDial(t testing.TB, dial func(context.Context, string) (net.Conn, error), name string, specs ...string) *hub.Session {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	s, err := hub.Attach(ctx, hub.SessionConfig{Creds: creds(t), Machine: identity.Machine{Name: name}, Hubs: specs, Logf: testLogf(t, "")})
+	s, err := hub.Attach(ctx, hub.SessionConfig{Creds: creds(t), Machine: identity.Machine{Name: name}, Hubs: specs, Logf: testLogf(t, ""), Dial: dial})
 	if err != nil {
 		t.Fatalf("attach %s: %v", name, err)
 	}

@@ -77,6 +77,10 @@ type Config struct {
 	// NoSplice stops this hub from splicing links to hubs it cannot reach
 	// and that cannot reach it (splice.go); by default it does.
 	NoSplice bool
+	// Listener, if set, is where the hub accepts instead of listening on
+	// Listen (tests: an in-memory network, internal/memnet, so a hub runs
+	// in a testing/synctest bubble); Serve closes it.
+	Listener net.Listener
 }
 
 // Hub is a hub server. Make one with New and run it with Serve.
@@ -180,11 +184,14 @@ func New(cfg Config) (*Hub, error) {
 	// State numbers start from the clock, so a restarted hub's states are
 	// newer than any of its previous life.
 	h.state = uint64(time.Now().UnixMilli()) * 2
-	ln, err := net.Listen("tcp", h.cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("hub %s: %w", h.cfg.Name, err)
+	ln := h.cfg.Listener
+	if ln == nil {
+		var err error
+		if ln, err = net.Listen("tcp", h.cfg.Listen); err != nil {
+			return nil, fmt.Errorf("hub %s: %w", h.cfg.Name, err)
+		}
 	}
-	tuneListener(ln, listenBacklog, direct.FirstBytesTimeout)
+	tuneListener(ln, listenBacklog, direct.FirstBytesTimeout) // TCP listeners only
 	h.ln = ln
 	h.addrs = listenAddrs(ln.Addr())
 	return h, nil

@@ -41,26 +41,27 @@ func (b *logBook) logf(format string, args ...any) {
 // wait waits until a line holding every one of parts is logged.
 func (b *logBook) wait(t testing.TB, what string, parts ...string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	defer func() {
+		if t.Failed() {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			t.Logf("%s: no line with %q in:\n%s", what, parts, strings.Join(b.lines, "\n"))
+		}
+	}()
+	testwait.Until(t, fmt.Sprintf("%s (a line with %q)", what, parts), 10*time.Second, func() bool {
 		b.mu.Lock()
+		defer b.mu.Unlock()
 		for _, l := range b.lines {
 			ok := true
 			for _, p := range parts {
 				ok = ok && strings.Contains(l, p)
 			}
 			if ok {
-				b.mu.Unlock()
-				return
+				return true
 			}
 		}
-		all := strings.Join(b.lines, "\n")
-		b.mu.Unlock()
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: no line with %q in:\n%s", what, parts, all)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false
+	})
 }
 
 // namedHub starts a hub with creds that dials peers; its log is kept.
@@ -347,7 +348,7 @@ func TestNameSettledWhenHubsMeet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(5 * time.Millisecond) // admitted a few milliseconds apart, by the hubs' clocks
+	time.Sleep(5 * time.Millisecond) // admitted a few milliseconds apart, by the hubs' clocks (real ones: the hubs run on real sockets)
 	second, err := attachAs(t, "n1", creds(t), b)
 	if err != nil {
 		t.Fatalf("b, which does not know a yet: %v", err)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/gridlink/gridlink/direct"
@@ -244,9 +245,14 @@ func TestRoutedMessages(t *testing.T) {
 }
 
 // Two hubs that dial each other end up with one link, the same on both
-// sides.
+// sides. On an in-memory network in a synctest bubble: the second after
+// the mesh forms is synthetic, and every goroutine has settled in it.
 func TestMutualPeers(t *testing.T) {
-	g := newGrid(t)
+	synctest.Test(t, testMutualPeers)
+}
+
+func testMutualPeers(t *testing.T) {
+	g := memGrid(t)
 	x := g.hub("x")
 	y := g.hub("y", "x")
 	z := g.hub("z", "x") // learns y from x; y learns z: both dial
@@ -255,6 +261,7 @@ func TestMutualPeers(t *testing.T) {
 		return len(x.Links()) == 2 && len(y.Links()) == 2 && len(z.Links()) == 2
 	})
 	time.Sleep(time.Second) // learned-hub diallers race the configured ones
+	synctest.Wait()
 	for _, h := range []*testHub{x, y, z} {
 		if n := len(h.Links()); n != 2 {
 			t.Errorf("hub %s has %d links, want 2: %+v", h.name, n, h.Links())

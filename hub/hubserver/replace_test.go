@@ -5,9 +5,11 @@ import (
 	"net"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/internal/memnet"
 	"github.com/gridlink/gridlink/internal/testwait"
 )
 
@@ -16,20 +18,36 @@ import (
 // circuits a node set up on it in between carry on (they were reset,
 // naming a lost link: the cause of hubserver.TestHubDeathNamed's flakes);
 // new circuits take the new trunk, and the old one is closed once its last
-// circuit ends.
+// circuit ends. (On an in-memory network in a synctest bubble.)
 func TestReplacedTrunkKeepsItsCircuits(t *testing.T) {
+	synctest.Test(t, testReplacedTrunkKeepsItsCircuits)
+}
+
+func testReplacedTrunkKeepsItsCircuits(t *testing.T) {
+	var network memnet.Network
+	// Last (the first cleanup runs last): the trunks' closing goroutines
+	// (CloseAfterFlush) sleep too, and a bubble ends only once every
+	// goroutine has.
+	t.Cleanup(func() { time.Sleep(time.Minute) })
+	listen := func() net.Listener {
+		ln, err := network.Listen("127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ln
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var logS, logL logCounter
 	cs, cl := creds(t), creds(t)
 	if minID(cs.Key.ID(), cl.Key.ID()) != cs.Key.ID() {
 		cs, cl = cl, cs
 	}
-	s, err := New(Config{Name: "s", Creds: cs, Listen: "127.0.0.1:0", Interval: testInterval, Logf: logS.logf})
+	s, err := New(Config{Name: "s", Creds: cs, Listener: listen(), Interval: testInterval, Logf: logS.logf})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := New(Config{Name: "l", Creds: cl, Listen: "127.0.0.1:0", Interval: testInterval, Logf: logL.logf,
-		Peers: []string{s.Addr().String()}})
+	l, err := New(Config{Name: "l", Creds: cl, Listener: listen(), Interval: testInterval, Logf: logL.logf,
+		Peers: []string{s.Addr().String()}, Dial: network.Dial})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,8 +60,7 @@ func TestReplacedTrunkKeepsItsCircuits(t *testing.T) {
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
-		var d net.Dialer
-		return d.DialContext(ctx, "tcp", spec)
+		return network.Dial(ctx, spec)
 	}
 	var wg sync.WaitGroup
 	for _, h := range []*Hub{s, l} {
@@ -53,7 +70,7 @@ func TestReplacedTrunkKeepsItsCircuits(t *testing.T) {
 	defer wg.Wait()
 	defer cancel()
 	testwait.Until(t, "l's trunk to s", 0, func() bool { return s.linkedTo(l.id) && l.linkedTo(s.id) })
-	ns, nl := attachNode(t, "ns", s.Addr().String()), attachNode(t, "nl", l.Addr().String())
+	ns, nl := attachNodeDial(t, network.Dial, "ns", s.Addr().String()), attachNodeDial(t, network.Dial, "nl", l.Addr().String())
 	serve(nl, 7, echo)
 	testwait.Until(t, "ns resolving nl", 0, func() bool {
 		c, err := ns.Open(context.Background(), nl.Machine(), 7)
@@ -85,7 +102,8 @@ func TestReplacedTrunkKeepsItsCircuits(t *testing.T) {
 	if logS.count(replaced) != 1 || logL.count(replaced) != 1 {
 		t.Errorf("each hub should log the replacement once; logs:\ns: %q\nl: %q", logS.lines, logL.lines)
 	}
-	time.Sleep(3 * testInterval)
+	time.Sleep(3 * testInterval) // nothing more happens
+	synctest.Wait()
 	if !s.linkedTo(l.id) || !l.linkedTo(s.id) {
 		t.Errorf("the hubs are no longer linked")
 	}
