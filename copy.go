@@ -20,6 +20,7 @@ import (
 	"github.com/gridlink/gridlink/link"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/pki/proxy"
+	"github.com/gridlink/gridlink/status"
 	"github.com/gridlink/gridlink/xfer"
 )
 
@@ -153,6 +154,21 @@ type CopyResult struct {
 	// ran); what was stored stays where it goes, the same copy with
 	// Resume continues it.
 	Interrupted bool
+}
+
+// CopyReport is a copy's result (and its error, if it failed) in the
+// shape `gridlink cp --json` prints (status.Copy).
+func CopyReport(res CopyResult, err error) status.Copy {
+	sum := res.CopySummary
+	r := status.Copy{Files: sum.Files, Dirs: sum.Dirs, Failed: sum.Failed, Bytes: sum.Bytes, SentBytes: sum.Sent, KeptBytes: sum.Kept,
+		Attempts: sum.Attempts, Seconds: sum.Seconds, MbitPerS: sum.Mbps, Method: res.Method, Streams: res.Streams, PushError: sum.Error}
+	for _, e := range sum.Errors {
+		r.Errors = append(r.Errors, status.CopyError{Path: e.Path, Error: e.Error, Changed: e.Changed})
+	}
+	if err != nil {
+		r.Failure = err.Error()
+	}
+	return r
 }
 
 // FailedEntriesError is a copy that ran through but did not store some

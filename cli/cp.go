@@ -203,22 +203,12 @@ func runCp(ctx context.Context, nf *nodeFlags, cf cpFlags, args []string) error 
 	return cpReport(res, err, cf.asJSON, cf.quiet)
 }
 
-type cpResult struct {
-	gridlink.CopySummary
-	Method  string `json:"method,omitempty"`
-	Streams int    `json:"streams,omitempty"`
-	Failure string `json:"failure,omitempty"`
-}
-
 // cpReport prints the summary: JSON, or a line (and the errors, unless the
 // progress display printed them as they came).
 func cpReport(res gridlink.CopyResult, err error, asJSON, quiet bool) error {
 	sum := res.CopySummary
 	if asJSON {
-		r := cpResult{CopySummary: sum, Method: res.Method, Streams: res.Streams}
-		if err != nil {
-			r.Failure = err.Error()
-		}
+		r := gridlink.CopyReport(res, err)
 		if jerr := json.NewEncoder(os.Stdout).Encode(r); jerr != nil {
 			return jerr
 		}

@@ -23,6 +23,8 @@ var schema = map[reflect.Type][]string{
 	reflect.TypeFor[Hub]():         {"name", "id", "addr", "routes", "links", "nodes"},
 	reflect.TypeFor[Route]():       {"hub", "name", "reachable", "next_hop", "hops", "latency_ms", "state", "addrs", "nodes"},
 	reflect.TypeFor[Link]():        {"peer", "name", "role", "remote", "dialed", "rtt_ms", "circuits", "queued_bytes"},
+	reflect.TypeFor[Copy]():        {"files", "dirs", "failed", "bytes", "sent_bytes", "kept_bytes", "attempts", "seconds", "mbit_per_s", "errors", "method", "streams", "failure", "push_error"},
+	reflect.TypeFor[CopyError]():   {"path", "error", "changed"},
 }
 
 // Every field of every shape names itself in a tag (no Go names on the

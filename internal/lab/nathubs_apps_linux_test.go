@@ -21,6 +21,7 @@ import (
 	"github.com/gridlink/gridlink/internal/lab"
 	"github.com/gridlink/gridlink/internal/lab/labtest"
 	"github.com/gridlink/gridlink/pki/ca"
+	"github.com/gridlink/gridlink/status"
 )
 
 // cpProgress: gridlink cp -r of a tree of 4 files in 5 directories, from
@@ -54,7 +55,7 @@ func (L *natHubs) cpProgress(t *testing.T) {
 	defer cancel()
 	argv := append([]string{L.bin, "cp", "-r", "--json", "--interval", "0.25", "--limit", "256K", "--hub", hubAddr(L.host("west-hub"))}, cred.Args()...)
 	out, errb, err := tryIn(ctx, westN, nil, append(argv, src, "xfer-pub-n:copy")...)
-	var r cpResult
+	var r status.Copy
 	if jerr := json.Unmarshal(out, &r); err != nil || jerr != nil {
 		t.Fatalf("cp -r west-n -> pub-n: %v (%v): %s\n%s", err, jerr, out, errb)
 	}

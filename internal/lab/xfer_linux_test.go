@@ -19,25 +19,8 @@ import (
 	"github.com/gridlink/gridlink/internal/lab/labtest"
 	"github.com/gridlink/gridlink/internal/lab/matrix"
 	"github.com/gridlink/gridlink/internal/lab/topology"
+	"github.com/gridlink/gridlink/status"
 )
-
-// cpResult is what gridlink cp --json prints.
-type cpResult struct {
-	Files    int     `json:"files"`
-	Dirs     int     `json:"dirs"`
-	Failed   int     `json:"failed"`
-	Bytes    int64   `json:"bytes"`
-	Sent     int64   `json:"sent"`
-	Kept     int64   `json:"kept"`
-	Attempts int     `json:"attempts"`
-	Seconds  float64 `json:"seconds"`
-	Method   string  `json:"method"`
-	Failure  string  `json:"failure"`
-	Errors   []struct {
-		Path  string `json:"path"`
-		Error string `json:"error"`
-	} `json:"errors"`
-}
 
 type xferLab struct {
 	t    *testing.T
@@ -126,19 +109,19 @@ func (x *xferLab) cpCmdAs(ctx context.Context, user, host string, args ...string
 }
 
 // cp runs gridlink cp on host as alice and returns its summary.
-func (x *xferLab) cp(host string, args ...string) (cpResult, error) {
+func (x *xferLab) cp(host string, args ...string) (status.Copy, error) {
 	return x.cpAs("alice", host, args...)
 }
 
 // cpAs runs gridlink cp on host as user and returns its summary.
-func (x *xferLab) cpAs(user, host string, args ...string) (cpResult, error) {
+func (x *xferLab) cpAs(user, host string, args ...string) (status.Copy, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	cmd := x.cpCmdAs(ctx, user, host, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
-	var r cpResult
+	var r status.Copy
 	if jerr := json.Unmarshal(out.Bytes(), &r); jerr != nil {
 		x.t.Fatalf("cp %v on %s: %v, no JSON (%v): %s %s", args, host, err, jerr, out.Bytes(), errb.Bytes())
 	}
@@ -288,8 +271,8 @@ func xferResume(t *testing.T, x *xferLab, src, root string) {
 	if err != nil || r.Files != 1 {
 		t.Fatalf("resume: %+v %v", r, err)
 	}
-	if r.Kept != kept || r.Sent != size-kept || kept < size/3 || kept > int64(len(have))-block {
-		t.Errorf("resume sent %d and kept %d bytes; want %d kept (the partial file's good blocks, the flipped one not) and %d sent", r.Sent, r.Kept, kept, size-kept)
+	if r.KeptBytes != kept || r.SentBytes != size-kept || kept < size/3 || kept > int64(len(have))-block {
+		t.Errorf("resume sent %d and kept %d bytes; want %d kept (the partial file's good blocks, the flipped one not) and %d sent", r.SentBytes, r.KeptBytes, kept, size-kept)
 	}
 	sameBytes(t, filepath.Join(src, "big"), filepath.Join(root, "big"))
 	if _, err := os.Stat(part); err == nil {
@@ -405,7 +388,7 @@ func xferResumeNewDir(t *testing.T, x *xferLab, src, root string) {
 	tree := filepath.Join(src, "cpsrc")
 	writeRandom(t, filepath.Join(tree, "big"), size)
 	writeRandom(t, filepath.Join(tree, "sub", "small"), 1000)
-	check := func(how, dst string, r cpResult, err error) {
+	check := func(how, dst string, r status.Copy, err error) {
 		t.Helper()
 		if err != nil || r.Files != 2 || r.Failed != 0 {
 			t.Fatalf("%s: resume: %+v %v", how, r, err)
@@ -418,9 +401,9 @@ func xferResumeNewDir(t *testing.T, x *xferLab, src, root string) {
 		if left, _ := filepath.Glob(filepath.Join(dst, ".*")); len(left) > 0 {
 			t.Errorf("%s: left behind: %v", how, left)
 		}
-		t.Logf("%s: the resumed copy kept %d and sent %d of %d bytes in %.2f s", how, r.Kept, r.Sent, size+1000, r.Seconds)
-		if r.Kept < size/3 || r.Sent > size-size/3 {
-			t.Errorf("%s: resume kept %d and sent %d of %d bytes: not continued", how, r.Kept, r.Sent, size)
+		t.Logf("%s: the resumed copy kept %d and sent %d of %d bytes in %.2f s", how, r.KeptBytes, r.SentBytes, size+1000, r.Seconds)
+		if r.KeptBytes < size/3 || r.SentBytes > size-size/3 {
+			t.Errorf("%s: resume kept %d and sent %d of %d bytes: not continued", how, r.KeptBytes, r.SentBytes, size)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
