@@ -30,14 +30,14 @@ func prepareSocketDir(dir string, uid int) error {
 	if err != nil {
 		return fmt.Errorf("agent: control directory: %w", err)
 	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
+	owner, ok := ownerUID(fi)
 	switch {
 	case !fi.IsDir():
 		return fmt.Errorf("agent: control directory %s is not a directory (%s)", dir, fi.Mode().Type())
 	case !ok:
 		return fmt.Errorf("agent: control directory %s: no owner known", dir)
-	case int(st.Uid) != uid:
-		return fmt.Errorf("agent: control directory %s belongs to uid %d, not to uid %d: refusing it", dir, st.Uid, uid)
+	case owner != uid:
+		return fmt.Errorf("agent: control directory %s belongs to uid %d, not to uid %d: refusing it", dir, owner, uid)
 	case fi.Mode().Perm()&0o077 != 0:
 		if err := os.Chmod(dir, 0o700); err != nil {
 			return fmt.Errorf("agent: control directory %s: %w", dir, err)

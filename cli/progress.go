@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/vbauerster/mpb/v8"
-	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 
 	"github.com/gridlink/gridlink"
 )
@@ -39,11 +39,10 @@ type progress struct {
 // that tells no size (a pseudo-terminal nobody sized) gets bars 80
 // columns wide: mpb would draw no row on it.
 func newProgress(f *os.File, interval time.Duration, quiet bool) *progress {
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	if err != nil {
+	if !term.IsTerminal(int(f.Fd())) {
 		return startProgress(f, false, interval, quiet)
 	}
-	if ws, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ); err != nil || ws.Row == 0 || ws.Col == 0 {
+	if w, h, err := term.GetSize(int(f.Fd())); err != nil || w == 0 || h == 0 {
 		return startProgress(struct{ io.Writer }{f}, true, interval, quiet, mpb.ForceTTY(), mpb.WithWidth(80))
 	}
 	return startProgress(f, true, interval, quiet)
