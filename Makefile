@@ -29,6 +29,9 @@ build:
 # with the race detector. Lab tests need root and fail (not skip) under CI=true.
 test: deps build
 	$(GO) vet ./...
+	@# the gridlink binary builds elsewhere too (the lab is Linux only)
+	GOOS=darwin $(GO) build -o /dev/null ./cmd/gridlink
+	GOOS=windows $(GO) build -o /dev/null ./cmd/gridlink
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(BIN)/gridlab down >/dev/null
 	GRIDLINK_BIN=$(CURDIR)/$(BIN)/gridlink $(GO) test -race -count=1 -timeout 14m ./...
