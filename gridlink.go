@@ -6,8 +6,10 @@
 // agent's client), which owns a node's configuration and start-up
 // (config.go, node.go: Start, StartAttached, StartAgent), hubs and their
 // status socket (hub.go), perf (perf.go), the glue of SOCKS, forward, nc
-// and expose to the agent (apps.go) and the grid CA, certificates and
-// proxies (gridca.go). It leaves flags, output formats and passphrase
+// and expose to the agent (apps.go), the grid CA, certificates and
+// proxies (gridca.go), copies and transfer services (copy.go,
+// copyprogress.go, serve.go) and third-party delegation (delegate.go). It
+// leaves flags, output formats and passphrase
 // prompts to the command line (package cli), and the lower layers' test
 // knobs (method lists, head starts) to package vconn.
 //
