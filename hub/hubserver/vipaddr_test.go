@@ -135,8 +135,8 @@ func TestVirtualAddrCaptureRefused(t *testing.T) {
 	}
 }
 
-// Two nodes claiming one address at two hubs at once: one holds it at
-// both hubs, the other is refused.
+// Three nodes claiming one address at once, two at one hub and one at
+// another: one holds it at both hubs, the others are refused.
 func TestVirtualConcurrentClaims(t *testing.T) {
 	a, _ := namedHub(t, "a", creds(t))
 	b, _ := namedHub(t, "b", creds(t), a)
@@ -144,8 +144,8 @@ func TestVirtualConcurrentClaims(t *testing.T) {
 	ctx := context.Background()
 	for round := range 5 {
 		addr := netip.AddrFrom4([4]byte{100, 96, 1, byte(round + 1)})
-		nodes := []*hub.Session{vipNode(t, fmt.Sprintf("x%d", round), a), vipNode(t, fmt.Sprintf("y%d", round), b)}
-		errs := make([]error, 2)
+		nodes := []*hub.Session{vipNode(t, fmt.Sprintf("x%d", round), a), vipNode(t, fmt.Sprintf("y%d", round), b), vipNode(t, fmt.Sprintf("z%d", round), a)}
+		errs := make([]error, len(nodes))
 		var wg sync.WaitGroup
 		for i, n := range nodes {
 			wg.Add(1)
@@ -157,7 +157,7 @@ func TestVirtualConcurrentClaims(t *testing.T) {
 			switch {
 			case err == nil:
 				if winner != nil {
-					t.Fatalf("%s: both nodes hold it", addr)
+					t.Fatalf("%s: two nodes hold it", addr)
 				}
 				winner = nodes[i]
 			case !errors.Is(err, hub.ErrAddrTaken):
