@@ -338,7 +338,24 @@ func (h *Hub) runClaim(p *peer, v *wire.Virtual) {
 		h.logf("hub %s: node %s (%s): virtual address %s refused: %s", h.cfg.Name, p.name, p.id.Short(), tk.Addr, tk.Reason)
 	}
 	if len(won) > 0 {
-		h.logf("hub %s: node %s (%s) holds virtual addresses %v", h.cfg.Name, p.name, p.id.Short(), now)
+		h.logf("hub %s: node %s (%s) holds virtual addresses %s", h.cfg.Name, p.name, p.id.Short(), addrList(now))
 	}
 	p.t.SendControl(&wire.Message{Kind: wire.KVirtualAck, VirtualAck: &wire.VirtualAck{Query: v.Query, V4: now[0], V6: now[1], Taken: taken}})
+}
+
+// addrList is a node's addresses for a log line: "100.96.0.5 fd67:726c::5".
+func addrList(both [2]netip.Addr) string {
+	out := ""
+	for _, a := range both {
+		if a.IsValid() {
+			if out != "" {
+				out += " "
+			}
+			out += a.String()
+		}
+	}
+	if out == "" {
+		return "none"
+	}
+	return out
 }
