@@ -45,6 +45,8 @@ func (sl *slink) handle(f wire.Frame) error {
 				}
 			}
 			s.mu.Unlock()
+		case wire.KVirtualAck:
+			sl.virtualAck(m.VirtualAck)
 		case wire.KRefused:
 			// the hub gave our name to another node: the link ends with
 			// its refusal, which maintain does not retry.

@@ -8,7 +8,8 @@
 // request made while the session has no hub fails at once with a
 // *NotAttachedError. Over its attachment a node looks nodes up, sends and
 // receives routed messages, asks for the hubs its hub knows (requests.go),
-// updates its machine identifier (machine.go), and opens and accepts
+// updates its machine identifier (machine.go), claims and looks up
+// virtual addresses (vipaddr.go), and opens and accepts
 // circuits: relayed connections through the hubs with end-to-end flow
 // control (circuit.go, demux.go).
 //

@@ -89,6 +89,9 @@ type Session struct {
 	hubQueries map[uint64]chan []wire.RouteAd
 	nextQ      uint64
 
+	// Virtual addresses (vipaddr.go).
+	vip vipSession
+
 	// Running until Close: what the hub sends the node, and the
 	// goroutines that read it.
 	ctx      context.Context
@@ -105,6 +108,7 @@ type slink struct {
 	t        *Trunk
 	hub      identity.Machine
 	observed netip.AddrPort
+	version  int              // the hub's protocol version (its hello's)
 	sent     identity.Machine // the machine this link's hub was last told (under s.mu)
 
 	mu       sync.Mutex
@@ -297,7 +301,7 @@ func (s *Session) attachTo(ctx context.Context, spec string) (*slink, error) {
 	if hub.Name == "" {
 		hub.Name = hub.ID.Short()
 	}
-	sl := &slink{s: s, hub: hub, observed: hello.Observed, sent: me, circuits: map[uint32]*Circuit{}, nextCirc: FirstCircuit(true)}
+	sl := &slink{s: s, hub: hub, observed: hello.Observed, version: hello.Version, sent: me, circuits: map[uint32]*Circuit{}, nextCirc: FirstCircuit(true)}
 	sl.t = NewTrunk(c, sealer, fmt.Sprintf("hub %s (%s)", hub.Name, c.RemoteAddr()), false)
 	s.wg.Add(1)
 	go func() {
@@ -335,6 +339,7 @@ func (s *Session) install(sl *slink, idx int) bool {
 	}
 	s.cur, s.curIdx = sl, idx
 	s.catchUpLocked(sl)
+	s.reclaimAddrsLocked(sl)
 	select {
 	case <-s.ready: // the lost link was not detached yet: still marked ready
 	default:

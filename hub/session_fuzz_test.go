@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net"
+	"net/netip"
 	"testing"
 
 	"github.com/gridlink/gridlink/identity"
@@ -53,6 +54,8 @@ func FuzzSessionFrames(f *testing.F) {
 		Msg: &wire.Message{Kind: wire.KReverse, Reverse: &wire.Reverse{Token: 1, From: identity.Machine{ID: someone}, Port: 1}}}})))
 	f.Add(wire.Append(nil, wire.TControl, 0, wire.Encode(&wire.Message{Kind: wire.KFound, Found: &wire.Found{Query: 1}})))
 	f.Add(wire.Append(nil, wire.TControl, 0, wire.Encode(&wire.Message{Kind: wire.KMachine, Machine: &identity.Machine{ID: someone, Name: "node-peer"}})))
+	f.Add(wire.Append(nil, wire.TControl, 0, wire.Encode(&wire.Message{Kind: wire.KVirtualAck, VirtualAck: &wire.VirtualAck{V4: netip.MustParseAddr("100.96.0.1"),
+		Taken: []wire.AddrTaken{{Addr: netip.MustParseAddr("fd67:726c::1"), Holder: identity.Machine{ID: someone}, Reason: "held"}}}})))
 
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s := &Session{cfg: SessionConfig{Machine: identity.Machine{ID: someone, Name: "n"}}, machine: identity.Machine{ID: someone, Name: "n"}, logf: quiet, lookups: map[uint64]chan []identity.Machine{},

@@ -34,8 +34,9 @@ const (
 	KMachine = "machine"
 )
 
-// Version is the protocol version hellos carry.
-const Version = 1
+// Version is the protocol version hellos carry (2: virtual addresses,
+// vipaddr.go).
+const Version = VersionVirtual
 
 // Limits on decoded messages.
 const (
@@ -69,6 +70,12 @@ type Message struct {
 	Refusal *Refusal          `json:"refusal,omitempty"` // names.go
 	Claim   *Claim            `json:"claim,omitempty"`
 	Claimed *Claimed          `json:"claimed,omitempty"`
+	// virtual addresses (vipaddr.go)
+	Virtual     *Virtual     `json:"virtual,omitempty"`
+	VirtualAck  *VirtualAck  `json:"virtual_ack,omitempty"`
+	LookupAddr  *LookupAddr  `json:"lookup_addr,omitempty"`
+	AddrClaim   *AddrClaim   `json:"addr_claim,omitempty"`
+	AddrClaimed *AddrClaimed `json:"addr_claimed,omitempty"`
 }
 
 // Hello introduces one end of a hub link. A hub answers a node's hello with
@@ -278,8 +285,12 @@ func (m *Message) check(depth int) error {
 	if m.CRL != nil {
 		set++
 	}
+	set += m.virtualBodies()
 	if set != 1 {
 		return fmt.Errorf("%d bodies, want exactly 1", set)
+	}
+	if isVirtualKind(m.Kind) {
+		return m.checkVirtual(depth)
 	}
 	var ok bool
 	switch m.Kind {

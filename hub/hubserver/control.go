@@ -38,6 +38,10 @@ func (h *Hub) control(p *peer, m *wire.Message) error {
 		h.answerHubs(p, m.Hubs)
 	case m.Kind == wire.KMachine && !p.isHub:
 		return h.updateNode(p, m.Machine)
+	case m.Kind == wire.KVirtual && !p.isHub:
+		h.claimVirtual(p, m.Virtual)
+	case m.Kind == wire.KLookupAddr && !p.isHub:
+		h.lookupAddr(p, m.LookupAddr)
 	default:
 		role := "node"
 		if p.isHub {
@@ -120,6 +124,8 @@ func (h *Hub) hubMessage(r *wire.Routed) {
 		}
 	case wire.KSplice, wire.KSpliceReply, wire.KSpliceGo, wire.KSpliceFail:
 		h.spliceMessage(r)
+	case wire.KLookupAddr, wire.KAddrClaim, wire.KAddrClaimed:
+		h.vipMessage(r) // viplookup.go
 	}
 }
 

@@ -32,7 +32,9 @@
 // The package owns the hub's behaviour: accepting and dialling trunks,
 // routing, circuit switching, lookups, routed messages, and what a trunk
 // may be once its handshake admitted it: its role (refusal.go) and a
-// node's name, unique across the overlay (names.go). It leaves out the
+// node's name, unique across the overlay (names.go); and the directory of
+// virtual addresses, unique across the overlay alike (vipaddr.go,
+// viplookup.go). It leaves out the
 // node's session and circuit ends, the trunk and the handshake's sealing
 // (package hub), the frame and message encodings (package wire), the
 // identity handshake and certificate chains (pki), how a transport is
@@ -126,6 +128,9 @@ type Hub struct {
 
 	// Names (names.go), under mu.
 	claims map[uint64]*claim // names being claimed for nodes being admitted, by query
+
+	// Virtual addresses (vipaddr.go), under mu.
+	vip vipDir
 
 	// Spliced hub trunks (splice.go), under mu but spliceFailed.
 	nat          hubNAT                // this hub's NAT

@@ -178,8 +178,11 @@ func (h *Hub) unregister(p *peer, cause error) {
 			delete(h.hubs, p.id)
 			lost = h.linkLostLocked(p)
 		}
-	} else if h.nodes[p.id] == p {
-		delete(h.nodes, p.id)
+	} else {
+		if h.nodes[p.id] == p {
+			delete(h.nodes, p.id)
+		}
+		h.vipReleaseLocked(p) // its virtual addresses are free
 	}
 	h.mu.Unlock()
 	if lost {

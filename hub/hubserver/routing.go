@@ -129,6 +129,7 @@ func (h *Hub) applyGossip(p *peer, g *wire.Gossip) {
 	}
 	for _, id := range met {
 		h.reclaim(id)
+		h.reclaimAddrs(id)
 	}
 }
 
