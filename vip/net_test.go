@@ -33,7 +33,7 @@ type node struct {
 }
 
 type grid struct {
-	t     *testing.T
+	t     testing.TB
 	nodes []*node
 
 	mu     sync.Mutex
@@ -105,7 +105,7 @@ func (d pipeDialer) DialPeer(ctx context.Context, id identity.ID) (net.Conn, err
 
 // newGrid starts count nodes with device MTU 1500; cfg edits each
 // node's Config.
-func newGrid(t *testing.T, count int, cfg func(*Config)) *grid {
+func newGrid(t testing.TB, count int, cfg func(*Config)) *grid {
 	g := &grid{t: t, dir: map[netip.Addr]identity.ID{}, byID: map[identity.ID]*node{}, dials: map[identity.ID]int{}}
 	for i := range count {
 		id := testID(100 + i)

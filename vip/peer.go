@@ -14,8 +14,14 @@ import (
 	"github.com/gridlink/gridlink/tun"
 )
 
-// maxBatch is the most packets written to a peer before a flush.
-const maxBatch = 256
+const (
+	// maxBatch is the most packets written to a peer before a flush.
+	maxBatch = 256
+	// writeTimeout bounds one flush: a peer that takes no bytes for this
+	// long is taken for dead (its queue dropped, the next packet dials
+	// again).
+	writeTimeout = 30 * time.Second
+)
 
 // peer is the sending side toward one node: its bounded queue and the
 // connection a goroutine (run) writes the queue to. A peer that goes down
@@ -118,6 +124,7 @@ func (p *peer) run(conn net.Conn) {
 			return
 		case pkt = <-p.queue:
 		}
+		conn.SetWriteDeadline(time.Now().Add(writeTimeout)) // for the whole batch (bufio writes when full)
 		pkts, bytes := 0, 0
 		for {
 			writeFrame(w, pkt) // its error is Flush's too
