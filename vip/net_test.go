@@ -489,3 +489,26 @@ func waitSent(t *testing.T, from, to *node, n uint64) {
 		return from.net.Stats().Peer(to.id).SentPackets >= n
 	})
 }
+
+// Both ends send first: each dials the other, and each reads on both
+// connections, so nothing is lost.
+func TestBothDialAtOnce(t *testing.T) {
+	g := newGrid(t, 2, nil)
+	a, b := g.nodes[0], g.nodes[1]
+	var toB, toA [][]byte
+	for i := range 20 {
+		toB = append(toB, udp4(a.v4, b.v4, fmt.Sprint("to b ", i), 200))
+		toA = append(toA, udp4(b.v4, a.v4, fmt.Sprint("to a ", i), 200))
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		b.send(t, toA...)
+	}()
+	a.send(t, toB...)
+	<-done
+	for i := range 20 {
+		expect(t, b, toB[i], fmt.Sprint("packet to b ", i))
+		expect(t, a, toA[i], fmt.Sprint("packet to a ", i))
+	}
+}

@@ -257,7 +257,10 @@ func (n *Network) readDevice() {
 }
 
 // outbound takes one packet read from the device (pkt is the device
-// buffer's: copied before it is kept).
+// buffer's: copied before it is kept). A packet larger than the tunnel
+// MTU is answered with fragmentation needed / packet too big, IPv4
+// packets without DF too: the tunnel never fragments, and the kernel
+// lowers its path MTU on the answer and fragments or resegments itself.
 func (n *Network) outbound(pkt []byte) {
 	h, err := Parse(pkt)
 	switch {
