@@ -78,6 +78,7 @@ func (p *peer) enqueueLocked(pkt []byte) {
 	select {
 	case p.queue <- pkt:
 	default:
+		release(pkt)
 		p.c.queueFull.Add(1)
 		p.n.drop(dropQueueFull, "packets to a peer whose queue is full", "peer", p.id.Short())
 	}
@@ -130,6 +131,7 @@ func (p *peer) run(conn net.Conn) {
 			writeFrame(w, pkt) // its error is Flush's too
 			pkts++
 			bytes += len(pkt)
+			release(pkt) // w copied it, or wrote it out
 			if pkts == maxBatch {
 				break
 			}

@@ -376,4 +376,28 @@ func (n *Network) resolve(dst netip.Addr, r *route) {
 	n.mu.Unlock()
 }
 
-func clone(b []byte) []byte { return append([]byte(nil), b...) }
+// Packets on their way to a peer are copies of the device's buffers,
+// taken from a pool and given back once written to the connection (or
+// dropped for a full queue); those dropped elsewhere are left to the
+// garbage collector.
+const pooledPacket = 2048
+
+var packetPool = sync.Pool{New: func() any { b := make([]byte, 0, pooledPacket); return &b }}
+
+// clone copies b, into a pooled buffer when it fits one.
+func clone(b []byte) []byte {
+	if len(b) > pooledPacket {
+		return append([]byte(nil), b...)
+	}
+	bp := packetPool.Get().(*[]byte)
+	return append((*bp)[:0], b...)
+}
+
+// release gives a packet made by clone back to the pool; the caller
+// holds no reference to it any more.
+func release(b []byte) {
+	if cap(b) == pooledPacket {
+		b = b[:0]
+		packetPool.Put(&b)
+	}
+}
