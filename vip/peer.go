@@ -218,7 +218,7 @@ func (n *Network) receive(conn net.Conn, id identity.ID, p *peer) {
 	bs := n.dev.BatchSize()
 	bufs := make([][]byte, bs)
 	batch := make([][]byte, 0, bs)
-	srcs := map[netip.Addr]bool{}
+	srcs := &sources{n: n, id: id, m: map[netip.Addr]*sourceAnswer{}}
 	for {
 		batch = batch[:0]
 		for len(batch) < bs {
@@ -250,7 +250,7 @@ func (n *Network) receive(conn net.Conn, id identity.ID, p *peer) {
 // inbound checks a packet the peer id sent: well-formed, to this node,
 // from the peer's own address (the directory's word, remembered per
 // connection in srcs), no larger than the device takes.
-func (n *Network) inbound(id identity.ID, c *counters, srcs map[netip.Addr]bool, pkt []byte) bool {
+func (n *Network) inbound(id identity.ID, c *counters, srcs *sources, pkt []byte) bool {
 	h, err := Parse(pkt)
 	switch {
 	case err != nil:
@@ -259,7 +259,7 @@ func (n *Network) inbound(id identity.ID, c *counters, srcs map[netip.Addr]bool,
 	case !n.ours(h.Dst):
 		n.drop(dropNotForUs, "a packet from a peer to an address not this node's", "peer", id.Short(), "dst", h.Dst)
 		return false
-	case !n.sourceIs(id, srcs, h.Src):
+	case !srcs.check(h.Src):
 		c.spoofed.Add(1)
 		n.drop(dropSpoofedSource, "a packet from a peer whose source is not its address", "peer", id.Short(), "src", h.Src, "dst", h.Dst)
 		return false
@@ -270,24 +270,4 @@ func (n *Network) inbound(id identity.ID, c *counters, srcs map[netip.Addr]bool,
 	c.recvPackets.Add(1)
 	c.recvBytes.Add(uint64(len(pkt)))
 	return true
-}
-
-// sourceIs reports whether src is the address of the node id, as the
-// Resolver says. Answers are remembered in srcs (at most maxSources, then
-// forgotten all at once); a failed lookup is not remembered.
-func (n *Network) sourceIs(id identity.ID, srcs map[netip.Addr]bool, src netip.Addr) bool {
-	if ok, known := srcs[src]; known {
-		return ok
-	}
-	ctx, cancel := context.WithTimeout(n.ctx, resolveTimeout)
-	holder, err := n.cfg.Resolver.Resolve(ctx, src)
-	cancel()
-	if err != nil && !errors.Is(err, ErrNoNode) {
-		return false
-	}
-	if len(srcs) >= maxSources {
-		clear(srcs)
-	}
-	srcs[src] = err == nil && holder == id
-	return srcs[src]
 }
