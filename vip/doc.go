@@ -12,7 +12,9 @@
 //     (packet.go: Parse, PacketError naming what was wrong);
 //   - the path itself (Network): batches read from the tun.Device,
 //     packets whose source is not this node's dropped and counted, the
-//     destination's node found through a Resolver, one connection per
+//     destination's node found through a Resolver (its answers, for
+//     destinations and for peers' sources, renewed every minute in the
+//     background, route.go, source.go), one connection per
 //     peer from a Dialer (or given to Accept), length-prefixed frames
 //     written in batches from a bounded per-peer queue that drops and
 //     counts when full and never holds up other peers (frame.go); on
