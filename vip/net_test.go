@@ -403,6 +403,7 @@ func stalledGrid(t *testing.T) (g *grid, a, b, c *node, stalled net.Conn) {
 // dropped and counted, and other peers' packets still go.
 func TestFullQueueDropsNeverBlocks(t *testing.T) {
 	_, a, b, c, _ := stalledGrid(t)
+	stallWriter(t, a, c)
 	const n = 100
 	for i := range n {
 		a.send(t, udp4(a.v4, c.v4, fmt.Sprint("to c ", i), 1000))
@@ -411,19 +412,28 @@ func TestFullQueueDropsNeverBlocks(t *testing.T) {
 	a.send(t, toB)
 	expect(t, b, toB, "a packet to b while c's queue is full")
 	s := a.net.Stats()
-	// At most a queue and one batch in flight are held; the rest dropped.
-	if min := uint64(n - 2*8 - 1); s.Drops.QueueFull < min {
-		t.Errorf("a: %+v; want at least %d dropped for a full queue", s.Drops, min)
+	if pc := s.Peer(c.id); s.Drops.QueueFull != n-8 || pc.QueueFull != n-8 || pc.Queued != 8 || pc.SentPackets != 0 {
+		t.Errorf("a: %+v; c: %+v; want 8 queued, %d dropped for a full queue", s.Drops, pc, n-8)
 	}
-	if q := s.Peer(c.id).Queued; q > 8 {
-		t.Errorf("c's queue holds %d packets, bound 8", q)
-	}
+}
+
+// stallWriter sends a first packet from a to c, whose connection nobody
+// reads, and waits until a's writer holds it: c connected, its queue
+// empty. From then on, what a sends c stays in the queue.
+func stallWriter(t *testing.T, a, c *node) {
+	t.Helper()
+	a.send(t, udp4(a.v4, c.v4, "to c, first", 1000))
+	testwait.Until(t, "a's writer to c holding the first packet", 0, func() bool {
+		pc := a.net.Stats().Peer(c.id)
+		return pc.Connected && pc.Queued == 0
+	})
 }
 
 // The connection of a peer dies: its queue is dropped and counted, other
 // peers are unaffected, and the next packet to it dials again.
 func TestDeadPeerQueueDropped(t *testing.T) {
 	g, a, b, c, stalled := stalledGrid(t)
+	stallWriter(t, a, c)
 	const n = 50
 	for i := range n {
 		a.send(t, udp4(a.v4, c.v4, fmt.Sprint("to c ", i), 1000))
@@ -431,10 +441,12 @@ func TestDeadPeerQueueDropped(t *testing.T) {
 	toB := udp4(a.v4, b.v4, "to b", 100)
 	a.send(t, toB)
 	expect(t, b, toB, "a packet to b") // so a has read all the packets to c
+	if s := a.net.Stats(); s.Peer(c.id).Queued != 8 || s.Drops.QueueFull != n-8 {
+		t.Fatalf("before c's connection dies: %+v, c %+v; want 8 queued, %d dropped", s.Drops, s.Peer(c.id), n-8)
+	}
 	stalled.Close()
-	testwait.Until(t, "every packet to c dropped: queue full or connection lost", 0, func() bool {
-		d := a.net.Stats().Drops
-		return d.QueueFull+d.ConnLost == n
+	testwait.Until(t, "the queue and the packet in flight dropped as the connection died", 0, func() bool {
+		return a.net.Stats().Drops.ConnLost == 8+1
 	})
 	s := a.net.Stats()
 	if pc := s.Peer(c.id); pc.Connected || pc.Queued != 0 || pc.ConnLost == 0 || pc.SentPackets != 0 {
@@ -500,13 +512,19 @@ func TestBothDialAtOnce(t *testing.T) {
 		toB = append(toB, udp4(a.v4, b.v4, fmt.Sprint("to b ", i), 200))
 		toA = append(toA, udp4(b.v4, a.v4, fmt.Sprint("to a ", i), 200))
 	}
-	done := make(chan struct{})
+	done := make(chan error)
 	go func() {
-		defer close(done)
-		b.send(t, toA...)
+		bufs := make([][]byte, len(toA))
+		for i, p := range toA {
+			bufs[i] = append(make([]byte, tun.Offset), p...)
+		}
+		_, err := b.app.Write(bufs, tun.Offset)
+		done <- err
 	}()
 	a.send(t, toB...)
-	<-done
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
 	for i := range 20 {
 		expect(t, b, toB[i], fmt.Sprint("packet to b ", i))
 		expect(t, a, toA[i], fmt.Sprint("packet to a ", i))
