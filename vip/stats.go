@@ -1,0 +1,126 @@
+package vip
+
+import (
+	"bytes"
+	"slices"
+	"sync/atomic"
+
+	"github.com/gridlink/gridlink/identity"
+)
+
+// reason is why a packet was dropped; Drops has one counter per reason.
+type reason int
+
+const (
+	dropMalformed     reason = iota // Parse refused it (either direction)
+	dropNotUnicast                  // from the device, to a multicast, broadcast or link-local address
+	dropSourceNotOurs               // from the device, with a source that is not this node's
+	dropTooBig                      // larger than the tunnel MTU (ICMP sent) or, received, the device's
+	dropNoRoute                     // no node holds the destination (ICMP sent when the directory says so)
+	dropQueueFull                   // the peer's queue (or the wait for its lookup) was full
+	dropConnLost                    // queued or in flight when the peer's connection ended
+	dropNoConnection                // the peer could not be dialed (retried after dialRetry)
+	dropSpoofedSource               // from a peer, with a source that is not the peer's address
+	dropNotForUs                    // from a peer, to an address that is not this node's
+	dropDeviceWrite                 // the device refused it
+	numReasons
+)
+
+var reasonText = [numReasons]string{
+	dropMalformed:     "malformed packet",
+	dropNotUnicast:    "destination not unicast",
+	dropSourceNotOurs: "source address not this node's",
+	dropTooBig:        "packet larger than the tunnel MTU",
+	dropNoRoute:       "no node holds the destination",
+	dropQueueFull:     "peer queue full",
+	dropConnLost:      "peer connection lost",
+	dropNoConnection:  "peer unreachable",
+	dropSpoofedSource: "source address not the sending peer's",
+	dropNotForUs:      "destination not this node's",
+	dropDeviceWrite:   "device refused the packet",
+}
+
+func (r reason) String() string { return reasonText[r] }
+
+// Drops counts the packets dropped, by reason, since the Network started.
+type Drops struct {
+	Malformed     uint64 // not a well-formed IP packet (either direction)
+	NotUnicast    uint64 // from the device, to a multicast, broadcast or link-local address
+	SourceNotOurs uint64 // from the device, with a source that is not this node's address
+	TooBig        uint64 // larger than the tunnel MTU (an ICMP error went back) or, received, than the device's
+	NoRoute       uint64 // no node holds the destination
+	QueueFull     uint64 // the peer's queue, or the wait for the destination's lookup, was full
+	ConnLost      uint64 // queued or in flight when the peer's connection ended
+	NoConnection  uint64 // the peer could not be dialed
+	SpoofedSource uint64 // from a peer, with a source that is not that peer's address
+	NotForUs      uint64 // from a peer, to an address that is not this node's
+	DeviceWrite   uint64 // the device refused it
+}
+
+// PeerStats is the traffic with one peer since the Network started
+// (counted across its connections).
+type PeerStats struct {
+	ID          identity.ID
+	Connected   bool // a connection to send on is up
+	Queued      int  // packets waiting in its queue
+	SentPackets uint64
+	SentBytes   uint64
+	RecvPackets uint64
+	RecvBytes   uint64
+	QueueFull   uint64 // dropped: its queue was full
+	ConnLost    uint64 // dropped: queued or in flight when its connection ended
+	Spoofed     uint64 // dropped: it sent a source that is not its address
+}
+
+// Stats is a Network's counters.
+type Stats struct {
+	Drops Drops
+	Peers []PeerStats // by ID
+}
+
+// counters are one peer's; they outlive its connections.
+type counters struct {
+	sentPackets, sentBytes, recvPackets, recvBytes atomic.Uint64
+	queueFull, connLost, spoofed                   atomic.Uint64
+}
+
+// Stats returns the Network's counters.
+func (n *Network) Stats() Stats {
+	var s Stats
+	d := &n.drops
+	s.Drops = Drops{
+		Malformed: d[dropMalformed].Load(), NotUnicast: d[dropNotUnicast].Load(),
+		SourceNotOurs: d[dropSourceNotOurs].Load(), TooBig: d[dropTooBig].Load(),
+		NoRoute: d[dropNoRoute].Load(), QueueFull: d[dropQueueFull].Load(),
+		ConnLost: d[dropConnLost].Load(), NoConnection: d[dropNoConnection].Load(),
+		SpoofedSource: d[dropSpoofedSource].Load(), NotForUs: d[dropNotForUs].Load(),
+		DeviceWrite: d[dropDeviceWrite].Load(),
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for id, c := range n.counters {
+		ps := PeerStats{
+			ID:          id,
+			SentPackets: c.sentPackets.Load(), SentBytes: c.sentBytes.Load(),
+			RecvPackets: c.recvPackets.Load(), RecvBytes: c.recvBytes.Load(),
+			QueueFull: c.queueFull.Load(), ConnLost: c.connLost.Load(), Spoofed: c.spoofed.Load(),
+		}
+		if p := n.peers[id]; p != nil && !p.down {
+			ps.Connected = p.conn != nil
+			ps.Queued = len(p.queue)
+		}
+		s.Peers = append(s.Peers, ps)
+	}
+	slices.SortFunc(s.Peers, func(a, b PeerStats) int { return bytes.Compare(a.ID[:], b.ID[:]) })
+	return s
+}
+
+// Peer returns the counters of the peer id (zero when it never had any).
+func (s Stats) Peer(id identity.ID) PeerStats {
+	for _, p := range s.Peers {
+		if p.ID == id {
+			return p
+		}
+	}
+	return PeerStats{ID: id}
+}
