@@ -52,14 +52,27 @@ RUNS=${RUNS:-3}
 PINGS=${PINGS:-30}
 PING_INTERVAL=${PING_INTERVAL:-0.1}
 PHASES=${PHASES:-veth clean wan}
-PATHS=${PATHS:-plain wireguard nebula}
+PATHS=${PATHS:-plain wireguard nebula nebula-tuned}
 # wireguard-go: the module is golang.zx2c4.com/wireguard (no tags the module
 # proxy accepts); this is the commit whose tun package gridlink's `tun` uses
 # (go.mod), wireguard-go 0.0.20250522.
 WG_VERSION=${WG_VERSION:-v0.0.0-20260522210424-ecfc5a8d5446}
+# Nebula: v1.11.0 and later need two modules the module proxy refuses ("403
+# This module version is not available": github.com/DefinedNet/netlink, a
+# fork of vishvananda/netlink, and github.com/DefinedNet/dnsconfig), and
+# v1.12.0 a gvisor pseudo-version it refuses too, so `go install` cannot
+# build them here. build_nebula builds them in a wrapper module instead, with
+# the Go toolchain they ask for and three replacements that leave Nebula's
+# packet path as it is: upstream vishvananda/netlink v1.3.1 for the fork (the
+# fork's additions are used by Android code only), a stand-in for dnsconfig
+# that manages no host DNS (Nebula's `dns` stanza, off by default, is then
+# declined), and the gvisor that wireguard-go pins (Nebula uses its
+# pkg/tcpip/checksum). Versions before v1.11 are installed with `go install`.
 NEBULA_VERSION=${NEBULA_VERSION:-v1.12.0}
+NEBULA_GO=${NEBULA_GO:-go1.27.3} # GOTOOLCHAIN for Nebula v1.12 (its go.mod asks for 1.27.3)
+NEBULA_GVISOR=v0.0.0-20250503011706-39ed1f5ac29c NEBULA_NETLINK=v1.3.1
 A=198.51.100.10 B=198.51.100.26 IPERF_PORT=5301 # wan: a and b; the veth pair uses the same
-WG_A=100.64.1.1 WG_B=100.64.1.2 NEB_A=100.64.2.1 NEB_B=100.64.2.2
+WG_A=100.64.1.1 WG_B=100.64.1.2 NEB_A=100.64.2.1 NEB_B=100.64.2.2 NEBT_A=100.64.3.1 NEBT_B=100.64.3.2
 LIMIT=$((SECS + OMIT + 60)) # a client run that takes longer is stopped and counted as failed
 
 trap 'teardown; rm -f /var/run/wireguard/wg-a.sock /var/run/wireguard/wg-b.sock; rm -rf "$tmp"' EXIT
@@ -67,9 +80,95 @@ trap 'teardown; rm -f /var/run/wireguard/wg-a.sock /var/run/wireguard/wg-b.sock;
 # --- what it measures, installed at pinned versions ---
 make -s deps >&2
 export GOBIN=$tmp/gobin
+mkdir -p "$GOBIN"
 (cd "$tmp" && go install "golang.zx2c4.com/wireguard@$WG_VERSION") || die "go install wireguard-go $WG_VERSION failed"
-(cd "$tmp" && go install "github.com/slackhq/nebula/cmd/nebula@$NEBULA_VERSION" "github.com/slackhq/nebula/cmd/nebula-cert@$NEBULA_VERSION") ||
-  die "go install nebula $NEBULA_VERSION failed"
+
+build_nebula() { # into $GOBIN, see NEBULA_VERSION
+  case $NEBULA_VERSION in
+  v1.[0-9].* | v1.10.*)
+    cd "$tmp" && go install "github.com/slackhq/nebula/cmd/nebula@$NEBULA_VERSION" "github.com/slackhq/nebula/cmd/nebula-cert@$NEBULA_VERSION"
+    return ;;
+  esac
+  local w=$tmp/nebula-build nl
+  export GOTOOLCHAIN=$NEBULA_GO
+  mkdir -p "$w/dnsconfig"
+  nl=$(cd "$tmp" && go mod download -json "github.com/vishvananda/netlink@$NEBULA_NETLINK" | python3 -c 'import json, sys; print(json.load(sys.stdin)["Dir"])')
+  cp -r "$nl" "$w/netlink"
+  chmod -R u+w "$w/netlink"
+  sed -i 's#^module github.com/vishvananda/netlink$#module github.com/DefinedNet/netlink#' "$w/netlink/go.mod"
+  grep -rl 'github.com/vishvananda/netlink/nl' "$w/netlink" --include='*.go' | xargs sed -i 's#"github.com/vishvananda/netlink/nl"#"github.com/DefinedNet/netlink/nl"#'
+  printf 'module github.com/DefinedNet/dnsconfig\n\ngo 1.22\n' >"$w/dnsconfig/go.mod"
+  cat >"$w/dnsconfig/dnsconfig.go" <<'GO'
+// Package dnsconfig stands in for github.com/DefinedNet/dnsconfig, which the
+// module proxy does not serve, in bench/vip.sh's build of Nebula: it manages
+// no host DNS, so Nebula's dns stanza (off by default) is declined.
+package dnsconfig
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/netip"
+)
+
+type BackendKind int
+
+const BackendAuto BackendKind = 0
+
+var (
+	ErrConfigurationDeclined = errors.New("host DNS configuration is not built in (bench/vip.sh)")
+	ErrInterfaceRequired     = errors.New("interface required")
+)
+
+type Config struct {
+	Nameservers                 []netip.Addr
+	SearchDomains, MatchDomains []string
+}
+
+func (c Config) Validate() error { return nil }
+func (c Config) IsSplit() bool   { return len(c.MatchDomains) > 0 }
+
+type Options struct {
+	Identity, InterfaceName string
+	Logger                  *slog.Logger
+	ForceBackend            BackendKind
+}
+
+type Manager struct{}
+
+func New(context.Context, Options) (*Manager, error) { return &Manager{}, nil }
+func (*Manager) Set(Config) error                    { return ErrConfigurationDeclined }
+func (*Manager) Clear() error                        { return nil }
+func (*Manager) Close() error                        { return nil }
+func ValidateIdentity(string) error                  { return nil }
+GO
+  cat >"$w/go.mod" <<MOD
+module vipbench/nebula
+
+go ${NEBULA_GO#go}
+
+require github.com/slackhq/nebula $NEBULA_VERSION
+
+replace (
+	github.com/DefinedNet/dnsconfig => ./dnsconfig
+	github.com/DefinedNet/netlink => ./netlink
+	gvisor.dev/gvisor => gvisor.dev/gvisor $NEBULA_GVISOR
+)
+MOD
+  cat >"$w/tools.go" <<'GO'
+//go:build tools
+
+package tools
+
+import (
+	_ "github.com/slackhq/nebula/cmd/nebula"
+	_ "github.com/slackhq/nebula/cmd/nebula-cert"
+)
+GO
+  cd "$w" && go mod tidy && go build -o "$GOBIN/" github.com/slackhq/nebula/cmd/nebula github.com/slackhq/nebula/cmd/nebula-cert
+}
+(build_nebula) || die "building Nebula $NEBULA_VERSION failed"
+case $NEBULA_VERSION in v1.[0-9].* | v1.10.*) nebula_note= ;; *) nebula_note="; built with $NEBULA_GO, netlink fork and dnsconfig replaced, see bench/vip.sh" ;; esac
 WG=$GOBIN/wireguard NEBULA=$GOBIN/nebula NEBULA_CERT=$GOBIN/nebula-cert
 iperf_version=$(dpkg-query -W -f='${Version}' iperf3)
 wg_banner=$("$WG" --version | head -1)
@@ -80,7 +179,7 @@ on() { local ns=$1; shift; ip netns exec "$ns" "$@"; }          # NS COMMAND...
 onp() { local ns=$1; shift; ip netns exec "$ns" "${EP[@]}" "$@"; } # the same, on the endpoints' CPUs
 bgon() { # NS LOG COMMAND...: runs COMMAND in NS in the background, pinned; its pid in $bgpid
   local ns=$1 log=$2; shift 2
-  onp "$ns" "$@" >"$tmp/$log.log" 2>&1 &
+  ip netns exec "$ns" "${EP[@]}" "$@" >"$tmp/$log.log" 2>&1 &
   bgpid=$!; pids+=("$bgpid") # ip netns exec and taskset exec: the command's own pid
 }
 listening() { on "$1" ss -Hltn "sport = :$2" | grep -q .; } # NS PORT
@@ -136,26 +235,32 @@ start_wireguard() {
   within 10 pings "$WG_B" || die "no ping over wireguard-go: $(tail -5 "$tmp"/wg-*.log)"
 }
 
-nebula_config() { # NAME LIGHTHOUSE(true|false)
+# Nebula twice: `nebula` at its defaults (no TUN or UDP offloads, the
+# system's socket buffers) and `nebula-tuned` with what its example config
+# offers for speed: tun.use_offloads and listen.udp_offloads (GSO/GRO, new in
+# v1.12, off by default) and 3.4 MB socket buffers. Both one routine, MTU 1300.
+nebula_config() { # PATH NAME LIGHTHOUSE(true|false) PORT DEV LIGHTHOUSE_ADDR
   local d=$tmp/nebula
   cat <<EOF
 pki:
   ca: $d/ca.crt
-  cert: $d/$1.crt
-  key: $d/$1.key
+  cert: $d/$1-$2.crt
+  key: $d/$1-$2.key
 static_host_map:
-  "$NEB_A": ["$A:4242"]
+  "$6": ["$A:$4"]
 lighthouse:
-  am_lighthouse: $2
+  am_lighthouse: $3
   interval: 60
-  hosts: [$([ "$2" = true ] || echo "\"$NEB_A\"")]
+  hosts: [$([ "$3" = true ] || echo "\"$6\"")]
 listen:
   host: 0.0.0.0
-  port: 4242
+  port: $4
+$([ "$1" = nebula-tuned ] && printf '  read_buffer: 3412512\n  write_buffer: 3412512\n  udp_offloads: true\n')
 punchy:
   punch: false
 tun:
-  dev: nebula1
+  dev: $5
+$([ "$1" = nebula-tuned ] && printf '  use_offloads: true\n')
 logging:
   level: warning
 firewall:
@@ -169,22 +274,24 @@ firewall:
       host: any
 EOF
 }
-start_nebula() {
-  local d=$tmp/nebula
-  if [ ! -s "$d/ca.crt" ]; then
-    mkdir -p "$d"
-    "$NEBULA_CERT" ca -name vipbench -duration 24h -out-key "$d/ca.key" -out-crt "$d/ca.crt"
-    "$NEBULA_CERT" sign -ca-key "$d/ca.key" -ca-crt "$d/ca.crt" -name a -networks "$NEB_A/24" -out-key "$d/a.key" -out-crt "$d/a.crt"
-    "$NEBULA_CERT" sign -ca-key "$d/ca.key" -ca-crt "$d/ca.crt" -name b -networks "$NEB_B/24" -out-key "$d/b.key" -out-crt "$d/b.crt"
-    nebula_config a true >"$d/a.yml"
-    nebula_config b false >"$d/b.yml"
+start_nebula_path() { # PATH PORT DEV A-ADDR B-ADDR
+  local path=$1 port=$2 dev=$3 na=$4 nb=$5 d=$tmp/nebula
+  mkdir -p "$d"
+  [ -s "$d/ca.crt" ] || "$NEBULA_CERT" ca -name vipbench -duration 24h -out-key "$d/ca.key" -out-crt "$d/ca.crt"
+  if [ ! -s "$d/$path-a.crt" ]; then
+    "$NEBULA_CERT" sign -ca-key "$d/ca.key" -ca-crt "$d/ca.crt" -name "$path-a" -networks "$na/24" -out-key "$d/$path-a.key" -out-crt "$d/$path-a.crt"
+    "$NEBULA_CERT" sign -ca-key "$d/ca.key" -ca-crt "$d/ca.crt" -name "$path-b" -networks "$nb/24" -out-key "$d/$path-b.key" -out-crt "$d/$path-b.crt"
+    nebula_config "$path" a true "$port" "$dev" "$na" >"$d/$path-a.yml"
+    nebula_config "$path" b false "$port" "$dev" "$na" >"$d/$path-b.yml"
   fi
-  bgon "$NSA" nebula-a "$NEBULA" -config "$d/a.yml"; DAEMONS[nebula]=$bgpid
-  within 10 bound_udp "$NSA" 4242 || die "Nebula did not start in $NSA: $(tail -5 "$tmp/nebula-a.log")"
-  bgon "$NSB" nebula-b "$NEBULA" -config "$d/b.yml"; DAEMONS[nebula]+=" $bgpid"
-  PEER[nebula]=$NEB_B IFACE[nebula]=nebula1
-  within 20 pings "$NEB_B" || die "no ping over Nebula: $(tail -5 "$tmp"/nebula-*.log)"
+  bgon "$NSA" "$path-a" "$NEBULA" -config "$d/$path-a.yml"; DAEMONS[$path]=$bgpid
+  within 10 bound_udp "$NSA" "$port" || die "Nebula ($path) did not start in $NSA: $(tail -5 "$tmp/$path-a.log")"
+  bgon "$NSB" "$path-b" "$NEBULA" -config "$d/$path-b.yml"; DAEMONS[$path]+=" $bgpid"
+  PEER[$path]=$nb IFACE[$path]=$dev
+  within 20 pings "$nb" || die "no ping over Nebula ($path): $(tail -5 "$tmp/$path"-*.log)"
 }
+start_nebula() { start_nebula_path nebula 4242 nebula1 "$NEB_A" "$NEB_B"; }
+start_nebula-tuned() { start_nebula_path nebula-tuned 4243 nebula2 "$NEBT_A" "$NEBT_B"; }
 
 # start_gridlink: gridlink vip: not built yet. The step that builds
 # `gridlink node --vip` fills this slot: start a hub and a --vip node in
@@ -294,7 +401,7 @@ recs = [json.loads(l) for l in open(sys.argv[1])]
 phases = [l.rstrip("\n").split(" ", 1) for l in open(sys.argv[2])]
 flows_list = [int(f) for f in "$FLOWS".split()]
 paths = "$PATHS".split()
-names = {"plain": "plain (no tunnel)", "wireguard": "wireguard-go", "nebula": "Nebula", "gridlink": "gridlink vip"}
+names = {"plain": "plain (no tunnel)", "wireguard": "wireguard-go", "nebula": "Nebula (defaults)", "nebula-tuned": "Nebula (offloads, buffers)", "gridlink": "gridlink vip"}
 med = lambda xs: statistics.median(xs) if xs else None
 f1 = lambda x: "%.1f" % x if x is not None else "–"
 pct = lambda x: "%.1f%%" % (100 * x) if x is not None else "–"
@@ -310,11 +417,11 @@ def ping(phase, path):
 
 print("### Virtual IP network: the baselines (bench/vip.sh)")
 print()
-print("iperf3 %s (Debian), wireguard-go %s (golang.zx2c4.com/wireguard@%s), Nebula %s (lighthouse on host a). "
+print("iperf3 %s (Debian), wireguard-go %s (golang.zx2c4.com/wireguard@%s), Nebula %s (lighthouse on host a%s). "
       "Machine load before the run: %s. Rates in Mbit/s received, median of %d rounds of %d s after %d s of ramp-up, "
       "the paths alternating within each round; ratios to plain are medians of per-round ratios. Ping: %d probes, %s s apart, "
       "average round trip (min/mdev in brackets). Tunnel CPU: the two tunnel daemons' CPU time during a run, in %% of one vCPU (median)%s."
-      % ("$iperf_version", "$wg_banner".replace("wireguard-go ", ""), "$WG_VERSION", "$NEBULA_VERSION", "$load_before", $RUNS, $SECS, $OMIT,
+      % ("$iperf_version", "$wg_banner".replace("wireguard-go ", ""), "$WG_VERSION", "$NEBULA_VERSION", "$nebula_note", "$load_before", $RUNS, $SECS, $OMIT,
          $PINGS, "$PING_INTERVAL", "; the link emulator on CPU 0, every endpoint and tunnel daemon on the other CPUs" if "${EP[*]}" else ""))
 veth_plain = {f: rate("veth", f, "plain") for f in flows_list}
 for phase, label in phases:
@@ -345,29 +452,30 @@ for phase, label in phases:
             cells.append("%.0f%%" % med([r["busy"] for r in rs]) if rs else "")
         print("| " + " | ".join(cells) + " |")
 
-def ref(phase, f, path):
-    return rate(phase, f, path)
 print()
 print("#### What gridlink vip must reach (issue 19), and the baselines in this run")
 print()
 print("| target | gridlink vip | baselines in this run |")
 print("|---|---|---|")
+tunnels = [p for p in paths if p not in ("plain", "gridlink")]
+short = {"wireguard": "wireguard-go", "nebula": "Nebula", "nebula-tuned": "Nebula tuned"}
+def each(fmt):
+    return ", ".join("%s %s" % (short.get(p, p), fmt(p)) for p in tunnels)
 for f in flows_list:
-    wg, nb, pl = ref("clean", f, "wireguard"), ref("clean", f, "nebula"), ref("clean", f, "plain")
     vp = veth_plain.get(f)
-    print("| clean link, -P %d: ≥ 1.0x wireguard-go | **not built yet** | wireguard-go %s Mbit/s (%s of plain) |" % (f, f1(wg), pct(med(paired("clean", f, "wireguard")))))
-    print("| clean link, -P %d: ≥ 2x Nebula | **not built yet** | Nebula %s Mbit/s (%s of plain); wireguard-go / Nebula %s |" % (f, f1(nb), pct(med(paired("clean", f, "nebula"))), "%.2fx" % (wg / nb) if wg and nb else "–"))
-    print("| clean link, -P %d: ≥ 30%% of the plain veth | **not built yet** | plain veth %s Mbit/s; over the veth: wireguard-go %s, Nebula %s of it; across the emulator: plain %s, wireguard-go %s, Nebula %s of it |" % (
-        f, f1(vp), pct(ref("veth", f, "wireguard") / vp) if vp and ref("veth", f, "wireguard") else "–", pct(ref("veth", f, "nebula") / vp) if vp and ref("veth", f, "nebula") else "–",
-        pct(pl / vp) if vp and pl else "–", pct(wg / vp) if vp and wg else "–", pct(nb / vp) if vp and nb else "–"))
-    print("| wan (%s, %s loss), -P %d: ≥ 90%% of plain, same flows | **not built yet** | plain %s Mbit/s; wireguard-go %s, Nebula %s of it |" % (
-        "$RTT", "$LOSS", f, f1(ref("wan", f, "plain")), pct(med(paired("wan", f, "wireguard"))), pct(med(paired("wan", f, "nebula")))))
+    of = lambda x, y: pct(x / y) if x and y else "–"
+    print("| clean link, -P %d: ≥ 1.0x wireguard-go; ≥ 2x Nebula | **not built yet** | Mbit/s: plain %s, %s |" % (
+        f, f1(rate("clean", f, "plain")), each(lambda p: "%s (%s of plain)" % (f1(rate("clean", f, p)), pct(med(paired("clean", f, p)))))))
+    print("| clean link, -P %d: ≥ 30%% of the plain veth | **not built yet** | plain veth %s Mbit/s; across the emulator: plain %s, %s of it; over the veth pair: %s of it |" % (
+        f, f1(vp), of(rate("clean", f, "plain"), vp), each(lambda p: of(rate("clean", f, p), vp)), each(lambda p: of(rate("veth", f, p), vp))))
+    print("| wan (%s, %s, %s loss), -P %d: ≥ 90%% of plain, same flows | **not built yet** | plain %s Mbit/s; %s of it |" % (
+        "$RTT", "$RATE", "$LOSS", f, f1(rate("wan", f, "plain")), each(lambda p: pct(med(paired("wan", f, p))))))
 pc = ping("clean", "plain")
 def added(phase, path):
     p, q = ping(phase, path), ping(phase, "plain")
     return "+%.0f µs" % (1000 * (p["avg"] - q["avg"])) if p and q and "avg" in p and "avg" in q else "–"
-print("| ping over a direct shortcut ≤ plain + 100 µs | **not built yet** | clean link plain %s ms; wireguard-go %s, Nebula %s; over the veth: wireguard-go %s, Nebula %s |" % (
-    "%.3f" % pc["avg"] if pc and "avg" in pc else "–", added("clean", "wireguard"), added("clean", "nebula"), added("veth", "wireguard"), added("veth", "nebula")))
+print("| ping over a direct shortcut ≤ plain + 100 µs | **not built yet** | clean link: plain %s ms, %s; over the veth pair: %s |" % (
+    "%.3f" % pc["avg"] if pc and "avg" in pc else "–", each(lambda p: added("clean", p)), each(lambda p: added("veth", p))))
 print("| ping, routed-only pair within 5% of the routed round trip | **not built yet** | (needs gridlink's hubs: no baseline here) |")
 print()
 print("\`\`\`sh")
