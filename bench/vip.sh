@@ -53,6 +53,8 @@ PINGS=${PINGS:-30}
 PING_INTERVAL=${PING_INTERVAL:-0.1}
 PHASES=${PHASES:-veth clean wan}
 PATHS=${PATHS:-plain wireguard nebula nebula-tuned}
+QUIET=${QUIET:-25}         # before each iperf3 run, wait until the machine is under QUIET% busy over 2 s,
+QUIET_WAIT=${QUIET_WAIT:-60} # for at most QUIET_WAIT s (other work starves the tunnels and the emulator)
 # wireguard-go: the module is golang.zx2c4.com/wireguard (no tags the module
 # proxy accepts); this is the commit whose tun package gridlink's `tun` uses
 # (go.mod), wireguard-go 0.0.20250522.
@@ -186,6 +188,15 @@ listening() { on "$1" ss -Hltn "sport = :$2" | grep -q .; } # NS PORT
 bound_udp() { on "$1" ss -Hlun "sport = :$2" | grep -q .; }  # NS PORT
 pings() { on "$NSA" ping -c 1 -W 1 "$1" >/dev/null 2>&1; }
 cpu() { head -1 /proc/stat | awk '{print $2+$3+$4+$7+$8+$9, $2+$3+$4+$5+$6+$7+$8+$9}'; }
+busy() { # machine CPU busy % over $1 s
+  local a b; a=$(cpu); sleep "$1"; b=$(cpu)
+  awk -v a="$a" -v b="$b" 'BEGIN {split(a, x); split(b, y); printf "%d", 100 * (y[1] - x[1]) / (y[2] - x[2] + 1e-9)}'
+}
+quiet() { # waits for a quiet machine (see QUIET) and prints the last busy %
+  local end=$((SECONDS + QUIET_WAIT)) b
+  while :; do b=$(busy 2); (( b < QUIET || SECONDS >= end )) && break; done
+  echo "$b"
+}
 ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{sub(/.*\) /, ""); print $12 + $13}' "/proc/$p/stat" 2>/dev/null || echo 0))); done; echo $t; }
 
 # --- the paths: each start_PATH sets PEER[PATH] (b's address on it) and
@@ -302,16 +313,17 @@ start_nebula-tuned() { start_nebula_path nebula-tuned 4243 nebula2 "$NEBT_A" "$N
 # --- measuring ---
 : >"$tmp/results"
 record_iperf() { # PHASE FLOWS ROUND PATH
-  local phase=$1 flows=$2 round=$3 path=$4 c0 c1 t0 t1 rc=0
+  local phase=$1 flows=$2 round=$3 path=$4 c0 c1 t0 t1 rc=0 bg
+  bg=$(quiet)
   c0=$(cpu) t0=$(ticks ${DAEMONS[$path]})
   onp "$NSA" timeout $LIMIT iperf3 -c "${PEER[$path]}" -p $IPERF_PORT -P "$flows" -t "$SECS" -O "$OMIT" -J >"$tmp/out" 2>"$tmp/out.err" || rc=$?
   c1=$(cpu) t1=$(ticks ${DAEMONS[$path]})
-  python3 - "$phase" "$flows" "$round" "$path" "$tmp/out" "$rc" "$c0" "$c1" "$((t1 - t0))" "$(getconf CLK_TCK)" "$((SECS + OMIT))" >>"$tmp/results" <<'PY'
+  python3 - "$phase" "$flows" "$round" "$path" "$tmp/out" "$rc" "$c0" "$c1" "$((t1 - t0))" "$(getconf CLK_TCK)" "$((SECS + OMIT))" "$bg" >>"$tmp/results" <<'PY'
 import json, sys
-phase, flows, rnd, path, out, rc, c0, c1, dt, hz, secs = sys.argv[1:]
+phase, flows, rnd, path, out, rc, c0, c1, dt, hz, secs, bg = sys.argv[1:]
 b0, a0 = map(int, c0.split()); b1, a1 = map(int, c1.split())
 rec = {"t": "iperf", "phase": phase, "flows": int(flows), "round": int(rnd), "path": path,
-       "busy": 100 * (b1 - b0) / max(a1 - a0, 1), "daemon_cpu": 100 * int(dt) / int(hz) / int(secs)}
+       "busy": 100 * (b1 - b0) / max(a1 - a0, 1), "bg": int(bg), "daemon_cpu": 100 * int(dt) / int(hz) / int(secs)}
 raw = open(out).read()
 try:
     r = json.loads(raw)
@@ -329,15 +341,16 @@ PY
 }
 record_ping() { # PHASE PATH
   local out rc=0
-  out=$(on "$NSA" ping -q -c "$PINGS" -i "$PING_INTERVAL" -W 2 "${PEER[$2]}" 2>&1) || rc=$?
+  quiet >/dev/null
+  out=$(on "$NSA" ping -c "$PINGS" -i "$PING_INTERVAL" -W 2 "${PEER[$2]}" 2>&1) || rc=$?
   python3 - "$1" "$2" "$(on "$NSA" cat "/sys/class/net/${IFACE[$2]}/mtu")" "$rc" "$out" >>"$tmp/results" <<'PY'
-import json, re, sys
+import json, re, statistics, sys
 phase, path, mtu, rc, out = sys.argv[1:]
 rec = {"t": "ping", "phase": phase, "path": path, "mtu": int(mtu)}
-m = re.search(r"= ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms", out)
+ts = [float(t) for t in re.findall(r"time=([\d.]+) ms", out)]
 l = re.search(r"([\d.]+)% packet loss", out)
-if m:
-    rec.update(min=float(m[1]), avg=float(m[2]), max=float(m[3]), mdev=float(m[4]))
+if ts:
+    rec.update(min=min(ts), avg=statistics.median(ts), max=max(ts), mdev=statistics.pstdev(ts))
 else:
     rec["error"] = "ping exit status %s: %s" % (rc, out[-200:])
 if l:
@@ -420,7 +433,7 @@ print()
 print("iperf3 %s (Debian), wireguard-go %s (golang.zx2c4.com/wireguard@%s), Nebula %s (lighthouse on host a%s). "
       "Machine load before the run: %s. Rates in Mbit/s received, median of %d rounds of %d s after %d s of ramp-up, "
       "the paths alternating within each round; ratios to plain are medians of per-round ratios. Ping: %d probes, %s s apart, "
-      "average round trip (min/mdev in brackets). Tunnel CPU: the two tunnel daemons' CPU time during a run, in %% of one vCPU (median)%s."
+      "median round trip (min/max in brackets). Retransmits: the iperf3 sender's TCP retransmissions in a run (median). Tunnel CPU: the two tunnel daemons' CPU time during a run, in %% of one vCPU (median)%s."
       % ("$iperf_version", "$wg_banner".replace("wireguard-go ", ""), "$WG_VERSION", "$NEBULA_VERSION", "$nebula_note", "$load_before", $RUNS, $SECS, $OMIT,
          $PINGS, "$PING_INTERVAL", "; the link emulator on CPU 0, every endpoint and tunnel daemon on the other CPUs" if "${EP[*]}" else ""))
 veth_plain = {f: rate("veth", f, "plain") for f in flows_list}
@@ -428,17 +441,17 @@ for phase, label in phases:
     print()
     print("#### %s: %s" % (phase, label))
     print()
-    print("| path | MTU | ping ms | vs plain | " + " | ".join("-P %d Mbit/s (runs) | vs plain | tunnel CPU | machine busy" % f for f in flows_list) + " |")
-    print("|---|---|---|---|" + "---|---|---|---|" * len(flows_list))
+    print("| path | MTU | ping ms | vs plain | " + " | ".join("-P %d Mbit/s (runs) | vs plain | retransmits | tunnel CPU | machine busy" % f for f in flows_list) + " |")
+    print("|---|---|---|---|" + "---|---|---|---|---|" * len(flows_list))
     pp = ping(phase, "plain")
     for path in paths + ([] if "gridlink" in paths else ["gridlink"]):
         if path not in paths:
-            print("| **gridlink vip: not built yet** | | | |" + " | | | |" * len(flows_list))
+            print("| **gridlink vip: not built yet** | | | |" + " | | | | |" * len(flows_list))
             continue
         p = ping(phase, path)
         cells = [names[path], str(p["mtu"]) if p else "–"]
         if p and "avg" in p:
-            cells.append("%.3f (%.3f/%.3f)%s" % (p["avg"], p["min"], p["mdev"], ", loss %g%%" % p["loss"] if p.get("loss") else ""))
+            cells.append("%.3f (%.3f/%.3f)%s" % (p["avg"], p["min"], p["max"], ", loss %g%%" % p["loss"] if p.get("loss") else ""))
             cells.append("+%.0f µs" % (1000 * (p["avg"] - pp["avg"])) if path != "plain" and pp and "avg" in pp else "")
         else:
             cells += ["error: %s" % (p or {}).get("error", "no ping"), ""]
@@ -448,9 +461,16 @@ for phase, label in phases:
             errs = [r["error"] for r in rs if "error" in r]
             cells.append("%s (%s)%s" % (f1(med(vals)), " ".join("%.0f" % v for v in vals), "; %d failed: %s" % (len(errs), errs[0][:60]) if errs else ""))
             cells.append("" if path == "plain" else pct(med(paired(phase, f, path))))
+            retr = [r["retransmits"] for r in rs if r.get("retransmits") is not None]
+            cells.append("%d" % med(retr) if retr else "")
             cells.append("%.0f%%" % med([r["daemon_cpu"] for r in rs]) if rs and path != "plain" else "")
             cells.append("%.0f%%" % med([r["busy"] for r in rs]) if rs else "")
         print("| " + " | ".join(cells) + " |")
+    bgs = [r["bg"] for r in recs if r["t"] == "iperf" and r["phase"] == phase and "bg" in r]
+    if bgs:
+        print()
+        print("Machine busy: share of the %d vCPUs busy during a run (median); before each run the machine was at most %d%% busy over 2 s (QUIET=%d%%, waited up to %d s)%s." % (
+            $(nproc), max(bgs), $QUIET, $QUIET_WAIT, "; **other work was running: the figures are suspect**" if max(bgs) >= $QUIET else ""))
 
 print()
 print("#### What gridlink vip must reach (issue 19), and the baselines in this run")
