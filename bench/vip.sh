@@ -452,7 +452,7 @@ for phase, label in phases:
         cells = [names[path], str(p["mtu"]) if p else "–"]
         if p and "avg" in p:
             cells.append("%.3f (%.3f/%.3f)%s" % (p["avg"], p["min"], p["max"], ", loss %g%%" % p["loss"] if p.get("loss") else ""))
-            cells.append("+%.0f µs" % (1000 * (p["avg"] - pp["avg"])) if path != "plain" and pp and "avg" in pp else "")
+            cells.append("%+.0f µs" % (1000 * (p["avg"] - pp["avg"])) if path != "plain" and pp and "avg" in pp else "")
         else:
             cells += ["error: %s" % (p or {}).get("error", "no ping"), ""]
         for f in flows_list:
@@ -493,7 +493,7 @@ for f in flows_list:
 pc = ping("clean", "plain")
 def added(phase, path):
     p, q = ping(phase, path), ping(phase, "plain")
-    return "+%.0f µs" % (1000 * (p["avg"] - q["avg"])) if p and q and "avg" in p and "avg" in q else "–"
+    return "%+.0f µs" % (1000 * (p["avg"] - q["avg"])) if p and q and "avg" in p and "avg" in q else "–"
 print("| ping over a direct shortcut ≤ plain + 100 µs | **not built yet** | clean link: plain %s ms, %s; over the veth pair: %s |" % (
     "%.3f" % pc["avg"] if pc and "avg" in pc else "–", each(lambda p: added("clean", p)), each(lambda p: added("veth", p))))
 print("| ping, routed-only pair within 5% of the routed round trip | **not built yet** | (needs gridlink's hubs: no baseline here) |")
