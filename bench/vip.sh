@@ -499,6 +499,6 @@ print("| ping over a direct shortcut ≤ plain + 100 µs | **not built yet** | c
 print("| ping, routed-only pair within 5% of the routed round trip | **not built yet** | (needs gridlink's hubs: no baseline here) |")
 print()
 print("\`\`\`sh")
-print("FLOWS='$FLOWS' RUNS=$RUNS SECS=$SECS OMIT=$OMIT RTT=$RTT RATE=$RATE LOSS=$LOSS PINGS=$PINGS bench/vip.sh   # as root, idle machine; make deps build first")
+print("FLOWS='$FLOWS' RUNS=$RUNS SECS=$SECS OMIT=$OMIT RTT=$RTT RATE=$RATE LOSS=$LOSS PINGS=$PINGS QUIET=$QUIET QUIET_WAIT=$QUIET_WAIT bench/vip.sh   # as root, idle machine; make deps build first")
 print("\`\`\`")
 PY
