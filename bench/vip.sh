@@ -12,11 +12,14 @@
 #   wireguard  wireguard-go (userspace WireGuard, a kernel TUN in each
 #              namespace, its TSO/GRO offloads): keys made here (openssl
 #              X25519), configured through its UAPI socket (no `wg` tool)
-#   nebula     Nebula: a CA and host certificates made by nebula-cert, host a
-#              is the lighthouse, b finds a through it (static_host_map)
+#   nebula     Nebula at its defaults: a CA and host certificates made by
+#              nebula-cert, host a is the lighthouse, b finds a through it
+#              (static_host_map)
+#   nebula-tuned  the same with its TUN and UDP offloads on and bigger
+#              socket buffers (see nebula_config)
 #   gridlink   gridlink vip: not built yet (the slot is start_gridlink below)
-# Each tunnel runs at its own defaults (MTU: wireguard-go 1420, Nebula
-# 1300; Nebula's one routine) with a firewall that lets everything through.
+# Each tunnel keeps its default MTU (wireguard-go 1420, Nebula 1300; Nebula
+# one routine) with a firewall that lets everything through.
 # For every number of flows in FLOWS: RUNS rounds, each running iperf3 -P
 # FLOWS once over every path (the paths alternate, the first one rotates
 # from round to round); rates are the received rate after OMIT s of ramp-up
@@ -26,7 +29,9 @@
 #
 # It installs what it measures: iperf3 from Debian's packages (`make deps`),
 # wireguard-go and Nebula with `go install` at the pinned versions below
-# into its scratch directory (GOBIN; nothing system-wide).
+# into its scratch directory (GOBIN; nothing system-wide; Nebula v1.12 in a
+# wrapper module, see NEBULA_VERSION). Before each run it waits for a quiet
+# machine (QUIET, QUIET_WAIT) and reports how busy the machine was.
 #
 # With PIN=1 (the default on 2+ CPUs) the link emulator gets CPU 0 and every
 # endpoint (iperf3, wireguard-go, Nebula, both hosts) the other CPUs, as in
@@ -35,7 +40,7 @@
 # Everything runs inside lab namespaces (the veth pair's are gl-vb-a and
 # gl-vb-b, so `gridlab down` removes them too); the lab lock of lab tests
 # (/run/gridlab/test.lock, see internal/lab/labtest) is held for the whole
-# run (about 15 minutes with the defaults), and everything is torn down at
+# run (about 18 minutes with the defaults), and everything is torn down at
 # the end, also on failure or Ctrl-C.
 set -euo pipefail
 
