@@ -51,6 +51,7 @@ bench: deps build
 	bench/xfer.sh
 	bench/security.sh
 	bench/flood.sh
+	bench/vip.sh
 
 # Longer fuzzing of every fuzz target, FUZZTIME each.
 fuzz:
