@@ -36,12 +36,13 @@ type grid struct {
 	t     testing.TB
 	nodes []*node
 
-	mu     sync.Mutex
-	dir    map[netip.Addr]identity.ID
-	byID   map[identity.ID]*node
-	dials  map[identity.ID]int
-	hook   func(from, to identity.ID) net.Conn // when it returns a conn, DialPeer gives that (called under mu)
-	refuse map[identity.ID]bool                // DialPeer fails for these
+	mu       sync.Mutex
+	resolves int // Resolve calls
+	dir      map[netip.Addr]identity.ID
+	byID     map[identity.ID]*node
+	dials    map[identity.ID]int
+	hook     func(from, to identity.ID) net.Conn // when it returns a conn, DialPeer gives that (called under mu)
+	refuse   map[identity.ID]bool                // DialPeer fails for these
 }
 
 type syncBuffer struct {
@@ -64,6 +65,7 @@ func (s *syncBuffer) String() string {
 func (g *grid) Resolve(ctx context.Context, a netip.Addr) (identity.ID, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
+	g.resolves++
 	id, ok := g.dir[a]
 	if !ok {
 		return identity.ID{}, ErrNoNode
@@ -298,6 +300,47 @@ func TestPeerSpoofedSourceDropped(t *testing.T) {
 	log := a.log.String()
 	if !bytes.Contains([]byte(log), []byte(dropSpoofedSource.String())) || !bytes.Contains([]byte(log), []byte(b.id.Short())) {
 		t.Errorf("a's log does not name the spoofed source and the peer:\n%s", log)
+	}
+}
+
+// A peer that cycles source addresses (each packet a source not seen
+// before) cannot make every packet cost a directory lookup: past a burst,
+// its unknown sources are refused as spoofed without asking, and its own
+// packets (from its address, known before) still cross.
+func TestPeerCyclingSourcesThrottled(t *testing.T) {
+	g := newGrid(t, 2, nil)
+	a, b := g.nodes[0], g.nodes[1]
+	evil, theirs := net.Pipe()
+	defer evil.Close()
+	if err := a.net.Accept(theirs, b.id); err != nil {
+		t.Fatal(err)
+	}
+	const n = 500
+	var pkts [][]byte
+	for i := range n {
+		src := netip.AddrFrom4([4]byte{100, 97, byte(i >> 8), byte(i)})
+		pkts = append(pkts, udp4(src, a.v4, "cycling", 100))
+	}
+	own := udp4(b.v4, a.v4, "b as b", 100)
+	go evil.Write(frames(own))
+	expect(t, a, own, "b's own packet")
+	g.mu.Lock()
+	before := g.resolves
+	g.mu.Unlock()
+	start := time.Now()
+	go evil.Write(frames(append(pkts, own)...))
+	expect(t, a, own, "b's own packet after its cycling ones")
+	elapsed := time.Since(start)
+	g.mu.Lock()
+	asked := g.resolves - before
+	g.mu.Unlock()
+	// the burst and the refill while the packets arrived (b's own source
+	// was known before)
+	if most := sourceLookupBurst + int(elapsed.Seconds()*sourceLookupRate) + 1; asked > most {
+		t.Errorf("%d packets with new sources made %d directory lookups in %v; want at most %d", n, asked, elapsed, most)
+	}
+	if s := a.net.Stats(); s.Peer(b.id).Spoofed != n || s.Peer(b.id).RecvPackets != 2 {
+		t.Errorf("b: %d spoofed, %d received; want %d and 2", s.Peer(b.id).Spoofed, s.Peer(b.id).RecvPackets, n)
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"os"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/tun"
 )
@@ -218,7 +220,7 @@ func (n *Network) receive(conn net.Conn, id identity.ID, p *peer) {
 	bs := n.dev.BatchSize()
 	bufs := make([][]byte, bs)
 	batch := make([][]byte, 0, bs)
-	srcs := &sources{n: n, id: id, m: map[netip.Addr]*sourceAnswer{}}
+	srcs := &sources{n: n, id: id, m: map[netip.Addr]*sourceAnswer{}, lookups: rate.NewLimiter(sourceLookupRate, sourceLookupBurst)}
 	for {
 		batch = batch[:0]
 		for len(batch) < bs {

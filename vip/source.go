@@ -7,7 +7,19 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/gridlink/gridlink/identity"
+)
+
+// A connection's peer may make the directory answer for sources not seen
+// before at most sourceLookupBurst times at once and then sourceLookupRate
+// times a second: an honest peer has two addresses, so a peer that cycles
+// source addresses (to make every packet cost a lookup at the hubs) has
+// its unknown sources refused, as spoofed, without asking.
+const (
+	sourceLookupBurst = 8
+	sourceLookupRate  = 10
 )
 
 // sources is what one connection knows of which source addresses are its
@@ -21,6 +33,8 @@ type sources struct {
 
 	mu sync.Mutex
 	m  map[netip.Addr]*sourceAnswer
+
+	lookups *rate.Limiter // lookups of sources not seen before
 }
 
 type sourceAnswer struct {
@@ -43,6 +57,9 @@ func (s *sources) check(src netip.Addr) bool {
 		return ok
 	}
 	s.mu.Unlock()
+	if !s.lookups.Allow() {
+		return false
+	}
 	ok, known := s.ask(src)
 	if known {
 		s.mu.Lock()
