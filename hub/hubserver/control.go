@@ -188,11 +188,20 @@ type query struct {
 // every reachable hub and answers with the first match that comes back
 // (or nothing, once all have answered or lookupWait has passed).
 func (h *Hub) lookup(p *peer, lk *wire.Lookup) {
-	if ms := h.localMatches(lk.Node); len(ms) > 0 {
-		p.t.SendControl(&wire.Message{Kind: wire.KFound, Found: &wire.Found{Query: lk.Query, Matches: ms}})
+	h.askHubs(p, lk.Query, h.localMatches(lk.Node), func(qid uint64) *wire.Message {
+		return &wire.Message{Kind: wire.KLookup, Lookup: &wire.Lookup{Query: qid, Node: lk.Node}}
+	})
+}
+
+// askHubs answers node p's query nodeQ with local when it has matches, or
+// else asks every reachable hub (ask makes the question for our query
+// number) and answers once they have (finishQuery), or at lookupWait.
+func (h *Hub) askHubs(p *peer, nodeQ uint64, local []identity.Machine, ask func(qid uint64) *wire.Message) {
+	if len(local) > 0 {
+		p.t.SendControl(&wire.Message{Kind: wire.KFound, Found: &wire.Found{Query: nodeQ, Matches: local}})
 		return
 	}
-	q := &query{node: p, nodeQ: lk.Query, waiting: map[identity.ID]bool{}}
+	q := &query{node: p, nodeQ: nodeQ, waiting: map[identity.ID]bool{}}
 	h.mu.Lock()
 	for id, r := range h.routes {
 		if r.next != nil {
@@ -201,7 +210,7 @@ func (h *Hub) lookup(p *peer, lk *wire.Lookup) {
 	}
 	h.mu.Unlock()
 	if len(q.waiting) == 0 {
-		p.t.SendControl(&wire.Message{Kind: wire.KFound, Found: &wire.Found{Query: lk.Query}})
+		p.t.SendControl(&wire.Message{Kind: wire.KFound, Found: &wire.Found{Query: nodeQ}})
 		return
 	}
 	qid := h.queryID.Add(1)
@@ -214,8 +223,7 @@ func (h *Hub) lookup(p *peer, lk *wire.Lookup) {
 	q.timer = time.AfterFunc(lookupWait, func() { h.finishQuery(qid) })
 	h.lookups.Unlock()
 	for _, id := range targets {
-		h.route(&wire.Routed{FromHub: h.id, ToHub: id, TTL: routedTTL,
-			Msg: &wire.Message{Kind: wire.KLookup, Lookup: &wire.Lookup{Query: qid, Node: lk.Node}}})
+		h.route(&wire.Routed{FromHub: h.id, ToHub: id, TTL: routedTTL, Msg: ask(qid)})
 	}
 }
 

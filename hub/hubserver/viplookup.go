@@ -2,7 +2,6 @@ package hubserver
 
 import (
 	"net/netip"
-	"time"
 
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/wire"
@@ -47,35 +46,9 @@ func (h *Hub) addrMatches(a netip.Addr) []identity.Machine {
 // lookupAddr answers a node's lookup of a virtual address from the
 // attached nodes, or else asks every reachable hub (as lookup does).
 func (h *Hub) lookupAddr(p *peer, lk *wire.LookupAddr) {
-	if ms := h.addrMatches(lk.Addr); len(ms) > 0 {
-		p.t.SendControl(&wire.Message{Kind: wire.KFound, Found: &wire.Found{Query: lk.Query, Matches: ms}})
-		return
-	}
-	q := &query{node: p, nodeQ: lk.Query, waiting: map[identity.ID]bool{}}
-	h.mu.Lock()
-	for id, r := range h.routes {
-		if r.next != nil {
-			q.waiting[id] = true
-		}
-	}
-	h.mu.Unlock()
-	if len(q.waiting) == 0 {
-		p.t.SendControl(&wire.Message{Kind: wire.KFound, Found: &wire.Found{Query: lk.Query}})
-		return
-	}
-	qid := h.queryID.Add(1)
-	targets := make([]identity.ID, 0, len(q.waiting))
-	for id := range q.waiting {
-		targets = append(targets, id)
-	}
-	h.lookups.Lock()
-	h.lookups.pending[qid] = q
-	q.timer = time.AfterFunc(lookupWait, func() { h.finishQuery(qid) })
-	h.lookups.Unlock()
-	for _, id := range targets {
-		h.route(&wire.Routed{FromHub: h.id, ToHub: id, TTL: routedTTL,
-			Msg: &wire.Message{Kind: wire.KLookupAddr, LookupAddr: &wire.LookupAddr{Query: qid, Addr: lk.Addr}}})
-	}
+	h.askHubs(p, lk.Query, h.addrMatches(lk.Addr), func(qid uint64) *wire.Message {
+		return &wire.Message{Kind: wire.KLookupAddr, LookupAddr: &wire.LookupAddr{Query: qid, Addr: lk.Addr}}
+	})
 }
 
 // addrClaimed answers another hub's claim of an address: this hub's
