@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/gridlink/gridlink/identity"
 )
@@ -58,18 +59,31 @@ type Drops struct {
 }
 
 // PeerStats is the traffic with one peer since the Network started
-// (counted across its connections).
+// (counted across its connections), and the path it takes now. Plain
+// data, JSON-friendly.
 type PeerStats struct {
-	ID          identity.ID
-	Connected   bool // a connection to send on is up
-	Queued      int  // packets waiting in its queue
-	SentPackets uint64
-	SentBytes   uint64
-	RecvPackets uint64
-	RecvBytes   uint64
-	QueueFull   uint64 // dropped: its queue was full
-	ConnLost    uint64 // dropped: queued or in flight when its connection ended
-	Spoofed     uint64 // dropped: it sent a source that is not its address
+	ID        identity.ID `json:"id"`
+	Connected bool        `json:"connected"` // a connection to send on is up
+	// Method is how the connection sent on was set up (vconn's methods:
+	// direct, reverse, splice, routed; direct for one that does not
+	// say), Since when it is the one sent on; empty and zero when not
+	// connected.
+	Method   string    `json:"method,omitempty"`
+	Since    time.Time `json:"since,omitzero"`
+	Switches uint64    `json:"switches"` // times the connection sent on changed to another one
+	Conns    int       `json:"conns"`    // connections to it now (a replaced one lingers for connGrace)
+	// ShortcutTries counts the tries of a more direct path (ShortcutDialer)
+	// and ShortcutError is the last one's failure, if it failed.
+	ShortcutTries uint64 `json:"shortcut_tries,omitempty"`
+	ShortcutError string `json:"shortcut_error,omitempty"`
+	Queued        int    `json:"queued"` // packets waiting in its queue
+	SentPackets   uint64 `json:"sent_packets"`
+	SentBytes     uint64 `json:"sent_bytes"`
+	RecvPackets   uint64 `json:"recv_packets"`
+	RecvBytes     uint64 `json:"recv_bytes"`
+	QueueFull     uint64 `json:"queue_full"` // dropped: its queue was full
+	ConnLost      uint64 `json:"conn_lost"`  // dropped: queued or in flight when its connection ended
+	Spoofed       uint64 `json:"spoofed"`    // dropped: it sent a source that is not its address
 }
 
 // Stats is a Network's counters.
@@ -82,6 +96,7 @@ type Stats struct {
 type counters struct {
 	sentPackets, sentBytes, recvPackets, recvBytes atomic.Uint64
 	queueFull, connLost, spoofed                   atomic.Uint64
+	switches                                       atomic.Uint64
 }
 
 // Stats returns the Network's counters.
@@ -104,10 +119,16 @@ func (n *Network) Stats() Stats {
 			SentPackets: c.sentPackets.Load(), SentBytes: c.sentBytes.Load(),
 			RecvPackets: c.recvPackets.Load(), RecvBytes: c.recvBytes.Load(),
 			QueueFull: c.queueFull.Load(), ConnLost: c.connLost.Load(), Spoofed: c.spoofed.Load(),
+			Switches: c.switches.Load(),
 		}
 		if p := n.peers[id]; p != nil && !p.down {
 			ps.Connected = p.conn != nil
 			ps.Queued = len(p.queue)
+			ps.Conns = len(p.links)
+			if l := p.links[p.conn]; l != nil {
+				ps.Method, ps.Since = string(l.method), p.since
+			}
+			ps.ShortcutTries, ps.ShortcutError = p.shortcut.tries, p.shortcut.lastErr
 		}
 		s.Peers = append(s.Peers, ps)
 	}

@@ -160,8 +160,10 @@ func (n *Network) Close() error {
 
 // Accept serves a connection the peer id opened (its identity
 // authenticated by whoever accepted it): the Network reads the peer's
-// packets from it and, when it has no connection to the peer yet, sends
-// on it too. The Network owns conn from now on.
+// packets from it and sends on it when it is the best connection to the
+// peer (see ShortcutDialer: a better one takes over the sending, the one
+// it replaces is closed after a grace period). The Network owns conn from
+// now on.
 func (n *Network) Accept(conn net.Conn, id identity.ID) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -169,16 +171,11 @@ func (n *Network) Accept(conn net.Conn, id identity.ID) error {
 		conn.Close()
 		return ErrClosed
 	}
-	n.conns[conn] = struct{}{}
 	p := n.peers[id]
 	if p == nil || p.down {
 		p = n.newPeerLocked(id)
-		p.conn = conn
-		n.wg.Add(1)
-		go p.run(conn)
 	}
-	n.wg.Add(1)
-	go n.receive(conn, id, p)
+	n.addLinkLocked(p, conn, id)
 	return nil
 }
 

@@ -1,0 +1,170 @@
+package vip
+
+import (
+	"bytes"
+	"net"
+	"time"
+
+	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/vconn"
+)
+
+// connGrace is how long a connection that is no longer a peer's best (a
+// better one came up, or the far end dialed too) stays open, its reader
+// delivering what the far end still sends on it, before it is closed.
+const connGrace = 2 * time.Second
+
+// link is one connection to a peer. Every link is read; the best one is
+// sent on (the peer's conn). Links rank by how they were set up (the
+// connection's Method, when it has one: direct > reverse > splice >
+// routed; a connection without one, like a test's pipe, counts as
+// direct); among equal ones, the one dialed by the lower identity wins,
+// so that both ends, which see the same links, pick the same one.
+type link struct {
+	conn   net.Conn
+	method vconn.Method
+	rank   int
+	dialer identity.ID // who dialed it: this node or the peer
+	since  time.Time   // when it came up
+	proof  principal   // who the far end proved to be (rules.go)
+	retire *time.Timer // while not the best: closes conn after connGrace (guarded by n.mu)
+}
+
+// methodOf is how conn was set up: its Method, or direct.
+func methodOf(conn net.Conn) vconn.Method {
+	if m, ok := conn.(interface{ Method() vconn.Method }); ok {
+		return m.Method()
+	}
+	return vconn.Direct
+}
+
+// rankOf orders the methods: higher is more direct. A method this
+// package does not know ranks as routed.
+func rankOf(m vconn.Method) int {
+	switch m {
+	case vconn.Direct:
+		return 3
+	case vconn.Reverse:
+		return 2
+	case vconn.Splice:
+		return 1
+	}
+	return 0
+}
+
+const rankRouted = 0
+
+// better reports whether a is to be sent on rather than b.
+func better(a, b *link) bool {
+	if a.rank != b.rank {
+		return a.rank > b.rank
+	}
+	return bytes.Compare(a.dialer[:], b.dialer[:]) < 0
+}
+
+func (l *link) stopRetire() {
+	if l.retire != nil {
+		l.retire.Stop()
+		l.retire = nil
+	}
+}
+
+// addLinkLocked makes conn, dialed by dialer, a link of p: read from
+// now on, and sent on when it is better than the one p sends on (which
+// then retires after connGrace), else retired itself.
+func (n *Network) addLinkLocked(p *peer, conn net.Conn, dialer identity.ID) {
+	m := methodOf(conn)
+	l := &link{conn: conn, method: m, rank: rankOf(m), dialer: dialer, since: time.Now(), proof: proofOf(conn)}
+	p.links[conn] = l
+	n.conns[conn] = struct{}{}
+	n.wg.Add(1)
+	go n.receive(p, l)
+	cur := p.links[p.conn]
+	switch {
+	case cur == nil:
+		n.switchLocked(p, l)
+	case better(l, cur):
+		n.switchLocked(p, l)
+		n.retireLocked(p, cur)
+	default:
+		n.retireLocked(p, l)
+	}
+}
+
+// switchLocked makes l the link p sends on; the writer takes it up
+// after the batch it is writing.
+func (n *Network) switchLocked(p *peer, l *link) {
+	l.stopRetire()
+	if p.conn != nil {
+		from := p.links[p.conn]
+		p.c.switches.Add(1)
+		if n.ctx.Err() == nil {
+			args := []any{"peer", p.id.Short(), "to", string(l.method), "dialed_by", l.dialer.Short()}
+			if from != nil {
+				args = append(args, "from", string(from.method))
+			}
+			n.log.Info("vip: peer path switched", args...)
+		}
+	}
+	p.conn, p.since = l.conn, time.Now()
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
+	if l.rank == rankRouted {
+		n.startShortcutsLocked(p)
+	}
+}
+
+// retireLocked closes l after connGrace unless it is p's best again by
+// then; its reader delivers meanwhile.
+func (n *Network) retireLocked(p *peer, l *link) {
+	if l.retire != nil {
+		return
+	}
+	l.retire = time.AfterFunc(connGrace, func() {
+		n.mu.Lock()
+		still := p.links[l.conn] == l && p.conn != l.conn && l.retire != nil
+		n.mu.Unlock()
+		if still {
+			l.conn.Close() // its reader ends and removes it
+		}
+	})
+}
+
+// linkEnded removes the connection conn from p's links (its reader
+// ended, or a write failed). When p sent on it, the best link left
+// takes over, with the packets still queued; with none left, p goes
+// down.
+func (n *Network) linkEnded(p *peer, conn net.Conn, why error) {
+	n.mu.Lock()
+	l := p.links[conn]
+	if l == nil {
+		n.mu.Unlock()
+		conn.Close()
+		return
+	}
+	delete(p.links, conn)
+	delete(n.conns, conn)
+	l.stopRetire()
+	if p.down || p.conn != conn {
+		n.mu.Unlock()
+		conn.Close()
+		return
+	}
+	var best *link
+	for _, o := range p.links {
+		if best == nil || better(o, best) {
+			best = o
+		}
+	}
+	if best != nil {
+		n.switchLocked(p, best)
+		n.mu.Unlock()
+		conn.Close()
+		return
+	}
+	n.mu.Unlock()
+	conn.Close()
+	n.peerDown(p, 0, why)
+}
