@@ -308,6 +308,8 @@ func (n *Network) inbound(p *peer, l *link, srcs *sources, pkt []byte) bool {
 		c.spoofed.Add(1)
 		n.drop(dropSpoofedSource, "a packet from a peer whose source is not its address", "peer", id.Short(), "src", h.Src, "dst", h.Dst)
 		return false
+	case !n.admit(p, l, h, pkt):
+		return false
 	case len(pkt) > n.devMTU:
 		n.drop(dropTooBig, "a packet from a peer larger than the device MTU", "peer", id.Short(), "len", len(pkt), "mtu", n.devMTU)
 		return false

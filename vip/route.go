@@ -48,6 +48,11 @@ func (n *Network) outbound(pkt []byte) {
 		n.writeICMP(icmpTooBig(h, pkt, n.mtu))
 		return
 	}
+	if rules := n.rules.Load(); !rules.IsZero() {
+		if t, err := transportOf(h, pkt); err == nil {
+			n.flows.sent(h, t) // its answers pass the rules
+		}
+	}
 	if n.route(h, pkt) {
 		n.drop(dropNoRoute, "")
 		n.writeICMP(icmpUnreachable(h, pkt))

@@ -24,6 +24,7 @@ const (
 	dropSpoofedSource               // from a peer, with a source that is not the peer's address
 	dropNotForUs                    // from a peer, to an address that is not this node's
 	dropDeviceWrite                 // the device refused it
+	dropDenied                      // from a peer, refused by this node's access rules (ICMP prohibited sent)
 	numReasons
 )
 
@@ -39,6 +40,7 @@ var reasonText = [numReasons]string{
 	dropSpoofedSource: "source address not the sending peer's",
 	dropNotForUs:      "destination not this node's",
 	dropDeviceWrite:   "device refused the packet",
+	dropDenied:        "denied by the access rules",
 }
 
 func (r reason) String() string { return reasonText[r] }
@@ -56,6 +58,7 @@ type Drops struct {
 	SpoofedSource uint64 // from a peer, with a source that is not that peer's address
 	NotForUs      uint64 // from a peer, to an address that is not this node's
 	DeviceWrite   uint64 // the device refused it
+	Denied        uint64 // from a peer, refused by this node's access rules (ICMP prohibited went back)
 }
 
 // PeerStats is the traffic with one peer since the Network started
@@ -84,6 +87,8 @@ type PeerStats struct {
 	QueueFull     uint64 `json:"queue_full"` // dropped: its queue was full
 	ConnLost      uint64 `json:"conn_lost"`  // dropped: queued or in flight when its connection ended
 	Spoofed       uint64 `json:"spoofed"`    // dropped: it sent a source that is not its address
+	Denied        uint64 `json:"denied"`     // dropped: this node's access rules refuse it
+	TooBig        uint64 `json:"too_big"`    // dropped: larger than this node's device MTU
 }
 
 // Stats is a Network's counters.
@@ -96,7 +101,7 @@ type Stats struct {
 type counters struct {
 	sentPackets, sentBytes, recvPackets, recvBytes atomic.Uint64
 	queueFull, connLost, spoofed                   atomic.Uint64
-	switches                                       atomic.Uint64
+	switches, denied, tooBig                       atomic.Uint64
 }
 
 // Stats returns the Network's counters.
@@ -109,7 +114,7 @@ func (n *Network) Stats() Stats {
 		NoRoute: d[dropNoRoute].Load(), QueueFull: d[dropQueueFull].Load(),
 		ConnLost: d[dropConnLost].Load(), NoConnection: d[dropNoConnection].Load(),
 		SpoofedSource: d[dropSpoofedSource].Load(), NotForUs: d[dropNotForUs].Load(),
-		DeviceWrite: d[dropDeviceWrite].Load(),
+		DeviceWrite: d[dropDeviceWrite].Load(), Denied: d[dropDenied].Load(),
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -119,7 +124,7 @@ func (n *Network) Stats() Stats {
 			SentPackets: c.sentPackets.Load(), SentBytes: c.sentBytes.Load(),
 			RecvPackets: c.recvPackets.Load(), RecvBytes: c.recvBytes.Load(),
 			QueueFull: c.queueFull.Load(), ConnLost: c.connLost.Load(), Spoofed: c.spoofed.Load(),
-			Switches: c.switches.Load(),
+			Switches: c.switches.Load(), Denied: c.denied.Load(), TooBig: c.tooBig.Load(),
 		}
 		if p := n.peers[id]; p != nil && !p.down {
 			ps.Connected = p.conn != nil

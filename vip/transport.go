@@ -3,6 +3,7 @@ package vip
 import (
 	"encoding/binary"
 	"fmt"
+	"strconv"
 )
 
 // The transport header behind the IP header, as the access rules and the
@@ -178,6 +179,30 @@ func (t transport) isEcho() bool {
 		return t.icmpType == icmpv4EchoRequest || t.icmpType == icmpv4EchoReply
 	}
 	return t.icmpType == icmpv6EchoRequest || t.icmpType == icmpv6EchoReply
+}
+
+// isEchoRequest and isEchoReply tell the two kinds of echo apart.
+func (t transport) isEchoRequest() bool {
+	return t.isEcho() && (t.icmpType == icmpv4EchoRequest || t.icmpType == icmpv6EchoRequest)
+}
+
+func (t transport) isEchoReply() bool {
+	return t.isEcho() && (t.icmpType == icmpv4EchoReply || t.icmpType == icmpv6EchoReply)
+}
+
+// name is the protocol for logs.
+func (t transport) name() string {
+	switch {
+	case t.proto == protoTCP:
+		return "tcp"
+	case t.proto == protoUDP:
+		return "udp"
+	case t.proto == protoICMPv4:
+		return "icmp"
+	case t.proto == protoICMPv6:
+		return "icmpv6"
+	}
+	return "protocol " + strconv.Itoa(int(t.proto))
 }
 
 // isICMPError reports an ICMP error message (RFC 1122 3.2.2, RFC 4443

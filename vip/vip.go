@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/tun"
@@ -69,6 +71,9 @@ type Config struct {
 	// Logger receives what peers and the device did wrong (rate-limited
 	// by reason); nil: slog.Default().
 	Logger *slog.Logger
+	// Rules are this node's access rules, applied to every packet a peer
+	// sends it; zero: every member may reach everything (see Rules).
+	Rules Rules
 }
 
 // Network is one node's packet path of the virtual IP network: it reads
@@ -88,6 +93,9 @@ type Network struct {
 	wg       sync.WaitGroup
 	drops    [numReasons]atomic.Uint64
 	devMu    sync.Mutex // serializes writes to the device
+	rules    atomic.Pointer[Rules]
+	flows    conntrack     // this node's flows, when there are rules (conntrack.go)
+	icmpBack *rate.Limiter // ICMP errors sent back to peers
 
 	mu       sync.Mutex
 	closed   bool
@@ -121,7 +129,9 @@ func New(cfg Config) (*Network, error) {
 		peers:    map[identity.ID]*peer{},
 		counters: map[identity.ID]*counters{},
 		conns:    map[net.Conn]struct{}{},
+		icmpBack: newICMPLimiter(),
 	}
+	n.rules.Store(&cfg.Rules)
 	if n.log == nil {
 		n.log = slog.Default()
 	}
@@ -139,6 +149,10 @@ func New(cfg Config) (*Network, error) {
 	go n.readDevice()
 	return n, nil
 }
+
+// SetRules replaces the access rules (Config.Rules) for the packets
+// received from now on.
+func (n *Network) SetRules(r Rules) { n.rules.Store(&r) }
 
 // MTU is the tunnel MTU.
 func (n *Network) MTU() int { return n.mtu }
