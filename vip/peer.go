@@ -310,8 +310,13 @@ func (n *Network) inbound(p *peer, l *link, srcs *sources, pkt []byte) bool {
 		return false
 	case !n.admit(p, l, h, pkt):
 		return false
-	case len(pkt) > n.devMTU:
-		n.drop(dropTooBig, "a packet from a peer larger than the device MTU", "peer", id.Short(), "len", len(pkt), "mtu", n.devMTU)
+	case len(pkt) > int(n.devMTU.Load()):
+		// A peer whose tunnel MTU is larger: told this node's, over the
+		// tunnel, as a router on the path would (never a silent drop).
+		mtu := int(n.devMTU.Load())
+		c.tooBig.Add(1)
+		n.drop(dropTooBig, "a packet from a peer larger than the device MTU", "peer", id.Short(), "len", len(pkt), "mtu", mtu)
+		n.sendBack(p, icmpTooBig(h, pkt, mtu))
 		return false
 	}
 	c.recvPackets.Add(1)

@@ -43,9 +43,9 @@ func (n *Network) outbound(pkt []byte) {
 	case !n.ours(h.Src):
 		n.drop(dropSourceNotOurs, "a packet from the device whose source is not this node's", "src", h.Src, "dst", h.Dst)
 		return
-	case len(pkt) > n.mtu:
+	case len(pkt) > n.MTU():
 		n.drop(dropTooBig, "")
-		n.writeICMP(icmpTooBig(h, pkt, n.mtu))
+		n.writeICMP(icmpTooBig(h, pkt, n.MTU()))
 		return
 	}
 	if rules := n.rules.Load(); !rules.IsZero() {

@@ -93,8 +93,10 @@ type PeerStats struct {
 
 // Stats is a Network's counters.
 type Stats struct {
-	Drops Drops
-	Peers []PeerStats // by ID
+	MTU       int         `json:"mtu"`        // the tunnel MTU now
+	DeviceMTU int         `json:"device_mtu"` // the device's, now
+	Drops     Drops       `json:"drops"`
+	Peers     []PeerStats `json:"peers"` // by ID
 }
 
 // counters are one peer's; they outlive its connections.
@@ -106,7 +108,7 @@ type counters struct {
 
 // Stats returns the Network's counters.
 func (n *Network) Stats() Stats {
-	var s Stats
+	s := Stats{MTU: n.MTU(), DeviceMTU: int(n.devMTU.Load())}
 	d := &n.drops
 	s.Drops = Drops{
 		Malformed: d[dropMalformed].Load(), NotUnicast: d[dropNotUnicast].Load(),

@@ -53,6 +53,7 @@ const (
 	dialRetry       = time.Second      // after a failed dial, packets to the peer are dropped this long
 	noRouteHold     = 5 * time.Second  // an address no node holds is not looked up again this long
 	maxSources      = 16               // source addresses remembered per connection
+	minReadBuffer   = 9000             // bytes of a buffer the device is read into, at least
 )
 
 // Config is what a Network is made of.
@@ -85,8 +86,8 @@ type Network struct {
 	dev      tun.Device
 	log      *slog.Logger
 	quiet    *direct.Quiet
-	mtu      int // tunnel MTU
-	devMTU   int
+	mtu      atomic.Int64 // tunnel MTU: Config.MTU, or the device's
+	devMTU   atomic.Int64 // the device's, followed through its EventMTUUpdate (mtu.go)
 	queueLen int
 	ctx      context.Context
 	cancel   context.CancelFunc
@@ -122,8 +123,6 @@ func New(cfg Config) (*Network, error) {
 		cfg:      cfg,
 		dev:      cfg.Device,
 		log:      cfg.Logger,
-		devMTU:   devMTU,
-		mtu:      cfg.MTU,
 		queueLen: cfg.QueueLen,
 		routes:   map[netip.Addr]*route{},
 		peers:    map[identity.ID]*peer{},
@@ -135,9 +134,7 @@ func New(cfg Config) (*Network, error) {
 	if n.log == nil {
 		n.log = slog.Default()
 	}
-	if n.mtu <= 0 {
-		n.mtu = devMTU
-	}
+	n.setMTU(devMTU)
 	if n.queueLen <= 0 {
 		n.queueLen = DefaultQueueLen
 	}
@@ -145,8 +142,9 @@ func New(cfg Config) (*Network, error) {
 		n.log.Info("vip: more drops not logged", "reason", reason, "count", more, "since", since.Format(time.TimeOnly))
 	})
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.readDevice()
+	go n.watchDevice()
 	return n, nil
 }
 
@@ -154,8 +152,9 @@ func New(cfg Config) (*Network, error) {
 // received from now on.
 func (n *Network) SetRules(r Rules) { n.rules.Store(&r) }
 
-// MTU is the tunnel MTU.
-func (n *Network) MTU() int { return n.mtu }
+// MTU is the tunnel MTU (it follows the device's when Config.MTU is
+// zero).
+func (n *Network) MTU() int { return int(n.mtu.Load()) }
 
 // Close stops the path: it closes the device and every connection and
 // waits for the Network's goroutines.
@@ -239,11 +238,18 @@ func (n *Network) readDevice() {
 	defer n.wg.Done()
 	bs := n.dev.BatchSize()
 	bufs := make([][]byte, bs)
-	for i := range bufs {
-		bufs[i] = make([]byte, tun.Offset+max(n.devMTU, n.mtu))
-	}
+	size := 0
 	sizes := make([]int, bs)
 	for {
+		// At first, and when the device's MTU grew past the buffers:
+		// they hold a jumbo frame at least, so that an MTU raised while
+		// a Read waits seldom finds them short.
+		if want := tun.Offset + int(max(n.devMTU.Load(), n.mtu.Load(), minReadBuffer)); want > size {
+			size = want
+			for i := range bufs {
+				bufs[i] = make([]byte, size)
+			}
+		}
 		cnt, err := n.dev.Read(bufs, sizes, tun.Offset)
 		for i := range cnt {
 			n.outbound(bufs[i][tun.Offset : tun.Offset+sizes[i]])
