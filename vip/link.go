@@ -3,6 +3,7 @@ package vip
 import (
 	"bytes"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/gridlink/gridlink/identity"
@@ -27,7 +28,14 @@ type link struct {
 	dialer identity.ID // who dialed it: this node or the peer
 	since  time.Time   // when it came up
 	proof  principal   // who the far end proved to be (rules.go)
-	retire *time.Timer // while not the best: closes conn after connGrace (guarded by n.mu)
+	// lastRecv is when a frame last came in on it (unix nanoseconds),
+	// set by its reader.
+	lastRecv atomic.Int64
+	// while not the best (guarded by n.mu): retire closes conn after
+	// connGrace; retiredAt is when it was armed, extended how often.
+	retire    *time.Timer
+	retiredAt int64
+	extended  int
 }
 
 // methodOf is how conn was set up: its Method, or direct.
@@ -67,6 +75,7 @@ func (l *link) stopRetire() {
 		l.retire.Stop()
 		l.retire = nil
 	}
+	l.extended = 0
 }
 
 // addLinkLocked makes conn, dialed by dialer, a link of p: read from
@@ -116,20 +125,52 @@ func (n *Network) switchLocked(p *peer, l *link) {
 	}
 }
 
+// maxExtensions is how many times a retiring link the peer still sends
+// on, as on the best one, gets another connGrace.
+const maxExtensions = 3
+
 // retireLocked closes l after connGrace unless it is p's best again by
-// then; its reader delivers meanwhile.
+// then; its reader delivers meanwhile. Both ends pick the same best link,
+// so the peer moves its sending off l within the grace. When, instead,
+// the peer kept sending on l and never on the best one, the peer has not
+// got the best one (it restarted, or its end died unseen): l becomes the
+// best, and the stale one is closed.
 func (n *Network) retireLocked(p *peer, l *link) {
 	if l.retire != nil {
 		return
 	}
-	l.retire = time.AfterFunc(connGrace, func() {
-		n.mu.Lock()
-		still := p.links[l.conn] == l && p.conn != l.conn && l.retire != nil
+	l.retiredAt = time.Now().UnixNano()
+	l.retire = time.AfterFunc(connGrace, func() { n.retireDue(p, l) })
+}
+
+func (n *Network) retireDue(p *peer, l *link) {
+	n.mu.Lock()
+	if p.links[l.conn] != l || p.conn == l.conn || l.retire == nil {
+		n.mu.Unlock() // its own again, or gone
+		return
+	}
+	best := p.links[p.conn]
+	usedL := l.lastRecv.Load() > l.retiredAt
+	usedBest := best != nil && best.lastRecv.Load() > l.retiredAt
+	switch {
+	case usedL && !usedBest && best != nil:
+		n.switchLocked(p, l)
 		n.mu.Unlock()
-		if still {
-			l.conn.Close() // its reader ends and removes it
+		if n.ctx.Err() == nil {
+			n.log.Info("vip: a peer does not send on the connection chosen for it: taken for stale and closed",
+				"peer", p.id.Short(), "stale", string(best.method), "now", string(l.method))
 		}
-	})
+		best.conn.Close()
+		return
+	case usedL && l.extended < maxExtensions:
+		l.extended++
+		l.retiredAt = time.Now().UnixNano()
+		l.retire.Reset(connGrace)
+		n.mu.Unlock()
+		return
+	}
+	n.mu.Unlock()
+	l.conn.Close() // its reader ends and removes it
 }
 
 // linkEnded removes the connection conn from p's links (its reader

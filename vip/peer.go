@@ -265,6 +265,7 @@ func (n *Network) receive(p *peer, l *link) {
 	srcs := &sources{n: n, id: id, m: map[netip.Addr]*sourceAnswer{}, lookups: rate.NewLimiter(sourceLookupRate, sourceLookupBurst)}
 	for {
 		batch = batch[:0]
+		frames := 0
 		for len(batch) < bs {
 			i := len(batch)
 			var size int
@@ -272,12 +273,16 @@ func (n *Network) receive(p *peer, l *link) {
 			if err != nil {
 				break
 			}
+			frames++
 			if n.inbound(p, l, srcs, bufs[i][tun.Offset:tun.Offset+size]) {
 				batch = append(batch, bufs[i][:tun.Offset+size])
 			}
 			if !frameReady(r) {
 				break
 			}
+		}
+		if frames > 0 {
+			l.lastRecv.Store(time.Now().UnixNano())
 		}
 		n.writeDevice(batch)
 		if err != nil {

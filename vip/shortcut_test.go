@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -287,6 +288,57 @@ func TestSimultaneousDialsSettleOnOne(t *testing.T) {
 		}
 		if n := len(ds[0].all()) + len(ds[1].all()); n != 8 {
 			t.Errorf("%d connection ends, want 8: each node dialed a routed and a direct connection", n)
+		}
+	})
+}
+
+// blackhole is a connection whose far end takes every byte and never
+// answers: a connection that died without either end seeing it.
+func blackhole() net.Conn {
+	mine, theirs := net.Pipe()
+	go io.Copy(io.Discard, theirs)
+	return mine
+}
+
+// The connection a node sends on is stale (the peer lost it without
+// the node seeing it) and the peer dials again, routed: the node first
+// keeps its better connection and retires the new one, then sees the
+// peer send only on the new one, takes the stale one for dead, closes it
+// and answers on the new one.
+func TestStaleBestGivesWay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, ds := pathGrid(t, [2]func(*pathDialer) Dialer{nil, nil}, 0)
+		a, b := g.nodes[0], g.nodes[1]
+		stale := &methodConn{Conn: blackhole(), method: vconn.Direct, dialer: b.id}
+		if err := a.net.Accept(stale, b.id); err != nil {
+			t.Fatal(err)
+		}
+		const count = 4000
+		waitBA := flow(t, b, a, count) // b dials a, routed
+		waitBA()
+		replies := 0
+		for i := 0; replies == 0; i++ {
+			p := udp4(a.v4, b.v4, fmt.Sprint("reply ", i), 100)
+			a.send(t, p)
+			time.Sleep(100 * time.Millisecond)
+			for len(b.in) > 0 {
+				<-b.in
+				replies++
+			}
+			if i > 100 {
+				t.Fatalf("no reply from a reached b in 10 s")
+			}
+		}
+		if !stale.closed.Load() {
+			t.Errorf("the stale connection is open")
+		}
+		for _, c := range ds[1].all() {
+			if c.closed.Load() {
+				t.Errorf("b's routed connection (%s) closed", c.method)
+			}
+		}
+		if ps := a.net.Stats().Peer(b.id); ps.Method != string(vconn.Routed) || ps.Conns != 1 {
+			t.Errorf("a's peer b: %+v; want the routed connection only", ps)
 		}
 	})
 }

@@ -165,6 +165,11 @@ func (n *Network) Close() error {
 	for c := range n.conns {
 		c.Close()
 	}
+	for _, p := range n.peers {
+		for _, l := range p.links {
+			l.stopRetire()
+		}
+	}
 	n.mu.Unlock()
 	err := n.dev.Close()
 	n.wg.Wait()
