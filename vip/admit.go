@@ -28,6 +28,7 @@ func (n *Network) admit(p *peer, l *link, h Header, pkt []byte) bool {
 	t, err := transportOf(h, pkt)
 	switch {
 	case err != nil:
+		p.c.malformed.Add(1)
 		n.drop(dropMalformed, "a malformed packet from a peer", "peer", p.id.Short(), "err", err)
 		return false
 	case t.isICMPError() && n.aboutOurs(h, t, pkt):

@@ -287,6 +287,7 @@ func (n *Network) receive(p *peer, l *link) {
 		n.writeDevice(batch)
 		if err != nil {
 			if errors.Is(err, ErrBadFrame) {
+				p.c.malformed.Add(1)
 				n.drop(dropMalformed, "a peer's connection: it sent a bad frame", "peer", id.Short(), "err", err)
 			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.ErrClosedPipe) && !errors.Is(err, os.ErrClosed) && n.quiet.Allow("peer read") {
 				n.log.Info("vip: reading a peer's connection", "peer", id.Short(), "err", err)
@@ -304,9 +305,11 @@ func (n *Network) inbound(p *peer, l *link, srcs *sources, pkt []byte) bool {
 	h, err := Parse(pkt)
 	switch {
 	case err != nil:
+		c.malformed.Add(1)
 		n.drop(dropMalformed, "a malformed packet from a peer", "peer", id.Short(), "err", err)
 		return false
 	case !n.ours(h.Dst):
+		c.notForUs.Add(1)
 		n.drop(dropNotForUs, "a packet from a peer to an address not this node's", "peer", id.Short(), "dst", h.Dst)
 		return false
 	case !srcs.check(h.Src):

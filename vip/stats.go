@@ -47,18 +47,18 @@ func (r reason) String() string { return reasonText[r] }
 
 // Drops counts the packets dropped, by reason, since the Network started.
 type Drops struct {
-	Malformed     uint64 // not a well-formed IP packet (either direction)
-	NotUnicast    uint64 // from the device, to a multicast, broadcast or link-local address
-	SourceNotOurs uint64 // from the device, with a source that is not this node's address
-	TooBig        uint64 // larger than the tunnel MTU (an ICMP error went back) or, received, than the device's
-	NoRoute       uint64 // no node holds the destination
-	QueueFull     uint64 // the peer's queue, or the wait for the destination's lookup, was full
-	ConnLost      uint64 // queued or in flight when the peer's connection ended
-	NoConnection  uint64 // the peer could not be dialed
-	SpoofedSource uint64 // from a peer, with a source that is not that peer's address
-	NotForUs      uint64 // from a peer, to an address that is not this node's
-	DeviceWrite   uint64 // the device refused it
-	Denied        uint64 // from a peer, refused by this node's access rules (ICMP prohibited went back)
+	Malformed     uint64 `json:"malformed"`       // not a well-formed IP packet (either direction)
+	NotUnicast    uint64 `json:"not_unicast"`     // from the device, to a multicast, broadcast or link-local address
+	SourceNotOurs uint64 `json:"source_not_ours"` // from the device, with a source that is not this node's address
+	TooBig        uint64 `json:"too_big"`         // larger than the tunnel MTU (an ICMP error went back) or, received, than the device's
+	NoRoute       uint64 `json:"no_route"`        // no node holds the destination
+	QueueFull     uint64 `json:"queue_full"`      // the peer's queue, or the wait for the destination's lookup, was full
+	ConnLost      uint64 `json:"conn_lost"`       // queued or in flight when the peer's connection ended
+	NoConnection  uint64 `json:"no_connection"`   // the peer could not be dialed
+	SpoofedSource uint64 `json:"spoofed_source"`  // from a peer, with a source that is not that peer's address
+	NotForUs      uint64 `json:"not_for_us"`      // from a peer, to an address that is not this node's
+	DeviceWrite   uint64 `json:"device_write"`    // the device refused it
+	Denied        uint64 `json:"denied"`          // from a peer, refused by this node's access rules (ICMP prohibited went back)
 }
 
 // PeerStats is the traffic with one peer since the Network started
@@ -89,6 +89,8 @@ type PeerStats struct {
 	Spoofed       uint64 `json:"spoofed"`    // dropped: it sent a source that is not its address
 	Denied        uint64 `json:"denied"`     // dropped: this node's access rules refuse it
 	TooBig        uint64 `json:"too_big"`    // dropped: larger than this node's device MTU
+	Malformed     uint64 `json:"malformed"`  // dropped: not a well-formed IP packet
+	NotForUs      uint64 `json:"not_for_us"` // dropped: to an address that is not this node's
 }
 
 // Stats is a Network's counters.
@@ -103,7 +105,7 @@ type Stats struct {
 type counters struct {
 	sentPackets, sentBytes, recvPackets, recvBytes atomic.Uint64
 	queueFull, connLost, spoofed                   atomic.Uint64
-	switches, denied, tooBig                       atomic.Uint64
+	switches, denied, tooBig, malformed, notForUs  atomic.Uint64
 }
 
 // Stats returns the Network's counters.
@@ -127,6 +129,7 @@ func (n *Network) Stats() Stats {
 			RecvPackets: c.recvPackets.Load(), RecvBytes: c.recvBytes.Load(),
 			QueueFull: c.queueFull.Load(), ConnLost: c.connLost.Load(), Spoofed: c.spoofed.Load(),
 			Switches: c.switches.Load(), Denied: c.denied.Load(), TooBig: c.tooBig.Load(),
+			Malformed: c.malformed.Load(), NotForUs: c.notForUs.Load(),
 		}
 		if p := n.peers[id]; p != nil && !p.down {
 			ps.Connected = p.conn != nil
