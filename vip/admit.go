@@ -6,10 +6,11 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// The ICMP errors this node sends back to peers over the tunnel (access
+// The ICMP errors this node sends back to a peer over the tunnel (access
 // denied, too big for this node's device) are at most icmpBackBurst at
-// once and icmpBackRate a second (RFC 4443 2.4 f): a peer sending
-// thousands of refused packets gets a few answers, not thousands.
+// once and icmpBackRate a second, per peer (RFC 4443 2.4 f): a peer
+// sending thousands of refused packets gets a few answers, not
+// thousands, and takes no answers from the others.
 const (
 	icmpBackRate  = 100
 	icmpBackBurst = 50
@@ -71,7 +72,7 @@ func (n *Network) aboutOurs(h Header, t transport, pkt []byte) bool {
 // sendBack sends the ICMP error msg (nil: none due) to the peer p over
 // the tunnel, within the rate of icmpBackRate.
 func (n *Network) sendBack(p *peer, msg []byte) {
-	if msg == nil || !n.icmpBack.Allow() {
+	if msg == nil || !p.c.icmpBack.Allow() {
 		return
 	}
 	n.mu.Lock()

@@ -52,7 +52,7 @@ type peer struct {
 func (n *Network) countersLocked(id identity.ID) *counters {
 	c := n.counters[id]
 	if c == nil {
-		c = &counters{}
+		c = &counters{icmpBack: newICMPLimiter()}
 		n.counters[id] = c
 	}
 	return c

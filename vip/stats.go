@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/gridlink/gridlink/identity"
 )
 
@@ -106,6 +108,7 @@ type counters struct {
 	sentPackets, sentBytes, recvPackets, recvBytes atomic.Uint64
 	queueFull, connLost, spoofed                   atomic.Uint64
 	switches, denied, tooBig, malformed, notForUs  atomic.Uint64
+	icmpBack                                       *rate.Limiter // the ICMP errors sent back to it (admit.go)
 }
 
 // Stats returns the Network's counters.

@@ -12,8 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/time/rate"
-
 	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/tun"
@@ -95,8 +93,7 @@ type Network struct {
 	drops    [numReasons]atomic.Uint64
 	devMu    sync.Mutex // serializes writes to the device
 	rules    atomic.Pointer[Rules]
-	flows    conntrack     // this node's flows, when there are rules (conntrack.go)
-	icmpBack *rate.Limiter // ICMP errors sent back to peers
+	flows    conntrack // this node's flows, when there are rules (conntrack.go)
 
 	mu       sync.Mutex
 	closed   bool
@@ -128,7 +125,6 @@ func New(cfg Config) (*Network, error) {
 		peers:    map[identity.ID]*peer{},
 		counters: map[identity.ID]*counters{},
 		conns:    map[net.Conn]struct{}{},
-		icmpBack: newICMPLimiter(),
 	}
 	n.rules.Store(&cfg.Rules)
 	if n.log == nil {
