@@ -131,10 +131,11 @@ const maxExtensions = 3
 
 // retireLocked closes l after connGrace unless it is p's best again by
 // then; its reader delivers meanwhile. Both ends pick the same best link,
-// so the peer moves its sending off l within the grace. When, instead,
-// the peer kept sending on l and never on the best one, the peer has not
-// got the best one (it restarted, or its end died unseen): l becomes the
-// best, and the stale one is closed.
+// so the peer moves its sending off l within the grace (what it sends on
+// l meanwhile extends the grace, at most maxExtensions times). When,
+// instead, the peer kept sending on l past half the grace and never on
+// the best one, the peer has not got the best one (it restarted, or its
+// end died unseen): l becomes the best, and the stale one is closed.
 func (n *Network) retireLocked(p *peer, l *link) {
 	if l.retire != nil {
 		return
@@ -150,10 +151,14 @@ func (n *Network) retireDue(p *peer, l *link) {
 		return
 	}
 	best := p.links[p.conn]
-	usedL := l.lastRecv.Load() > l.retiredAt
+	last := l.lastRecv.Load()
+	usedL := last > l.retiredAt
+	// late: the peer still sent on l well after it was retired, not
+	// just what was in flight as both ends switched.
+	late := last > l.retiredAt+int64(connGrace/2)
 	usedBest := best != nil && best.lastRecv.Load() > l.retiredAt
 	switch {
-	case usedL && !usedBest && best != nil:
+	case late && !usedBest && best != nil:
 		n.switchLocked(p, l)
 		n.mu.Unlock()
 		if n.ctx.Err() == nil {

@@ -342,3 +342,44 @@ func TestStaleBestGivesWay(t *testing.T) {
 		}
 	})
 }
+
+// After a switch, what the peer sent on the old connection while it
+// switched (in flight) does not make the old one look like the peer's
+// choice: a one-way flow stays on the shortcut and the routed
+// connection closes.
+func TestInFlightOnOldConnKeepsShortcut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, ds := pathGrid(t, [2]func(*pathDialer) Dialer{withShortcuts, nil}, 0)
+		a, b := g.nodes[0], g.nodes[1]
+		first := udp4(a.v4, b.v4, "first", 100)
+		a.send(t, first)
+		expect(t, b, first, "a's first packet")
+		synctest.Wait() // the shortcut is up, a and b switched
+		if ps := a.net.Stats().Peer(b.id); ps.Method != string(vconn.Direct) {
+			t.Fatalf("a's peer b: %+v; want direct", ps)
+		}
+		// b's end of the routed connection: one packet b "had in flight".
+		bRouted := ds[0].all()[1] // the far end of a's first dial
+		if bRouted.method != vconn.Routed {
+			t.Fatalf("a's first dial was %s", bRouted.method)
+		}
+		residue := udp4(b.v4, a.v4, "in flight", 100)
+		time.Sleep(10 * time.Millisecond) // it arrives after the switch
+		if _, err := bRouted.Write(frames(residue)); err != nil {
+			t.Fatal(err)
+		}
+		expect(t, a, residue, "b's packet in flight on the routed connection")
+		waitAB := flow(t, a, b, 3000) // one way, b silent
+		waitAB()
+		synctest.Wait()
+		ps := a.net.Stats().Peer(b.id)
+		if ps.Method != string(vconn.Direct) || ps.Switches != 1 || ps.Conns != 1 {
+			t.Errorf("a's peer b: %+v; want still direct after 1 switch, the routed connection gone", ps)
+		}
+		for _, c := range ds[0].all() {
+			if c.closed.Load() != (c.method == vconn.Routed) {
+				t.Errorf("a %s connection: closed %v", c.method, c.closed.Load())
+			}
+		}
+	})
+}
