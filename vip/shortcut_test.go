@@ -383,3 +383,27 @@ func TestInFlightOnOldConnKeepsShortcut(t *testing.T) {
 		}
 	})
 }
+
+// The tries of a shortcut stop when the peer is idle and start again
+// with its next packet.
+func TestShortcutTriesStopWhenIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g, _ := pathGrid(t, [2]func(*pathDialer) Dialer{withShortcuts, nil}, 1<<30)
+		a, b := g.nodes[0], g.nodes[1]
+		p := udp4(a.v4, b.v4, "once", 100)
+		a.send(t, p)
+		expect(t, b, p, "a's packet")
+		time.Sleep(shortcutIdle + 2*shortcutMaxBackoff)
+		idle := a.net.Stats().Peer(b.id).ShortcutTries
+		time.Sleep(10 * shortcutMaxBackoff)
+		if again := a.net.Stats().Peer(b.id).ShortcutTries; again != idle || idle < 3 {
+			t.Fatalf("tries: %d after the peer went idle, %d ten minutes later; want a few, then none", idle, again)
+		}
+		a.send(t, p)
+		expect(t, b, p, "a's packet after the pause")
+		time.Sleep(shortcutMaxBackoff + time.Second)
+		if ps := a.net.Stats().Peer(b.id); ps.ShortcutTries == idle || ps.ShortcutError == "" || ps.Method != string(vconn.Routed) {
+			t.Errorf("after the next packet: %+v; want the tries started again, failing, routed", ps)
+		}
+	})
+}
