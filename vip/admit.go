@@ -1,6 +1,7 @@
 package vip
 
 import (
+	"encoding/binary"
 	"net/netip"
 
 	"golang.org/x/time/rate"
@@ -80,4 +81,61 @@ func (n *Network) sendBack(p *peer, msg []byte) {
 		p.enqueueLocked(msg)
 	}
 	n.mu.Unlock()
+}
+
+// noteRefusal counts, and logs (rate-limited), an ICMP administratively
+// prohibited the peer p sent this node: the peer's access rules refused
+// one of this node's packets, named here in the same words as in the
+// peer's log. The packet still goes to the device, for the program.
+func (n *Network) noteRefusal(p *peer, h Header, pkt []byte) {
+	if !isICMPProto(h.Version, h.Protocol) || len(pkt) < h.HeaderLen+icmpHeader {
+		return
+	}
+	typ, code := pkt[h.HeaderLen], pkt[h.HeaderLen+1]
+	if !(h.Version == 4 && typ == icmpv4DestUnreachable && code == icmpv4CodeProhibited ||
+		h.Version == 6 && typ == icmpv6DestUnreachable && code == icmpv6CodeProhibited) {
+		return
+	}
+	p.c.refused.Add(1)
+	if !n.quiet.Allow("refused") {
+		return
+	}
+	args := []any{"peer", p.id.Short()}
+	if q, ok := quotedOf(h.Version, pkt[h.HeaderLen+icmpHeader:]); ok {
+		args = append(args, "proto", q.name(), "dst", q.dst)
+		if q.ports {
+			args = append(args, "port", q.dstPort)
+		}
+	}
+	n.log.Warn("vip: a packet refused by the peer: "+dropDenied.String(), args...)
+}
+
+// quoted is what an ICMP error says of the packet it quotes.
+type quoted struct {
+	transport
+	dst netip.Addr
+}
+
+// quotedOf reads the packet an ICMP error quotes (its IP header and the
+// start of what follows, cut short: not a whole packet for Parse) for
+// its protocol, destination and destination port. IPv6 extension headers
+// in the quote are not walked (the protocol is the first next header).
+func quotedOf(version int, q []byte) (quoted, bool) {
+	var out quoted
+	off := 0
+	switch {
+	case version == 4 && len(q) >= ipv4MinHeader && q[0]>>4 == 4 && int(q[0]&0x0f)*4 >= ipv4MinHeader:
+		off = int(q[0]&0x0f) * 4
+		out.proto, out.dst = q[9], netip.AddrFrom4([4]byte(q[16:20]))
+	case version == 6 && len(q) >= ipv6Header && q[0]>>4 == 6:
+		off = ipv6Header
+		out.proto, out.dst = q[6], netip.AddrFrom16([16]byte(q[24:40]))
+	default:
+		return out, false
+	}
+	if (out.proto == protoTCP || out.proto == protoUDP) && len(q) >= off+4 {
+		out.ports = true
+		out.srcPort, out.dstPort = binary.BigEndian.Uint16(q[off:]), binary.BigEndian.Uint16(q[off+2:])
+	}
+	return out, true
 }

@@ -327,6 +327,7 @@ func (n *Network) inbound(p *peer, l *link, srcs *sources, pkt []byte) bool {
 		n.sendBack(p, icmpTooBig(h, pkt, mtu))
 		return false
 	}
+	n.noteRefusal(p, h, pkt)
 	c.recvPackets.Add(1)
 	c.recvBytes.Add(uint64(len(pkt)))
 	return true

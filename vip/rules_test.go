@@ -235,6 +235,12 @@ func TestRulesDenyOutsiderAllowMember(t *testing.T) {
 	if s.Drops.Denied != 8 || s.Peer(c.id).Denied != 8 || s.Peer(a.id).Denied != 0 || s.Peer(a.id).RecvPackets != 50 {
 		t.Errorf("b: drops %+v; c %+v; a %+v; want 8 of c's denied, a's 50 received", s.Drops, s.Peer(c.id), s.Peer(a.id))
 	}
+	if pb := c.net.Stats().Peer(b.id); pb.Refused != 7 { // the forged error got no answer
+		t.Errorf("c's peer b: %+v; want 7 refusals (ICMP prohibited) counted", pb)
+	}
+	if cl := c.log.String(); !strings.Contains(cl, "refused by the peer: "+dropDenied.String()) || !strings.Contains(cl, "port=22") || !strings.Contains(cl, b.id.Short()) {
+		t.Errorf("c's log does not name the refusal, b and the port:\n%s", cl)
+	}
 	log := b.log.String()
 	for _, want := range []string{dropDenied.String(), c.id.Short(), "proto=tcp", "port=22", "node2 (user)"} {
 		if !strings.Contains(log, want) {

@@ -93,6 +93,9 @@ type PeerStats struct {
 	TooBig        uint64 `json:"too_big"`    // dropped: larger than this node's device MTU
 	Malformed     uint64 `json:"malformed"`  // dropped: not a well-formed IP packet
 	NotForUs      uint64 `json:"not_for_us"` // dropped: to an address that is not this node's
+	// Refused counts the ICMP administratively prohibited it sent: its
+	// access rules refused this node's packets.
+	Refused uint64 `json:"refused"`
 }
 
 // Stats is a Network's counters.
@@ -108,6 +111,7 @@ type counters struct {
 	sentPackets, sentBytes, recvPackets, recvBytes atomic.Uint64
 	queueFull, connLost, spoofed                   atomic.Uint64
 	switches, denied, tooBig, malformed, notForUs  atomic.Uint64
+	refused                                        atomic.Uint64
 	icmpBack                                       *rate.Limiter // the ICMP errors sent back to it (admit.go)
 }
 
@@ -132,7 +136,7 @@ func (n *Network) Stats() Stats {
 			RecvPackets: c.recvPackets.Load(), RecvBytes: c.recvBytes.Load(),
 			QueueFull: c.queueFull.Load(), ConnLost: c.connLost.Load(), Spoofed: c.spoofed.Load(),
 			Switches: c.switches.Load(), Denied: c.denied.Load(), TooBig: c.tooBig.Load(),
-			Malformed: c.malformed.Load(), NotForUs: c.notForUs.Load(),
+			Malformed: c.malformed.Load(), NotForUs: c.notForUs.Load(), Refused: c.refused.Load(),
 		}
 		if p := n.peers[id]; p != nil && !p.down {
 			ps.Connected = p.conn != nil

@@ -144,6 +144,12 @@ func FuzzTransport(f *testing.F) {
 			if !isICMPError(mh, m) {
 				t.Fatalf("the ICMP error about %x is not one: %x", pkt, m)
 			}
+			q, ok := quotedOf(mh.Version, m[mh.HeaderLen+icmpHeader:])
+			if !ok || q.dst != h.Dst || q.proto != h.Protocol || (tr.ports && !tr.fragment && h.Version == 4 && q.dstPort != tr.dstPort) {
+				t.Fatalf("the quote of the ICMP error about %x reads as %+v", pkt, q)
+			}
 		}
+		quotedOf(h.Version, pkt) // any bytes: no panic
+		quotedOf(h.Version, pkt[h.HeaderLen:])
 	})
 }
