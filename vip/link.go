@@ -26,7 +26,6 @@ type link struct {
 	method vconn.Method
 	rank   int
 	dialer identity.ID // who dialed it: this node or the peer
-	since  time.Time   // when it came up
 	proof  principal   // who the far end proved to be (rules.go)
 	// lastRecv is when a frame last came in on it (unix nanoseconds),
 	// set by its reader.
@@ -83,7 +82,7 @@ func (l *link) stopRetire() {
 // then retires after connGrace), else retired itself.
 func (n *Network) addLinkLocked(p *peer, conn net.Conn, dialer identity.ID) {
 	m := methodOf(conn)
-	l := &link{conn: conn, method: m, rank: rankOf(m), dialer: dialer, since: time.Now(), proof: proofOf(conn)}
+	l := &link{conn: conn, method: m, rank: rankOf(m), dialer: dialer, proof: proofOf(conn)}
 	p.links[conn] = l
 	n.conns[conn] = struct{}{}
 	n.wg.Add(1)

@@ -145,7 +145,8 @@ func New(cfg Config) (*Network, error) {
 }
 
 // SetRules replaces the access rules (Config.Rules) for the packets
-// received from now on.
+// received from now on. Flows this node opened while it had no rules are
+// not tracked yet: their answers pass again once it sends on them.
 func (n *Network) SetRules(r Rules) { n.rules.Store(&r) }
 
 // MTU is the tunnel MTU (it follows the device's when Config.MTU is
