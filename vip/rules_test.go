@@ -247,6 +247,11 @@ func TestRulesDenyOutsiderAllowMember(t *testing.T) {
 			t.Errorf("b's log does not say %q:\n%s", want, log)
 		}
 	}
+
+	// Without rules, the outsider's SYN goes through.
+	b.net.SetRules(Rules{})
+	c.send(t, syns[0])
+	expect(t, b, syns[0], "c's SYN once b has no rules")
 }
 
 // Any text ParseRules takes reads back as itself from its String.
