@@ -9,29 +9,55 @@
 //     both derived from its identity, stable across restarts; a counter
 //     gives the next candidate when two nodes collide;
 //   - the strict decoding of the IP header fields the path reads
-//     (packet.go: Parse, PacketError naming what was wrong);
+//     (packet.go: Parse, PacketError naming what was wrong) and of the
+//     transport header behind them, IPv6 extension headers walked
+//     (transport.go: TransportError);
 //   - the path itself (Network): batches read from the tun.Device,
 //     packets whose source is not this node's dropped and counted, the
 //     destination's node found through a Resolver (its answers, for
 //     destinations and for peers' sources, renewed every minute in the
-//     background, route.go, source.go), one connection per
-//     peer from a Dialer (or given to Accept), length-prefixed frames
-//     written in batches from a bounded per-peer queue that drops and
-//     counts when full and never holds up other peers (frame.go); on
-//     receive, every packet's source checked against the sending peer's
-//     identity (the connection's) and its destination against this
-//     node's addresses, then batches written to the device;
-//   - the ICMP errors the path answers with inside the tunnel (icmp.go):
+//     background, route.go, source.go), length-prefixed frames written in
+//     batches from a bounded per-peer queue that drops and counts when
+//     full and never holds up other peers (frame.go); on receive, every
+//     packet's source checked against the sending peer's identity (the
+//     connection's) and its destination against this node's addresses,
+//     then batches written to the device;
+//   - the connections to a peer (link.go, shortcut.go): the first from a
+//     Dialer (often routed through the hubs: quick to set up) or given to
+//     Accept; every one read, the best one sent on (by its vconn Method:
+//     direct > reverse > splice > routed; then the one dialed by the lower
+//     identity, so both ends pick the same). While the best is routed, a
+//     ShortcutDialer is tried in the background (IPOP's shortcuts, seed
+//     002), backing off 2 s to 60 s; a better connection takes over the
+//     sending between two batches, the queue intact, and the one it
+//     replaces is closed after a grace period in which it still delivers
+//     (or, when the peer keeps sending on it alone, it is the one kept:
+//     the peer lost the other);
+//   - the access rules (rules.go, admit.go, conntrack.go): Rules in a
+//     text form, applied by the receiving node to every packet from a
+//     peer by the peer's proof (its certificate chain's user, groups,
+//     node name, or its identity); answers to this node's own flows pass;
+//     a denied packet is dropped, counted, logged and answered with ICMP
+//     administratively prohibited over the tunnel;
+//   - the ICMP errors the path answers with (icmp.go): into the device,
 //     fragmentation needed / packet too big with the tunnel MTU for a
 //     packet larger than it (the tunnel never drops one silently, and
 //     never fragments), host / address unreachable for a destination no
-//     node holds;
-//   - the counters: per peer (packets and bytes each way, drops) and per
-//     drop reason (Stats).
+//     node holds; back to the peer over the tunnel, too big with this
+//     node's device MTU for a received packet larger than it, and
+//     prohibited; never about an ICMP error or a later fragment, and at
+//     most 100 a second to peers;
+//   - the MTUs (mtu.go): the tunnel MTU (Config.MTU, or the device's) and
+//     the device's, followed through its EventMTUUpdate;
+//   - the counters: per peer (path and since when, switches, packets and
+//     bytes each way, drops by reason, queue) and per drop reason
+//     (Stats, plain JSON-friendly data).
 //
 // It leaves out: the TUN device itself (package tun; tests use
-// tun/tuntest), the addresses and routes on the host (later), the
-// directory of virtual addresses (the hubs, behind Resolver), the
-// connections between nodes and their authentication (vconn, behind
-// Dialer and Accept), names (DNS, later) and access rules (later).
+// tun/tuntest), the addresses and routes on the host, the directory of
+// virtual addresses (the hubs, behind Resolver), the connections between
+// nodes, how they are set up and their authentication (vconn, behind
+// Dialer, ShortcutDialer and Accept; the proof and method are read from
+// the connection when it has them), names (DNS), and mapping Stats into
+// the status report (the node's wiring).
 package vip

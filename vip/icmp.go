@@ -21,11 +21,13 @@ import (
 //	  the offending packet as keeps the whole at most 1280 bytes.
 const (
 	icmpv4DestUnreachable = 3
-	icmpv4CodeHost        = 1 // host unreachable
-	icmpv4CodeFragNeeded  = 4 // fragmentation needed and DF set
+	icmpv4CodeHost        = 1  // host unreachable
+	icmpv4CodeFragNeeded  = 4  // fragmentation needed and DF set
+	icmpv4CodeProhibited  = 13 // communication administratively prohibited (RFC 1812 5.2.7.1)
 
 	icmpv6DestUnreachable = 1
 	icmpv6CodeAddress     = 3 // address unreachable
+	icmpv6CodeProhibited  = 1 // communication with destination administratively prohibited
 	icmpv6PacketTooBig    = 2
 
 	icmpHeader   = 8
@@ -63,11 +65,31 @@ func icmpUnreachable(h Header, pkt []byte) []byte {
 	return icmpv6(h, pkt, icmpv6DestUnreachable, icmpv6CodeAddress, [4]byte{})
 }
 
+// icmpProhibited is the ICMP error telling pkt's sender that the
+// receiving node's access rules refuse it: ICMPv4 communication
+// administratively prohibited, ICMPv6 the same. Nil when no error is due.
+func icmpProhibited(h Header, pkt []byte) []byte {
+	if !icmpDue(h, pkt) {
+		return nil
+	}
+	if h.Version == 4 {
+		return icmpv4(h, pkt, icmpv4DestUnreachable, icmpv4CodeProhibited, [4]byte{})
+	}
+	return icmpv6(h, pkt, icmpv6DestUnreachable, icmpv6CodeProhibited, [4]byte{})
+}
+
 // icmpDue reports whether an ICMP error about pkt may be sent: not about
-// an ICMP error, a non-first fragment, or a packet from or to an address
-// that is not a single host's (RFC 1122 3.2.2, RFC 4443 2.4 e).
+// an ICMP error (behind IPv6 extension headers too), a non-first fragment
+// (IPv4, or IPv6 by its fragment header), a packet whose ICMP or IPv6
+// extension headers do not fit it (it might be an error), or a packet
+// from or to an address that is not a single host's (RFC 1122 3.2.2, RFC
+// 4443 2.4 e).
 func icmpDue(h Header, pkt []byte) bool {
-	if h.FragOffset != 0 || isICMPError(h, pkt) {
+	t, err := transportOf(h, pkt)
+	if err != nil && (isICMPProto(h.Version, t.proto) || h.Version == 6 && isExtHeader(t.proto)) {
+		return false
+	}
+	if t.fragment || t.isICMPError() {
 		return false
 	}
 	for _, a := range []netip.Addr{h.Src, h.Dst} {

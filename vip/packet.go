@@ -146,18 +146,9 @@ func Parse(pkt []byte) (Header, error) {
 
 // isICMPError reports whether pkt (parsed as h) is an ICMP error message,
 // about which no ICMP error is sent (RFC 1122 3.2.2, RFC 4443 2.4 e.1):
-// ICMPv4 types 3, 4, 5, 11, 12; ICMPv6 types below 128. An IPv6 packet
-// with extension headers before its ICMPv6 header is not looked into.
+// ICMPv4 types 3, 4, 5, 11, 12; ICMPv6 types below 128, found behind
+// any IPv6 extension headers (transportOf).
 func isICMPError(h Header, pkt []byte) bool {
-	if len(pkt) <= h.HeaderLen {
-		return false
-	}
-	t := pkt[h.HeaderLen]
-	switch {
-	case h.Version == 4 && h.Protocol == protoICMPv4:
-		return h.FragOffset == 0 && (t == 3 || t == 4 || t == 5 || t == 11 || t == 12)
-	case h.Version == 6 && h.Protocol == protoICMPv6:
-		return t < 128
-	}
-	return false
+	t, err := transportOf(h, pkt)
+	return err == nil && !t.fragment && t.isICMPError()
 }

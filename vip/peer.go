@@ -25,36 +25,52 @@ const (
 	writeTimeout = 30 * time.Second
 )
 
-// peer is the sending side toward one node: its bounded queue and the
-// connection a goroutine (run) writes the queue to. A peer that goes down
-// (its connection ended, or could not be made) drops its queue; the next
-// packet for the node makes a new peer, at once after a lost connection,
-// after dialRetry after a failed dial.
+// peer is the sending side toward one node: its bounded queue, the
+// connections to it (links, link.go: every one read, the best one sent
+// on) and a goroutine (run) writing the queue to the best connection.
+// A peer goes down when its last connection ends (or none could be
+// made): its queue is dropped, and the next packet for the node makes a
+// new peer, at once after a lost connection, after dialRetry after a
+// failed dial.
 type peer struct {
 	n     *Network
 	id    identity.ID
 	c     *counters
 	queue chan []byte
 	done  chan struct{} // closed when down
+	wake  chan struct{} // (capacity 1) the connection to send on changed
 
 	// guarded by n.mu
-	down  bool
-	until time.Time // down after a failed dial: packets dropped until then
-	conn  net.Conn  // the connection sent on; nil while dialing
+	down     bool
+	until    time.Time          // down after a failed dial: packets dropped until then
+	conn     net.Conn           // the connection sent on (the best link's); nil while dialing
+	links    map[net.Conn]*link // every connection to the peer, conn's included
+	since    time.Time          // when conn became the one sent on
+	shortcut shortcutState      // the background tries of a more direct path (shortcut.go)
 }
 
 func (n *Network) countersLocked(id identity.ID) *counters {
 	c := n.counters[id]
 	if c == nil {
-		c = &counters{}
+		c = &counters{icmpBack: newICMPLimiter()}
 		n.counters[id] = c
 	}
 	return c
 }
 
+// newPeerLocked makes the peer id and starts its writer; a dial or
+// Accept gives it its first connection.
 func (n *Network) newPeerLocked(id identity.ID) *peer {
-	p := &peer{n: n, id: id, c: n.countersLocked(id), queue: make(chan []byte, n.queueLen), done: make(chan struct{})}
+	p := &peer{
+		n: n, id: id, c: n.countersLocked(id),
+		queue: make(chan []byte, n.queueLen),
+		done:  make(chan struct{}),
+		wake:  make(chan struct{}, 1),
+		links: map[net.Conn]*link{},
+	}
 	n.peers[id] = p
+	n.wg.Add(1)
+	go p.run()
 	return p
 }
 
@@ -66,7 +82,7 @@ func (n *Network) peerLocked(id identity.ID) *peer {
 	}
 	p = n.newPeerLocked(id)
 	n.wg.Add(1)
-	go p.run(nil)
+	go n.dial(p)
 	return p
 }
 
@@ -77,6 +93,7 @@ func (p *peer) enqueueLocked(pkt []byte) {
 		p.n.drop(dropNoConnection, "")
 		return
 	}
+	p.shortcut.activeLocked(p)
 	select {
 	case p.queue <- pkt:
 	default:
@@ -86,48 +103,77 @@ func (p *peer) enqueueLocked(pkt []byte) {
 	}
 }
 
-// run dials the peer when conn is nil, then writes its queue to the
-// connection in batches until the peer goes down.
-func (p *peer) run(conn net.Conn) {
+// dial opens the first connection to the peer.
+func (n *Network) dial(p *peer) {
+	defer n.wg.Done()
+	ctx, cancel := context.WithTimeout(n.ctx, dialTimeout)
+	c, err := n.cfg.Dialer.DialPeer(ctx, p.id)
+	cancel()
+	n.mu.Lock()
+	if err != nil {
+		accepted := len(p.links) > 0 // the peer dialed this node meanwhile
+		n.mu.Unlock()
+		if n.quiet.Allow("dial") {
+			n.log.Warn("vip: dialing a peer", "peer", p.id.Short(), "err", err)
+		}
+		if !accepted {
+			n.peerDown(p, dialRetry, err)
+		}
+		return
+	}
+	if n.closed || p.down {
+		n.mu.Unlock()
+		c.Close()
+		n.peerDown(p, 0, ErrClosed)
+		return
+	}
+	n.addLinkLocked(p, c, n.cfg.ID)
+	n.mu.Unlock()
+}
+
+// run writes the peer's queue to the connection it sends on, in
+// batches, until the peer goes down. When that connection changes (a
+// better one came up, or it ended and another is left), the packets
+// still queued go on the new one: a switch loses none.
+func (p *peer) run() {
 	n := p.n
 	defer n.wg.Done()
-	if conn == nil {
-		ctx, cancel := context.WithTimeout(n.ctx, dialTimeout)
-		c, err := n.cfg.Dialer.DialPeer(ctx, p.id)
-		cancel()
-		if err != nil {
-			if n.quiet.Allow("dial") {
-				n.log.Warn("vip: dialing a peer", "peer", p.id.Short(), "err", err)
-			}
-			n.peerDown(p, dialRetry, err)
-			return
-		}
-		n.mu.Lock()
-		if n.closed || p.down {
-			n.mu.Unlock()
-			c.Close()
-			n.peerDown(p, 0, ErrClosed)
-			return
-		}
-		n.conns[c] = struct{}{}
-		p.conn = c
-		n.wg.Add(1)
-		go n.receive(c, p.id, p)
-		n.mu.Unlock()
-		conn = c
-	}
-	w := bufio.NewWriterSize(conn, writeBuffer)
+	var cur net.Conn
+	w := bufio.NewWriterSize(nil, writeBuffer)
 	for {
+		n.mu.Lock()
+		c, down := p.conn, p.down
+		n.mu.Unlock()
+		if down {
+			return
+		}
+		if c != cur {
+			cur = c
+			w.Reset(c) // empty: every batch was flushed
+		}
 		var pkt []byte
+		if cur == nil { // dialing
+			select {
+			case <-p.done:
+				return
+			case <-n.ctx.Done():
+				n.peerDown(p, 0, ErrClosed)
+				return
+			case <-p.wake:
+				continue
+			}
+		}
 		select {
 		case <-p.done:
 			return
 		case <-n.ctx.Done():
 			n.peerDown(p, 0, ErrClosed)
 			return
+		case <-p.wake:
+			continue
 		case pkt = <-p.queue:
 		}
-		conn.SetWriteDeadline(time.Now().Add(writeTimeout)) // for the whole batch (bufio writes when full)
+		cur.SetWriteDeadline(time.Now().Add(writeTimeout)) // for the whole batch (bufio writes when full)
 		pkts, bytes := 0, 0
 		for {
 			writeFrame(w, pkt) // its error is Flush's too
@@ -147,15 +193,15 @@ func (p *peer) run(conn net.Conn) {
 		if err := w.Flush(); err != nil {
 			p.c.connLost.Add(uint64(pkts))
 			n.drops[dropConnLost].Add(uint64(pkts))
-			n.peerDown(p, 0, err)
-			return
+			n.linkEnded(p, cur, err) // another link takes over, or the peer goes down
+			continue
 		}
 		p.c.sentPackets.Add(uint64(pkts))
 		p.c.sentBytes.Add(uint64(bytes))
 	}
 }
 
-// peerDown takes p down: its connection closed, its queue dropped and
+// peerDown takes p down: its connections closed, its queue dropped and
 // counted. After a failed dial (hold > 0) it stays in place that long,
 // dropping what is sent to it.
 func (n *Network) peerDown(p *peer, hold time.Duration, why error) {
@@ -171,10 +217,14 @@ func (n *Network) peerDown(p *peer, hold time.Duration, why error) {
 	} else if n.peers[p.id] == p {
 		delete(n.peers, p.id)
 	}
-	conn := p.conn
+	conns := make([]net.Conn, 0, len(p.links))
+	for c, l := range p.links {
+		l.stopRetire()
+		conns = append(conns, c)
+	}
 	n.mu.Unlock()
-	if conn != nil {
-		conn.Close()
+	for _, c := range conns {
+		c.Close()
 	}
 	lost := 0
 	for drained := false; !drained; {
@@ -196,25 +246,17 @@ func (n *Network) peerDown(p *peer, hold time.Duration, why error) {
 	}
 }
 
-// receive reads the packets the peer id sends on conn, checks them and
-// writes them to the device in batches: the packets its read buffer holds
-// whole go in one Write. When conn is the one p sends on, p goes down
-// with it.
-func (n *Network) receive(conn net.Conn, id identity.ID, p *peer) {
+// receive reads the packets the peer sends on the link l, checks them
+// and writes them to the device in batches: the packets its read buffer
+// holds whole go in one Write. When l ends, another link of the peer
+// takes over its sending, or the peer goes down.
+func (n *Network) receive(p *peer, l *link) {
 	defer n.wg.Done()
-	n.mu.Lock()
-	c := n.countersLocked(id)
-	n.mu.Unlock()
+	conn, id := l.conn, p.id
 	var err error
 	defer func() {
 		conn.Close()
-		n.mu.Lock()
-		delete(n.conns, conn)
-		mine := p.conn == conn
-		n.mu.Unlock()
-		if mine {
-			n.peerDown(p, 0, err)
-		}
+		n.linkEnded(p, conn, err)
 	}()
 	r := bufio.NewReaderSize(conn, readBuffer)
 	bs := n.dev.BatchSize()
@@ -223,6 +265,7 @@ func (n *Network) receive(conn net.Conn, id identity.ID, p *peer) {
 	srcs := &sources{n: n, id: id, m: map[netip.Addr]*sourceAnswer{}, lookups: rate.NewLimiter(sourceLookupRate, sourceLookupBurst)}
 	for {
 		batch = batch[:0]
+		frames := 0
 		for len(batch) < bs {
 			i := len(batch)
 			var size int
@@ -230,16 +273,21 @@ func (n *Network) receive(conn net.Conn, id identity.ID, p *peer) {
 			if err != nil {
 				break
 			}
-			if n.inbound(id, c, srcs, bufs[i][tun.Offset:tun.Offset+size]) {
+			frames++
+			if n.inbound(p, l, srcs, bufs[i][tun.Offset:tun.Offset+size]) {
 				batch = append(batch, bufs[i][:tun.Offset+size])
 			}
 			if !frameReady(r) {
 				break
 			}
 		}
+		if frames > 0 {
+			l.lastRecv.Store(time.Now().UnixNano())
+		}
 		n.writeDevice(batch)
 		if err != nil {
 			if errors.Is(err, ErrBadFrame) {
+				p.c.malformed.Add(1)
 				n.drop(dropMalformed, "a peer's connection: it sent a bad frame", "peer", id.Short(), "err", err)
 			} else if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && !errors.Is(err, io.ErrClosedPipe) && !errors.Is(err, os.ErrClosed) && n.quiet.Allow("peer read") {
 				n.log.Info("vip: reading a peer's connection", "peer", id.Short(), "err", err)
@@ -249,26 +297,37 @@ func (n *Network) receive(conn net.Conn, id identity.ID, p *peer) {
 	}
 }
 
-// inbound checks a packet the peer id sent: well-formed, to this node,
+// inbound checks a packet the peer sent on l: well-formed, to this node,
 // from the peer's own address (the directory's word, remembered per
 // connection in srcs), no larger than the device takes.
-func (n *Network) inbound(id identity.ID, c *counters, srcs *sources, pkt []byte) bool {
+func (n *Network) inbound(p *peer, l *link, srcs *sources, pkt []byte) bool {
+	id, c := p.id, p.c
 	h, err := Parse(pkt)
 	switch {
 	case err != nil:
+		c.malformed.Add(1)
 		n.drop(dropMalformed, "a malformed packet from a peer", "peer", id.Short(), "err", err)
 		return false
 	case !n.ours(h.Dst):
+		c.notForUs.Add(1)
 		n.drop(dropNotForUs, "a packet from a peer to an address not this node's", "peer", id.Short(), "dst", h.Dst)
 		return false
 	case !srcs.check(h.Src):
 		c.spoofed.Add(1)
 		n.drop(dropSpoofedSource, "a packet from a peer whose source is not its address", "peer", id.Short(), "src", h.Src, "dst", h.Dst)
 		return false
-	case len(pkt) > n.devMTU:
-		n.drop(dropTooBig, "a packet from a peer larger than the device MTU", "peer", id.Short(), "len", len(pkt), "mtu", n.devMTU)
+	case !n.admit(p, l, h, pkt):
+		return false
+	case len(pkt) > int(n.devMTU.Load()):
+		// A peer whose tunnel MTU is larger: told this node's, over the
+		// tunnel, as a router on the path would (never a silent drop).
+		mtu := int(n.devMTU.Load())
+		c.tooBig.Add(1)
+		n.drop(dropTooBig, "a packet from a peer larger than the device MTU", "peer", id.Short(), "len", len(pkt), "mtu", mtu)
+		n.sendBack(p, icmpTooBig(h, pkt, mtu))
 		return false
 	}
+	n.noteRefusal(p, h, pkt)
 	c.recvPackets.Add(1)
 	c.recvBytes.Add(uint64(len(pkt)))
 	return true

@@ -43,10 +43,15 @@ func (n *Network) outbound(pkt []byte) {
 	case !n.ours(h.Src):
 		n.drop(dropSourceNotOurs, "a packet from the device whose source is not this node's", "src", h.Src, "dst", h.Dst)
 		return
-	case len(pkt) > n.mtu:
+	case len(pkt) > n.MTU():
 		n.drop(dropTooBig, "")
-		n.writeICMP(icmpTooBig(h, pkt, n.mtu))
+		n.writeICMP(icmpTooBig(h, pkt, n.MTU()))
 		return
+	}
+	if rules := n.rules.Load(); !rules.IsZero() {
+		if t, err := transportOf(h, pkt); err == nil {
+			n.flows.sent(h, t) // its answers pass the rules
+		}
 	}
 	if n.route(h, pkt) {
 		n.drop(dropNoRoute, "")

@@ -51,6 +51,7 @@ const (
 	dialRetry       = time.Second      // after a failed dial, packets to the peer are dropped this long
 	noRouteHold     = 5 * time.Second  // an address no node holds is not looked up again this long
 	maxSources      = 16               // source addresses remembered per connection
+	minReadBuffer   = 9000             // bytes of a buffer the device is read into, at least
 )
 
 // Config is what a Network is made of.
@@ -69,6 +70,9 @@ type Config struct {
 	// Logger receives what peers and the device did wrong (rate-limited
 	// by reason); nil: slog.Default().
 	Logger *slog.Logger
+	// Rules are this node's access rules, applied to every packet a peer
+	// sends it; zero: every member may reach everything (see Rules).
+	Rules Rules
 }
 
 // Network is one node's packet path of the virtual IP network: it reads
@@ -80,14 +84,16 @@ type Network struct {
 	dev      tun.Device
 	log      *slog.Logger
 	quiet    *direct.Quiet
-	mtu      int // tunnel MTU
-	devMTU   int
+	mtu      atomic.Int64 // tunnel MTU: Config.MTU, or the device's
+	devMTU   atomic.Int64 // the device's, followed through its EventMTUUpdate (mtu.go)
 	queueLen int
 	ctx      context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
 	drops    [numReasons]atomic.Uint64
 	devMu    sync.Mutex // serializes writes to the device
+	rules    atomic.Pointer[Rules]
+	flows    conntrack // this node's flows, when there are rules (conntrack.go)
 
 	mu       sync.Mutex
 	closed   bool
@@ -114,20 +120,17 @@ func New(cfg Config) (*Network, error) {
 		cfg:      cfg,
 		dev:      cfg.Device,
 		log:      cfg.Logger,
-		devMTU:   devMTU,
-		mtu:      cfg.MTU,
 		queueLen: cfg.QueueLen,
 		routes:   map[netip.Addr]*route{},
 		peers:    map[identity.ID]*peer{},
 		counters: map[identity.ID]*counters{},
 		conns:    map[net.Conn]struct{}{},
 	}
+	n.rules.Store(&cfg.Rules)
 	if n.log == nil {
 		n.log = slog.Default()
 	}
-	if n.mtu <= 0 {
-		n.mtu = devMTU
-	}
+	n.setMTU(devMTU)
 	if n.queueLen <= 0 {
 		n.queueLen = DefaultQueueLen
 	}
@@ -135,13 +138,20 @@ func New(cfg Config) (*Network, error) {
 		n.log.Info("vip: more drops not logged", "reason", reason, "count", more, "since", since.Format(time.TimeOnly))
 	})
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.readDevice()
+	go n.watchDevice()
 	return n, nil
 }
 
-// MTU is the tunnel MTU.
-func (n *Network) MTU() int { return n.mtu }
+// SetRules replaces the access rules (Config.Rules) for the packets
+// received from now on. Flows this node opened while it had no rules are
+// not tracked yet: their answers pass again once it sends on them.
+func (n *Network) SetRules(r Rules) { n.rules.Store(&r) }
+
+// MTU is the tunnel MTU (it follows the device's when Config.MTU is
+// zero).
+func (n *Network) MTU() int { return int(n.mtu.Load()) }
 
 // Close stops the path: it closes the device and every connection and
 // waits for the Network's goroutines.
@@ -152,6 +162,11 @@ func (n *Network) Close() error {
 	for c := range n.conns {
 		c.Close()
 	}
+	for _, p := range n.peers {
+		for _, l := range p.links {
+			l.stopRetire()
+		}
+	}
 	n.mu.Unlock()
 	err := n.dev.Close()
 	n.wg.Wait()
@@ -160,8 +175,10 @@ func (n *Network) Close() error {
 
 // Accept serves a connection the peer id opened (its identity
 // authenticated by whoever accepted it): the Network reads the peer's
-// packets from it and, when it has no connection to the peer yet, sends
-// on it too. The Network owns conn from now on.
+// packets from it and sends on it when it is the best connection to the
+// peer (see ShortcutDialer: a better one takes over the sending, the one
+// it replaces is closed after a grace period). The Network owns conn from
+// now on.
 func (n *Network) Accept(conn net.Conn, id identity.ID) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -169,16 +186,11 @@ func (n *Network) Accept(conn net.Conn, id identity.ID) error {
 		conn.Close()
 		return ErrClosed
 	}
-	n.conns[conn] = struct{}{}
 	p := n.peers[id]
 	if p == nil || p.down {
 		p = n.newPeerLocked(id)
-		p.conn = conn
-		n.wg.Add(1)
-		go p.run(conn)
 	}
-	n.wg.Add(1)
-	go n.receive(conn, id, p)
+	n.addLinkLocked(p, conn, id)
 	return nil
 }
 
@@ -228,11 +240,18 @@ func (n *Network) readDevice() {
 	defer n.wg.Done()
 	bs := n.dev.BatchSize()
 	bufs := make([][]byte, bs)
-	for i := range bufs {
-		bufs[i] = make([]byte, tun.Offset+max(n.devMTU, n.mtu))
-	}
+	size := 0
 	sizes := make([]int, bs)
 	for {
+		// At first, and when the device's MTU grew past the buffers:
+		// they hold a jumbo frame at least, so that an MTU raised while
+		// a Read waits seldom finds them short.
+		if want := tun.Offset + int(max(n.devMTU.Load(), n.mtu.Load(), minReadBuffer)); want > size {
+			size = want
+			for i := range bufs {
+				bufs[i] = make([]byte, size)
+			}
+		}
 		cnt, err := n.dev.Read(bufs, sizes, tun.Offset)
 		for i := range cnt {
 			n.outbound(bufs[i][tun.Offset : tun.Offset+sizes[i]])
