@@ -195,6 +195,12 @@ func ProbeNFS(ctx context.Context, ns string) NFSProbe {
 		p.Server = true
 		say("in %s: the nfsd file system mounts: %s", ns, text)
 	}
+	if !p.Client {
+		// what mount says without the client (it fails before any I/O;
+		// with the client it would try the network, so it is not run)
+		out, err := exec.CommandContext(ctx, "ip", "netns", "exec", ns, "mount", "-t", "nfs4", "127.0.0.1:/", "/mnt").CombinedOutput()
+		say("in %s: mount -t nfs4: %v: %s", ns, err, strings.Join(strings.Fields(string(out)), " "))
+	}
 	if _, err := os.Stat("/proc/net/rpc"); err != nil {
 		say("/proc/net/rpc: %v (no sunrpc in the kernel)", err)
 	}
