@@ -69,6 +69,11 @@ type Config struct {
 	// pinned to; by default the smallest IPv4 prefix holding every Host's
 	// address, at least a /24.
 	Net netip.Prefix
+	// SystemNames leaves /etc/hosts alone: names resolve as the
+	// namespace resolves them (NODE.grid by the node's DNS responder on
+	// the virtual network). By default the cluster's hosts file is
+	// bind-mounted over /etc/hosts.
+	SystemNames bool
 }
 
 // Cluster is a running set of sshds and the files that make the hosts
@@ -186,7 +191,10 @@ func (c *Cluster) Command(ctx context.Context, name string, argv ...string) (*ex
 // gives a mount namespace of its own (its mounts do not leave it),
 // unshare a UTS namespace for the host name.
 func (c *Cluster) wrap(h Host, argv []string) []string {
-	const script = `hostname "$1" && mount --bind "$2" /etc/hosts && shift 2 && exec "$@"`
+	script := `hostname "$1" && mount --bind "$2" /etc/hosts && shift 2 && exec "$@"`
+	if c.cfg.SystemNames {
+		script = `hostname "$1" && shift 2 && exec "$@"`
+	}
 	return append([]string{"netns", "exec", h.NS, "unshare", "--uts", "--",
 		"sh", "-c", script, "sh", h.Name, c.HostsFile()}, argv...)
 }

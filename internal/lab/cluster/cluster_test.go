@@ -110,3 +110,16 @@ func TestMPIResultCheck(t *testing.T) {
 		t.Error("output without a result parsed")
 	}
 }
+
+func TestWrap(t *testing.T) {
+	c := &Cluster{cfg: Config{Hosts: testHosts, Dir: "/scratch"}}
+	argv := strings.Join(c.wrap(testHosts[1], []string{"ssh", "x"}), " ")
+	if !strings.HasPrefix(argv, "netns exec gl-g5k-n1 unshare --uts -- sh -c ") ||
+		!strings.Contains(argv, "mount --bind") || !strings.HasSuffix(argv, " sh g5k-n1 /scratch/hosts ssh x") {
+		t.Errorf("wrapped: %s", argv)
+	}
+	c.cfg.SystemNames = true
+	if argv := strings.Join(c.wrap(testHosts[1], []string{"ssh", "x"}), " "); strings.Contains(argv, "mount --bind") {
+		t.Errorf("wrapped with the system's names: %s", argv)
+	}
+}
