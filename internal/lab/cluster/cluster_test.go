@@ -62,7 +62,7 @@ func TestMPIRunArgs(t *testing.T) {
 		"--mca plm_rsh_args -F /scratch/ssh_config ",
 		"--mca btl self,tcp ",
 		"--mca btl_tcp_if_include 100.96.0.0/12 --mca oob_tcp_if_include 100.96.0.0/12 ",
-		"python3 /scratch/allreduce.py --max-bytes 1048576",
+		"/usr/bin/python3 /scratch/allreduce.py --max-bytes 1048576",
 	} {
 		if !strings.Contains(argv, want) {
 			t.Errorf("mpirun command line lacks %q:\n%s", want, argv)

@@ -21,6 +21,10 @@ type MPIJob struct {
 	// MaxBytes is the largest ping-pong message, 4 MiB by default;
 	// Vector the length of the reduced vectors, 65536 by default.
 	MaxBytes, Vector int
+	// Python runs the program on every host: Debian's /usr/bin/python3 by
+	// default, the one python3-mpi4py is installed for (a python3 earlier
+	// in PATH, such as pyenv's, would not find mpi4py).
+	Python string
 }
 
 // MPIRunArgs is the mpirun command line of job (Open MPI): one rank per
@@ -32,6 +36,10 @@ type MPIJob struct {
 // network).
 func (c *Cluster) MPIRunArgs(hostfile, program string, job MPIJob) []string {
 	cidr := c.cfg.Net.String()
+	python := job.Python
+	if python == "" {
+		python = "/usr/bin/python3"
+	}
 	argv := []string{"mpirun", "--allow-run-as-root",
 		"--hostfile", hostfile, "--np", fmt.Sprint(len(job.Hosts)), "--map-by", "node",
 		"--mca", "plm_rsh_agent", "ssh",
@@ -42,7 +50,7 @@ func (c *Cluster) MPIRunArgs(hostfile, program string, job MPIJob) []string {
 		"--mca", "btl", "self,tcp",
 		"--mca", "btl_tcp_if_include", cidr,
 		"--mca", "oob_tcp_if_include", cidr,
-		"python3", program}
+		python, program}
 	if job.MaxBytes > 0 {
 		argv = append(argv, "--max-bytes", fmt.Sprint(job.MaxBytes))
 	}
