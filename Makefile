@@ -9,6 +9,9 @@ FUZZTIME ?= 60s
 # nftables build, like the lab's NATs), not the miniupnpd package, whose
 # system service would start in the root namespace.
 DEBS     := iproute2 nftables iputils-ping iperf3 socat openssh-server openssh-client miniupnpd-nftables curl python3-socks python3-socksio
+# internal/lab/cluster's MPI job and file system (it also installs them on
+# demand, cluster.Install, for a plain go test).
+DEBS     += openmpi-bin python3-mpi4py sshfs fuse3
 
 .PHONY: all build deps test unit lab-test demo bench fuzz down clean
 all: build

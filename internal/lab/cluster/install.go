@@ -1,0 +1,82 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+)
+
+// Debian packages of what the cluster runs.
+var (
+	// SSHPackages: the sshds and their clients.
+	SSHPackages = []string{"openssh-server", "openssh-client"}
+	// MPIPackages: Open MPI's mpirun and orted, and mpi4py for the job.
+	MPIPackages = []string{"openmpi-bin", "python3-mpi4py"}
+	// SSHFSPackages: sshfs and FUSE's fusermount3.
+	SSHFSPackages = []string{"sshfs", "fuse3"}
+	// NFSPackages: the NFS server's user-space half (rpc.nfsd, exportfs)
+	// and the client's mount helper; the kernel must have the rest
+	// (ProbeNFS).
+	NFSPackages = []string{"nfs-kernel-server", "nfs-common"}
+)
+
+// Install installs those of pkgs that are not installed yet, the way
+// `make deps` does (apt-get, no recommends, quietly), and does nothing
+// when all are there. Call it before timing anything.
+func Install(ctx context.Context, pkgs ...string) error {
+	missing := Missing(pkgs...)
+	if len(missing) == 0 {
+		return nil
+	}
+	env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	for _, argv := range [][]string{
+		{"apt-get", "update", "-qq"},
+		append([]string{"apt-get", "install", "-y", "-qq", "--no-install-recommends", "-o", "DPkg::Lock::Timeout=300"}, missing...),
+	} {
+		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+		cmd.Env = env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return &InstallError{Packages: missing, Step: strings.Join(argv[:2], " "), Err: err, Output: lastLines(string(out), 8)}
+		}
+	}
+	if still := Missing(pkgs...); len(still) > 0 {
+		return &InstallError{Packages: still, Step: "apt-get install", Err: fmt.Errorf("still not installed")}
+	}
+	return nil
+}
+
+// Missing lists those of pkgs that dpkg does not have installed.
+func Missing(pkgs ...string) []string {
+	var missing []string
+	for _, p := range pkgs {
+		out, err := exec.Command("dpkg-query", "-W", "-f=${Status}", p).Output()
+		if err != nil || !strings.Contains(string(out), "ok installed") {
+			missing = append(missing, p)
+		}
+	}
+	return missing
+}
+
+// InstallError is a failed installation of Debian packages.
+type InstallError struct {
+	Packages []string
+	Step     string // the apt-get command that failed
+	Err      error
+	Output   string // its last lines
+}
+
+func (e *InstallError) Error() string {
+	return fmt.Sprintf("cluster: install %s: %s: %v\n%s", strings.Join(e.Packages, " "), e.Step, e.Err, e.Output)
+}
+
+func (e *InstallError) Unwrap() error { return e.Err }
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
