@@ -208,8 +208,15 @@ type HostResolver struct {
 	link    string
 	path    string // the resolv.conf written
 	symlink string // its symlink target before, if it was one
-	created bool   // the file did not exist before (netns)
-	dir     string // the directory made for it (netns), if any
+	created bool     // the file did not exist before (netns)
+	dirs    []string // the directories made for it (netns), innermost first
+}
+
+// removeDirs removes the directories made for the file, if empty.
+func (h *HostResolver) removeDirs() {
+	for _, d := range h.dirs {
+		os.Remove(d) // fails, and stays, if not empty
+	}
 }
 
 // resolvedRunning reports whether systemd-resolved runs here and
@@ -266,12 +273,15 @@ func ConfigureResolver(ctx context.Context, o ResolverOptions) (*HostResolver, e
 			if dir == "" {
 				dir = "/etc/netns"
 			}
+			if _, err := os.Stat(dir); os.IsNotExist(err) {
+				h.dirs = append(h.dirs, dir)
+			}
 			dir = filepath.Join(dir, o.Namespace)
 			if _, err := os.Stat(dir); os.IsNotExist(err) {
 				if err := os.MkdirAll(dir, 0o755); err != nil {
 					return fail("make", dir, err)
 				}
-				h.dir = dir
+				h.dirs = append([]string{dir}, h.dirs...)
 			}
 			h.path = filepath.Join(dir, "resolv.conf")
 		}
@@ -279,9 +289,7 @@ func ConfigureResolver(ctx context.Context, o ResolverOptions) (*HostResolver, e
 			h.path = "/etc/resolv.conf"
 		}
 		if err := h.write(o.Server.Addr(), o.Zone); err != nil {
-			if h.dir != "" {
-				os.Remove(h.dir)
-			}
+			h.removeDirs()
 			return fail("write", h.path, err)
 		}
 		return h, nil
@@ -402,9 +410,7 @@ func (h *HostResolver) Close() error {
 		if err := os.Remove(h.path); err != nil {
 			return fail("remove", h.path, err)
 		}
-		if h.dir != "" {
-			os.Remove(h.dir)
-		}
+		h.removeDirs()
 	case h.symlink != "":
 		// it was a link (to systemd-resolved's file, say): the link again
 		tmp := h.path + ".gridlink-tmp"

@@ -173,6 +173,7 @@ func TestResolvConf(t *testing.T) {
 func TestResolvConfNetns(t *testing.T) {
 	dir := t.TempDir()
 	server := netip.MustParseAddrPort("127.0.0.153:53")
+	dir = filepath.Join(dir, "netns")
 	h, err := ConfigureResolver(context.Background(), ResolverOptions{Server: server, Namespace: "lab-a", NetnsDir: dir})
 	if err != nil {
 		t.Fatal(err)
@@ -187,8 +188,8 @@ func TestResolvConfNetns(t *testing.T) {
 	if err := h.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "lab-a")); !os.IsNotExist(err) {
-		t.Errorf("the namespace directory is left: %v", err)
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("the directories made for the file are left: %v", err)
 	}
 	for _, bad := range []string{"../x", "a/b", ".."} {
 		if _, err := ConfigureResolver(context.Background(), ResolverOptions{Server: server, Namespace: bad, NetnsDir: dir}); !errors.Is(err, ErrResolver) {
