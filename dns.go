@@ -206,8 +206,8 @@ func (e *ResolverError) Unwrap() []error { return []error{ErrResolver, e.Err} }
 type HostResolver struct {
 	method  ResolverMethod
 	link    string
-	path    string // the resolv.conf written
-	symlink string // its symlink target before, if it was one
+	path    string   // the resolv.conf written
+	symlink string   // its symlink target before, if it was one
 	created bool     // the file did not exist before (netns)
 	dirs    []string // the directories made for it (netns), innermost first
 }
