@@ -38,7 +38,7 @@ func TestFloodOneClient(t *testing.T) {
 		rcodes[parse(t, out).h.RCode]++
 	}
 	elapsed := time.Since(start)
-	if n, max := d.calls.Load(), lookupBound(10, 20, elapsed); n > max {
+	if n, max := d.calls.Load(), lookupBound(s.cfg.ClientLookups, s.cfg.ClientLookupBurst, elapsed); n > max {
 		t.Errorf("5000 random names made %d lookups in %v; the client's limit allows %d", n, elapsed, max)
 	}
 	if rcodes[dnsmessage.RCodeNameError] == 0 || rcodes[dnsmessage.RCodeServerFailure] == 0 {
@@ -66,7 +66,7 @@ func TestFloodManyClients(t *testing.T) {
 		s.Handle(ctx, from, query(t, uint16(i), fmt.Sprintf("r%d.grid.", rand.Uint64()), dnsmessage.TypeAAAA, false), false)
 	}
 	elapsed := time.Since(start)
-	if n, max := d.calls.Load(), lookupBound(50, 100, elapsed); n > max {
+	if n, max := d.calls.Load(), lookupBound(s.cfg.Lookups, s.cfg.LookupBurst, elapsed); n > max {
 		t.Errorf("5000 random names from 5000 clients made %d lookups in %v; the limit allows %d", n, elapsed, max)
 	}
 	if n := len(s.cache.clients); n > maxClients {

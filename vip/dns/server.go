@@ -49,10 +49,11 @@ type Config struct {
 	LookupTimeout time.Duration
 	// Per client (source address): queries a second and their burst
 	// (default 200, 400; past them its queries are dropped), and lookups
-	// that miss the cache (default 10, 20; past them: SERVFAIL).
+	// that miss the cache (default 20, 100: an mpirun resolving a
+	// hostfile of 100 nodes at once is not refused; past them: SERVFAIL).
 	ClientQueries, ClientLookups        float64
 	ClientQueryBurst, ClientLookupBurst int
-	// All clients' lookups together (default 50 a second, burst 100).
+	// All clients' lookups together (default 100 a second, burst 200).
 	Lookups     float64
 	LookupBurst int
 	// MaxTCP bounds the TCP connections served at once (default 64);
@@ -133,10 +134,10 @@ func New(cfg Config) (*Server, error) {
 	defi(&cfg.CacheSize, 1024)
 	def(&cfg.ClientQueries, 200)
 	defi(&cfg.ClientQueryBurst, 400)
-	def(&cfg.ClientLookups, 10)
-	defi(&cfg.ClientLookupBurst, 20)
-	def(&cfg.Lookups, 50)
-	defi(&cfg.LookupBurst, 100)
+	def(&cfg.ClientLookups, 20)
+	defi(&cfg.ClientLookupBurst, 100)
+	def(&cfg.Lookups, 100)
+	defi(&cfg.LookupBurst, 200)
 	defi(&cfg.MaxTCP, 64)
 	ctx, stop := context.WithCancel(context.Background())
 	s := &Server{cfg: cfg, zone: zone + ".", ttl: uint32(cfg.TTL / time.Second), ctx: ctx, stop: stop, tcp: make(chan struct{}, cfg.MaxTCP), udp: make(chan struct{}, maxUDP)}
