@@ -39,9 +39,14 @@ func TestVipNames(t *testing.T) {
 		t.Fatalf("node a: %q", ready)
 	}
 	got := startVipHelper(t, lab.HostNS(b), "b", hubAddr)
-	var v4, v6 netip.Addr
-	if _, err := fmt.Sscan(got, &v4, &v6); err != nil {
-		t.Fatalf("node b said %q: %v", got, err)
+	f := strings.Fields(got)
+	if len(f) != 2 {
+		t.Fatalf("node b said %q", got)
+	}
+	v4, err4 := netip.ParseAddr(f[0])
+	v6, err6 := netip.ParseAddr(f[1])
+	if err4 != nil || err6 != nil {
+		t.Fatalf("node b said %q: %v %v", got, err4, err6)
 	}
 
 	getent := func(args ...string) (string, int) {
@@ -59,7 +64,11 @@ func TestVipNames(t *testing.T) {
 		db, name string
 		want     netip.Addr
 	}{
-		{"ahostsv4", "nb.grid", v4}, {"ahostsv6", "nb.grid", v6}, {"ahostsv4", "NB.Grid", v4},
+		// getaddrinfo's AI_ADDRCONFIG (getent ahosts*) hides AAAA
+		// answers on a host without an IPv6 address of its own, as a's
+		// namespace is (no TUN here): hosts asks gethostbyname2 for
+		// AF_INET6 first, which does not.
+		{"ahostsv4", "nb.grid", v4}, {"hosts", "nb.grid", v6}, {"ahostsv4", "NB.Grid", v4},
 	} {
 		out, code := getent(c.db, c.name)
 		if code != 0 || !strings.HasPrefix(out, c.want.String()+" ") {
