@@ -166,6 +166,48 @@ func TestVirtualByNameOlderNode(t *testing.T) {
 	}
 }
 
+// A neighbour hub of a version before wire.VersionVirtual asking a node's
+// name (a routed lookup) gets the answer without the node's virtual
+// addresses: the hub strips them from what it sends that hub.
+func TestVirtualByNameOlderHub(t *testing.T) {
+	a, _ := namedHub(t, "a", creds(t))
+	n1 := vipNode(t, "n1", a)
+	if err := n1.ClaimAddrs(context.Background(), v4a, v6a); err != nil {
+		t.Fatal(err)
+	}
+	old := dialVersionAs(t, a.Addr().String(), "old", "hub", wire.VersionVirtual-1)
+	old.send(t, &wire.Message{Kind: wire.KGossip, Gossip: &wire.Gossip{Routes: []wire.RouteAd{{Hub: old.id, Name: "old", State: 2}}}})
+	testwait.Until(t, "hub a to route to the older hub", 10*time.Second, func() bool {
+		for _, r := range a.Routes() {
+			if r.Hub == old.id && r.Reachable() {
+				return true
+			}
+		}
+		return false
+	})
+	old.send(t, &wire.Message{Kind: wire.KRouted, Routed: &wire.Routed{FromHub: old.id, ToHub: a.ID(), TTL: 5,
+		Msg: &wire.Message{Kind: wire.KLookup, Lookup: &wire.Lookup{Query: 7, Node: "n1"}}}})
+	old.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		f, err := old.r.Read()
+		if err != nil {
+			t.Fatalf("the older hub: reading the answer: %v", err)
+		}
+		if f.Type != wire.TControl || !bytes.Contains(f.Payload, []byte(`"kind":"found"`)) {
+			continue
+		}
+		m, err := wire.Decode(f.Payload)
+		if err != nil || m.Kind != wire.KRouted || m.Routed.Msg.Found == nil || len(m.Routed.Msg.Found.Matches) != 1 ||
+			m.Routed.Msg.Found.Matches[0].ID != n1.Machine().ID {
+			t.Fatalf("answer %s: %v", f.Payload, err)
+		}
+		if bytes.Contains(f.Payload, []byte(`"virtual"`)) {
+			t.Errorf("hub a sent a version %d hub virtual addresses: %s", old.version, f.Payload)
+		}
+		return
+	}
+}
+
 // versionNode is a hand-driven node link of a given protocol version.
 type versionNode struct {
 	net.Conn
@@ -173,9 +215,23 @@ type versionNode struct {
 	r       *wire.Reader
 	version int
 	q       uint64
+	id      identity.ID
+}
+
+// send sends m on the link.
+func (n *versionNode) send(t *testing.T, m *wire.Message) {
+	t.Helper()
+	if _, err := n.Write(n.sealer.Append(nil, wire.TControl, 0, 0, wire.Encode(m))); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func dialVersion(t *testing.T, addr, name string, version int) *versionNode {
+	t.Helper()
+	return dialVersionAs(t, addr, name, "node", version)
+}
+
+func dialVersionAs(t *testing.T, addr, name, role string, version int) *versionNode {
 	t.Helper()
 	c, err := net.Dial("tcp", addr)
 	if err != nil {
@@ -187,7 +243,7 @@ func dialVersion(t *testing.T, addr, name string, version int) *versionNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := hub.WriteHello(c, sec.Sealer, &wire.Hello{Role: "node", Machine: identity.Machine{ID: cr.Key.ID(), Name: name}, Version: version}); err != nil {
+	if err := hub.WriteHello(c, sec.Sealer, &wire.Hello{Role: role, Machine: identity.Machine{ID: cr.Key.ID(), Name: name}, Version: version}); err != nil {
 		t.Fatal(err)
 	}
 	if err := sec.Verdict(); err != nil {
@@ -196,24 +252,27 @@ func dialVersion(t *testing.T, addr, name string, version int) *versionNode {
 	if _, err := hub.ReadHello(sec.Reader, sec.Peer); err != nil {
 		t.Fatal(err)
 	}
-	return &versionNode{Conn: c, sealer: sec.Sealer, r: sec.Reader, version: version}
+	return &versionNode{Conn: c, sealer: sec.Sealer, r: sec.Reader, version: version, id: cr.Key.ID()}
 }
 
 // lookup sends a lookup of name and returns the payload of the answer.
 func (n *versionNode) lookup(t *testing.T, name string) []byte {
 	t.Helper()
 	n.q++
-	msg := wire.Encode(&wire.Message{Kind: wire.KLookup, Lookup: &wire.Lookup{Query: n.q, Node: name}})
-	if _, err := n.Write(n.sealer.Append(nil, wire.TControl, 0, 0, msg)); err != nil {
-		t.Fatal(err)
-	}
+	n.send(t, &wire.Message{Kind: wire.KLookup, Lookup: &wire.Lookup{Query: n.q, Node: name}})
+	return n.answer(t)
+}
+
+// answer returns the payload of the next KFound on the link, routed or not.
+func (n *versionNode) answer(t *testing.T) []byte {
+	t.Helper()
 	n.SetReadDeadline(time.Now().Add(10 * time.Second))
 	for {
 		f, err := n.r.Read()
 		if err != nil {
 			t.Fatalf("version %d node: reading the answer: %v", n.version, err)
 		}
-		if f.Type == wire.TControl && bytes.Contains(f.Payload, []byte(`"kind":"found"`)) {
+		if f.Type == wire.TControl && bytes.Contains(f.Payload, []byte(`"kind":"found"`)) && !bytes.Contains(f.Payload, []byte(`"kind":"routed"`)) {
 			return append([]byte(nil), f.Payload...)
 		}
 	}
