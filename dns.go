@@ -73,7 +73,8 @@ func (n *Node) ServeNames(addr string, o NameOptions) (*NameServer, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &NameServer{srv: srv, addr: pc.LocalAddr().(*net.UDPAddr).AddrPort(), cancel: cancel, done: make(chan error, 1)}
+	ap := pc.LocalAddr().(*net.UDPAddr).AddrPort()
+	s := &NameServer{srv: srv, addr: netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port()), cancel: cancel, done: make(chan error, 1)}
 	go func() { s.done <- srv.Serve(ctx, pc, l) }()
 	return s, nil
 }

@@ -57,7 +57,7 @@ func TestServeNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ns.Close()
-	if ns.Zone() != "grid" || !ns.Addr().Addr().IsLoopback() || ns.Addr().Port() == 0 {
+	if ns.Zone() != "grid" || !ns.Addr().Addr().Is4() || !ns.Addr().Addr().IsLoopback() || ns.Addr().Port() == 0 {
 		t.Errorf("serving %q on %v", ns.Zone(), ns.Addr())
 	}
 	r := goResolver(ns.Addr())
