@@ -104,12 +104,15 @@ func TestResolvConf(t *testing.T) {
 	os.WriteFile(path, []byte(orig), 0o644)
 	server := netip.MustParseAddrPort("127.0.0.153:53")
 	ctx := context.Background()
-	o := ResolverOptions{Server: server, Method: ResolverResolvConf, ResolvConf: path}
+	o := ResolverOptions{Server: server, ResolvConf: path} // ResolverAuto: no link, no namespace
 	var h *HostResolver
 	for range 2 {
 		var err error
 		if h, err = ConfigureResolver(ctx, o); err != nil {
 			t.Fatal(err)
+		}
+		if h.Method() != ResolverResolvConf {
+			t.Errorf("without a link or a namespace: method %q", h.Method())
 		}
 	}
 	b, _ := os.ReadFile(path)
