@@ -60,8 +60,6 @@ type Config struct {
 	// TCPIdle is how long one may stay silent (default 10 s).
 	MaxTCP  int
 	TCPIdle time.Duration
-	// Logf, if set, logs what the server refuses to do (a failed listener).
-	Logf func(format string, args ...any)
 }
 
 // Stats counts what a Server did.
