@@ -20,6 +20,12 @@ type Machine struct {
 	NonRouted bool             `json:"non_routed,omitempty"` // its routing table has no default route: it reaches only its own networks
 	Hub       ID               `json:"hub,omitzero"`         // the hub it is attached to
 	HubName   string           `json:"hub_name,omitempty"`   // that hub's name (its site)
+	// Virtual lists the virtual addresses (issue 19: at most one IPv4 and
+	// one IPv6) the node holds in the hubs' directory. Only hubs fill it,
+	// in their answers to lookups (wire.KFound), and only for peers of
+	// wire.VersionVirtual or later; a hub ignores it in what a node says
+	// of itself.
+	Virtual []netip.Addr `json:"virtual,omitempty"`
 }
 
 func (m Machine) String() string {

@@ -411,5 +411,5 @@ func checkMachine(m *identity.Machine) error {
 	case len(m.Addrs) > maxAddrs || len(m.Observed) > maxAddrs:
 		return fmt.Errorf("machine %s lists more than %d addresses", m.ID.Short(), maxAddrs)
 	}
-	return nil
+	return checkMachineVirtual(m)
 }

@@ -50,6 +50,18 @@ const (
 // keep virtual addresses.
 const VersionVirtual = 2
 
+// A lookup by name (KLookup) is answered with the node's virtual
+// addresses too: hubs of VersionVirtual fill identity.Machine.Virtual in
+// KFound's matches, exactly the addresses the directory by address gives
+// that node:
+//
+//	KFound        {"query":Q,"matches":[{"id":…,"name":"n1",…,"virtual":["100.96.0.5","fd67:726c::5"]}]}
+//
+// Decoders are strict (unknown fields refused), so a hub never sends the
+// field to a peer of an older Version: it strips it from what it sends
+// such a node or neighbour hub (it is empty anyway in an overlay without
+// virtual addresses, and the field is omitted when empty).
+
 // maxTaken bounds the refusals one KVirtualAck lists (one per family).
 const maxTaken = 2
 
@@ -137,6 +149,70 @@ func CheckVirtual(v4, v6 netip.Addr) error {
 		}
 	}
 	return nil
+}
+
+// checkMachineVirtual checks a machine's virtual addresses: at most one
+// IPv4 and one IPv6 address, each a possible virtual address.
+func checkMachineVirtual(m *identity.Machine) error {
+	if len(m.Virtual) == 0 {
+		return nil
+	}
+	if len(m.Virtual) > 2 {
+		return fmt.Errorf("machine %s lists %d virtual addresses, more than 2", m.ID.Short(), len(m.Virtual))
+	}
+	var v4, v6 netip.Addr
+	for _, a := range m.Virtual {
+		switch {
+		case a.Is4() && !v4.IsValid():
+			v4 = a
+		case a.Is6() && !a.Is4In6() && !v6.IsValid():
+			v6 = a
+		default:
+			return fmt.Errorf("machine %s: virtual addresses %v: want at most one IPv4 and one IPv6 address", m.ID.Short(), m.Virtual)
+		}
+	}
+	return CheckVirtual(v4, v6)
+}
+
+// StripVirtual returns m as a peer of protocol version v may decode it:
+// for v before VersionVirtual, a copy of m without the machines' virtual
+// addresses in a KFound (routed or not); otherwise m itself.
+func StripVirtual(m *Message, v int) *Message {
+	if v >= VersionVirtual || m == nil {
+		return m
+	}
+	switch {
+	case m.Kind == KFound && m.Found != nil && hasVirtual(m.Found.Matches):
+		f := *m.Found
+		f.Matches = make([]identity.Machine, len(m.Found.Matches))
+		for i, mm := range m.Found.Matches {
+			mm.Virtual = nil
+			f.Matches[i] = mm
+		}
+		c := *m
+		c.Found = &f
+		return &c
+	case m.Kind == KRouted && m.Routed != nil && m.Routed.Msg != nil:
+		inner := StripVirtual(m.Routed.Msg, v)
+		if inner == m.Routed.Msg {
+			return m
+		}
+		r := *m.Routed
+		r.Msg = inner
+		c := *m
+		c.Routed = &r
+		return &c
+	}
+	return m
+}
+
+func hasVirtual(ms []identity.Machine) bool {
+	for i := range ms {
+		if len(ms[i].Virtual) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // virtualBodies counts the bodies of this file's kinds set in m.

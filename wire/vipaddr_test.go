@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/gridlink/gridlink/identity"
 )
 
 func virtualSeeds() []*Message {
@@ -19,6 +21,90 @@ func virtualSeeds() []*Message {
 		{Kind: KRouted, Routed: &Routed{FromHub: m.ID, ToHub: m.ID, Msg: &Message{Kind: KLookupAddr, LookupAddr: &LookupAddr{Query: 1, Addr: v4}}}},
 		{Kind: KRouted, Routed: &Routed{FromHub: m.ID, ToHub: m.ID, Msg: &Message{Kind: KAddrClaim, AddrClaim: &AddrClaim{Query: 1, Addr: v4, Holding: hold}}}},
 		{Kind: KRouted, Routed: &Routed{FromHub: m.ID, ToHub: m.ID, Msg: &Message{Kind: KAddrClaimed, AddrClaimed: &AddrClaimed{Addr: v6, Holders: []Holding{hold}}}}},
+		{Kind: KFound, Found: &Found{Query: 3, Matches: []identity.Machine{virtualMachine(m, v4, v6)}}},
+		{Kind: KRouted, Routed: &Routed{FromHub: m.ID, ToHub: m.ID, Msg: &Message{Kind: KFound, Found: &Found{Query: 4, Matches: []identity.Machine{m, virtualMachine(m, v6)}}}}},
+	}
+}
+
+func virtualMachine(m identity.Machine, addrs ...netip.Addr) identity.Machine {
+	m.Virtual = addrs
+	return m
+}
+
+// A lookup's answer carries the node's virtual addresses: at most one of
+// each family, each one a node may hold.
+func TestFoundVirtual(t *testing.T) {
+	m := testMachine()
+	v4, v6 := netip.MustParseAddr("100.96.0.5"), netip.MustParseAddr("fd67:726c::5")
+	found := func(addrs ...netip.Addr) *Message {
+		return &Message{Kind: KFound, Found: &Found{Query: 1, Matches: []identity.Machine{virtualMachine(m, addrs...)}}}
+	}
+	got, err := Decode(Encode(found(v4, v6)))
+	if err != nil || len(got.Found.Matches) != 1 || len(got.Found.Matches[0].Virtual) != 2 ||
+		got.Found.Matches[0].Virtual[0] != v4 || got.Found.Matches[0].Virtual[1] != v6 {
+		t.Fatalf("decoded %+v, %v", got, err)
+	}
+	for _, bad := range [][]netip.Addr{
+		{v4, v4}, {v6, v6}, {v4, v6, v4},
+		{netip.MustParseAddr("127.0.0.1")}, {netip.MustParseAddr("ff02::1")},
+		{netip.AddrFrom16(v4.As16())}, {netip.MustParseAddr("fd67::1%eth0")},
+	} {
+		if _, err := Decode(Encode(found(bad...))); err == nil {
+			t.Errorf("virtual %v decoded", bad)
+		}
+	}
+	if _, err := Decode([]byte(`{"kind":"found","found":{"query":1,"matches":[{"id":"` + m.ID.String() + `","virtual":["x"]}]}}`)); err == nil {
+		t.Error("a virtual address that is no address decoded")
+	}
+}
+
+// An older peer's strict decoder refuses the unknown field "virtual":
+// StripVirtual leaves it out of what such a peer gets (directly or
+// routed), without touching the message sent to newer peers.
+func TestStripVirtual(t *testing.T) {
+	m := testMachine()
+	v4 := netip.MustParseAddr("100.96.0.5")
+	f := &Message{Kind: KFound, Found: &Found{Query: 1, Matches: []identity.Machine{virtualMachine(m, v4)}}}
+	r := &Message{Kind: KRouted, Routed: &Routed{FromHub: m.ID, ToHub: m.ID, TTL: 3, Msg: f}}
+	for _, msg := range []*Message{f, r} {
+		if StripVirtual(msg, VersionVirtual) != msg {
+			t.Errorf("%s changed for a peer of VersionVirtual", msg.Kind)
+		}
+		old := StripVirtual(msg, VersionVirtual-1)
+		b := Encode(old)
+		if bytes.Contains(b, []byte(`"virtual"`)) {
+			t.Errorf("%s for an older peer still has virtual addresses: %s", msg.Kind, b)
+		}
+		if !bytes.Contains(Encode(msg), []byte(`"virtual":["100.96.0.5"]`)) {
+			t.Errorf("stripping changed the original %s", msg.Kind)
+		}
+		if _, err := Decode(b); err != nil {
+			t.Errorf("stripped %s: %v", msg.Kind, err)
+		}
+	}
+	plain := &Message{Kind: KFound, Found: &Found{Query: 1, Matches: []identity.Machine{m}}}
+	if StripVirtual(plain, 1) != plain {
+		t.Error("a message without virtual addresses was copied")
+	}
+	// what a version 1 decoder (no field "virtual") makes of them
+	type oldMachine struct {
+		ID    identity.ID      `json:"id"`
+		Name  string           `json:"name,omitempty"`
+		Addrs []netip.AddrPort `json:"addrs,omitempty"`
+	}
+	type oldFound struct {
+		Kind  string `json:"kind"`
+		Found struct {
+			Query   uint64       `json:"query"`
+			Matches []oldMachine `json:"matches"`
+		} `json:"found"`
+	}
+	var o oldFound
+	if err := strictUnmarshal(Encode(f), &o); err == nil {
+		t.Error("a version 1 decoder took the field virtual: the test shows nothing")
+	}
+	if err := strictUnmarshal(Encode(StripVirtual(f, 1)), &o); err != nil || o.Found.Matches[0].Name != m.Name {
+		t.Errorf("a version 1 decoder on the stripped answer: %v", err)
 	}
 }
 

@@ -193,6 +193,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add(Encode(&Message{Kind: KRouted, Routed: &Routed{FromHub: m.ID, ToHub: m.ID, Msg: &Message{Kind: KSpliceFail, Fail: &Fail{Token: 1, Reason: "r", Code: FailNATRandom}}}}))
 	f.Add(Encode(&Message{Kind: KRefused, Refusal: &Refusal{Code: RefusedNameTaken, Reason: "taken", Holder: &m}}))
 	f.Add(Encode(&Message{Kind: KRouted, Routed: &Routed{FromHub: m.ID, ToHub: m.ID, Msg: &Message{Kind: KClaim, Claim: &Claim{Query: 1, Name: "n", Holding: Holding{Node: m, Owner: "o", SinceMs: 1}}}}}))
+	withVirtual := m
+	withVirtual.Virtual = []netip.Addr{netip.MustParseAddr("100.96.0.5"), netip.MustParseAddr("fd67:726c::5")}
+	f.Add(Encode(&Message{Kind: KFound, Found: &Found{Query: 1, Matches: []identity.Machine{withVirtual}}}))
 	f.Add(Encode(&Message{Kind: KRouted, Routed: &Routed{FromHub: m.ID, ToHub: m.ID, Msg: &Message{Kind: KClaimed, Claimed: &Claimed{Query: 1, Holders: []Holding{{Node: m, Owner: "o", Bound: true, Attached: true}}}}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		msg, err := Decode(b)

@@ -66,7 +66,7 @@ func (h *Hub) route(r *wire.Routed) {
 			h.undeliverable(r, wire.FailNotAttached, fmt.Sprintf("node %s is not attached to hub %s", r.ToNode.Short(), h.cfg.Name))
 			return
 		}
-		n.t.SendControl(&wire.Message{Kind: wire.KRouted, Routed: r})
+		n.send(&wire.Message{Kind: wire.KRouted, Routed: r})
 		return
 	}
 	if r.TTL <= 0 {
@@ -79,7 +79,7 @@ func (h *Hub) route(r *wire.Routed) {
 		h.undeliverable(r, wire.FailNoHubRoute, fmt.Sprintf("hub %s: no route to hub %s", h.cfg.Name, h.hubName(r.ToHub)))
 		return
 	}
-	next.t.SendControl(&wire.Message{Kind: wire.KRouted, Routed: r})
+	next.send(&wire.Message{Kind: wire.KRouted, Routed: r})
 }
 
 // undeliverable drops a routed message; a node's reverse request or splice
@@ -137,7 +137,7 @@ func (h *Hub) localMatches(name string) []identity.Machine {
 	var out []identity.Machine
 	if idErr == nil {
 		if p := h.nodes[id]; p != nil {
-			out = append(out, p.machine)
+			out = append(out, h.withVirtualLocked(p))
 		}
 		return out
 	}
@@ -147,7 +147,7 @@ func (h *Hub) localMatches(name string) []identity.Machine {
 			break
 		}
 		if p.machine.Name == name || (ipErr == nil && hasAddr(p.machine, ip.Unmap())) {
-			out = append(out, p.machine)
+			out = append(out, h.withVirtualLocked(p))
 		}
 	}
 	if len(out) == 0 && ipErr != nil {
@@ -155,7 +155,7 @@ func (h *Hub) localMatches(name string) []identity.Machine {
 		// none matches exactly.
 		for _, p := range h.nodes {
 			if len(out) < 64 && strings.EqualFold(p.machine.Name, name) {
-				out = append(out, p.machine)
+				out = append(out, h.withVirtualLocked(p))
 			}
 		}
 	}
@@ -198,7 +198,7 @@ func (h *Hub) lookup(p *peer, lk *wire.Lookup) {
 // number) and answers once they have (finishQuery), or at lookupWait.
 func (h *Hub) askHubs(p *peer, nodeQ uint64, local []identity.Machine, ask func(qid uint64) *wire.Message) {
 	if len(local) > 0 {
-		p.t.SendControl(&wire.Message{Kind: wire.KFound, Found: &wire.Found{Query: nodeQ, Matches: local}})
+		p.send(&wire.Message{Kind: wire.KFound, Found: &wire.Found{Query: nodeQ, Matches: local}})
 		return
 	}
 	q := &query{node: p, nodeQ: nodeQ, waiting: map[identity.ID]bool{}}
@@ -260,5 +260,5 @@ func (h *Hub) finishQuery(qid uint64) {
 		return
 	}
 	q.timer.Stop()
-	q.node.t.SendControl(&wire.Message{Kind: wire.KFound, Found: &wire.Found{Query: q.nodeQ, Matches: q.matches}})
+	q.node.send(&wire.Message{Kind: wire.KFound, Found: &wire.Found{Query: q.nodeQ, Matches: q.matches}})
 }

@@ -52,6 +52,7 @@ func FuzzFrames(f *testing.F) {
 		Msg: &wire.Message{Kind: wire.KReverse, Reverse: &wire.Reverse{Token: 1, From: identity.Machine{ID: someone}, Port: 1}}}})))
 	f.Add(wire.Append(nil, wire.TControl, 0, wire.Encode(&wire.Message{Kind: wire.KFound, Found: &wire.Found{Query: 1}})))
 	f.Add(wire.Append(nil, wire.TControl, 0, wire.Encode(&wire.Message{Kind: wire.KMachine, Machine: &identity.Machine{ID: someone, Name: "node-peer"}})))
+	f.Add(wire.Append(nil, wire.TControl, 0, wire.Encode(&wire.Message{Kind: wire.KMachine, Machine: &identity.Machine{ID: someone, Name: "node-peer", Virtual: []netip.Addr{netip.MustParseAddr("100.96.0.1")}}})))
 	f.Add(wire.Append(nil, wire.TControl, 0, wire.Encode(&wire.Message{Kind: wire.KVirtual, Virtual: &wire.Virtual{Query: 1, V4: netip.MustParseAddr("100.96.0.1")}})))
 	f.Add(wire.Append(nil, wire.TControl, 0, wire.Encode(&wire.Message{Kind: wire.KLookupAddr, LookupAddr: &wire.LookupAddr{Query: 1, Addr: netip.MustParseAddr("fd67:726c::1")}})))
 

@@ -22,6 +22,7 @@ func (h *Hub) nodeRecord(m identity.Machine, remote netip.AddrPort) identity.Mac
 	m.Addrs = slices.Clone(m.Addrs)
 	m.Observed = slices.Clone(m.Observed)
 	m.Hub, m.HubName = h.id, h.cfg.Name
+	m.Virtual = nil // the directory's to say (withVirtualLocked), not the node's
 	if remote.IsValid() && !slices.Contains(m.Observed, remote) && len(m.Observed) < maxObserved {
 		m.Observed = append(m.Observed, remote)
 	}

@@ -24,6 +24,7 @@ type peer struct {
 	id      identity.ID
 	name    string
 	isHub   bool
+	version int              // its hello's protocol version (wire.Version)
 	dialed  bool             // this hub dialled the link
 	machine identity.Machine // a node's identifier, hub fields filled; a hub's hello machine
 	who     pki.Peer         // what its handshake proved, for rechecks when the revocation list changes
@@ -60,12 +61,21 @@ func (h *Hub) newPeer(c net.Conn, sealer *wire.Sealer, hello *wire.Hello, dialed
 	p.t = hub.NewTrunk(c, sealer, fmt.Sprintf("%s %s (%s)", role, p.name, c.RemoteAddr()), tunnel)
 	p.machine = hello.Machine
 	p.machine.Addrs = slices.Clone(p.machine.Addrs)
+	p.machine.Virtual = nil
+	p.version = hello.Version
 	if !p.isHub {
 		p.machine = h.nodeRecord(hello.Machine, p.t.Remote())
 	}
 	p.nextCirc = hub.FirstCircuit(dialed)
 	p.circuits = map[uint32]circRef{}
 	return p
+}
+
+// send sends m on p's link as p's protocol version decodes it (a lookup's
+// answer without virtual addresses for a peer older than
+// wire.VersionVirtual: its strict decoder would close the link).
+func (p *peer) send(m *wire.Message) bool {
+	return p.t.SendControl(wire.StripVirtual(m, p.version))
 }
 
 // run starts a registered peer's link, reads it until it fails and cleans

@@ -33,6 +33,11 @@ import (
 // a node that loses one is told (a KVirtualAck of query 0) and keeps its
 // link. A node that leaves frees its addresses.
 //
+// A lookup by name answers with the node's virtual addresses
+// (identity.Machine.Virtual, withVirtualLocked): exactly those this
+// directory gives it, never what the node says of itself; a peer older
+// than wire.VersionVirtual gets the answer without them (peer.send).
+//
 // The hub cannot know the grid's prefixes: it keeps addresses unique, one
 // IPv4 and one IPv6 per node, and refuses only what no node may hold
 // (wire.CheckVirtualAddr).

@@ -38,9 +38,23 @@ func (h *Hub) addrMatches(a netip.Addr) []identity.Machine {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if hd := h.vipLocked().held[a]; h.liveLocked(hd) {
-		return []identity.Machine{hd.p.machine}
+		return []identity.Machine{h.withVirtualLocked(hd.p)}
 	}
 	return nil
+}
+
+// withVirtualLocked is node p's record as a lookup answers it: with the
+// virtual addresses it holds here (Machine.Virtual), exactly those
+// addrMatches gives it; h.mu is held.
+func (h *Hub) withVirtualLocked(p *peer) identity.Machine {
+	m := p.machine
+	m.Virtual = nil
+	for _, a := range h.vipLocked().nodes[p] {
+		if hd := h.vipLocked().held[a]; a.IsValid() && hd != nil && hd.p == p {
+			m.Virtual = append(m.Virtual, a)
+		}
+	}
+	return m
 }
 
 // lookupAddr answers a node's lookup of a virtual address from the

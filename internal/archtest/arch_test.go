@@ -19,7 +19,7 @@ var layers = [][]string{
 	{"agent/control"}, // the agent's control API as its callers see it: schema, sockets, client
 	{"pki"},
 	{"wire"},
-	{"direct", "nat", "portmap", "tun"}, // tun: the TUN device seam of the virtual IP network
+	{"direct", "nat", "portmap", "tun", "vip/dns"}, // tun: the TUN device seam of the virtual IP network; vip/dns: its names (needs only a lookup function)
 	{"hub"},
 	{"vconn"},
 	{"link"},
