@@ -31,6 +31,16 @@ import (
 // BENCHMARKS.md (iperf3 over the tunnel at 1420, 9000 and 65535).
 const DefaultVIPMTU = 9000
 
+// The virtual network's defaults, for the command line's help.
+var (
+	DefaultVIPPrefix4 = vip.DefaultPrefix4
+	DefaultVIPPrefix6 = vip.DefaultPrefix6
+)
+
+// DefaultVIPDevice is the TUN device's name when VIPConfig.Device is
+// empty.
+const DefaultVIPDevice = tun.DefaultName
+
 // vipClaimTries bounds the candidates a node tries when its addresses
 // are held by other nodes (vip.Addrs' counter 0, 1, ...).
 const vipClaimTries = 8
