@@ -171,6 +171,10 @@ func StartAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.VIP.On {
+		v := cfg.VIP.withDefaults()
+		vc.Hide = []netip.Prefix{v.Prefix4, v.Prefix6} // its addresses lead back into the overlay
+	}
 	a, err := agent.Start(ctx, agent.Config{Control: cfg.Control, Node: vc, AllowExit: cfg.AllowExit})
 	if err != nil {
 		return nil, err

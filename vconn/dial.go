@@ -100,6 +100,7 @@ func (n *Node) DialMachineVia(ctx context.Context, target identity.Machine, port
 // race for instead: the name dialled now names it.
 func (n *Node) dialMachine(ctx context.Context, target identity.Machine, port uint16, recheck func(context.Context, error) (identity.Machine, bool), via []Method) (*Conn, error) {
 	start := time.Now()
+	target = n.unhidden(target)
 	n.memo.mu.Lock()
 	cached, ok := n.memo.methods[target.Hub]
 	n.memo.mu.Unlock()
@@ -117,7 +118,7 @@ func (n *Node) dialMachine(ctx context.Context, target identity.Machine, port ui
 		n.memo.mu.Unlock()
 		if recheck != nil {
 			if fresh, ok := recheck(ctx, r.err); ok {
-				target = fresh
+				target = n.unhidden(fresh)
 			}
 		}
 	}
