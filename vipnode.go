@@ -134,10 +134,9 @@ func startVIP(ctx context.Context, node *vconn.Node, cfg VIPConfig, log *slog.Lo
 	host, err := tun.Setup(tun.HostConfig{Name: cfg.Device, MTU: cfg.MTU,
 		Addrs: []netip.Prefix{netip.PrefixFrom(v.v4, cfg.Prefix4.Bits()), netip.PrefixFrom(v.v6, cfg.Prefix6.Bits())}})
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("virtual network: %w", err)
 	}
 	v.devName = cfg.Device
-	go drainEvents(host)
 	res := &vipResolver{s: s, peers: v.peers}
 	v.net, err = vip.New(vip.Config{Device: host, ID: node.ID(), Addrs: []netip.Addr{v.v4, v.v6}, Resolver: res,
 		Dialer: &vipDialer{node: node, peers: v.peers}, MTU: cfg.MTU, Logger: log})
@@ -186,13 +185,6 @@ func claimAddrs(ctx context.Context, s *hub.Session, cfg VIPConfig, id identity.
 		}
 	}
 	return v4, v6, &VIPClaimError{Tries: vipClaimTries, Errs: refusals}
-}
-
-// drainEvents reads the device's events (the library blocks without a
-// reader) until it is closed.
-func drainEvents(d tun.Device) {
-	for range d.Events() {
-	}
 }
 
 // serve hands every connection accepted on vip.Port to the packet path
