@@ -12,6 +12,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// addrGenModeNone is IN6_ADDR_GEN_MODE_NONE (linux/if_link.h).
+const addrGenModeNone = 1
+
 // Host is a TUN device Setup put on the host: created, its addresses on
 // it, a route through it for each of their prefixes, its link up. It is
 // the Device (Read, Write, ...); Close takes the routes and addresses off
@@ -77,6 +80,13 @@ func Setup(cfg HostConfig) (*Host, error) {
 			return nil, fail("add address "+a.String(), err)
 		}
 		h.addrs = append(h.addrs, na)
+	}
+	// no IPv6 link-local address: the kernel would send router
+	// solicitations and multicast listener reports from it into the device,
+	// which no peer takes
+	if err := handle.LinkSetIP6AddrGenMode(h.link, addrGenModeNone); err != nil {
+		h.Close()
+		return nil, fail("turn off IPv6 link-local addressing", err)
 	}
 	if err := handle.LinkSetUp(h.link); err != nil {
 		h.Close()

@@ -41,6 +41,9 @@ func TestSetup(t *testing.T) {
 			t.Errorf("ip addr show lacks %q:\n%s", want, show)
 		}
 	}
+	if strings.Contains(show, "fe80:") {
+		t.Errorf("the device has an IPv6 link-local address (the kernel's solicitations would go into the device):\n%s", show)
+	}
 	for dst, src := range map[string]string{"100.100.1.1": "100.97.3.4", "fd67:726c::9": "fd67:726c::1:2"} {
 		got := ipOut(t, "route", "get", dst)
 		if !strings.Contains(got, "dev gltest0") || !strings.Contains(got, "src "+src) {
