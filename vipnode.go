@@ -152,11 +152,16 @@ func startVIP(ctx context.Context, node *vconn.Node, cfg VIPConfig, log *slog.Lo
 	return v, nil
 }
 
+// addrClaimer is the hub session's claiming side (hub.Session).
+type addrClaimer interface {
+	ClaimAddrs(ctx context.Context, v4, v6 netip.Addr) error
+}
+
 // claimAddrs claims the node's addresses from its hub: the first
 // candidate (vip.Addrs' counter 0) and, while another node holds one of
 // them, the next, vipClaimTries at most. A node whose hub does not answer
 // keeps the first candidate: its session claims it on attachment.
-func claimAddrs(ctx context.Context, s *hub.Session, cfg VIPConfig, id identity.ID, log *slog.Logger) (v4, v6 netip.Addr, err error) {
+func claimAddrs(ctx context.Context, s addrClaimer, cfg VIPConfig, id identity.ID, log *slog.Logger) (v4, v6 netip.Addr, err error) {
 	var refusals []error
 	for counter := range uint32(vipClaimTries) {
 		if v4, v6, err = vip.Addrs(cfg.Prefix4, cfg.Prefix6, id, counter); err != nil {

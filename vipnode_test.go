@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/netip"
@@ -11,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/vconn"
 	"github.com/gridlink/gridlink/vip"
@@ -170,5 +173,43 @@ func echoOnce(t *testing.T, c io.ReadWriter) {
 	buf := make([]byte, 4)
 	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "ping" {
 		t.Fatalf("echo %q, %v", buf, err)
+	}
+}
+
+// claimFake answers every claim with err.
+type claimFake struct {
+	err    error
+	claims int
+}
+
+func (f *claimFake) ClaimAddrs(ctx context.Context, v4, v6 netip.Addr) error {
+	f.claims++
+	return f.err
+}
+
+// Every candidate held: the node gives up after vipClaimTries claims with
+// a VIPClaimError carrying the refusals; a hub that keeps no virtual
+// addresses fails at once; no hub answering keeps the first candidate
+// (the session claims it on attachment).
+func TestVIPClaimBounded(t *testing.T) {
+	ctx := context.Background()
+	cfg := VIPConfig{}.withDefaults()
+	id := identity.ID{1, 2, 3}
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	taken := &claimFake{err: &hub.AddrTakenError{Addr: netip.MustParseAddr("100.96.0.9"), Hub: "site", Reason: "held by x"}}
+	_, _, err := claimAddrs(ctx, taken, cfg, id, log)
+	var ce *VIPClaimError
+	if !errors.As(err, &ce) || ce.Tries != vipClaimTries || len(ce.Errs) != vipClaimTries || taken.claims != vipClaimTries || !errors.Is(err, hub.ErrAddrTaken) {
+		t.Fatalf("every candidate held: %v after %d claims, want a VIPClaimError after %d", err, taken.claims, vipClaimTries)
+	}
+	old := &claimFake{err: fmt.Errorf("hub: claim virtual addresses: hub old speaks version 3: %w", hub.ErrNoVirtual)}
+	if _, _, err := claimAddrs(ctx, old, cfg, id, log); !errors.Is(err, hub.ErrNoVirtual) || old.claims != 1 {
+		t.Fatalf("an old hub: %v after %d claims", err, old.claims)
+	}
+	away := &claimFake{err: fmt.Errorf("hub: %w", &hub.NotAttachedError{Cause: errors.New("no route")})}
+	v4, v6, err := claimAddrs(ctx, away, cfg, id, log)
+	first4, first6, _ := vip.Addrs(cfg.Prefix4, cfg.Prefix6, id, 0)
+	if err != nil || v4 != first4 || v6 != first6 || away.claims != 1 {
+		t.Fatalf("no hub: %s %s, %v after %d claims; want the first candidate", v4, v6, err, away.claims)
 	}
 }
