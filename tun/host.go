@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
+	"syscall"
 )
 
 // DefaultName is the name of the device Setup makes when HostConfig.Name
@@ -29,11 +29,15 @@ type HostConfig struct {
 // ErrNoTUNDevice: this host (or container) has no /dev/net/tun.
 var ErrNoTUNDevice = errors.New("no /dev/net/tun on this host (load the tun module, or give the container the device)")
 
+// ErrNoIPv6: the kernel runs without IPv6 (booted with ipv6.disable=1),
+// so the device cannot hold the node's IPv6 address.
+var ErrNoIPv6 = errors.New("this kernel runs without IPv6 (ipv6.disable=1)")
+
 // SetupError is why Setup could not put the device on the host: the
 // device, the step that failed in words ("create the device", "add
 // address 100.97.3.4/12", "route fd67:726c::/32", "set the link up") and
-// the system's error (errors.Is works on it: os.ErrPermission when the
-// process lacks CAP_NET_ADMIN, ErrNoTUNDevice, ...).
+// the system's error (errors.Is works on it: syscall.EPERM when the
+// process lacks CAP_NET_ADMIN, ErrNoTUNDevice, ErrNoIPv6, ...).
 type SetupError struct {
 	Device string
 	Step   string
@@ -42,7 +46,7 @@ type SetupError struct {
 
 func (e *SetupError) Error() string {
 	s := fmt.Sprintf("tun: device %s: %s: %v", e.Device, e.Step, e.Err)
-	if errors.Is(e.Err, os.ErrPermission) {
+	if errors.Is(e.Err, syscall.EPERM) {
 		s += " (needs root or CAP_NET_ADMIN; without them, `gridlink vip exec` will run a program in a namespace of its own, later)"
 	}
 	return s

@@ -70,6 +70,17 @@ func Setup(cfg HostConfig) (*Host, error) {
 		h.Close()
 		return nil, fail("find the device", err)
 	}
+	// no IPv6 link-local address: the kernel would send router
+	// solicitations and multicast listener reports from it into the device,
+	// which no peer takes
+	if err := handle.LinkSetIP6AddrGenMode(h.link, addrGenModeNone); err != nil {
+		h.Close()
+		return nil, fail("turn off IPv6 link-local addressing", err)
+	}
+	if err := enableIPv6(cfg.Name); err != nil {
+		h.Close()
+		return nil, fail("enable IPv6 on the device", err)
+	}
 	for _, a := range cfg.Addrs {
 		na := &netlink.Addr{IPNet: ipNet(a), Flags: unix.IFA_F_NOPREFIXROUTE}
 		if a.Addr().Is6() {
@@ -80,13 +91,6 @@ func Setup(cfg HostConfig) (*Host, error) {
 			return nil, fail("add address "+a.String(), err)
 		}
 		h.addrs = append(h.addrs, na)
-	}
-	// no IPv6 link-local address: the kernel would send router
-	// solicitations and multicast listener reports from it into the device,
-	// which no peer takes
-	if err := handle.LinkSetIP6AddrGenMode(h.link, addrGenModeNone); err != nil {
-		h.Close()
-		return nil, fail("turn off IPv6 link-local addressing", err)
 	}
 	if err := handle.LinkSetUp(h.link); err != nil {
 		h.Close()
@@ -101,6 +105,20 @@ func Setup(cfg HostConfig) (*Host, error) {
 		h.routes = append(h.routes, r)
 	}
 	return h, nil
+}
+
+// enableIPv6 switches IPv6 on for the device name alone (its
+// disable_ipv6 sysctl in the calling thread's network namespace): a host
+// (or a lab namespace) that disables IPv6 by default
+// (net.ipv6.conf.default.disable_ipv6=1) makes new devices without it,
+// and the kernel refuses their IPv6 addresses. A kernel without IPv6
+// (ipv6.disable=1) is ErrNoIPv6.
+func enableIPv6(name string) error {
+	path := "/proc/sys/net/ipv6/conf/" + name + "/disable_ipv6"
+	if _, err := os.Stat("/proc/sys/net/ipv6"); errors.Is(err, os.ErrNotExist) {
+		return ErrNoIPv6
+	}
+	return os.WriteFile(path, []byte("0\n"), 0)
 }
 
 // checkRoute refuses a prefix the host routes already.

@@ -161,3 +161,25 @@ func TestSetupErrorWords(t *testing.T) {
 		}
 	}
 }
+
+// A namespace that disables IPv6 by default (as the lab's do) still gets
+// the node's IPv6 address and route: the device alone has IPv6 on.
+func TestSetupIPv6DisabledByDefault(t *testing.T) {
+	inNewNetns(t)
+	for _, k := range []string{"all", "default"} {
+		if out, err := exec.Command("sysctl", "-w", "net.ipv6.conf."+k+".disable_ipv6=1").CombinedOutput(); err != nil {
+			t.Fatalf("sysctl: %v\n%s", err, out)
+		}
+	}
+	h, err := Setup(HostConfig{Name: "gltest3", MTU: 1420, Addrs: hostAddrs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if got := ipOut(t, "route", "get", "fd67:726c::9"); !strings.Contains(got, "dev gltest3") || !strings.Contains(got, "src fd67:726c::1:2") {
+		t.Fatalf("ip route get fd67:726c::9 = %q", got)
+	}
+	if show := ipOut(t, "addr", "show", "dev", "gltest3"); !strings.Contains(show, "fd67:726c::1:2/32") || strings.Contains(show, "fe80:") {
+		t.Fatalf("addresses:\n%s", show)
+	}
+}
