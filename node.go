@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net/netip"
 	"time"
 
 	"github.com/gridlink/gridlink/agent"
+	"github.com/gridlink/gridlink/status"
 	"github.com/gridlink/gridlink/vconn"
 )
 
@@ -150,6 +153,8 @@ type AgentConfig struct {
 	Control string
 	// AllowExit lets other nodes' SOCKS clients reach TCP hosts from here.
 	AllowExit bool
+	// VIP is the node's virtual IP network; the zero value: off.
+	VIP VIPConfig
 }
 
 // Agent is a running node agent: a node and the local control API other
@@ -157,6 +162,7 @@ type AgentConfig struct {
 type Agent struct {
 	a    *agent.Agent
 	node *Node
+	vip  *vipNode // nil without VIP.On
 }
 
 // StartAgent starts a node (as Start does) and serves its control API.
@@ -165,11 +171,36 @@ func StartAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.VIP.On {
+		v := cfg.VIP.withDefaults()
+		vc.Hide = []netip.Prefix{v.Prefix4, v.Prefix6} // its addresses lead back into the overlay
+	}
 	a, err := agent.Start(ctx, agent.Config{Control: cfg.Control, Node: vc, AllowExit: cfg.AllowExit})
 	if err != nil {
 		return nil, err
 	}
-	return &Agent{a: a, node: &Node{n: a.Node()}}, nil
+	ag := &Agent{a: a, node: &Node{n: a.Node()}}
+	if cfg.VIP.On {
+		var log *slog.Logger
+		if cfg.Node.Logger != nil {
+			log = cfg.Node.Logger.With("node", a.Node().Name())
+		}
+		if ag.vip, err = startVIP(ctx, a.Node(), cfg.VIP, log); err != nil {
+			a.Close()
+			return nil, err
+		}
+		a.SetStatus(func(st *status.Agent) { st.VIP = ag.vip.status() })
+	}
+	return ag, nil
+}
+
+// VirtualAddrs are the node's virtual addresses with their prefix length
+// (IPv4 first, then IPv6) and its TUN device; none without VIP.On.
+func (a *Agent) VirtualAddrs() (addrs []netip.Prefix, device string) {
+	if a.vip == nil {
+		return nil, ""
+	}
+	return []netip.Prefix{netip.PrefixFrom(a.vip.v4, a.vip.cfg.Prefix4.Bits()), netip.PrefixFrom(a.vip.v6, a.vip.cfg.Prefix6.Bits())}, a.vip.devName
 }
 
 // Node is the agent's node (closed by the agent's Close).
@@ -178,5 +209,13 @@ func (a *Agent) Node() *Node { return a.node }
 // Control is the agent's control socket.
 func (a *Agent) Control() string { return a.a.Control() }
 
-// Close stops the agent and its node.
-func (a *Agent) Close() error { return a.a.Close() }
+// Close stops the agent and its node, and its virtual network first (its
+// device, addresses and routes taken off the host).
+func (a *Agent) Close() error {
+	var err error
+	if a.vip != nil {
+		a.a.SetStatus(nil)
+		err = a.vip.close()
+	}
+	return errors.Join(err, a.a.Close())
+}

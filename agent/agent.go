@@ -79,6 +79,8 @@ type Agent struct {
 	ends streamEnds
 	// refused logs a refused control request.
 	refused func(format string, args ...any)
+	// more adds what services above the agent report (SetStatus).
+	more statusHook
 }
 
 // Start brings the node up and serves the control API and echo service.
@@ -189,6 +191,7 @@ func (a *Agent) status(w http.ResponseWriter, r *http.Request) {
 	for hub, m := range a.node.CachedMethods() {
 		st.Cache[hub.Short()] = string(m)
 	}
+	a.more.fill(&st)
 	writeJSON(w, st)
 }
 

@@ -158,6 +158,7 @@ func hold(ctx context.Context, who string, n *gridlink.Node, verbose bool) (cont
 
 func nodeCmd() *cobra.Command {
 	var nf nodeFlags
+	var vf vipFlags
 	var control string
 	var allowExit bool
 	c := &cobra.Command{
@@ -170,7 +171,8 @@ stopped or when the hubs refuse it for good (its certificate, role or name).`,
 		Example: `  gridlink node --name das3v-n1 --hub 198.51.100.10:7946
   gridlink node --hub 10.4.0.10:7946 --ports 40000-40100 --prefer 10.2.0.0/24
   gridlink node --hub 198.51.100.10:7946 --portmap   # behind a home router: ask it for an inbound port
-  gridlink node --hub ssh://root@10.5.0.1/127.0.0.1:7946 --identity ~/.ssh/id_ed25519   # through the frontend's sshd`,
+  gridlink node --hub ssh://root@10.5.0.1/127.0.0.1:7946 --identity ~/.ssh/id_ed25519   # through the frontend's sshd
+  gridlink node --hub 198.51.100.10:7946 --vip   # on the grid's virtual IP network (as root)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := signalContext()
@@ -179,7 +181,11 @@ stopped or when the hubs refuse it for good (its certificate, role or name).`,
 			if err != nil {
 				return err
 			}
-			a, err := gridlink.StartAgent(ctx, gridlink.AgentConfig{Control: control, Node: cfg, AllowExit: allowExit})
+			vc, err := vf.config(cmd)
+			if err != nil {
+				return err
+			}
+			a, err := gridlink.StartAgent(ctx, gridlink.AgentConfig{Control: control, Node: cfg, AllowExit: allowExit, VIP: vc})
 			if err != nil {
 				return flagWords(err)
 			}
@@ -195,6 +201,7 @@ stopped or when the hubs refuse it for good (its certificate, role or name).`,
 				where = "without a hub"
 			}
 			fmt.Fprintf(os.Stderr, "gridlink node %s (%s) %s; addresses %v; control socket %s (%s)\n", m.Name, m.ID.Short(), where, m.Addrs, a.Control(), who)
+			printVIPStart(a)
 			ctx, refused := hold(ctx, "gridlink node", a.Node(), nf.verbose)
 			<-ctx.Done()
 			if err := refused(); err != nil {
@@ -206,6 +213,7 @@ stopped or when the hubs refuse it for good (its certificate, role or name).`,
 	}
 	nf.add(c, hostname())
 	c.Flags().StringVar(&control, "control", "", "control socket, which only this uid and root may use (default: @gridlink-agent for root, else $XDG_RUNTIME_DIR/gridlink/agent.sock or /tmp/gridlink-UID/agent.sock)")
+	vf.add(c)
 	c.Flags().BoolVar(&allowExit, "allow-exit", false, "let other nodes' SOCKS clients reach TCP hosts from here (gridlink socks --exit)")
 	return c
 }
@@ -300,6 +308,7 @@ func statusCmd() *cobra.Command {
 				fmt.Printf("cached: hub %s -> %s\n", h, m)
 			}
 			fmt.Printf("%s\n%s\n", st.NAT.Words(), st.PortMap.Words())
+			printVIPStatus(st.VIP)
 			return nil
 		},
 	}

@@ -30,6 +30,8 @@ type Agent struct {
 	Cache   map[string]string `json:"cache"`
 	NAT     NAT               `json:"nat"`
 	PortMap PortMap           `json:"port_map"`
+	// VIP is the node's virtual IP network, while it runs one.
+	VIP *VIP `json:"vip,omitempty"`
 }
 
 // Conn is one open virtual connection.

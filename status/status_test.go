@@ -12,7 +12,7 @@ import (
 // answer, and what the lab and other programs parse. Changing a name
 // here changes the wire format; a quantity's name ends in its unit.
 var schema = map[reflect.Type][]string{
-	reflect.TypeFor[Agent]():       {"node", "attach", "observed", "conns", "cache", "nat", "port_map"},
+	reflect.TypeFor[Agent]():       {"node", "attach", "observed", "conns", "cache", "nat", "port_map", "vip"},
 	reflect.TypeFor[Conn]():        {"local", "remote", "method"},
 	reflect.TypeFor[Ping]():        {"addr", "peer", "method", "methods", "setup_ms", "spare", "rtt_ms", "error"},
 	reflect.TypeFor[Perf]():        {"addr", "method", "bytes", "seconds", "mbit_per_s", "error"},
@@ -24,7 +24,12 @@ var schema = map[reflect.Type][]string{
 	reflect.TypeFor[Route]():       {"hub", "name", "reachable", "next_hop", "hops", "latency_ms", "state", "addrs", "nodes"},
 	reflect.TypeFor[Link]():        {"peer", "name", "role", "remote", "dialed", "rtt_ms", "circuits", "queued_bytes"},
 	reflect.TypeFor[Copy]():        {"files", "dirs", "failed", "bytes", "sent_bytes", "kept_bytes", "attempts", "seconds", "mbit_per_s", "errors", "method", "streams", "failure", "push_error"},
-	reflect.TypeFor[CopyError]():   {"path", "error", "changed"},
+	reflect.TypeFor[VIP]():         {"device", "addrs", "mtu_bytes", "claim", "peers", "drops"},
+	reflect.TypeFor[VIPPeer](): {"id", "name", "addrs", "path", "paths", "connected", "queued_packets", "sent_packets", "sent_bytes", "recv_packets", "recv_bytes",
+		"queue_full_packets", "conn_lost_packets", "spoofed_packets"},
+	reflect.TypeFor[VIPDrops](): {"malformed_packets", "not_unicast_packets", "source_not_ours_packets", "too_big_packets", "no_route_packets", "queue_full_packets",
+		"conn_lost_packets", "no_connection_packets", "spoofed_packets", "not_for_us_packets", "device_write_packets"},
+	reflect.TypeFor[CopyError](): {"path", "error", "changed"},
 }
 
 // Every field of every shape names itself in a tag (no Go names on the

@@ -13,10 +13,16 @@
 //     into one batch again, GRO), and Attach opens an existing device (one
 //     that "ip tuntap add" made) with or without them;
 //   - the contract of the buffers (Offset of headroom, MaxPacket bytes of
-//     capacity) under which the offloads work.
+//     capacity) under which the offloads work;
+//   - on Linux, a node's device on the host (host.go, host_linux.go:
+//     Setup): created, its addresses on it, their prefixes routed through
+//     it, its link up, with rtnetlink (github.com/vishvananda/netlink);
+//     all of it taken off again on Close; failures as a SetupError naming
+//     the step (os.ErrPermission: needs root or CAP_NET_ADMIN), a prefix
+//     routed elsewhere as a RouteTakenError.
 //
-// It leaves out: addresses, routes and link state of the device (whoever
-// makes the device sets them; Create only sets the MTU), packet parsing
+// It leaves out: the link state of a device made by Create or attached
+// (whoever makes the device sets it; Create only sets the MTU), packet parsing
 // and routing (vip's job), network namespaces (a caller that wants the
 // device in another namespace calls Attach on a thread that is there),
 // and every platform but Linux: elsewhere the constructors return

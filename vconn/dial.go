@@ -47,7 +47,7 @@ func (n *Node) Dial(ctx context.Context, addr string) (*Conn, error) {
 		n.cfg.Logf("vconn: dial %s: %s failed (%v); the name now names %s: trying that", addr, target, why, fresh)
 		return fresh, true
 	}
-	c, err := n.dialMachine(ctx, target, port, recheck)
+	c, err := n.dialMachine(ctx, target, port, recheck, nil)
 	if err == nil {
 		return c, nil
 	}
@@ -81,18 +81,30 @@ type result struct {
 // DialMachine connects to port on the target machine: the cached method
 // for its site first, else a race of every method that could work.
 func (n *Node) DialMachine(ctx context.Context, target identity.Machine, port uint16) (*Conn, error) {
-	return n.dialMachine(ctx, target, port, nil)
+	return n.dialMachine(ctx, target, port, nil, nil)
 }
 
-// dialMachine is DialMachine; when the cached method fails, recheck (if
-// given) may name another machine to race for instead: the name dialled
-// now names it.
-func (n *Node) dialMachine(ctx context.Context, target identity.Machine, port uint16, recheck func(context.Context, error) (identity.Machine, bool)) (*Conn, error) {
+// DialMachineVia is DialMachine by the methods via only (none: every
+// method): the cached method for the target's site first if it is one of
+// them, else a race of those of them that could work. When none of them
+// could (each disabled, or impossible toward the target), it tries none
+// and fails with a *RaceError saying why of each, which unwraps to
+// ErrNoneApplies. A virtual network's shortcut is a dial via direct,
+// reverse and splice.
+func (n *Node) DialMachineVia(ctx context.Context, target identity.Machine, port uint16, via ...Method) (*Conn, error) {
+	return n.dialMachine(ctx, target, port, nil, via)
+}
+
+// dialMachine is DialMachine by the methods via (nil: all); when the
+// cached method fails, recheck (if given) may name another machine to
+// race for instead: the name dialled now names it.
+func (n *Node) dialMachine(ctx context.Context, target identity.Machine, port uint16, recheck func(context.Context, error) (identity.Machine, bool), via []Method) (*Conn, error) {
 	start := time.Now()
+	target = n.unhidden(target)
 	n.memo.mu.Lock()
 	cached, ok := n.memo.methods[target.Hub]
 	n.memo.mu.Unlock()
-	if ok && !n.cfg.NoCache && n.possible(cached, target) == nil {
+	if ok && !n.cfg.NoCache && allowed(via, cached) && n.possible(cached, target) == nil {
 		r := n.attempt(ctx, cached, target, port, spliceAttempts)
 		if r.err == nil {
 			return n.commit(r, target, port, start)
@@ -106,11 +118,11 @@ func (n *Node) dialMachine(ctx context.Context, target identity.Machine, port ui
 		n.memo.mu.Unlock()
 		if recheck != nil {
 			if fresh, ok := recheck(ctx, r.err); ok {
-				target = fresh
+				target = n.unhidden(fresh)
 			}
 		}
 	}
-	r, err := n.race(ctx, target, port)
+	r, err := n.race(ctx, target, port, via)
 	if err != nil {
 		return nil, err
 	}
@@ -120,6 +132,11 @@ func (n *Node) dialMachine(ctx context.Context, target identity.Machine, port ui
 		n.memo.mu.Unlock()
 	}
 	return n.commit(r, target, port, start)
+}
+
+// allowed reports whether m is among via (nil: every method is).
+func allowed(via []Method, m Method) bool {
+	return via == nil || slices.Contains(via, m)
 }
 
 func (n *Node) commit(r result, target identity.Machine, port uint16, start time.Time) (*Conn, error) {

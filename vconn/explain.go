@@ -24,6 +24,7 @@ import (
 // application never sees it). It is for diagnosis: `gridlink doctor` tries
 // every method.
 func (n *Node) Try(ctx context.Context, m Method, target identity.Machine, port uint16) (time.Duration, error) {
+	target = n.unhidden(target)
 	if err := n.possible(m, target); err != nil {
 		return 0, err
 	}
@@ -63,7 +64,7 @@ func (n *Node) Facts(target identity.Machine) Facts {
 		f.Local.Observed = n.session.Machine().Observed
 	}
 	f.LocalNAT, f.LocalNATAt, f.LocalNATErr = n.NAT()
-	f.LocalNets, _ = direct.LocalPrefixes()
+	f.LocalNets = n.localPrefixes()
 	return f
 }
 

@@ -8,7 +8,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/identity"
 )
 
@@ -140,7 +139,7 @@ func (n *Node) plausible(m Method, target identity.Machine) bool {
 	if mm == nil {
 		return false
 	}
-	local, _ := direct.LocalPrefixes()
+	local := n.localPrefixes()
 	n.self.mu.Lock()
 	nonRouted := n.self.nonRouted
 	n.self.mu.Unlock()

@@ -55,7 +55,10 @@ type Config struct {
 	// credentials for a grid with a CA (Key is then Creds.Key); default:
 	// a self-signed certificate for Key, an open grid admitting any key.
 	Creds *pki.Credentials
-	Logf  func(format string, args ...any)
+	// Hide are networks the node neither advertises nor dials (hide.go):
+	// a virtual network carried over the overlay. None by default.
+	Hide []netip.Prefix
+	Logf func(format string, args ...any)
 }
 
 // Node is one process's presence in the overlay: its identity, its direct
@@ -134,11 +137,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		spares:   spares{byTarget: map[identity.ID][]*spare{}, flights: map[identity.ID]*spareFlight{}, held: map[*direct.Conn]bool{}},
 		noSplice: &nat.Backoff[identity.ID]{Min: spliceFailedFor},
 	}
-	n.dialer = &direct.Dialer{Creds: creds, Preferred: cfg.Preferred, SSH: cfg.SSH,
+	n.dialer = &direct.Dialer{Creds: creds, Preferred: cfg.Preferred, SSH: cfg.SSH, Local: n.localPrefixes,
 		Admit: func(p pki.Peer, req string) error { return n.admitDirect(p, req, true) }}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	var err error
-	n.direct, err = direct.Listen(ctx, direct.ListenConfig{Creds: creds, Addr: cfg.ListenAddr, Ports: cfg.Ports, Check: n.checkDirect,
+	n.direct, err = direct.Listen(ctx, direct.ListenConfig{Creds: creds, Addr: cfg.ListenAddr, Ports: cfg.Ports, Check: n.checkDirect, Local: n.localPrefixes,
 		Admit:  func(p pki.Peer, req string) error { return n.admitDirect(p, req, false) },
 		Logger: slog.New(logfHandler{logf: cfg.Logf})})
 	if err != nil {

@@ -12,15 +12,19 @@ import (
 	"github.com/gridlink/gridlink/identity"
 )
 
-// race runs the possible methods with head starts and picks the most
-// direct success: a less direct method that succeeds first waits a bounded
-// time (graceFor) for more direct attempts still running.
-func (n *Node) race(ctx context.Context, target identity.Machine, port uint16) (result, error) {
+// race runs the possible methods (of via; nil: of all) with head starts
+// and picks the most direct success: a less direct method that succeeds
+// first waits a bounded time (graceFor) for more direct attempts still
+// running.
+func (n *Node) race(ctx context.Context, target identity.Machine, port uint16, via []Method) (result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var racing []Method
 	errs := map[Method]error{}
 	for _, m := range allMethods() {
+		if !allowed(via, m) {
+			continue
+		}
 		if err := n.possible(m, target); err != nil {
 			errs[m] = err
 			continue
@@ -28,7 +32,7 @@ func (n *Node) race(ctx context.Context, target identity.Machine, port uint16) (
 		racing = append(racing, m)
 	}
 	if len(racing) == 0 {
-		return result{}, raceError(target, errs)
+		return result{}, &RaceError{Target: target, Errs: errs, NoneApplied: true}
 	}
 	results := make(chan result, len(racing))
 	raceStart := time.Now()
@@ -183,6 +187,12 @@ const graceMargin = 10 * time.Millisecond
 // ErrNoMethod is wrapped by the error of a dial that no method won.
 var ErrNoMethod = errors.New("no method reached the target")
 
+// ErrNoneApplies is wrapped (besides ErrNoMethod) by the error of a dial
+// that tried no method: none of those it could use could work toward the
+// target (disabled, no hub at either end, no address to reach; the
+// RaceError says why of each).
+var ErrNoneApplies = errors.New("no method applies to the target")
+
 // RaceError is a race that no method won: every method's error, each a
 // *MethodError (errors.As on Errs' values). It unwraps to ErrNoMethod and,
 // when the node has no hub, to the *NotAttachedError (which its text then
@@ -190,6 +200,8 @@ var ErrNoMethod = errors.New("no method reached the target")
 type RaceError struct {
 	Target identity.Machine
 	Errs   map[Method]error
+	// NoneApplied: no method was tried, none could work (ErrNoneApplies).
+	NoneApplied bool
 }
 
 // notAttached is the *NotAttachedError one of e's methods met, or nil.
@@ -223,10 +235,14 @@ func (e *RaceError) Error() string {
 }
 
 func (e *RaceError) Unwrap() []error {
-	if na := e.notAttached(); na != nil {
-		return []error{ErrNoMethod, na}
+	errs := []error{ErrNoMethod}
+	if e.NoneApplied {
+		errs = append(errs, ErrNoneApplies)
 	}
-	return []error{ErrNoMethod}
+	if na := e.notAttached(); na != nil {
+		errs = append(errs, na)
+	}
+	return errs
 }
 
 func raceError(target identity.Machine, errs map[Method]error) error {
