@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/agent"
+	"github.com/gridlink/gridlink/metrics"
 	"github.com/gridlink/gridlink/vconn"
 )
 
@@ -141,7 +142,7 @@ func (n *Node) WatchAttach(ctx context.Context, f func(AttachChange)) {
 
 // AgentConfig configures a node agent: the node, its control socket and
 // the services it offers other nodes. The zero value works: a node of the
-// zero Config, the default control socket, no exit.
+// zero Config, the default control socket, no exit, no metrics endpoint.
 type AgentConfig struct {
 	Node Config
 	// Control is the control socket (which only this uid and root may
@@ -150,13 +151,19 @@ type AgentConfig struct {
 	Control string
 	// AllowExit lets other nodes' SOCKS clients reach TCP hosts from here.
 	AllowExit bool
+	// Metrics is the address of the agent's Prometheus endpoint, /metrics
+	// (HOST:PORT; :PORT or PORT bind DefaultMetricsHost, loopback); empty:
+	// none. It answers whoever reaches it: the node's byte and setup
+	// counts by path kind and method, no peers' names or addresses.
+	Metrics string
 }
 
 // Agent is a running node agent: a node and the local control API other
 // programs (and the gridlink commands) use through its client.
 type Agent struct {
-	a    *agent.Agent
-	node *Node
+	a       *agent.Agent
+	node    *Node
+	metrics *metrics.Server // nil without AgentConfig.Metrics
 }
 
 // StartAgent starts a node (as Start does) and serves its control API.
@@ -165,11 +172,25 @@ func StartAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	var ms *metrics.Server
+	if cfg.Metrics != "" {
+		if ms, err = metrics.Listen(cfg.Metrics); err != nil {
+			return nil, err
+		}
+	}
 	a, err := agent.Start(ctx, agent.Config{Control: cfg.Control, Node: vc, AllowExit: cfg.AllowExit})
+	if err == nil && ms != nil {
+		if err = ms.Serve(nodeMetrics(a.Node())); err != nil {
+			a.Close()
+		}
+	}
 	if err != nil {
+		if ms != nil {
+			ms.Close()
+		}
 		return nil, err
 	}
-	return &Agent{a: a, node: &Node{n: a.Node()}}, nil
+	return &Agent{a: a, node: &Node{n: a.Node()}, metrics: ms}, nil
 }
 
 // Node is the agent's node (closed by the agent's Close).
@@ -178,5 +199,10 @@ func (a *Agent) Node() *Node { return a.node }
 // Control is the agent's control socket.
 func (a *Agent) Control() string { return a.a.Control() }
 
-// Close stops the agent and its node.
-func (a *Agent) Close() error { return a.a.Close() }
+// Close stops the agent, its node and its metrics endpoint.
+func (a *Agent) Close() error {
+	if a.metrics != nil {
+		a.metrics.Close()
+	}
+	return a.a.Close()
+}

@@ -12,19 +12,25 @@ import (
 // answer, and what the lab and other programs parse. Changing a name
 // here changes the wire format; a quantity's name ends in its unit.
 var schema = map[reflect.Type][]string{
-	reflect.TypeFor[Agent]():       {"node", "attach", "observed", "conns", "cache", "nat", "port_map"},
-	reflect.TypeFor[Conn]():        {"local", "remote", "method"},
-	reflect.TypeFor[Ping]():        {"addr", "peer", "method", "methods", "setup_ms", "spare", "rtt_ms", "error"},
-	reflect.TypeFor[Perf]():        {"addr", "method", "bytes", "seconds", "mbit_per_s", "error"},
-	reflect.TypeFor[Diagnosis]():   {"node", "host", "nat", "port_map", "target", "methods", "verdict", "lookup_ms"},
-	reflect.TypeFor[MethodCheck](): {"method", "ok", "ms", "why", "error", "end", "cause"},
-	reflect.TypeFor[NAT]():         {"class", "allocation", "predictable", "at", "error"},
-	reflect.TypeFor[PortMap]():     {"enabled", "mapped", "protocol", "gateway", "internal", "external", "advertised", "lease_s", "expires", "renewals", "at", "error"},
-	reflect.TypeFor[Hub]():         {"name", "id", "addr", "routes", "links", "nodes"},
-	reflect.TypeFor[Route]():       {"hub", "name", "reachable", "next_hop", "hops", "latency_ms", "state", "addrs", "nodes"},
-	reflect.TypeFor[Link]():        {"peer", "name", "role", "remote", "dialed", "rtt_ms", "circuits", "queued_bytes"},
-	reflect.TypeFor[Copy]():        {"files", "dirs", "failed", "bytes", "sent_bytes", "kept_bytes", "attempts", "seconds", "mbit_per_s", "errors", "method", "streams", "failure", "push_error"},
-	reflect.TypeFor[CopyError]():   {"path", "error", "changed"},
+	reflect.TypeFor[Agent]():        {"node", "attach", "observed", "conns", "cache", "nat", "port_map"},
+	reflect.TypeFor[Conn]():         {"local", "remote", "method"},
+	reflect.TypeFor[Ping]():         {"addr", "peer", "method", "methods", "setup_ms", "spare", "rtt_ms", "error"},
+	reflect.TypeFor[Perf]():         {"addr", "method", "bytes", "seconds", "mbit_per_s", "error"},
+	reflect.TypeFor[Diagnosis]():    {"node", "host", "nat", "port_map", "target", "methods", "verdict", "lookup_ms"},
+	reflect.TypeFor[MethodCheck]():  {"method", "ok", "ms", "why", "error", "end", "cause"},
+	reflect.TypeFor[NAT]():          {"class", "allocation", "predictable", "at", "error"},
+	reflect.TypeFor[PortMap]():      {"enabled", "mapped", "protocol", "gateway", "internal", "external", "advertised", "lease_s", "expires", "renewals", "at", "error"},
+	reflect.TypeFor[Hub]():          {"name", "id", "addr", "routes", "links", "nodes"},
+	reflect.TypeFor[Route]():        {"hub", "name", "reachable", "next_hop", "hops", "latency_ms", "state", "addrs", "nodes"},
+	reflect.TypeFor[Link]():         {"peer", "name", "role", "remote", "dialed", "rtt_ms", "circuits", "queued_bytes"},
+	reflect.TypeFor[Copy]():         {"files", "dirs", "failed", "bytes", "sent_bytes", "kept_bytes", "attempts", "seconds", "mbit_per_s", "errors", "method", "streams", "failure", "push_error"},
+	reflect.TypeFor[CopyError]():    {"path", "error", "changed"},
+	reflect.TypeFor[NodeCounters](): {"paths", "setups", "setup_times"},
+	reflect.TypeFor[PathBytes]():    {"path", "sent_bytes", "received_bytes", "open"},
+	reflect.TypeFor[SetupCount]():   {"method", "outcome", "count"},
+	reflect.TypeFor[Histogram]():    {"method", "upper_s", "counts", "count", "sum_s"},
+	reflect.TypeFor[HubCounters]():  {"switched_bytes", "circuits_opened", "refusals"},
+	reflect.TypeFor[Refusal]():      {"what", "reason", "count"},
 }
 
 // Every field of every shape names itself in a tag (no Go names on the

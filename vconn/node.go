@@ -83,6 +83,7 @@ type Node struct {
 	spares spares
 	self   self
 	pm     portMapState // Config.PortMap (portmap.go)
+	counts counters     // for metrics (counters.go): atomics, no lock
 	// testPredict, set by tests only (before use), rewrites this node's
 	// splice predictions (natstate.go).
 	testPredict func([]netip.AddrPort) []netip.AddrPort
@@ -345,6 +346,7 @@ func (n *Node) deliver(c net.Conn, method Method, peer identity.Machine, port ui
 }
 
 func (n *Node) track(c *Conn) *Conn {
+	c.bytes = n.counts.path(c.method)
 	if pc := c.session(); pc != nil {
 		c.peer = pc.Peer
 	}

@@ -109,6 +109,9 @@ type Hub struct {
 	// crash would; for tests.
 	vanish atomic.Bool
 
+	// What it counts for metrics (counters.go): atomics, no lock.
+	counts hubCounters
+
 	// Strangers (accept.go).
 	gate  direct.Gate   // bounds pending handshakes
 	quiet *direct.Quiet // rate-limits what strangers make the hub log
