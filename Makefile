@@ -8,7 +8,9 @@ FUZZTIME ?= 60s
 # miniupnpd-nftables is the IGD of igd=on lab sites: the daemon alone (the
 # nftables build, like the lab's NATs), not the miniupnpd package, whose
 # system service would start in the root namespace.
-DEBS     := iproute2 nftables iputils-ping iperf3 socat openssh-server openssh-client miniupnpd-nftables curl python3-socks python3-socksio
+# prometheus brings promtool, which checks the /metrics output
+# (TestMetricsScrapedDuringTraffic); its server is not used.
+DEBS     := iproute2 nftables iputils-ping iperf3 socat openssh-server openssh-client miniupnpd-nftables curl python3-socks python3-socksio prometheus
 
 .PHONY: all build deps test unit lab-test demo bench fuzz down clean
 all: build
