@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -43,13 +44,13 @@ func Addr(addr string) (string, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		var ae *net.AddrError
-		if !errors.As(err, &ae) {
-			return "", err
-		}
-		host, port = "", addr // a bare port
-		if _, err := net.LookupPort("tcp", port); err != nil {
+		if !errors.As(err, &ae) || strings.ContainsAny(addr, ":[]") {
 			return "", fmt.Errorf("metrics address %q: want HOST:PORT, :PORT or PORT", addr)
 		}
+		host, port = "", addr // a bare port
+	}
+	if _, err := net.LookupPort("tcp", port); err != nil || port == "" {
+		return "", fmt.Errorf("metrics address %q: want HOST:PORT, :PORT or PORT", addr)
 	}
 	if host == "" {
 		host = DefaultHost
