@@ -127,7 +127,9 @@ func (n *Node) attempt(ctx context.Context, m Method, target identity.Machine, p
 		err = fmt.Errorf("method %s is not available", m)
 	}
 	err = n.classify(m, err)
-	n.counts.setupDone(ctx, m, err)
+	if !n.cfg.NoCounters {
+		n.counts.setupDone(ctx, m, err)
+	}
 	return result{method: m, conn: c, err: err, elapsed: time.Since(start), target: target, spare: spared && err == nil}
 }
 

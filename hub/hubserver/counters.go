@@ -44,12 +44,31 @@ const (
 
 // hubCounters are a hub's counts (Hub.counts).
 type hubCounters struct {
-	switched atomic.Uint64 // circuit payload bytes passed on
-	opened   atomic.Uint64 // circuits opened through this hub
-	refused  [len(refusalKinds)]atomic.Uint64
+	off     bool          // Config.NoCounters: count nothing
+	bytes   atomic.Uint64 // circuit payload bytes passed on
+	opened  atomic.Uint64 // circuits opened through this hub
+	refused [len(refusalKinds)]atomic.Uint64
 }
 
-func (c *hubCounters) refuse(r refusal) { c.refused[r].Add(1) }
+func (c *hubCounters) refuse(r refusal) {
+	if !c.off {
+		c.refused[r].Add(1)
+	}
+}
+
+// circuit counts a circuit opened.
+func (c *hubCounters) circuit() {
+	if !c.off {
+		c.opened.Add(1)
+	}
+}
+
+// switched counts n bytes of circuit payload passed on.
+func (c *hubCounters) switched(n int) {
+	if !c.off {
+		c.bytes.Add(uint64(n))
+	}
+}
 
 // linkRefusal is the counted reason of a link refusal's wire code.
 func linkRefusal(code string) refusal {
@@ -64,7 +83,7 @@ func linkRefusal(code string) refusal {
 
 // Counters returns what the hub counted since it started.
 func (h *Hub) Counters() status.HubCounters {
-	out := status.HubCounters{SwitchedBytes: h.counts.switched.Load(), CircuitsOpened: h.counts.opened.Load()}
+	out := status.HubCounters{SwitchedBytes: h.counts.bytes.Load(), CircuitsOpened: h.counts.opened.Load()}
 	for i, k := range refusalKinds {
 		out.Refusals = append(out.Refusals, status.Refusal{What: k.what, Reason: k.reason, Count: h.counts.refused[i].Load()})
 	}

@@ -83,6 +83,9 @@ type Config struct {
 	// Listen (tests: an in-memory network, internal/memnet, so a hub runs
 	// in a testing/synctest bubble); Serve closes it.
 	Listener net.Listener
+	// NoCounters turns the hub's counters off (Counters reports zeros):
+	// for the benchmark that measures what counting and metrics cost.
+	NoCounters bool
 }
 
 // Hub is a hub server. Make one with New and run it with Serve.
@@ -158,6 +161,7 @@ func New(cfg Config) (*Hub, error) {
 	}
 	h := &Hub{
 		cfg:      cfg,
+		counts:   hubCounters{off: cfg.NoCounters},
 		id:       cfg.Creds.Key.ID(),
 		interval: cfg.Interval,
 		logf:     cfg.Logf,

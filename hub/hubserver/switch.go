@@ -126,7 +126,7 @@ func (h *Hub) open(p *peer, f wire.Frame) error {
 	}
 	p.circuits[id] = circRef{c, 0}
 	p.cmu.Unlock()
-	h.counts.opened.Add(1)
+	h.counts.circuit()
 	out.t.Send(wire.TOpen, 0, oid, payload)
 	return nil
 }
@@ -160,7 +160,7 @@ func (h *Hub) switchFrame(p *peer, f wire.Frame) error {
 			h.abort(c, fmt.Sprintf("hub %s: circuit from %s overran its window", h.cfg.Name, p.t.Desc()))
 			return nil
 		}
-		h.counts.switched.Add(uint64(len(f.Payload)))
+		h.counts.switched(len(f.Payload))
 	case wire.TWindow:
 		n, err := wire.DecodeWindow(f.Payload)
 		if err != nil {
