@@ -87,12 +87,14 @@ func TestNodeCollector(t *testing.T) {
 		Setups:     []status.SetupCount{{Method: "direct", Outcome: status.SetupOK, Count: 3}, {Method: "routed", Outcome: status.SetupFailed, Count: 1}},
 		SetupTimes: []status.Histogram{{Method: "direct", UpperS: []float64{0.01, 0.1}, Counts: []uint64{1, 2}, Count: 3, SumS: 1.5}},
 	}
-	n := &Node{Counters: func() status.NodeCounters { return c }, Attached: func() bool { return true }}
+	n := &Node{Counters: func() status.NodeCounters { return c }, Attached: func() bool { return true },
+		Virtual: func() status.PathBytes { return status.PathBytes{SentBytes: 99, Open: 3} }}
 	want := `
 # HELP gridlink_node_sent_bytes_total Payload bytes written to the node's virtual connections, by path kind (direct, reverse, splice, routed; virtual: the virtual network).
 # TYPE gridlink_node_sent_bytes_total counter
 gridlink_node_sent_bytes_total{path="direct"} 10
 gridlink_node_sent_bytes_total{path="routed"} 5
+gridlink_node_sent_bytes_total{path="virtual"} 99
 # HELP gridlink_node_setup_duration_seconds How long the setups of the connections the node dialled took, by the method that made them.
 # TYPE gridlink_node_setup_duration_seconds histogram
 gridlink_node_setup_duration_seconds_bucket{method="direct",le="0.01"} 1
@@ -104,6 +106,7 @@ gridlink_node_setup_duration_seconds_count{method="direct"} 3
 # TYPE gridlink_node_connections gauge
 gridlink_node_connections{path="direct"} 2
 gridlink_node_connections{path="routed"} 0
+gridlink_node_connections{path="virtual"} 3
 # HELP gridlink_node_attached 1 while the node is attached to a hub, else 0.
 # TYPE gridlink_node_attached gauge
 gridlink_node_attached 1

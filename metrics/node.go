@@ -12,6 +12,10 @@ type Node struct {
 	Counters func() status.NodeCounters
 	// Attached, if set, says whether the node is attached to a hub now.
 	Attached func() bool
+	// Virtual, if set, reads the virtual IP network's bytes and peers
+	// (package vip), reported as path kind "virtual" (status.PathVirtual);
+	// nil: no such series (a node without --vip).
+	Virtual func() status.PathBytes
 }
 
 var (
@@ -36,6 +40,11 @@ func (n *Node) Describe(ch chan<- *prometheus.Desc) {
 // Collect reads the node's counters and sends them.
 func (n *Node) Collect(ch chan<- prometheus.Metric) {
 	c := n.Counters()
+	if n.Virtual != nil {
+		v := n.Virtual()
+		v.Path = status.PathVirtual
+		c.Paths = append(c.Paths, v)
+	}
 	for _, p := range c.Paths {
 		ch <- prometheus.MustNewConstMetric(nodeSent, prometheus.CounterValue, float64(p.SentBytes), p.Path)
 		ch <- prometheus.MustNewConstMetric(nodeReceived, prometheus.CounterValue, float64(p.ReceivedBytes), p.Path)

@@ -12,8 +12,9 @@ const (
 	PathReverse = "reverse"
 	PathSplice  = "splice"
 	PathRouted  = "routed"
-	// PathVirtual is reserved for the virtual IP network's packets
-	// (package vip), which the node does not count yet.
+	// PathVirtual is the virtual IP network's packets (package vip):
+	// metrics.Node.Virtual reports them where a node runs one (Open: its
+	// peers with a connection).
 	PathVirtual = "virtual"
 )
 
