@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -121,8 +122,9 @@ func echoRound(t *testing.T, c net.Conn, size int) {
 // serving /metrics. An agent (x) dials another (y) directly; a node that
 // may only route (r, at the other hub) dials y through both hubs. y's
 // counters move on both path kinds, each dialler's setups count its
-// method, both hubs count the routed bytes they switched, and every
-// scrape passes promtool's checks.
+// method, both hubs count the routed bytes they switched; a transfer
+// service counts a put and a get; every scrape passes promtool's
+// checks, and the Grafana dashboard queries only what they hold.
 func TestMetricsScrapedDuringTraffic(t *testing.T) {
 	const size = 1 << 20
 	h1 := serveHub(t, HubConfig{Name: "m1", Metrics: "127.0.0.1:0"})
@@ -252,9 +254,52 @@ func TestMetricsScrapedDuringTraffic(t *testing.T) {
 	}
 	h2s.get(t, `gridlink_hub_link_rtt_seconds{peer="m1"}`)
 	h2s.get(t, `gridlink_hub_refusals_total{reason="not-admitted",what="connection"}`)
+	// a transfer service: a put and a get, counted when they end
+	served, local := t.TempDir(), t.TempDir()
+	scfg := Config{Name: "msrv", Hubs: []string{h1.Addr().String()}, ListenAddr: "127.0.0.1"}
+	sn, err := Start(ctx, scfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sn.Close()
+	svc, err := ServeTransfers(sn, scfg, ServeConfig{Root: served, Metrics: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	sctx, scancel := context.WithCancel(ctx)
+	defer scancel()
+	go svc.Serve(sctx)
+	src := filepath.Join(local, "data")
+	if err := os.WriteFile(src, bytes.Repeat([]byte("x"), size), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cc := CopyConfig{Node: Config{Name: "mcp", Hubs: []string{h1.Addr().String()}, ListenAddr: "127.0.0.1"}}
+	if _, err := Copy(ctx, cc, CopyPlan{Kind: CopyPut, Srcs: []string{src}, DstNode: "msrv", Dst: "in"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Copy(ctx, cc, CopyPlan{Kind: CopyGet, SrcNode: "msrv", Srcs: []string{"in"}, Dst: filepath.Join(local, "back")}); err != nil {
+		t.Fatal(err)
+	}
+	ts := scrapeMetrics(t, svc.MetricsAddr())
+	for _, op := range []string{"put", "get"} {
+		if v := ts.get(t, `gridlink_transfer_sessions_total{op="`+op+`",outcome="ok"}`); v != 1 {
+			t.Errorf("transfers: %v %s sessions ok; want 1", v, op)
+		}
+		if v := ts.get(t, `gridlink_transfer_files_total{op="`+op+`",outcome="ok"}`); v != 1 {
+			t.Errorf("transfers: %v files by %s; want 1", v, op)
+		}
+		if v := ts.get(t, `gridlink_transfer_sent_bytes_total{op="`+op+`",outcome="ok"}`); v != size {
+			t.Errorf("transfers: %v bytes sent by %s; want %d", v, op, size)
+		}
+	}
+	if v := ts.get(t, `gridlink_transfer_sessions_total{op="push",outcome="failed"}`); v != 0 {
+		t.Errorf("transfers: %v failed pushes; want none", v)
+	}
+	ts.get(t, `gridlink_node_sent_bytes_total{path="direct"}`) // the service's node, too
 	// no node's name or address as a label
-	for _, s := range []scrape{ys, xs, rs, h1s, h2s} {
-		for _, word := range []string{"my", "mx", "mr", "127.0.0.1"} {
+	for _, s := range []scrape{ys, xs, rs, h1s, h2s, ts} {
+		for _, word := range []string{"my", "mx", "mr", "mcp", "msrv", "127.0.0.1"} {
 			for series := range s.samples {
 				if strings.Contains(series, `"`+word+`"`) || strings.Contains(series, word+":") {
 					t.Errorf("series %s names the node or address %s", series, word)
@@ -265,10 +310,10 @@ func TestMetricsScrapedDuringTraffic(t *testing.T) {
 	// Go and process collectors
 	ys.get(t, `go_goroutines`)
 	ys.get(t, `process_resident_memory_bytes`)
-	for what, s := range map[string]scrape{"node y": ys, "node x": xs, "node r": rs, "hub m1": h1s, "hub m2": h2s} {
+	for what, s := range map[string]scrape{"node y": ys, "node x": xs, "node r": rs, "hub m1": h1s, "hub m2": h2s, "transfers": ts} {
 		s.lint(t, what)
 	}
-	checkDashboard(t, "docs/grafana/gridlink.json", ys, h1s)
+	checkDashboard(t, "docs/grafana/gridlink.json", ys, h1s, ts)
 }
 
 // metricName finds the names a PromQL expression selects: the module's

@@ -92,3 +92,26 @@ type Refusal struct {
 	Reason string `json:"reason"`
 	Count  uint64 `json:"count"`
 }
+
+// TransferCounters is what a transfer service counted (package xfer's
+// Server.Counters): its sessions by operation and outcome, and their files
+// and bytes, added when each session ends.
+type TransferCounters struct {
+	Ops []TransferOp `json:"ops"` // one per operation and outcome, zero counts included
+}
+
+// TransferOp counts the sessions of one operation ("get": the client
+// copied from the service; "put": to it; "push": the service sent to
+// another, third-party) that ended with one outcome ("ok" or "failed"),
+// and what they moved: files stored and verified, entries that failed,
+// file data sent over their links, and bytes the receiver already had and
+// kept (resume).
+type TransferOp struct {
+	Op        string `json:"op"`
+	Outcome   string `json:"outcome"`
+	Sessions  uint64 `json:"sessions"`
+	Files     uint64 `json:"files"`
+	Failed    uint64 `json:"failed"`
+	SentBytes uint64 `json:"sent_bytes"`
+	KeptBytes uint64 `json:"kept_bytes"`
+}
