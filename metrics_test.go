@@ -281,7 +281,13 @@ func TestMetricsScrapedDuringTraffic(t *testing.T) {
 	if _, err := Copy(ctx, cc, CopyPlan{Kind: CopyGet, SrcNode: "msrv", Srcs: []string{"in"}, Dst: filepath.Join(local, "back")}); err != nil {
 		t.Fatal(err)
 	}
-	ts := scrapeMetrics(t, svc.MetricsAddr())
+	// the service counts a session after its last message: the client
+	// may have returned a moment before
+	var ts scrape
+	testwait.Until(t, "the service to count the put and the get", 10*time.Second, func() bool {
+		ts = scrapeMetrics(t, svc.MetricsAddr())
+		return ts.samples[`gridlink_transfer_sessions_total{op="put",outcome="ok"}`] == 1 && ts.samples[`gridlink_transfer_sessions_total{op="get",outcome="ok"}`] == 1
+	})
 	for _, op := range []string{"put", "get"} {
 		if v := ts.get(t, `gridlink_transfer_sessions_total{op="`+op+`",outcome="ok"}`); v != 1 {
 			t.Errorf("transfers: %v %s sessions ok; want 1", v, op)

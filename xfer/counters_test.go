@@ -4,7 +4,9 @@ import (
 	"context"
 	"path/filepath"
 	"testing"
+	"time"
 
+	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/status"
 )
 
@@ -37,6 +39,15 @@ func TestServerCounters(t *testing.T) {
 	if sum, _ := Get(ctx, dial, []string{"missing"}, filepath.Join(local, "h"), Options{}); sum.Failed != 1 {
 		t.Fatalf("a get of a missing file: %+v; want it failed", sum)
 	}
+	// the server counts a session after its last message: the client
+	// may have returned a moment before
+	testwait.Until(t, "the server to count the three sessions", 10*time.Second, func() bool {
+		n := uint64(0)
+		for _, o := range s.Counters().Ops {
+			n += o.Sessions
+		}
+		return n == 3
+	})
 	if o := op(t, s, "put", "ok"); o.Sessions != 1 || o.Files != 1 || o.SentBytes != 1000 || o.Failed != 0 {
 		t.Errorf("put ok: %+v; want 1 session, 1 file, 1000 bytes", o)
 	}
