@@ -25,8 +25,9 @@ import (
 // loopback (end-to-end TLS over the circuit, as every routed connection),
 // its far end a sink that acknowledges each round. counted: the hub and
 // the nodes count (their defaults) and serve /metrics, which a scraper
-// reads every 100 ms while scraping is on (a Prometheus scrapes every
-// 15 s or so); otherwise nothing counts and nothing is served.
+// reads every second while scraping is on (15 times as often as a
+// Prometheus scraping every 15 s; BenchmarkScrape gives a scrape's CPU
+// time); otherwise nothing counts and nothing is served.
 func routedPair(b *testing.B, counted bool, round int64, scraping *atomic.Bool) net.Conn {
 	b.Helper()
 	key, err := identity.NewKey()
@@ -80,7 +81,7 @@ func routedPair(b *testing.B, counted bool, round int64, scraping *atomic.Bool) 
 			}
 			addrs = append(addrs, "http://"+s.Addr().String()+"/metrics")
 		}
-		go scrapeEvery(ctx, 100*time.Millisecond, addrs, scraping)
+		go scrapeEvery(ctx, time.Second, addrs, scraping)
 	}
 	c, err := src.Dial(context.Background(), "dst:9")
 	if err != nil {
@@ -163,7 +164,7 @@ func cpuTime(b *testing.B) time.Duration {
 
 // BenchmarkMetricsCost streams routed through a hub on loopback twice in
 // the same run: with the counters of hub and nodes and their /metrics
-// scraped every 100 ms, and with counting off and nothing scraped;
+// scraped every second, and with counting off and nothing scraped;
 // alternating rounds (either first half the time), so that both see the
 // same machine. Reported: MB/s of each; the cost, 1 - counted/uncounted,
 // in percent, of the totals' wall time and of the median of neighbouring
@@ -214,4 +215,58 @@ func BenchmarkMetricsCost(b *testing.B) {
 	b.ReportMetric(costs[len(costs)/2], "cost-median-%")
 	b.ReportMetric(100*(1-cBare.Seconds()/cCounted.Seconds()), "cpu-cost-%")
 	b.Logf("per-round wall-time costs in %%: %.1f", costs)
+}
+
+// BenchmarkScrape is one GET /metrics of a hub's endpoint with a node and
+// a link (the Go and process collectors included): what each scrape
+// costs the process, to scale to a scrape interval.
+func BenchmarkScrape(b *testing.B) {
+	key, err := identity.NewKey()
+	if err != nil {
+		b.Fatal(err)
+	}
+	creds, err := pki.NewCredentials(key)
+	if err != nil {
+		b.Fatal(err)
+	}
+	h, err := hubserver.New(hubserver.Config{Name: "scraped", Creds: creds, Listen: "127.0.0.1:0", Logf: func(string, ...any) {}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { h.Serve(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	n, err := vconn.Start(context.Background(), vconn.Config{Name: "scraped-node", ListenAddr: "127.0.0.1", Hubs: []string{h.Addr().String()}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer n.Close()
+	for _, col := range []prometheus.Collector{hubMetrics(h), nodeMetrics(n)} {
+		s, err := metrics.Listen("127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer s.Close()
+		if err := s.Serve(col); err != nil {
+			b.Fatal(err)
+		}
+		url := "http://" + s.Addr().String() + "/metrics"
+		name := "hub"
+		if _, ok := col.(*metrics.Node); ok {
+			name = "node"
+		}
+		b.Run(name, func(b *testing.B) {
+			cpu0 := cpuTime(b)
+			for range b.N {
+				resp, err := http.Get(url)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N)/1e3, "cpu-µs/scrape")
+		})
+	}
 }
