@@ -47,6 +47,7 @@ demo: deps build
 # machine): Go benchmarks (link emulator, hub), then the lab scenarios.
 bench: deps build
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./internal/lab/wan/ ./hub/hubserver/ ./link/
+	$(GO) test -run '^$$' -bench 'MetricsCost|Scrape' -benchtime 5x -count 4 .
 	bench/lab.sh
 	bench/links.sh
 	bench/apps.sh
