@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -30,8 +31,9 @@ func TestAddr(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"", "host:", "no such port", "1.2.3.4:5:6"} {
-		if got, err := Addr(bad); err == nil {
-			t.Errorf("Addr(%q) = %q; want an error", bad, got)
+		var ae *AddrError
+		if got, err := Addr(bad); !errors.As(err, &ae) || ae.Addr != bad {
+			t.Errorf("Addr(%q) = %q, %v; want an AddrError", bad, got, err)
 		}
 	}
 }

@@ -39,18 +39,27 @@ func Handler(g prometheus.Gatherer) http.Handler {
 	return promhttp.HandlerFor(g, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
-// Addr completes addr: HOST:PORT as given, :PORT or PORT on DefaultHost.
+// AddrError is a metrics address that is none of HOST:PORT, :PORT or
+// PORT.
+type AddrError struct{ Addr string }
+
+func (e *AddrError) Error() string {
+	return fmt.Sprintf("metrics address %q: want HOST:PORT, :PORT or PORT", e.Addr)
+}
+
+// Addr completes addr: HOST:PORT as given, :PORT or PORT on DefaultHost;
+// anything else is an *AddrError.
 func Addr(addr string) (string, error) {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
 		var ae *net.AddrError
 		if !errors.As(err, &ae) || strings.ContainsAny(addr, ":[]") {
-			return "", fmt.Errorf("metrics address %q: want HOST:PORT, :PORT or PORT", addr)
+			return "", &AddrError{Addr: addr}
 		}
 		host, port = "", addr // a bare port
 	}
 	if _, err := net.LookupPort("tcp", port); err != nil || port == "" {
-		return "", fmt.Errorf("metrics address %q: want HOST:PORT, :PORT or PORT", addr)
+		return "", &AddrError{Addr: addr}
 	}
 	if host == "" {
 		host = DefaultHost
