@@ -8,12 +8,13 @@ FUZZTIME ?= 60s
 # miniupnpd-nftables is the IGD of igd=on lab sites: the daemon alone (the
 # nftables build, like the lab's NATs), not the miniupnpd package, whose
 # system service would start in the root namespace.
-# prometheus brings promtool, which checks the /metrics output
-# (TestMetricsScrapedDuringTraffic); its server is not used.
-DEBS     := iproute2 nftables iputils-ping iperf3 socat openssh-server openssh-client miniupnpd-nftables curl python3-socks python3-socksio prometheus
+DEBS     := iproute2 nftables iputils-ping iperf3 socat openssh-server openssh-client miniupnpd-nftables curl python3-socks python3-socksio
 
 .PHONY: all build deps test unit lab-test demo bench fuzz down clean
 all: build
+# prometheus brings promtool, which checks the /metrics output
+# (TestMetricsScrapedDuringTraffic); its server is not used.
+DEBS     += prometheus
 
 deps:
 	@missing=""; for p in $(DEBS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; done; \
