@@ -299,6 +299,11 @@ func TestMetricsScrapedDuringTraffic(t *testing.T) {
 			t.Errorf("transfers: %v bytes sent by %s; want %d", v, op, size)
 		}
 	}
+	for _, op := range []string{"put", "get"} {
+		if v := ts.get(t, `gridlink_transfer_moved_bytes_total{op="`+op+`"}`); v != size {
+			t.Errorf("transfers: %v bytes moved by %s; want %d", v, op, size)
+		}
+	}
 	if v := ts.get(t, `gridlink_transfer_sessions_total{op="push",outcome="failed"}`); v != 0 {
 		t.Errorf("transfers: %v failed pushes; want none", v)
 	}

@@ -95,9 +95,19 @@ type Refusal struct {
 
 // TransferCounters is what a transfer service counted (package xfer's
 // Server.Counters): its sessions by operation and outcome, and their files
-// and bytes, added when each session ends.
+// and bytes, added when each session ends; and the bytes moved as they go.
 type TransferCounters struct {
-	Ops []TransferOp `json:"ops"` // one per operation and outcome, zero counts included
+	Ops   []TransferOp    `json:"ops"`   // one per operation and outcome, zero counts included
+	Moved []TransferMoved `json:"moved"` // one per operation
+}
+
+// TransferMoved is the file data sessions of one operation moved,
+// counted as they go, running sessions included: a get's as its blocks
+// are sent, a put's as each file is stored; a push's is not counted here
+// (its sessions' SentBytes are, when they end).
+type TransferMoved struct {
+	Op    string `json:"op"`
+	Bytes uint64 `json:"bytes"`
 }
 
 // TransferOp counts the sessions of one operation ("get": the client

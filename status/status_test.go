@@ -31,7 +31,8 @@ var schema = map[reflect.Type][]string{
 	reflect.TypeFor[Histogram]():        {"method", "upper_s", "counts", "count", "sum_s"},
 	reflect.TypeFor[HubCounters]():      {"switched_bytes", "circuits_opened", "refusals"},
 	reflect.TypeFor[Refusal]():          {"what", "reason", "count"},
-	reflect.TypeFor[TransferCounters](): {"ops"},
+	reflect.TypeFor[TransferCounters](): {"ops", "moved"},
+	reflect.TypeFor[TransferMoved]():    {"op", "bytes"},
 	reflect.TypeFor[TransferOp]():       {"op", "outcome", "sessions", "files", "failed", "sent_bytes", "kept_bytes"},
 }
 

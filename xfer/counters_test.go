@@ -55,6 +55,11 @@ func TestServerCounters(t *testing.T) {
 	if ok.Sessions+failed.Sessions != 2 || ok.Files != 1 || ok.SentBytes != 1000 || ok.Failed+failed.Failed != 1 {
 		t.Errorf("gets: ok %+v, failed %+v; want 2 sessions, 1 file of 1000 bytes, 1 entry failed", ok, failed)
 	}
+	for _, m := range s.Counters().Moved {
+		if want := map[string]uint64{"get": 1000, "put": 1000, "push": 0}[m.Op]; m.Bytes != want {
+			t.Errorf("%s moved %d bytes; want %d", m.Op, m.Bytes, want)
+		}
+	}
 	if n := len(s.Counters().Ops); n != 6 {
 		t.Errorf("%d operation counts; want 6 (get, put, push; ok, failed)", n)
 	}

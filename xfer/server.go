@@ -162,7 +162,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 		return
 	}
 	start := time.Now()
-	var tl tally
+	tl := tally{live: s.counts.movedBy(req.op)}
 	switch req.op {
 	case opGet:
 		if err = ep.sendNow(mAccept, []byte{0}); err == nil {
@@ -191,11 +191,11 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 		if failed == nil && pushed.Error != "" {
 			failed = errors.New(pushed.Error)
 		}
-		s.counts.ended(opPush, pushed, failed)
+		s.counts.end(opPush, pushed, failed)
 	}
 	sum := tl.summary()
 	if req.op != opPush {
-		s.counts.ended(req.op, sum, err)
+		s.counts.end(req.op, sum, err)
 	}
 	for i, fe := range sum.Errors {
 		if i == maxLogged {
