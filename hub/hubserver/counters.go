@@ -70,7 +70,9 @@ func (c *hubCounters) switched(n int) {
 	}
 }
 
-// linkRefusal is the counted reason of a link refusal's wire code.
+// linkRefusal is the counted reason of a link refusal's wire code (the
+// three wire.Refused* codes; a code added later counts as name until it
+// is given a reason of its own here).
 func linkRefusal(code string) refusal {
 	switch code {
 	case wire.RefusedRole:
