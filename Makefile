@@ -15,6 +15,9 @@ DEBS     += openmpi-bin python3-mpi4py sshfs fuse3
 
 .PHONY: all build deps test unit lab-test demo bench fuzz down clean
 all: build
+# prometheus brings promtool, which checks the /metrics output
+# (TestMetricsScrapedDuringTraffic); its server is not used.
+DEBS     += prometheus
 
 deps:
 	@missing=""; for p in $(DEBS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; done; \
@@ -48,6 +51,7 @@ demo: deps build
 # machine): Go benchmarks (link emulator, hub), then the lab scenarios.
 bench: deps build
 	$(GO) test -run '^$$' -bench . -benchtime 1x -count 1 -timeout 30m ./internal/lab/wan/ ./hub/hubserver/ ./link/
+	$(GO) test -run '^$$' -bench 'MetricsCost|Scrape' -benchtime 5x -count 4 .
 	bench/lab.sh
 	bench/links.sh
 	bench/apps.sh

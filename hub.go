@@ -13,14 +13,15 @@ import (
 	"github.com/gridlink/gridlink/agent/control"
 	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/hub/hubserver"
+	"github.com/gridlink/gridlink/metrics"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/status"
 )
 
 // HubConfig configures a hub. The zero value works: a hub named after the
 // host, with a fresh key, in an open grid, listening on 0.0.0.0:7946,
-// linking to no other hub, without a status socket, logging to
-// slog.Default().
+// linking to no other hub, without a status socket or metrics endpoint,
+// logging to slog.Default().
 type HubConfig struct {
 	// Name is the hub's name, usually its site's. Empty: the name its
 	// certificate certifies, else FallbackName, else the host name.
@@ -45,6 +46,12 @@ type HubConfig struct {
 	// Announce answers hub discovery queries (UDP multicast on this host's
 	// networks).
 	Announce bool
+	// Metrics is the address of the hub's Prometheus endpoint, /metrics
+	// (HOST:PORT; :PORT or PORT bind DefaultMetricsHost, loopback); empty:
+	// none. It answers whoever reaches it (no uid check, no certificate):
+	// hub names, routes, link round trips, counts; no node names or
+	// addresses.
+	Metrics string
 	// Logger receives the hub's log (links, routes, refusals), each record
 	// with hub=NAME; nil: slog.Default().
 	Logger *slog.Logger
@@ -65,6 +72,7 @@ type Hub struct {
 	trust      *pki.Trust
 	logf       func(string, ...any)
 	stopStatus func()
+	metrics    *metrics.Server // nil without HubConfig.Metrics
 }
 
 // NewHub makes a hub: its key and credentials, its listener and, with
@@ -94,15 +102,30 @@ func NewHub(cfg HubConfig) (*Hub, error) {
 			return nil, fmt.Errorf("hub status socket %s: %w (is another hub running here?)", cfg.Control, err)
 		}
 	}
+	var ms *metrics.Server
+	if cfg.Metrics != "" {
+		if ms, err = metrics.Listen(cfg.Metrics); err != nil {
+			if status != nil {
+				status.Close()
+			}
+			return nil, err
+		}
+	}
 	d := &direct.Dialer{Creds: creds, SSH: cfg.SSH}
 	h, err := hubserver.New(hubserver.Config{Name: cfg.Name, Creds: creds, Listen: cfg.Listen, Peers: cfg.Peers, Dial: d.Transport, Logf: logf})
+	if err == nil && ms != nil {
+		err = ms.Serve(hubMetrics(h))
+	}
 	if err != nil {
 		if status != nil {
 			status.Close()
 		}
+		if ms != nil {
+			ms.Close()
+		}
 		return nil, err
 	}
-	hh := &Hub{h: h, cfg: cfg, trust: trust, logf: logf, stopStatus: func() {}}
+	hh := &Hub{h: h, cfg: cfg, trust: trust, logf: logf, stopStatus: func() {}, metrics: ms}
 	if status != nil {
 		hh.stopStatus = serveHubStatus(h, status, hh.named)
 	}
@@ -114,9 +137,13 @@ func (h *Hub) named(f string, a ...any) { h.logf("hub %s: "+f, append([]any{h.cf
 
 // Serve runs the hub until ctx is done: it rereads the revocation list as
 // it changes, answers discovery if asked to, logs its start and serves hub
-// links and attachments. It closes the status socket when it returns.
+// links and attachments. It closes the status socket and the metrics
+// endpoint when it returns.
 func (h *Hub) Serve(ctx context.Context) error {
 	defer h.stopStatus()
+	if h.metrics != nil {
+		defer h.metrics.Close()
+	}
 	if h.trust != nil {
 		go h.trust.Watch(ctx, 0, h.named)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/agent"
+	"github.com/gridlink/gridlink/metrics"
 	"github.com/gridlink/gridlink/status"
 	"github.com/gridlink/gridlink/vconn"
 )
@@ -144,7 +145,7 @@ func (n *Node) WatchAttach(ctx context.Context, f func(AttachChange)) {
 
 // AgentConfig configures a node agent: the node, its control socket and
 // the services it offers other nodes. The zero value works: a node of the
-// zero Config, the default control socket, no exit.
+// zero Config, the default control socket, no exit, no metrics endpoint.
 type AgentConfig struct {
 	Node Config
 	// Control is the control socket (which only this uid and root may
@@ -155,14 +156,20 @@ type AgentConfig struct {
 	AllowExit bool
 	// VIP is the node's virtual IP network; the zero value: off.
 	VIP VIPConfig
+	// Metrics is the address of the agent's Prometheus endpoint, /metrics
+	// (HOST:PORT; :PORT or PORT bind DefaultMetricsHost, loopback); empty:
+	// none. It answers whoever reaches it: the node's byte and setup
+	// counts by path kind and method, no peers' names or addresses.
+	Metrics string
 }
 
 // Agent is a running node agent: a node and the local control API other
 // programs (and the gridlink commands) use through its client.
 type Agent struct {
-	a    *agent.Agent
-	node *Node
-	vip  *vipNode // nil without VIP.On
+	a       *agent.Agent
+	node    *Node
+	vip     *vipNode        // nil without VIP.On
+	metrics *metrics.Server // nil without AgentConfig.Metrics
 }
 
 // StartAgent starts a node (as Start does) and serves its control API.
@@ -175,18 +182,32 @@ func StartAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
 		v := cfg.VIP.withDefaults()
 		vc.Hide = []netip.Prefix{v.Prefix4, v.Prefix6} // its addresses lead back into the overlay
 	}
+	var ms *metrics.Server
+	if cfg.Metrics != "" {
+		if ms, err = metrics.Listen(cfg.Metrics); err != nil {
+			return nil, err
+		}
+	}
 	a, err := agent.Start(ctx, agent.Config{Control: cfg.Control, Node: vc, AllowExit: cfg.AllowExit})
+	if err == nil && ms != nil {
+		if err = ms.Serve(nodeMetrics(a.Node())); err != nil {
+			a.Close()
+		}
+	}
 	if err != nil {
+		if ms != nil {
+			ms.Close()
+		}
 		return nil, err
 	}
-	ag := &Agent{a: a, node: &Node{n: a.Node()}}
+	ag := &Agent{a: a, node: &Node{n: a.Node()}, metrics: ms}
 	if cfg.VIP.On {
 		var log *slog.Logger
 		if cfg.Node.Logger != nil {
 			log = cfg.Node.Logger.With("node", a.Node().Name())
 		}
 		if ag.vip, err = startVIP(ctx, a.Node(), cfg.VIP, log); err != nil {
-			a.Close()
+			ag.Close()
 			return nil, err
 		}
 		a.SetStatus(func(st *status.Agent) { st.VIP = ag.vip.status() })
@@ -209,13 +230,17 @@ func (a *Agent) Node() *Node { return a.node }
 // Control is the agent's control socket.
 func (a *Agent) Control() string { return a.a.Control() }
 
-// Close stops the agent and its node, and its virtual network first (its
-// device, addresses and routes taken off the host).
+// Close stops the agent and its node, its virtual network first (its
+// device, addresses and routes taken off the host), and its metrics
+// endpoint.
 func (a *Agent) Close() error {
 	var err error
 	if a.vip != nil {
 		a.a.SetStatus(nil)
 		err = a.vip.close()
+	}
+	if a.metrics != nil {
+		a.metrics.Close()
 	}
 	return errors.Join(err, a.a.Close())
 }

@@ -10,6 +10,7 @@ import (
 	"net"
 
 	"github.com/gridlink/gridlink/link"
+	"github.com/gridlink/gridlink/metrics"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/pki/ca"
 	"github.com/gridlink/gridlink/xfer"
@@ -17,7 +18,8 @@ import (
 
 // ServeConfig configures a transfer service. The zero value serves the
 // working directory on port 2811 to every peer the grid admits, over
-// encrypted links of up to DefaultMaxStreams streams, without quotas.
+// encrypted links of up to DefaultMaxStreams streams, without quotas or
+// metrics endpoint.
 type ServeConfig struct {
 	Root       string // the served directory ("": the working directory); no path may leave it
 	Port       uint16 // virtual port (0: TransferPort)
@@ -33,6 +35,11 @@ type ServeConfig struct {
 	Quota, UserQuota int64
 	// Logf, if set, logs what the service does and refuses.
 	Logf func(format string, args ...any)
+	// Metrics is the address of a Prometheus endpoint, /metrics, for the
+	// service's transfers (sessions, files, bytes by operation and
+	// outcome) and its node (HOST:PORT; :PORT or PORT bind
+	// DefaultMetricsHost, loopback); empty: none.
+	Metrics string
 }
 
 // ErrAllowWithoutCA is a service told whom to admit by name or group in
@@ -41,8 +48,9 @@ var ErrAllowWithoutCA = errors.New("admitting by name or group needs a grid CA: 
 
 // TransferService is a transfer service on a node.
 type TransferService struct {
-	srv *xfer.Server
-	l   net.Listener
+	srv     *xfer.Server
+	l       net.Listener
+	metrics *metrics.Server // nil without ServeConfig.Metrics
 }
 
 // ServeTransfers starts a transfer service on node, whose configuration
@@ -80,7 +88,29 @@ func ServeTransfers(node *Node, cfg Config, sc ServeConfig) (*TransferService, e
 		srv.Close()
 		return nil, err
 	}
-	return &TransferService{srv: srv, l: l}, nil
+	ts := &TransferService{srv: srv, l: l}
+	if sc.Metrics != "" {
+		if ts.metrics, err = metrics.Listen(sc.Metrics); err == nil {
+			if err = ts.metrics.Serve(nodeMetrics(node.n), &metrics.Transfers{Counters: srv.Counters}); err != nil {
+				ts.metrics.Close()
+			}
+		}
+		if err != nil {
+			l.Close()
+			srv.Close()
+			return nil, err
+		}
+	}
+	return ts, nil
+}
+
+// MetricsAddr is where the service serves /metrics (ServeConfig.Metrics);
+// nil without.
+func (s *TransferService) MetricsAddr() net.Addr {
+	if s.metrics == nil {
+		return nil
+	}
+	return s.metrics.Addr()
 }
 
 // Addr is the service's virtual address.
@@ -89,8 +119,11 @@ func (s *TransferService) Addr() net.Addr { return s.l.Addr() }
 // Serve answers clients until ctx is done.
 func (s *TransferService) Serve(ctx context.Context) error { return s.srv.Serve(ctx, s.l) }
 
-// Close stops the service.
+// Close stops the service and its metrics endpoint.
 func (s *TransferService) Close() error {
+	if s.metrics != nil {
+		s.metrics.Close()
+	}
 	s.l.Close()
 	return s.srv.Close()
 }

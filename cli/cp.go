@@ -20,7 +20,7 @@ func serveCmd() *cobra.Command {
 	var port, maxStreams int
 	var allowPlain bool
 	var allowNames, allowGroups []string
-	var quota, userQuota string
+	var quota, userQuota, metricsAddr string
 	c := &cobra.Command{
 		Use:   "serve [--root DIR]",
 		Short: "run a transfer service for gridlink cp, publishing DIR under this node's name",
@@ -69,7 +69,7 @@ the free space of the file system it writes to (less 1% of it, at most
 				return fmt.Errorf("--user-quota: %w", err)
 			}
 			svc, err := gridlink.ServeTransfers(node, cfg, gridlink.ServeConfig{Root: root, Port: uint16(port), MaxStreams: maxStreams,
-				AllowPlain: allowPlain, Allow: allowNames, AllowGroups: allowGroups, Quota: q, UserQuota: uq,
+				AllowPlain: allowPlain, Allow: allowNames, AllowGroups: allowGroups, Quota: q, UserQuota: uq, Metrics: metricsAddr,
 				Logf: printf(logger("node", node.Name()))})
 			if errors.Is(err, gridlink.ErrAllowWithoutCA) {
 				return errors.New("--allow and --allow-group need a grid CA (--ca): an open grid proves keys, not names")
@@ -79,6 +79,9 @@ the free space of the file system it writes to (less 1% of it, at most
 			}
 			defer svc.Close()
 			fmt.Fprintf(os.Stderr, "gridlink serve: %s serving %s on %s\n", node.Name(), orDefault(root, "."), svc.Addr())
+			if a := svc.MetricsAddr(); a != nil {
+				fmt.Fprintf(os.Stderr, "gridlink serve: %s: metrics on http://%s/metrics\n", node.Name(), a)
+			}
 			err = svc.Serve(ctx)
 			if rerr := refused(); rerr != nil {
 				return rerr
@@ -95,6 +98,7 @@ the free space of the file system it writes to (less 1% of it, at most
 	f.StringArrayVar(&allowNames, "allow", nil, "admit only this subject (a user's, node's or hub's certificate name; repeatable; with --allow-group: either)")
 	f.StringArrayVar(&allowGroups, "allow-group", nil, "admit only members of this group (repeatable)")
 	f.StringVar(&quota, "quota", "", "the most bytes of file data DIR may hold, what it holds at start included (suffixes K, M, G; default: no bound)")
+	f.StringVar(&metricsAddr, "metrics", "", metricsUsage)
 	f.StringVar(&userQuota, "user-quota", "", "the most bytes of file data each user's copies may add, counted across restarts in DIR/.gridlink-quota (suffixes K, M, G; default: no bound)")
 	return c
 }

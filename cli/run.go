@@ -22,7 +22,7 @@ func signalContext() (context.Context, context.CancelFunc) {
 }
 
 func hubCmd() *cobra.Command {
-	var name, listen, keyFile, sshCfg, known, control string
+	var name, listen, keyFile, sshCfg, known, control, metricsAddr string
 	var peers, ids []string
 	var useSSH, verbose, announce bool
 	var sf secFlags
@@ -38,7 +38,7 @@ func hubCmd() *cobra.Command {
 				return err
 			}
 			hc := gridlink.HubConfig{FallbackName: name, KeyFile: keyFile, Credentials: creds, Listen: listen, Peers: peers,
-				SSH: sshConfig(useSSH, sshCfg, known, ids), Control: control, Announce: announce,
+				SSH: sshConfig(useSSH, sshCfg, known, ids), Control: control, Announce: announce, Metrics: metricsAddr,
 				Logger: logger()} // a hub logs its links, routes and refusals always (-v or not)
 			if cmd.Flags().Changed("name") {
 				hc.Name = name // else a hub certificate's name
@@ -46,6 +46,9 @@ func hubCmd() *cobra.Command {
 			h, err := gridlink.NewHub(hc)
 			if err != nil {
 				return flagWords(err)
+			}
+			if a := h.MetricsAddr(); a != nil {
+				fmt.Fprintf(os.Stderr, "gridlink hub %s: metrics on http://%s/metrics\n", h.Name(), a)
 			}
 			ctx, cancel := signalContext()
 			defer cancel()
@@ -64,6 +67,7 @@ func hubCmd() *cobra.Command {
 	f.BoolVarP(&verbose, "verbose", "v", false, "log links, routes and circuits (a hub always does; kept for scripts)")
 	f.BoolVar(&announce, "announce", false, "answer hub discovery queries (UDP multicast on this host's networks)")
 	f.StringVar(&control, "control", HubControl, "status socket, which gridlink status --hub asks (another one for a second hub on this host)")
+	f.StringVar(&metricsAddr, "metrics", "", metricsUsage)
 	sf.add(c)
 	return c
 }
@@ -159,7 +163,7 @@ func hold(ctx context.Context, who string, n *gridlink.Node, verbose bool) (cont
 func nodeCmd() *cobra.Command {
 	var nf nodeFlags
 	var vf vipFlags
-	var control string
+	var control, metricsAddr string
 	var allowExit bool
 	c := &cobra.Command{
 		Use:   "node",
@@ -185,7 +189,7 @@ stopped or when the hubs refuse it for good (its certificate, role or name).`,
 			if err != nil {
 				return err
 			}
-			a, err := gridlink.StartAgent(ctx, gridlink.AgentConfig{Control: control, Node: cfg, AllowExit: allowExit, VIP: vc})
+			a, err := gridlink.StartAgent(ctx, gridlink.AgentConfig{Control: control, Node: cfg, AllowExit: allowExit, VIP: vc, Metrics: metricsAddr})
 			if err != nil {
 				return flagWords(err)
 			}
@@ -202,6 +206,9 @@ stopped or when the hubs refuse it for good (its certificate, role or name).`,
 			}
 			fmt.Fprintf(os.Stderr, "gridlink node %s (%s) %s; addresses %v; control socket %s (%s)\n", m.Name, m.ID.Short(), where, m.Addrs, a.Control(), who)
 			printVIPStart(a)
+			if ma := a.MetricsAddr(); ma != nil {
+				fmt.Fprintf(os.Stderr, "gridlink node %s: metrics on http://%s/metrics\n", m.Name, ma)
+			}
 			ctx, refused := hold(ctx, "gridlink node", a.Node(), nf.verbose)
 			<-ctx.Done()
 			if err := refused(); err != nil {
@@ -215,8 +222,12 @@ stopped or when the hubs refuse it for good (its certificate, role or name).`,
 	c.Flags().StringVar(&control, "control", "", "control socket, which only this uid and root may use (default: @gridlink-agent for root, else $XDG_RUNTIME_DIR/gridlink/agent.sock or /tmp/gridlink-UID/agent.sock)")
 	vf.add(c)
 	c.Flags().BoolVar(&allowExit, "allow-exit", false, "let other nodes' SOCKS clients reach TCP hosts from here (gridlink socks --exit)")
+	c.Flags().StringVar(&metricsAddr, "metrics", "", metricsUsage)
 	return c
 }
+
+// metricsUsage is --metrics' help, the same for hubs and nodes.
+const metricsUsage = "serve Prometheus metrics on http://ADDR/metrics (HOST:PORT; :PORT binds " + gridlink.DefaultMetricsHost + " only; anyone who reaches it may read it); default: off"
 
 func pingCmd() *cobra.Command {
 	var count, dials int

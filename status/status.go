@@ -3,7 +3,8 @@
 // /doctor, /perf; package agent serves them, agent/control asks for
 // them) and of a hub's status socket (GET /status), which the CLI prints
 // (`gridlink status`, `ping`, `doctor`, `perf`, each with --json) and the
-// lab parses. One Go type per JSON object, with its field names written
+// lab parses; and the counters a node and a hub keep, which package
+// metrics exposes (counters.go). One Go type per JSON object, with its field names written
 // out in tags; a quantity carries its unit in its name (setup_ms,
 // latency_ms, queued_bytes, lease_s, mbit_per_s); times are RFC 3339.
 //

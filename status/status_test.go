@@ -29,7 +29,16 @@ var schema = map[reflect.Type][]string{
 		"queue_full_packets", "conn_lost_packets", "spoofed_packets"},
 	reflect.TypeFor[VIPDrops](): {"malformed_packets", "not_unicast_packets", "source_not_ours_packets", "too_big_packets", "no_route_packets", "queue_full_packets",
 		"conn_lost_packets", "no_connection_packets", "spoofed_packets", "not_for_us_packets", "device_write_packets"},
-	reflect.TypeFor[CopyError](): {"path", "error", "changed"},
+	reflect.TypeFor[CopyError]():        {"path", "error", "changed"},
+	reflect.TypeFor[NodeCounters]():     {"paths", "setups", "setup_times"},
+	reflect.TypeFor[PathBytes]():        {"path", "sent_bytes", "received_bytes", "open"},
+	reflect.TypeFor[SetupCount]():       {"method", "outcome", "count"},
+	reflect.TypeFor[Histogram]():        {"method", "upper_s", "counts", "count", "sum_s"},
+	reflect.TypeFor[HubCounters]():      {"switched_bytes", "circuits_opened", "refusals"},
+	reflect.TypeFor[Refusal]():          {"what", "reason", "count"},
+	reflect.TypeFor[TransferCounters](): {"ops", "moved"},
+	reflect.TypeFor[TransferMoved]():    {"op", "bytes"},
+	reflect.TypeFor[TransferOp]():       {"op", "outcome", "sessions", "files", "failed", "sent_bytes", "kept_bytes"},
 }
 
 // Every field of every shape names itself in a tag (no Go names on the

@@ -67,6 +67,7 @@ type Conn struct {
 	peer   pki.Peer // what the handshake proved (revocation.go)
 	onDone func()
 	done   sync.Once
+	bytes  *pathCounter // the node's count of this method's bytes (counters.go); nil: not counted
 	// cut is why the node closed the connection (revocation.go): its
 	// reads and writes fail with it instead of net.ErrClosed.
 	cut atomic.Pointer[CutError]
@@ -95,6 +96,9 @@ func (c *Conn) cutFor(why error) {
 // (CutError).
 func (c *Conn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
+	if n > 0 && c.bytes != nil {
+		c.bytes.received.Add(uint64(n))
+	}
 	if err != nil {
 		if ce := c.cut.Load(); ce != nil {
 			err = ce
@@ -162,6 +166,9 @@ func (c *Conn) Write(p []byte) (int, error) {
 		n, err = pc.WriteRecords(p)
 	} else {
 		n, err = c.Conn.Write(p)
+	}
+	if n > 0 && c.bytes != nil {
+		c.bytes.sent.Add(uint64(n))
 	}
 	if err != nil {
 		if ce := c.cut.Load(); ce != nil {

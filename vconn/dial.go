@@ -144,5 +144,9 @@ func (n *Node) commit(r result, target identity.Machine, port uint16, start time
 		r.conn.Close()
 		return nil, fmt.Errorf("%s connection to %s broke at once: %w", r.method, target, err)
 	}
-	return n.track(&Conn{Conn: r.conn, method: r.method, local: Addr{Node: n.Machine()}, remote: Addr{Node: target, Port: port}, setup: time.Since(start), spare: r.spare}), nil
+	setup := time.Since(start)
+	if !n.cfg.NoCounters {
+		n.counts.dialled(r.method, setup)
+	}
+	return n.track(&Conn{Conn: r.conn, method: r.method, local: Addr{Node: n.Machine()}, remote: Addr{Node: target, Port: port}, setup: setup, spare: r.spare}), nil
 }

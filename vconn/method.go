@@ -125,7 +125,11 @@ func (n *Node) attempt(ctx context.Context, m Method, target identity.Machine, p
 	} else {
 		err = fmt.Errorf("method %s is not available", m)
 	}
-	return result{method: m, conn: c, err: n.classify(m, err), elapsed: time.Since(start), target: target, spare: spared && err == nil}
+	err = n.classify(m, err)
+	if !n.cfg.NoCounters {
+		n.counts.setupDone(ctx, m, err)
+	}
+	return result{method: m, conn: c, err: err, elapsed: time.Since(start), target: target, spare: spared && err == nil}
 }
 
 // plausible reports whether a method could well work toward target, judged

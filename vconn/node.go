@@ -59,6 +59,9 @@ type Config struct {
 	// a virtual network carried over the overlay. None by default.
 	Hide []netip.Prefix
 	Logf func(format string, args ...any)
+	// NoCounters turns the node's counters off (Counters reports zeros):
+	// for the benchmark that measures what counting and metrics cost.
+	NoCounters bool
 }
 
 // Node is one process's presence in the overlay: its identity, its direct
@@ -86,6 +89,7 @@ type Node struct {
 	spares spares
 	self   self
 	pm     portMapState // Config.PortMap (portmap.go)
+	counts counters     // for metrics (counters.go): atomics, no lock
 	// testPredict, set by tests only (before use), rewrites this node's
 	// splice predictions (natstate.go).
 	testPredict func([]netip.AddrPort) []netip.AddrPort
@@ -348,6 +352,9 @@ func (n *Node) deliver(c net.Conn, method Method, peer identity.Machine, port ui
 }
 
 func (n *Node) track(c *Conn) *Conn {
+	if !n.cfg.NoCounters {
+		c.bytes = n.counts.path(c.method)
+	}
 	if pc := c.session(); pc != nil {
 		c.peer = pc.Peer
 	}

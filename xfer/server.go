@@ -63,6 +63,7 @@ type Server struct {
 	busy   busySet
 	made   madeSet
 	quotas *quotas
+	counts serverCounters // for metrics (counters.go)
 }
 
 // NewServer opens cfg.Root, measures what it holds for cfg.Quota and
@@ -161,7 +162,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 		return
 	}
 	start := time.Now()
-	var tl tally
+	tl := tally{live: s.counts.movedBy(req.op)}
 	switch req.op {
 	case opGet:
 		if err = ep.sendNow(mAccept, []byte{0}); err == nil {
@@ -184,9 +185,18 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 			err = receive(ep, d, req.resume, &s.busy, &s.made, s.quotas.charge(user), nil, &tl)
 		}
 	case opPush:
-		err = s.push(ctx, ep, req)
+		var pushed Summary // what the push did, for the counters
+		err = s.push(ctx, ep, req, &pushed)
+		failed := err
+		if failed == nil && pushed.Error != "" {
+			failed = errors.New(pushed.Error)
+		}
+		s.counts.end(opPush, pushed, failed)
 	}
 	sum := tl.summary()
+	if req.op != opPush {
+		s.counts.end(req.op, sum, err)
+	}
 	for i, fe := range sum.Errors {
 		if i == maxLogged {
 			s.logf("xfer: %s: %d more entries failed", c.RemoteAddr(), len(sum.Errors)-i)
@@ -272,7 +282,8 @@ func (s *Server) top(name string) string {
 // push runs a third-party transfer: the authorization step (Delegation),
 // then a put to the target, reporting progress and the summary to the
 // caller on ep. The caller going away cancels it.
-func (s *Server) push(ctx context.Context, ep *endpoint, req request) error {
+// What it did is left in *did.
+func (s *Server) push(ctx context.Context, ep *endpoint, req request, did *Summary) error {
 	if err := ep.sendNow(mAccept, []byte{0}); err != nil {
 		return err
 	}
@@ -301,7 +312,8 @@ func (s *Server) push(ctx context.Context, ep *endpoint, req request) error {
 	var cred *proxy.Credential
 	if accept != nil {
 		if cred, err = accept(answer); err != nil {
-			return s.result(ep, Summary{Error: "delegation: " + err.Error()})
+			*did = Summary{Error: "delegation: " + err.Error()}
+			return s.result(ep, *did)
 		}
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -330,6 +342,10 @@ func (s *Server) push(ctx context.Context, ep *endpoint, req request) error {
 	sum, err := put(ctx, dial, servedTree(s.root), req.paths, s.top, req.dest, o)
 	if err != nil && !errors.Is(err, ErrSourceChanged) { // the summary tells the caller which files changed
 		sum.Error = err.Error()
+	}
+	*did = sum
+	if err != nil && sum.Error == "" {
+		did.Error = err.Error()
 	}
 	return s.result(ep, sum)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // EventKind says what an Event reports.
@@ -95,6 +96,9 @@ const maxErrors = 100
 type tally struct {
 	mu sync.Mutex
 	s  Summary
+	// live, if set, also counts what sent counts, as it goes (a Server's
+	// counters, counters.go).
+	live *atomic.Uint64
 }
 
 func (t *tally) file(size, kept int64) {
@@ -115,6 +119,9 @@ func (t *tally) sent(n int64) {
 	t.mu.Lock()
 	t.s.Sent += n
 	t.mu.Unlock()
+	if t.live != nil && n > 0 {
+		t.live.Add(uint64(n))
+	}
 }
 
 func (t *tally) failed(path, why string) { t.fail(FileError{Path: path, Error: why}) }

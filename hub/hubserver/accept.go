@@ -103,6 +103,7 @@ func (h *Hub) acceptLoop(ctx context.Context) error {
 				// Make room by shedding the oldest pending connection, and
 				// take the next one at once.
 				if s, ok := h.gate.ShedOldest(fmt.Sprintf("out of file descriptors (%v)", err)); ok {
+					h.counts.refuse(refShed)
 					h.logQuiet(quietShed, "hub %s: connection from %s: %s", h.cfg.Name, s.From, s.Reason)
 					continue
 				}
@@ -119,6 +120,7 @@ func (h *Hub) acceptLoop(ctx context.Context) error {
 		delay = 0
 		pend, shed := h.gate.Admit(c)
 		if shed != nil {
+			h.counts.refuse(refShed)
 			h.logQuiet(quietShed, "hub %s: connection from %s: %s", h.cfg.Name, shed.From, shed.Reason)
 		}
 		h.wg.Add(1)
@@ -135,6 +137,7 @@ func (h *Hub) logHandshake(c net.Conn, pend *direct.Pending, err error) {
 	case pend.Err() != nil:
 		// logged by the accept loop when it shed the connection
 	case errors.Is(err, pki.ErrDenied):
+		h.counts.refuse(refNotAdmitted)
 		h.logQuiet(quietRefused+err.Error(), "hub %s: connection from %s: %v", h.cfg.Name, c.RemoteAddr(), err)
 	default:
 		h.logQuiet(quietFailed, "hub %s: connection from %s: %v", h.cfg.Name, c.RemoteAddr(), err)

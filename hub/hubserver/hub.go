@@ -83,6 +83,9 @@ type Config struct {
 	// Listen (tests: an in-memory network, internal/memnet, so a hub runs
 	// in a testing/synctest bubble); Serve closes it.
 	Listener net.Listener
+	// NoCounters turns the hub's counters off (Counters reports zeros):
+	// for the benchmark that measures what counting and metrics cost.
+	NoCounters bool
 }
 
 // Hub is a hub server. Make one with New and run it with Serve.
@@ -108,6 +111,9 @@ type Hub struct {
 	// vanish makes Serve end without goodbyes (no resets, no flush), as a
 	// crash would; for tests.
 	vanish atomic.Bool
+
+	// What it counts for metrics (counters.go): atomics, no lock.
+	counts hubCounters
 
 	// Strangers (accept.go).
 	gate  direct.Gate   // bounds pending handshakes
@@ -155,6 +161,7 @@ func New(cfg Config) (*Hub, error) {
 	}
 	h := &Hub{
 		cfg:      cfg,
+		counts:   hubCounters{off: cfg.NoCounters},
 		id:       cfg.Creds.Key.ID(),
 		interval: cfg.Interval,
 		logf:     cfg.Logf,

@@ -16,6 +16,7 @@ import (
 	"github.com/gridlink/gridlink/pki/ca"
 	"github.com/gridlink/gridlink/pki/pkitest"
 	"github.com/gridlink/gridlink/pki/proxy"
+	"github.com/gridlink/gridlink/status"
 	"github.com/gridlink/gridlink/wire"
 )
 
@@ -163,6 +164,7 @@ func TestNameImpostorRefused(t *testing.T) {
 	t.Run("SameHub", func(t *testing.T) {
 		_, err := attachAs(t, "srvhome", g.Proxy(t, alice, proxy.Options{}), a)
 		refusedFor(t, err, hub.ErrNameTaken, srv.Machine().ID, "a", alog)
+		wantRefused(t, a, "connection", status.RefusedNameTaken)
 	})
 	t.Run("OtherHub", func(t *testing.T) {
 		_, err := attachAs(t, "srvhome", g.Proxy(t, alice, proxy.Options{}), b)
@@ -171,6 +173,7 @@ func TestNameImpostorRefused(t *testing.T) {
 	t.Run("CertifiedElse", func(t *testing.T) {
 		_, err := attachAs(t, "srvhome", g.Member(t, ca.Node, "evil"), b)
 		refusedFor(t, err, pki.ErrNameNotCertified, identity.ID{}, "", blog)
+		wantRefused(t, b, "connection", status.RefusedName)
 		if !strings.Contains(err.Error(), `certifies "evil" only`) {
 			t.Errorf("the refusal %q does not say what the certificate certifies", err)
 		}

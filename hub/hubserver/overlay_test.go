@@ -15,6 +15,7 @@ import (
 	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/internal/testwait"
+	"github.com/gridlink/gridlink/status"
 	"github.com/gridlink/gridlink/wire"
 )
 
@@ -132,6 +133,12 @@ func TestLineRoutesAndCircuit(t *testing.T) {
 	if rd.err != nil || rd.n != size || rd.sum != want {
 		t.Fatalf("A received %d bytes (%v), hash match %v", rd.n, rd.err, rd.sum == want)
 	}
+	// Each hub on the way counted the circuit and its bytes, both ways.
+	for _, h := range []*testHub{a, b, c} {
+		if got := h.Counters(); got.SwitchedBytes < 2*size || got.CircuitsOpened < 1 {
+			t.Errorf("hub %s counted %d bytes switched, %d circuits; want at least %d, 1", h.name, got.SwitchedBytes, got.CircuitsOpened, 2*size)
+		}
+	}
 	// Both sides finished: the hubs forget the circuit.
 	testwait.Until(t, "hubs to drop the finished circuit", 5*time.Second, func() bool {
 		for _, h := range []*testHub{a, b, c} {
@@ -159,7 +166,7 @@ func concatHash(t *testing.T, seeds []byte, n int64) [32]byte {
 }
 
 func TestRefusals(t *testing.T) {
-	g, _, _, c := line(t)
+	g, a, _, c := line(t)
 	na := g.node("na", "a")
 	nc := g.node("nc", "c")
 	serve(nc, 7000, func(cc *hub.Circuit) { cc.Close() })
@@ -186,6 +193,7 @@ func TestRefusals(t *testing.T) {
 	cir, _ = na.Open(ctx, ghost, 7000)
 	_, err = cir.Read(make([]byte, 1))
 	expectErr(t, err, hub.ErrUnreachable, "node "+ghost.ID.Short()+" is not attached to hub c")
+	wantRefused(t, c.Hub, "circuit", status.RefusedNotAttached)
 	if errors.Is(err, direct.ErrRefused) {
 		t.Error("an unreachable target reads as refused")
 	}
@@ -196,6 +204,7 @@ func TestRefusals(t *testing.T) {
 	cir, _ = na.Open(ctx, nowhere, 7000)
 	_, err = cir.Read(make([]byte, 1))
 	expectErr(t, err, hub.ErrUnreachable, "hub a: no route to hub "+nowhere.Hub.Short())
+	wantRefused(t, a.Hub, "circuit", status.RefusedNoRoute)
 
 	if _, err := na.Lookup(ctx, "nobody"); !errors.Is(err, hub.ErrNotFound) {
 		t.Errorf("lookup nobody: %v", err)

@@ -37,6 +37,7 @@ func admitRole(p pki.Peer, hello string) error {
 // more to send before it reads our answer, so closing does not reset
 // the connection under the refusal.
 func (h *Hub) refuse(c net.Conn, s *wire.Sealer, who string, e *hub.RefusedError) {
+	h.counts.refuse(linkRefusal(e.Code))
 	h.logf("hub %s: connection from %s (%s): %v", h.cfg.Name, c.RemoteAddr(), who, e)
 	_ = c.SetWriteDeadline(time.Now().Add(5 * time.Second))
 	_, _ = c.Write(s.Append(nil, wire.TControl, 0, 0, wire.Encode(e.Message())))

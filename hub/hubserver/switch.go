@@ -73,7 +73,8 @@ func (h *Hub) open(p *peer, f wire.Frame) error {
 	if err != nil {
 		return err
 	}
-	refuse := func(reason string) error {
+	refuse := func(r refusal, reason string) error {
+		h.counts.refuse(r)
 		p.t.Send(wire.TReset, wire.FlagHub, id, []byte(reason))
 		return nil
 	}
@@ -84,10 +85,10 @@ func (h *Hub) open(p *peer, f wire.Frame) error {
 		}
 	}
 	if o.ToHub.IsZero() {
-		return refuse(fmt.Sprintf("hub %s: open without a target hub", h.cfg.Name))
+		return refuse(refBadOpen, fmt.Sprintf("hub %s: open without a target hub", h.cfg.Name))
 	}
 	if o.TTL <= 0 {
-		return refuse(fmt.Sprintf("hub %s: too many hops on the way to hub %s", h.cfg.Name, h.hubName(o.ToHub)))
+		return refuse(refHops, fmt.Sprintf("hub %s: too many hops on the way to hub %s", h.cfg.Name, h.hubName(o.ToHub)))
 	}
 	o.TTL--
 	var out *peer
@@ -96,14 +97,14 @@ func (h *Hub) open(p *peer, f wire.Frame) error {
 		out = h.nodes[o.ToNode]
 		h.mu.Unlock()
 		if out == nil {
-			return refuse(fmt.Sprintf("node %s is not attached to hub %s", o.ToNode.Short(), h.cfg.Name))
+			return refuse(refNotAttached, fmt.Sprintf("node %s is not attached to hub %s", o.ToNode.Short(), h.cfg.Name))
 		}
 	} else if out = h.nextHop(o.ToHub); out == nil {
-		return refuse(fmt.Sprintf("hub %s: no route to hub %s", h.cfg.Name, h.hubName(o.ToHub)))
+		return refuse(refNoRoute, fmt.Sprintf("hub %s: no route to hub %s", h.cfg.Name, h.hubName(o.ToHub)))
 	}
 	payload, err := json.Marshal(o)
 	if err != nil {
-		return refuse(fmt.Sprintf("hub %s: %v", h.cfg.Name, err))
+		return refuse(refBadOpen, fmt.Sprintf("hub %s: %v", h.cfg.Name, err))
 	}
 	c := &hcircuit{openWindow: o.Window}
 	c.credit[0] = wire.InitialWindow
@@ -111,7 +112,7 @@ func (h *Hub) open(p *peer, f wire.Frame) error {
 	out.cmu.Lock()
 	if out.gone() {
 		out.cmu.Unlock()
-		return refuse(fmt.Sprintf("hub %s: link to %s lost", h.cfg.Name, out.t.Desc()))
+		return refuse(refLinkLost, fmt.Sprintf("hub %s: link to %s lost", h.cfg.Name, out.t.Desc()))
 	}
 	oid := out.allocLocked()
 	c.ends[1] = end{out, oid}
@@ -125,6 +126,7 @@ func (h *Hub) open(p *peer, f wire.Frame) error {
 	}
 	p.circuits[id] = circRef{c, 0}
 	p.cmu.Unlock()
+	h.counts.circuit()
 	out.t.Send(wire.TOpen, 0, oid, payload)
 	return nil
 }
@@ -158,6 +160,7 @@ func (h *Hub) switchFrame(p *peer, f wire.Frame) error {
 			h.abort(c, fmt.Sprintf("hub %s: circuit from %s overran its window", h.cfg.Name, p.t.Desc()))
 			return nil
 		}
+		h.counts.switched(len(f.Payload))
 	case wire.TWindow:
 		n, err := wire.DecodeWindow(f.Payload)
 		if err != nil {

@@ -24,7 +24,7 @@ var layers = [][]string{
 	{"vconn"},
 	{"link"},
 	{"agent"}, // the node agent: holds a node, serves the local control API (agent/control has its own layer)
-	{"xfer", "socks", "forward", "vip", "exec", "perf"}, // vip: the virtual IP network; exec: the job launcher
+	{"xfer", "socks", "forward", "vip", "exec", "perf", "metrics"}, // vip: the virtual IP network; exec: the job launcher; metrics: Prometheus collectors over the status schema
 	{""},                 // the top-level API package gridlink
 	{"cli", "dashboard"}, // dashboard: the web view beside the command line
 	{"internal/lab"},     // the emulated grid: may drive the product, never the reverse
@@ -102,7 +102,7 @@ func TestTUNThroughSeam(t *testing.T) {
 }
 
 func TestLayerOf(t *testing.T) {
-	for rel, want := range map[string]string{"": "", "internal/lab/matrix": "internal/lab", "internal/archtest": "internal", "cmd/gridlab": "cmd", "hub": "hub", "vconn/splice": "vconn", "tun": "tun", "tun/tuntest": "tun", "vip": "vip", "exec": "exec", "dashboard": "dashboard",
+	for rel, want := range map[string]string{"": "", "internal/lab/matrix": "internal/lab", "internal/archtest": "internal", "cmd/gridlab": "cmd", "hub": "hub", "vconn/splice": "vconn", "tun": "tun", "tun/tuntest": "tun", "vip": "vip", "exec": "exec", "dashboard": "dashboard", "metrics": "metrics",
 		"agent": "agent", "agent/control": "agent/control", "status": "status"} {
 		if _, got, ok := layerOf(rel); !ok || got != want {
 			t.Errorf("layerOf(%q) = %q, %v; want %q", rel, got, ok, want)
@@ -153,6 +153,30 @@ func TestNoOverlayInClients(t *testing.T) {
 		for _, d := range deps(t, pkg) {
 			if within(d, overlay) || d == "agent" {
 				t.Errorf("%s depends on %s: it may reach an agent only through agent/control and the status schema", pkg, d)
+			}
+		}
+	}
+}
+
+// prometheusClient is the library under package metrics. The rest of the
+// module counts with its own atomics and reports in package status's
+// shapes; only metrics speaks Prometheus.
+const prometheusClient = "github.com/prometheus/client_golang"
+
+func TestPrometheusThroughMetrics(t *testing.T) {
+	out, err := exec.Command("go", "list", "-f", "{{.ImportPath}} {{join .Imports \" \"}}", module+"/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		fields := strings.Fields(line)
+		pkg := strings.TrimPrefix(strings.TrimPrefix(fields[0], module), "/")
+		if _, name, _ := layerOf(pkg); name == "metrics" {
+			continue
+		}
+		for _, imp := range fields[1:] {
+			if imp == prometheusClient || strings.HasPrefix(imp, prometheusClient+"/") {
+				t.Errorf("%s imports %s: Prometheus goes through package metrics", fields[0], imp)
 			}
 		}
 	}
