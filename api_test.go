@@ -160,6 +160,13 @@ func TestPerfAndAgent(t *testing.T) {
 	if err != nil || st.Node.Name != "ag" || a.Node().Name() != "ag" || a.Control() != sock {
 		t.Errorf("agent status: %+v, %v", st.Node, err)
 	}
+	// The agent's node serves transfers as any node does (it once had no
+	// credentials, and ServeTransfers panicked on it).
+	svc, err := ServeTransfers(a.Node(), cfg, ServeConfig{Root: t.TempDir()})
+	if err != nil {
+		t.Fatalf("ServeTransfers on the agent's node: %v", err)
+	}
+	svc.Close()
 }
 
 func atoi(t *testing.T, s string) int {

@@ -200,7 +200,7 @@ func StartAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
 		}
 		return nil, err
 	}
-	ag := &Agent{a: a, node: &Node{n: a.Node()}, metrics: ms}
+	ag := &Agent{a: a, node: &Node{n: a.Node(), creds: vc.Creds}, metrics: ms}
 	if cfg.VIP.On {
 		var log *slog.Logger
 		if cfg.Node.Logger != nil {
