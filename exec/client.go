@@ -1,0 +1,216 @@
+package exec
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+)
+
+// IO are a command's local ends, for Run.
+type IO struct {
+	// Stdin is sent as the command's standard input; nil: none (the
+	// command reads EOF at once).
+	Stdin io.Reader
+	// Stdout and Stderr receive the command's output; nil: discarded.
+	Stdout, Stderr io.Writer
+	// Signals are forwarded to the command's process group: SIGHUP,
+	// SIGINT or SIGTERM (others are dropped).
+	Signals <-chan int
+	// Window carries a pty's new size, rows and columns.
+	Window <-chan [2]uint16
+}
+
+// Run runs req on the exec service at the other end of c (a link to its
+// Port) and returns how the command ended. node names the target in
+// errors. A refusal is a *RefusedError; a service that breaks the
+// protocol (a forged or malformed frame, credit for stdin never sent, a
+// second start) a *ProtocolError; a connection that ends before the command's
+// exit status an error saying so. Run closes c. When ctx ends, the
+// command is sent SIGHUP and Run returns ctx's error.
+func Run(ctx context.Context, c net.Conn, node string, req Request, stdio IO) (Status, error) {
+	defer c.Close()
+	stop := context.AfterFunc(ctx, func() { c.Close() })
+	defer stop()
+	if err := req.Check(); err != nil {
+		return Status{}, err
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return Status{}, err
+	}
+	w := &frameWriter{c: c}
+	if err := w.send(FrameRequest, body); err != nil {
+		return Status{}, orCtx(ctx, fmt.Errorf("exec at %s: sending the request: %w", node, err))
+	}
+	f, err := ReadFrame(c, FromService)
+	switch {
+	case err == io.EOF:
+		return Status{}, orCtx(ctx, fmt.Errorf("exec at %s: the connection ended before an answer", node))
+	case err != nil:
+		return Status{}, orCtx(ctx, fmt.Errorf("exec at %s: %w", node, err))
+	case f.Type == FrameRefused:
+		return Status{}, &RefusedError{Node: node, Reason: string(f.Data)}
+	case f.Type != FrameStarted:
+		return Status{}, fmt.Errorf("exec at %s: %w", node, &ProtocolError{Type: f.Type, Msg: "before the command started"})
+	}
+	cr := newCredit()
+	defer cr.close()
+	quit := make(chan struct{})
+	defer close(quit)
+	go sendStdin(stdio.Stdin, w, cr)
+	go func() {
+		for {
+			select {
+			case <-quit:
+				return
+			case sig := <-stdio.Signals:
+				if sig == SIGHUP || sig == SIGINT || sig == SIGTERM {
+					_ = w.send(FrameSignal, []byte{byte(sig)})
+				}
+			case ws := <-stdio.Window:
+				if ws[0] != 0 && ws[1] != 0 {
+					_ = w.send(FrameWindow, binary.BigEndian.AppendUint16(binary.BigEndian.AppendUint16(nil, ws[0]), ws[1]))
+				}
+			}
+		}
+	}()
+	out, errw := orDiscard(stdio.Stdout), orDiscard(stdio.Stderr)
+	for {
+		f, err := ReadFrame(c, FromService)
+		if err == io.EOF {
+			return Status{}, orCtx(ctx, &EndedError{Node: node})
+		}
+		if err != nil {
+			return Status{}, orCtx(ctx, fmt.Errorf("exec at %s: %w", node, err))
+		}
+		switch f.Type {
+		case FrameStdout:
+			if _, err := out.Write(f.Data); err != nil {
+				return Status{}, fmt.Errorf("exec at %s: writing its output: %w", node, err)
+			}
+		case FrameStderr:
+			if _, err := errw.Write(f.Data); err != nil {
+				return Status{}, fmt.Errorf("exec at %s: writing its error output: %w", node, err)
+			}
+		case FrameCredit:
+			if err := cr.grant(int(binary.BigEndian.Uint32(f.Data))); err != nil {
+				return Status{}, fmt.Errorf("exec at %s: %w", node, err)
+			}
+		case FrameExit:
+			return parseExit(f.Data), nil
+		default:
+			return Status{}, fmt.Errorf("exec at %s: %w", node, &ProtocolError{Type: f.Type, Msg: "after the command started"})
+		}
+	}
+}
+
+// EndedError is a connection that ended before the command's exit status
+// came: the target or the way to it failed, or the caller was cut off.
+type EndedError struct{ Node string }
+
+func (e *EndedError) Error() string {
+	return fmt.Sprintf("exec at %s: the connection ended before the command's exit status", e.Node)
+}
+
+// orCtx is ctx's error once it ended (what closed the connection), else err.
+func orCtx(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+func orDiscard(w io.Writer) io.Writer {
+	if w == nil {
+		return io.Discard
+	}
+	return w
+}
+
+// sendStdin sends in as stdin frames within the credit, then its end.
+func sendStdin(in io.Reader, w *frameWriter, cr *credit) {
+	if in != nil {
+		buf := make([]byte, MaxData)
+		for {
+			n, ok := cr.take(MaxData)
+			if !ok {
+				return
+			}
+			m, err := in.Read(buf[:n])
+			cr.giveBack(n - m)
+			if m > 0 {
+				if w.send(FrameStdin, buf[:m]) != nil {
+					return
+				}
+			}
+			if err != nil {
+				break // EOF, or stdin failed: the command reads its end either way
+			}
+		}
+	}
+	_ = w.send(FrameStdinEOF, nil)
+}
+
+// credit is the stdin bytes the client may still send.
+type credit struct {
+	mu     sync.Mutex
+	cond   *sync.Cond
+	n      int // may send
+	out    int // sent (or reserved), not yet credited back
+	closed bool
+}
+
+func newCredit() *credit {
+	c := &credit{n: Window}
+	c.cond = sync.NewCond(&c.mu)
+	return c
+}
+
+// take waits for credit and reserves up to max bytes of it.
+func (c *credit) take(max int) (int, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.n == 0 && !c.closed {
+		c.cond.Wait()
+	}
+	if c.closed {
+		return 0, false
+	}
+	n := min(max, c.n)
+	c.n -= n
+	c.out += n
+	return n, true
+}
+
+// giveBack returns reserved credit that was not used.
+func (c *credit) giveBack(n int) {
+	c.mu.Lock()
+	c.n += n
+	c.out -= n
+	c.cond.Signal()
+	c.mu.Unlock()
+}
+
+// grant takes a credit frame: a service may give back only what was sent.
+func (c *credit) grant(n int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n > c.out {
+		return &ProtocolError{Type: FrameCredit, Msg: fmt.Sprintf("credit for %d bytes when %d are outstanding", n, c.out)}
+	}
+	c.out -= n
+	c.n += n
+	c.cond.Signal()
+	return nil
+}
+
+func (c *credit) close() {
+	c.mu.Lock()
+	c.closed = true
+	c.cond.Broadcast()
+	c.mu.Unlock()
+}

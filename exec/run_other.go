@@ -1,0 +1,18 @@
+//go:build !unix
+
+package exec
+
+import (
+	"errors"
+	"net"
+)
+
+type running struct{}
+
+func start(a *account, req *Request, switchUser bool) (*running, error) {
+	return nil, errors.New("the exec service runs on Unix systems only")
+}
+
+func (r *running) hangup() {}
+
+func (r *running) run(c net.Conn, w *frameWriter) (Status, error) { return Status{}, nil }
