@@ -4,10 +4,14 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"sync"
+	"time"
+
+	"github.com/gridlink/gridlink/agent/control"
 )
 
 // IO are a command's local ends, for Run.
@@ -49,7 +53,7 @@ func Run(ctx context.Context, c net.Conn, node string, req Request, stdio IO) (S
 	f, err := ReadFrame(c, FromService)
 	switch {
 	case err == io.EOF:
-		return Status{}, orCtx(ctx, fmt.Errorf("exec at %s: the connection ended before an answer", node))
+		return Status{}, orCtx(ctx, &EndedError{Node: node})
 	case err != nil:
 		return Status{}, orCtx(ctx, fmt.Errorf("exec at %s: %w", node, err))
 	case f.Type == FrameRefused:
@@ -82,7 +86,7 @@ func Run(ctx context.Context, c net.Conn, node string, req Request, stdio IO) (S
 	for {
 		f, err := ReadFrame(c, FromService)
 		if err == io.EOF {
-			return Status{}, orCtx(ctx, &EndedError{Node: node})
+			return Status{}, orCtx(ctx, &EndedError{Node: node, Started: true})
 		}
 		if err != nil {
 			return Status{}, orCtx(ctx, fmt.Errorf("exec at %s: %w", node, err))
@@ -108,12 +112,52 @@ func Run(ctx context.Context, c net.Conn, node string, req Request, stdio IO) (S
 	}
 }
 
-// EndedError is a connection that ended before the command's exit status
-// came: the target or the way to it failed, or the caller was cut off.
-type EndedError struct{ Node string }
+// EndedError is a connection that ended before the service answered, or
+// before the command's exit status came: the target refused the caller
+// in the handshake, the way to it failed, or the caller was cut off (a
+// revoked certificate). Cause is why, when the caller's agent knows.
+type EndedError struct {
+	Node    string
+	Started bool  // the command had started
+	Cause   error // the agent's word on why the link ended; nil if none
+}
 
 func (e *EndedError) Error() string {
-	return fmt.Sprintf("exec at %s: the connection ended before the command's exit status", e.Node)
+	what := "before an answer"
+	if e.Started {
+		what = "before the command's exit status"
+	}
+	if e.Cause != nil {
+		return fmt.Sprintf("exec at %s: the connection ended %s: %v", e.Node, what, e.Cause)
+	}
+	return fmt.Sprintf("exec at %s: the connection ended %s", e.Node, what)
+}
+
+func (e *EndedError) Unwrap() error { return e.Cause }
+
+// RunThrough runs req at node's exec service over a link the caller's
+// agent c sets up (with the agent's credentials: a user's proxy when she
+// runs her own agent), as Run does; a link that ends early says why, as
+// the agent saw it (a refusal in the handshake: a proxy restricted to
+// other services, a revoked certificate).
+func RunThrough(ctx context.Context, c *control.Client, node string, lo control.LinkOptions, req Request, stdio IO) (Status, error) {
+	s, err := c.Open(ctx, control.ConnectRequest{Addr: fmt.Sprintf("%s:%d", node, Port), Link: lo})
+	if err != nil {
+		return Status{}, err
+	}
+	conn, err := s.Conn()
+	if err != nil {
+		s.Close()
+		return Status{}, err
+	}
+	st, err := Run(ctx, conn, node, req, stdio)
+	var ee *EndedError
+	if errors.As(err, &ee) && ee.Cause == nil {
+		ectx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ee.Cause = s.End(ectx)
+		cancel()
+	}
+	return st, err
 }
 
 // orCtx is ctx's error once it ended (what closed the connection), else err.

@@ -16,6 +16,7 @@ import (
 	"github.com/gridlink/gridlink/agent"
 	"github.com/gridlink/gridlink/agent/control"
 	"github.com/gridlink/gridlink/hub/hubserver"
+	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/pki/ca"
 	"github.com/gridlink/gridlink/pki/pkitest"
@@ -72,7 +73,13 @@ func newGrid(t *testing.T, mapText string, open bool) *grid {
 	t.Helper()
 	gr := &grid{log: &logBuf{}}
 	var hubCreds, targetCreds *pki.Credentials
-	if !open {
+	if open {
+		key, err := identity.NewKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		hubCreds, _ = pki.NewCredentials(key)
+	} else {
 		gr.g = pkitest.New(t, "testgrid")
 		hubCreds, targetCreds = gr.g.Member(t, ca.Hub, "site"), gr.g.Member(t, ca.Node, "target")
 	}
@@ -124,11 +131,7 @@ func (gr *grid) user(t *testing.T, name string) *control.Client {
 // execAt runs req at the target through the caller's agent, as gridlink
 // exec does.
 func execAt(ctx context.Context, c *control.Client, req Request, stdio IO) (Status, error) {
-	conn, err := c.Connect(ctx, control.ConnectRequest{Addr: fmt.Sprintf("target:%d", Port)})
-	if err != nil {
-		return Status{}, err
-	}
-	return Run(ctx, conn, "target", req, stdio)
+	return RunThrough(ctx, c, "target", control.LinkOptions{}, req, stdio)
 }
 
 // output runs a command and returns its stdout, stderr and status.
