@@ -38,7 +38,8 @@ TERM and HUP are forwarded, and exec exits with the command's status
   --control S   agent control socket (default: your agent's, then the system agent's)
 
 Accepted and ignored, as launchers written for ssh pass them: -x -a -k -q -4
--6 -C -A, and -o OPTION -p PORT -i FILE -F FILE (with their argument).
+-6 -C -A, and -o OPTION -p PORT -i FILE -F FILE (with their argument);
+-X and -Y (X11 forwarding) are refused.
 Options may also follow NODE, until the first word that is not one
 (or --). NODE may be NODE@HUB.`
 
@@ -121,6 +122,8 @@ func parseExecArgs(args []string) (*execOpts, error) {
 				o.null = true
 			case 'x', 'a', 'k', 'q', '4', '6', 'C', 'A':
 				// ssh's X11 and agent forwarding off/on, quiet, address family, compression
+			case 'X', 'Y':
+				return nil, fmt.Errorf("-%c: X11 forwarding is not supported", c)
 			case 'h':
 				return nil, errHelp
 			case 'l', 'e', 'o', 'p', 'i', 'F':

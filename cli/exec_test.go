@@ -50,7 +50,7 @@ func TestParseExecArgs(t *testing.T) {
 			t.Errorf("%q: node %q command %q env %q pty %d account %q", tc.args, o.node, o.req.Command, o.req.Env, o.pty, o.req.Account)
 		}
 	}
-	for _, bad := range [][]string{{}, {"-x"}, {"-Z", "n1"}, {"-o"}, {"--nosuch", "n1"}, {"-e", "1BAD=x", "n1"}, {"--dir", "relative", "n1"}, {"-l", "../root", "n1", "id"}} {
+	for _, bad := range [][]string{{}, {"-x"}, {"-Z", "n1"}, {"-o"}, {"--nosuch", "n1"}, {"-e", "1BAD=x", "n1"}, {"--dir", "relative", "n1"}, {"-l", "../root", "n1", "id"}, {"-X", "n1", "xterm"}} {
 		if o, err := parseExecArgs(bad); err == nil {
 			t.Errorf("%q accepted: %+v", bad, o)
 		}
