@@ -35,7 +35,9 @@ func TestExecRestrictedProxy(t *testing.T) {
 		t.Errorf("a proxy restricted to exec at the target: %v", err)
 	}
 	why := "may not use exec at target: its proxy is restricted to [echo]"
-	if err := run("p-echo", "echo"); err == nil || !strings.Contains(err.Error(), why) || !gr.log.has(why) {
+	err := run("p-echo", "echo")
+	t.Logf("a proxy restricted to echo: %v", err)
+	if err == nil || !strings.Contains(err.Error(), why) || !gr.log.has(why) {
 		t.Errorf("a proxy restricted to echo: %v; want %q on both ends", err, why)
 	}
 	other := "exec@3qv3ylp4bh5oeakeagmqwfbnzu6xdn7buh5npxn6jjvdqwtgyzqa"
@@ -55,6 +57,7 @@ func TestExecRevoked(t *testing.T) {
 	}
 	gr.g.Revoke(t, user.Chain[0])
 	_, _, _, err := output(t, alice, Request{Command: []string{"true"}}, nil)
+	t.Logf("revoked: %v", err)
 	if err == nil || !strings.Contains(err.Error(), "revoked") {
 		t.Errorf("a revoked user's exec: %v; want refused as revoked", err)
 	}
@@ -158,5 +161,44 @@ func TestExecForgedFrames(t *testing.T) {
 		if tc.name != "no exit status" && out.Len() > 0 && !strings.Contains(tc.name, "cut") {
 			t.Errorf("%s: wrote %q", tc.name, out.String())
 		}
+	}
+}
+
+// The commands running at once are bounded; more are refused, named,
+// until one ends.
+func TestExecMaxCommands(t *testing.T) {
+	gr := newGrid(t, aliceMap, false)
+	gr.svc.Close()
+	svc, err := Listen(gr.target.Node(), Config{Mapfile: gr.mapfile, Logf: gr.log.logf, MaxCommands: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Close()
+	alice := gr.user(t, "alice")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pr, pw := io.Pipe()
+	sr, sw := io.Pipe()
+	first := make(chan error, 1)
+	go func() {
+		_, err := execAt(ctx, alice, Request{Command: []string{"echo ready; read x"}}, IO{Stdin: sr, Stdout: pw})
+		first <- err
+	}()
+	buf := make([]byte, 6)
+	if _, err := io.ReadFull(pr, buf); err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, err = output(t, alice, Request{Command: []string{"true"}}, nil)
+	why := "target runs 1 commands already, the most its exec service allows at once"
+	var re *RefusedError
+	if !errors.As(err, &re) || re.Reason != why || !gr.log.has(why) {
+		t.Errorf("a second command: %v; want %q on both ends", err, why)
+	}
+	sw.Close()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := output(t, alice, Request{Command: []string{"true"}}, nil); err != nil {
+		t.Errorf("after the first ended: %v", err)
 	}
 }

@@ -23,7 +23,13 @@ type Config struct {
 	Mapfile string
 	// Logf logs every run and refusal; nil: standard error.
 	Logf func(format string, args ...any)
+	// MaxCommands bounds the commands running at once; more are refused
+	// until one ends. Zero: DefaultMaxCommands.
+	MaxCommands int
 }
+
+// DefaultMaxCommands is Config.MaxCommands' default.
+const DefaultMaxCommands = 256
 
 // Service is a running exec service.
 type Service struct {
@@ -34,6 +40,8 @@ type Service struct {
 	// euid is the uid commands run as unless it is root's (0), which runs
 	// them as the mapped account.
 	euid int
+	// slots holds a token per running command (MaxCommands).
+	slots chan struct{}
 
 	wg sync.WaitGroup
 }
@@ -52,7 +60,10 @@ func Listen(node *vconn.Node, cfg Config) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("exec service: %w", err)
 	}
-	s := &Service{l: l, node: node, maps: &mapSource{path: cfg.Mapfile}, logf: cfg.Logf, euid: os.Geteuid()}
+	if cfg.MaxCommands <= 0 {
+		cfg.MaxCommands = DefaultMaxCommands
+	}
+	s := &Service{l: l, node: node, maps: &mapSource{path: cfg.Mapfile}, logf: cfg.Logf, euid: os.Geteuid(), slots: make(chan struct{}, cfg.MaxCommands)}
 	s.wg.Add(1)
 	go s.serve()
 	return s, nil
@@ -113,9 +124,21 @@ func (s *Service) handle(c net.Conn) {
 		s.refuse(c, who, fmt.Sprintf("bad request: %v", err))
 		return
 	}
+	release := func() {}
 	acct, reason := s.authorize(peer, &req)
 	if reason != "" {
 		s.refuse(c, who, reason)
+		return
+	}
+	select {
+	case s.slots <- struct{}{}:
+		// freed before the exit status goes out: a caller told its command
+		// ended may start the next at once
+		var once sync.Once
+		release = func() { once.Do(func() { <-s.slots }) }
+		defer release()
+	default:
+		s.refuse(c, who, fmt.Sprintf("%s runs %d commands already, the most its exec service allows at once", s.node.Name(), cap(s.slots)))
 		return
 	}
 	w := &frameWriter{c: c}
@@ -129,6 +152,7 @@ func (s *Service) handle(c net.Conn) {
 		r.hangup()
 	}
 	st, cause := r.run(c, w)
+	release()
 	if cause != nil {
 		s.logf("exec: %s as %s: %v", who, acct.name, cause)
 	}
