@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"bufio"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -50,7 +51,8 @@ func Run(ctx context.Context, c net.Conn, node string, req Request, stdio IO) (S
 	if err := w.send(FrameRequest, body); err != nil {
 		return Status{}, orCtx(ctx, fmt.Errorf("exec at %s: sending the request: %w", node, err))
 	}
-	f, err := ReadFrame(c, FromService)
+	br := bufio.NewReaderSize(c, frameHeader+MaxData)
+	f, err := ReadFrame(br, FromService)
 	switch {
 	case err == io.EOF:
 		return Status{}, orCtx(ctx, &EndedError{Node: node})
@@ -84,7 +86,7 @@ func Run(ctx context.Context, c net.Conn, node string, req Request, stdio IO) (S
 	}()
 	out, errw := orDiscard(stdio.Stdout), orDiscard(stdio.Stderr)
 	for {
-		f, err := ReadFrame(c, FromService)
+		f, err := ReadFrame(br, FromService)
 		if err == io.EOF {
 			return Status{}, orCtx(ctx, &EndedError{Node: node, Started: true})
 		}

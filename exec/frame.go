@@ -44,7 +44,8 @@ const Port = 512
 //	              pty: the terminal's output)
 //	'e' stderr    1..MaxData bytes of its standard error
 //	'C' credit    4 bytes, uint32 1..Window: so many more stdin bytes may be
-//	              sent (what the command has taken)
+//	              sent (what the command has taken; granted in batches of
+//	              a quarter of the window, or all once it has taken all)
 //	'X' exit      2 bytes: 0 and the exit code (0..255), or 1 and the
 //	              signal number (1..64) that killed the command; the last
 //	              frame, after all of stdout and stderr
@@ -56,7 +57,7 @@ const Port = 512
 const (
 	frameHeader = 5
 	// MaxData bounds a data frame's payload.
-	MaxData = 64 << 10
+	MaxData = 256 << 10
 	// MaxRequest bounds the request's JSON.
 	MaxRequest = 64 << 10
 	// MaxReason bounds a refusal's reason.
@@ -64,6 +65,9 @@ const (
 	// Window is the stdin credit a client starts with: bytes it may send
 	// before the service has taken any.
 	Window = 4 << 20
+	// creditBatch is how much stdin the command takes before the service
+	// grants it back (or less, once the command has taken all it was sent).
+	creditBatch = Window / 4
 )
 
 // Frame types.

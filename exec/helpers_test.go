@@ -69,7 +69,7 @@ var sockSeq atomic.Int64
 
 // newGrid starts a hub and the target "target" with a grid-mapfile of
 // mapText; open: without a grid CA.
-func newGrid(t *testing.T, mapText string, open bool) *grid {
+func newGrid(t testing.TB, mapText string, open bool) *grid {
 	t.Helper()
 	gr := &grid{log: &logBuf{}}
 	var hubCreds, targetCreds *pki.Credentials
@@ -105,7 +105,7 @@ func newGrid(t *testing.T, mapText string, open bool) *grid {
 }
 
 // agent starts an agent on the grid's hub.
-func (gr *grid) agent(t *testing.T, name string, creds *pki.Credentials, logf func(string, ...any)) *agent.Agent {
+func (gr *grid) agent(t testing.TB, name string, creds *pki.Credentials, logf func(string, ...any)) *agent.Agent {
 	t.Helper()
 	sock := fmt.Sprintf("@gridlink-exec-test-%d-%d-%s", os.Getpid(), sockSeq.Add(1), name)
 	a, err := agent.Start(context.Background(), agent.Config{Control: sock, Node: vconn.Config{Name: name, Creds: creds, Hubs: []string{gr.hub}, ListenAddr: "127.0.0.1", Logf: logf}})
@@ -117,13 +117,13 @@ func (gr *grid) agent(t *testing.T, name string, creds *pki.Credentials, logf fu
 }
 
 // caller starts a caller's agent with creds and returns its client.
-func (gr *grid) caller(t *testing.T, name string, creds *pki.Credentials) *control.Client {
+func (gr *grid) caller(t testing.TB, name string, creds *pki.Credentials) *control.Client {
 	t.Helper()
 	return control.Dial(gr.agent(t, name, creds, nil).Control())
 }
 
 // user is a caller's agent holding a proxy of user name (unrestricted).
-func (gr *grid) user(t *testing.T, name string) *control.Client {
+func (gr *grid) user(t testing.TB, name string) *control.Client {
 	t.Helper()
 	return gr.caller(t, name+"-node", gr.g.Proxy(t, gr.g.User(t, name), proxy.Options{}))
 }

@@ -52,3 +52,14 @@ func setWinsize(f *os.File, rows, cols uint16) error {
 	}
 	return err
 }
+
+// pipeSize is what growPipe asks for: a frame's worth and more.
+const pipeSize = 1 << 20
+
+// growPipe enlarges a pipe's buffer (Linux: F_SETPIPE_SZ); a refusal
+// (above /proc/sys/fs/pipe-max-size for an unprivileged agent) leaves it.
+func growPipe(f *os.File) {
+	if rc, err := f.SyscallConn(); err == nil {
+		_ = rc.Control(func(fd uintptr) { _, _ = unix.FcntlInt(fd, unix.F_SETPIPE_SZ, pipeSize) })
+	}
+}

@@ -81,3 +81,10 @@ func (q *stdinQueue) taken(n int) {
 	q.held -= n
 	q.mu.Unlock()
 }
+
+// empty says whether nothing is queued now.
+func (q *stdinQueue) empty() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.bufs) == 0
+}

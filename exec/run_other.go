@@ -4,7 +4,7 @@ package exec
 
 import (
 	"errors"
-	"net"
+	"io"
 )
 
 type running struct{}
@@ -15,4 +15,4 @@ func start(a *account, req *Request, switchUser bool) (*running, error) {
 
 func (r *running) hangup() {}
 
-func (r *running) run(c net.Conn, w *frameWriter) (Status, error) { return Status{}, nil }
+func (r *running) run(c io.Reader, w *frameWriter) (Status, error) { return Status{}, nil }

@@ -6,7 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"net"
+	"io"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -83,6 +83,9 @@ func start(a *account, req *Request, switchUser bool) (*running, error) {
 			ends[i], ends[i+1] = rd, wr
 		}
 		r.stdin, r.stdout, r.stderr = ends[1], ends[2], ends[4]
+		for _, p := range []*os.File{ends[1], ends[2]} {
+			growPipe(p) // fewer wake-ups of the command and of this process on bulk data
+		}
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = ends[0], ends[3], ends[5]
 		theirs = append(theirs, ends[0], ends[3], ends[5])
 		cmd.SysProcAttr.Setpgid = true
@@ -115,10 +118,10 @@ func (r *running) signal(sig syscall.Signal) {
 // hangup is the caller gone: SIGHUP, as a closed terminal sends it.
 func (r *running) hangup() { r.signal(syscall.SIGHUP) }
 
-// run carries the command's streams over c until it exits and its output
+// run carries the command's streams (frames from c, to w) until it exits and its output
 // ends, and returns its status, and why the caller's side ended early
 // (its connection gone, a protocol fault), if it did.
-func (r *running) run(c net.Conn, w *frameWriter) (Status, error) {
+func (r *running) run(c io.Reader, w *frameWriter) (Status, error) {
 	q := newStdinQueue()
 	var causeMu sync.Mutex
 	var cause error
@@ -176,7 +179,12 @@ func (r *running) run(c net.Conn, w *frameWriter) (Status, error) {
 	go func() {
 		defer close(stdinDone)
 		broken := false
+		owed := 0 // taken, not yet granted back
 		for {
+			if owed > 0 && (owed >= creditBatch || q.empty()) {
+				_ = w.send(FrameCredit, binary.BigEndian.AppendUint32(nil, uint32(owed)))
+				owed = 0
+			}
 			b, eof, ok := q.pop()
 			if !ok {
 				return
@@ -195,7 +203,7 @@ func (r *running) run(c net.Conn, w *frameWriter) (Status, error) {
 				}
 			}
 			q.taken(len(b))
-			_ = w.send(FrameCredit, binary.BigEndian.AppendUint32(nil, uint32(len(b))))
+			owed += len(b)
 		}
 	}()
 	// stdout and stderr, until they end

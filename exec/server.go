@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"net"
@@ -111,7 +112,8 @@ func (s *Service) handle(c net.Conn) {
 	}
 	who := fmt.Sprintf("%s from %s", describePeer(peer), c.RemoteAddr())
 	_ = c.SetReadDeadline(time.Now().Add(requestWait))
-	f, err := ReadFrame(c, FromClient)
+	br := bufio.NewReaderSize(c, frameHeader+MaxData)
+	f, err := ReadFrame(br, FromClient)
 	if err == nil && f.Type != FrameRequest {
 		err = &ProtocolError{Type: f.Type, Msg: "before the request"}
 	}
@@ -151,7 +153,7 @@ func (s *Service) handle(c net.Conn) {
 	if err := w.send(FrameStarted, nil); err != nil {
 		r.hangup()
 	}
-	st, cause := r.run(c, w)
+	st, cause := r.run(br, w)
 	release()
 	if cause != nil {
 		s.logf("exec: %s as %s: %v", who, acct.name, cause)
