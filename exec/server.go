@@ -188,6 +188,9 @@ func (s *Service) authorize(peer pki.Peer, req *Request) (*account, string) {
 	if peer.Chain == nil {
 		return nil, fmt.Sprintf("exec needs a grid CA: %s shows no certificate (node %s runs an open grid, where no subject can be mapped to an account)", peer, s.node.Name())
 	}
+	if err := s.node.Recheck(peer); err != nil {
+		return nil, fmt.Sprintf("%s is no longer admitted at %s: %v", peer, s.node.Name(), err)
+	}
 	if !peer.Allows("exec", s.node.ID()) {
 		return nil, fmt.Sprintf("%s may not use exec at %s: its proxy is restricted to %v", peer, s.node.Name(), peer.Chain.Restriction)
 	}
