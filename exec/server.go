@@ -110,7 +110,11 @@ func (s *Service) handle(c net.Conn) {
 	if lc, ok := c.(*link.Conn); ok {
 		peer = lc.First().Proof()
 	}
-	who := fmt.Sprintf("%s from %s", describePeer(peer), c.RemoteAddr())
+	from := c.RemoteAddr().String()
+	if va, ok := c.RemoteAddr().(vconn.Addr); ok && va.Node.Name != "" {
+		from = va.Node.Name // the caller's node (its port says nothing)
+	}
+	who := fmt.Sprintf("%s from node %s", describePeer(peer), from)
 	_ = c.SetReadDeadline(time.Now().Add(requestWait))
 	br := bufio.NewReaderSize(c, frameHeader+MaxData)
 	f, err := ReadFrame(br, FromClient)
