@@ -3,6 +3,9 @@ package lab_test
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"os"
@@ -18,6 +21,8 @@ import (
 	"github.com/gridlink/gridlink/internal/lab/labtest"
 	"github.com/gridlink/gridlink/internal/lab/matrix"
 	"github.com/gridlink/gridlink/internal/lab/topology"
+	"github.com/gridlink/gridlink/pki/ca"
+	"github.com/gridlink/gridlink/pki/proxy"
 )
 
 // execAccount is a local account for the test (the lab's hosts share this
@@ -82,11 +87,44 @@ func (x *execLab) asUser(ctx context.Context, host string, args ...string) *exec
 // userAgent starts user's own agent on host, run by the test account
 // with a proxy of the lab CA, and returns its control socket.
 func (x *execLab) userAgent(host, user string) string {
-	t := x.t
 	i, err := x.o.IssueUser(user)
+	if err != nil {
+		x.t.Fatal(err)
+	}
+	return x.agentWith(host, user, i)
+}
+
+// restrictedProxy issues user a proxy of the lab CA restricted to
+// restrict, as `gridlink proxy init --restrict` makes one.
+func (x *execLab) restrictedProxy(user string, restrict ...string) lab.Issued {
+	t := x.t
+	c, err := lab.OpenCA()
 	if err != nil {
 		t.Fatal(err)
 	}
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := c.Authority.Issue(ca.Request{Role: ca.User, Name: user, Key: priv.Public()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := proxy.New(&proxy.Credential{Chain: []*x509.Certificate{cert}, Key: priv}, proxy.Options{Restrict: restrict})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := filepath.Join(t.TempDir(), user+".proxy.pem")
+	if err := proxy.Save(f, p); err != nil {
+		t.Fatal(err)
+	}
+	return lab.Issued{CA: c.CertFile(), CRL: c.CRLFile(), Proxy: f}
+}
+
+// agentWith starts an agent on host as the test account with i's files
+// (copied for it), named after user, and returns its control socket.
+func (x *execLab) agentWith(host, user string, i lab.Issued) string {
+	t := x.t
 	// the account's copies of the lab CA's files and the proxy
 	dir := filepath.Join(x.acct.home, user)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -239,6 +277,19 @@ func TestGrid6Exec(t *testing.T) {
 		}
 		if out, err := exec.Command("diff", "-r", filepath.Join(src, "tree"), filepath.Join(dest, "tree")).CombinedOutput(); err != nil {
 			t.Errorf("the tree differs after tar through exec: %v %s", err, out)
+		}
+	})
+	t.Run("RestrictedProxy", func(t *testing.T) {
+		// alice's proxy for echo only: refused in the handshake at g5k-n1
+		echoOnly := x.agentWith("das3v-n1", "alice-echo", x.restrictedProxy("alice", "echo"))
+		code, out, errs := x.exec("das3v-n1", echoOnly, nil, "g5k-n1", "id")
+		why := "may not use exec at g5k-n1: its proxy is restricted to [echo]"
+		if code != 255 || out != "" || !strings.Contains(errs, why) {
+			t.Errorf("a proxy restricted to echo: %d %q %q; want 255 and %q", code, out, errs, why)
+		}
+		log, _ := os.ReadFile(matrix.LogFile(labtest.Host(t, topo, "g5k-n1"), "node"))
+		if !bytes.Contains(log, []byte(why)) {
+			t.Errorf("g5k-n1's log does not name the refusal %q:\n%s", why, log)
 		}
 	})
 	t.Run("Unmapped", func(t *testing.T) {
