@@ -36,6 +36,8 @@ func TestParseExecArgs(t *testing.T) {
 		// Open MPI's plm_rsh and MPICH hydra's ssh launcher: -x, then the host, then the command
 		{args: []string{"-x", "g5k-n1", "PATH=/opt/bin:$PATH", ";", "export", "PATH", ";", "orted", "-mca", "ess", "env"}, node: "g5k-n1", cmd: []string{"PATH=/opt/bin:$PATH", ";", "export", "PATH", ";", "orted", "-mca", "ess", "env"}},
 		{args: []string{"-x", "-q", "-o", "StrictHostKeyChecking=no", "-oBatchMode=yes", "-p", "22", "-T", "hiroshi-n1", "/usr/bin/hydra_pmi_proxy", "--control-port", "das3v-n1:4242"}, node: "hiroshi-n1", cmd: []string{"/usr/bin/hydra_pmi_proxy", "--control-port", "das3v-n1:4242"}, pty: -1},
+		// Open MPI 4.1.4's words (a logging agent saw them so)
+		{args: []string{"fakehost1", " orted", "--daemonize", "-mca", "ess", `"env"`, "-mca", "orte_hnp_uri", `"881000448.0;tcp://192.0.2.2:35267"`}, node: "fakehost1", cmd: []string{" orted", "--daemonize", "-mca", "ess", `"env"`, "-mca", "orte_hnp_uri", `"881000448.0;tcp://192.0.2.2:35267"`}},
 		{args: []string{"n1", "--", "tar", "x", "-C", "/tmp/x"}, node: "n1", cmd: []string{"tar", "x", "-C", "/tmp/x"}},
 		{args: []string{"--", "n1", "ls", "-l"}, node: "n1", cmd: []string{"ls", "-l"}},
 		{args: []string{"n1", "-l", "physics", "-tx", "top"}, node: "n1", cmd: []string{"top"}, pty: 1, acct: "physics"},
