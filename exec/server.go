@@ -111,8 +111,11 @@ func (s *Service) handle(c net.Conn) {
 		peer = lc.First().Proof()
 	}
 	from := c.RemoteAddr().String()
-	if va, ok := c.RemoteAddr().(vconn.Addr); ok && va.Node.Name != "" {
-		from = va.Node.Name // the caller's node (its port says nothing)
+	if va, ok := c.RemoteAddr().(vconn.Addr); ok {
+		// the caller's node (its port says nothing): its name, or its ID
+		if from = va.Node.Name; from == "" {
+			from = va.Node.ID.Short()
+		}
 	}
 	who := fmt.Sprintf("%s from node %s", describePeer(peer), from)
 	_ = c.SetReadDeadline(time.Now().Add(requestWait))
