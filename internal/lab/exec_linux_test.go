@@ -122,11 +122,12 @@ func (x *execLab) restrictedProxy(user string, restrict ...string) lab.Issued {
 }
 
 // agentWith starts an agent on host as the test account with i's files
-// (copied for it), named after user, and returns its control socket.
-func (x *execLab) agentWith(host, user string, i lab.Issued) string {
+// (copied for it) and the flags extra, named USER-HOST, and returns its
+// control socket.
+func (x *execLab) agentWith(host, user string, i lab.Issued, extra ...string) string {
 	t := x.t
 	// the account's copies of the lab CA's files and the proxy
-	dir := filepath.Join(x.acct.home, user)
+	dir := filepath.Join(x.acct.home, user+"-"+host)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +150,7 @@ func (x *execLab) agentWith(host, user string, i lab.Issued) string {
 	}
 	sock := filepath.Join(dir, "agent.sock")
 	h := labtest.Host(t, x.topo, host)
-	cmd := x.asUser(context.Background(), host, append([]string{"node", "--name", user + "-" + host, "--hub", matrix.HubAddr(h), "--control", sock}, args...)...)
+	cmd := x.asUser(context.Background(), host, append([]string{"node", "--name", user + "-" + host, "--hub", matrix.HubAddr(h), "--control", sock}, append(args, extra...)...)...)
 	logPath := filepath.Join(t.TempDir(), "agent.log")
 	logf, err := os.Create(logPath)
 	if err != nil {
@@ -290,6 +291,31 @@ func TestGrid6Exec(t *testing.T) {
 		log, _ := os.ReadFile(matrix.LogFile(labtest.Host(t, topo, "g5k-n1"), "node"))
 		if !bytes.Contains(log, []byte(why)) {
 			t.Errorf("g5k-n1's log does not name the refusal %q:\n%s", why, log)
+		}
+	})
+	t.Run("UserAgent", func(t *testing.T) {
+		// an exec service run by the test account itself (alice's own
+		// agent on g5k-n1): it runs commands for callers mapped to its
+		// account, without switching; one mapped to root is refused
+		own := filepath.Join(mapDir, "own-grid-mapfile")
+		text := fmt.Sprintf("\"/O=%s/OU=user/CN=alice\" %s\n\"/O=%s/OU=user/CN=carol\" root\n", lab.CAName, acct.name, lab.CAName)
+		if err := os.WriteFile(own, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		i, err := x.o.IssueUser("alice")
+		if err != nil {
+			t.Fatal(err)
+		}
+		x.agentWith("g5k-n1", "alice", i, "--allow-exec", "--grid-mapfile", own)
+		code, out, errs := x.exec("das3v-n1", alice, nil, "alice-g5k-n1", "id -un; ip netns identify")
+		if want := acct.name + "\n" + lab.HostNS(labtest.Host(t, topo, "g5k-n1")) + "\n"; code != 0 || out != want {
+			t.Errorf("exec at alice's own agent: %d %q %q; want %q", code, out, errs, want)
+		}
+		carol := x.userAgent("das3v-n1", "carol")
+		code, _, errs = x.exec("das3v-n1", carol, nil, "alice-g5k-n1", "id")
+		why := fmt.Sprintf(`the exec service of alice-g5k-n1 runs as uid %d, not as root: it runs commands only as uid %d, and "/O=%s/OU=user/CN=carol" maps to root (uid 0)`, acct.uid, acct.uid, lab.CAName)
+		if code != 255 || !strings.Contains(errs, why) {
+			t.Errorf("carol, mapped to root, at alice's own agent: %d %q; want 255 and %q", code, errs, why)
 		}
 	})
 	t.Run("Unmapped", func(t *testing.T) {
