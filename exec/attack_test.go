@@ -240,3 +240,46 @@ func TestExecMaxCommands(t *testing.T) {
 		t.Errorf("after the first ended: %v", err)
 	}
 }
+
+// failAfter is an output that fails once it has taken n bytes (a reader
+// that went away, as head does).
+type failAfter struct{ n int }
+
+func (f *failAfter) Write(p []byte) (int, error) {
+	if f.n -= len(p); f.n < 0 {
+		return 0, errors.New("broken pipe")
+	}
+	return len(p), nil
+}
+
+// A caller whose output goes nowhere (gridlink exec NODE yes | head)
+// ends, and its command is hung up rather than left running.
+func TestExecOutputGone(t *testing.T) {
+	gr := newGrid(t, aliceMap, false)
+	alice := gr.user(t, "alice")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var pidOut strings.Builder
+	_, err := execAt(ctx, alice, Request{Command: []string{"echo $$ >&2; exec yes"}}, IO{Stdout: &failAfter{n: 1 << 20}, Stderr: &pidOut})
+	if err == nil || !strings.Contains(err.Error(), "writing its output: broken pipe") {
+		t.Fatalf("yes into a broken output: %v", err)
+	}
+	pid := strings.TrimSpace(pidOut.String())
+	if _, err := strconv.Atoi(pid); err != nil {
+		t.Fatalf("pid %q", pid)
+	}
+	testwait.Until(t, "yes to be hung up", 10*time.Second, func() bool {
+		_, err := os.Stat("/proc/" + pid)
+		return err != nil
+	})
+}
+
+// A request too large for the protocol is refused before it is sent.
+func TestExecRequestTooLarge(t *testing.T) {
+	client, other := net.Pipe()
+	defer other.Close()
+	_, err := Run(context.Background(), client, "n1", Request{Env: []string{"BIG=" + strings.Repeat("x", MaxRequest)}}, IO{})
+	if err == nil || !strings.Contains(err.Error(), "at most 65536") {
+		t.Errorf("a huge request: %v", err)
+	}
+}

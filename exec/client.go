@@ -47,6 +47,9 @@ func Run(ctx context.Context, c net.Conn, node string, req Request, stdio IO) (S
 	if err != nil {
 		return Status{}, err
 	}
+	if len(body) > MaxRequest {
+		return Status{}, fmt.Errorf("exec at %s: a request of %d bytes (command and environment), at most %d", node, len(body), MaxRequest)
+	}
 	w := &frameWriter{c: c}
 	if err := w.send(FrameRequest, body); err != nil {
 		return Status{}, orCtx(ctx, fmt.Errorf("exec at %s: sending the request: %w", node, err))
