@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -317,6 +318,27 @@ func TestGrid6Exec(t *testing.T) {
 		if code != 255 || !strings.Contains(errs, why) {
 			t.Errorf("carol, mapped to root, at alice's own agent: %d %q; want 255 and %q", code, errs, why)
 		}
+	})
+	t.Run("StartupFigure", func(t *testing.T) {
+		// a figure, not an assertion: gridlink exec g5k-n1 true, the
+		// client's own start included, against gridlink status (a client
+		// start and one question to the local agent)
+		median := func(args ...string) time.Duration {
+			var ds []time.Duration
+			for i := 0; i < 9; i++ {
+				start := time.Now()
+				cmd := x.asUser(context.Background(), "das3v-n1", args...)
+				if out, err := cmd.CombinedOutput(); err != nil {
+					t.Fatalf("%v: %v %s", args, err, out)
+				}
+				ds = append(ds, time.Since(start))
+			}
+			slices.Sort(ds)
+			return ds[len(ds)/2]
+		}
+		e := median("exec", "--control", alice, "g5k-n1", "true")
+		s := median("status", "--control", alice)
+		t.Logf("gridlink exec g5k-n1 true from das3v-n1: median %v; gridlink status there: %v", e.Round(100*time.Microsecond), s.Round(100*time.Microsecond))
 	})
 	t.Run("Unmapped", func(t *testing.T) {
 		mallory := x.userAgent("das3v-n1", "mallory")
