@@ -2,6 +2,7 @@ package gridlink
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/gridlink/gridlink/agent/control"
 	"github.com/gridlink/gridlink/exec"
@@ -9,7 +10,7 @@ import (
 
 // Commands on other nodes (gridlink exec, and MPI launchers that call it
 // where they would call ssh): the exec service a node agent offers
-// (AgentConfig.Exec) and its client, which goes through the caller's own
+// (Agent.ServeExec) and its client, which goes through the caller's own
 // agent as nc does. See package exec for the grid-mapfile and the
 // protocol.
 
@@ -21,16 +22,41 @@ const ExecPort = exec.Port
 // unless told otherwise.
 const DefaultGridMapfile = exec.DefaultMapfile
 
-// ExecConfig configures a node agent's exec service. The zero value
-// serves none.
+// ExecConfig configures a node agent's exec service (Agent.ServeExec).
+// The zero value works: the default grid-mapfile, logged to standard
+// error, at most 256 commands at once.
 type ExecConfig struct {
-	// Allow serves exec on ExecPort: grid members the grid-mapfile maps to
-	// a local account run commands as that account (an agent not run by
-	// root: as its own user only). It needs a grid CA.
-	Allow bool
 	// Mapfile is the grid-mapfile; empty: DefaultGridMapfile.
 	Mapfile string
+	// Logger receives every run and refusal (each record with node=NAME);
+	// nil: standard error.
+	Logger *slog.Logger
+	// MaxCommands bounds the commands running at once; zero: 256.
+	MaxCommands int
 }
+
+// ExecService is a node agent's running exec service.
+type ExecService struct{ s *exec.Service }
+
+// ServeExec serves exec on the agent's node (ExecPort): grid members the
+// grid-mapfile maps to a local account run commands as that account (an
+// agent not run by root: as its own user only). It needs a grid CA: in an
+// open grid every command is refused, saying so. The agent's Close does
+// not stop it; its own Close does.
+func (a *Agent) ServeExec(cfg ExecConfig) (*ExecService, error) {
+	var logf func(string, ...any)
+	if cfg.Logger != nil {
+		logf = logfOf(cfg.Logger.With("node", a.a.Node().Name()))
+	}
+	s, err := exec.Listen(a.a.Node(), exec.Config{Mapfile: cfg.Mapfile, Logf: logf, MaxCommands: cfg.MaxCommands})
+	if err != nil {
+		return nil, err
+	}
+	return &ExecService{s: s}, nil
+}
+
+// Close stops accepting commands; those under way go on until they end.
+func (s *ExecService) Close() error { return s.s.Close() }
 
 // The exec client's request, local ends and results (package exec's).
 type (
@@ -56,17 +82,4 @@ const (
 // revoked certificate) or cut, an *ExecEndedError saying why.
 func Exec(ctx context.Context, c *control.Client, node string, lo control.LinkOptions, req ExecRequest, stdio ExecIO) (ExecStatus, error) {
 	return exec.RunThrough(ctx, c, node, lo, req, stdio)
-}
-
-// startExec starts an agent's exec service, if cfg allows one.
-func startExec(a *Agent, cfg ExecConfig, logf func(string, ...any)) error {
-	if !cfg.Allow {
-		return nil
-	}
-	s, err := exec.Listen(a.a.Node(), exec.Config{Mapfile: cfg.Mapfile, Logf: logf})
-	if err != nil {
-		return err
-	}
-	a.exec = s
-	return nil
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/agent"
-	"github.com/gridlink/gridlink/exec"
 	"github.com/gridlink/gridlink/vconn"
 )
 
@@ -151,8 +150,6 @@ type AgentConfig struct {
 	Control string
 	// AllowExit lets other nodes' SOCKS clients reach TCP hosts from here.
 	AllowExit bool
-	// Exec is the exec service (exec.go); none by default.
-	Exec ExecConfig
 }
 
 // Agent is a running node agent: a node and the local control API other
@@ -160,7 +157,6 @@ type AgentConfig struct {
 type Agent struct {
 	a    *agent.Agent
 	node *Node
-	exec *exec.Service // nil without one
 }
 
 // StartAgent starts a node (as Start does) and serves its control API.
@@ -173,12 +169,7 @@ func StartAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	ga := &Agent{a: a, node: &Node{n: a.Node()}}
-	if err := startExec(ga, cfg.Exec, vc.Logf); err != nil {
-		a.Close()
-		return nil, err
-	}
-	return ga, nil
+	return &Agent{a: a, node: &Node{n: a.Node()}}, nil
 }
 
 // Node is the agent's node (closed by the agent's Close).
@@ -188,9 +179,4 @@ func (a *Agent) Node() *Node { return a.node }
 func (a *Agent) Control() string { return a.a.Control() }
 
 // Close stops the agent and its node.
-func (a *Agent) Close() error {
-	if a.exec != nil {
-		a.exec.Close()
-	}
-	return a.a.Close()
-}
+func (a *Agent) Close() error { return a.a.Close() }

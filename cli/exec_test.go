@@ -92,12 +92,17 @@ func TestExecCommand(t *testing.T) {
 	sock := func(name string) string { return fmt.Sprintf("@gridlink-cli-exec-%d-%s", os.Getpid(), name) }
 	targetLog := &lockedLog{}
 	tkey, tcreds := member(ca.Node, "target")
-	target, err := gridlink.StartAgent(ctx, gridlink.AgentConfig{Control: sock("target"), Node: gridlink.Config{Name: "target", Key: tkey, Credentials: tcreds, Hubs: []string{h.Addr().String()}, ListenAddr: "127.0.0.1", Logger: slog.New(slog.NewTextHandler(targetLog, nil))},
-		Exec: gridlink.ExecConfig{Allow: true, Mapfile: mapfile}})
+	tlog := slog.New(slog.NewTextHandler(targetLog, nil))
+	target, err := gridlink.StartAgent(ctx, gridlink.AgentConfig{Control: sock("target"), Node: gridlink.Config{Name: "target", Key: tkey, Credentials: tcreds, Hubs: []string{h.Addr().String()}, ListenAddr: "127.0.0.1", Logger: tlog}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer target.Close()
+	ex, err := target.ServeExec(gridlink.ExecConfig{Mapfile: mapfile, Logger: tlog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ex.Close()
 	user := func(name string) string {
 		p, err := proxy.New(g.User(t, name), proxy.Options{})
 		if err != nil {
