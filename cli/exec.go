@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"strings"
@@ -256,4 +257,29 @@ func validTerm(s string) bool {
 		}
 	}
 	return true
+}
+
+// execFlags are gridlink node's flags of the exec service.
+type execFlags struct {
+	allow   bool
+	mapfile string
+}
+
+func (xf *execFlags) add(c *cobra.Command) {
+	c.Flags().BoolVar(&xf.allow, "allow-exec", false, "run commands for grid members (gridlink exec) as the accounts --grid-mapfile maps them to; needs --ca")
+	c.Flags().StringVar(&xf.mapfile, "grid-mapfile", gridlink.DefaultGridMapfile, `the exec service's grid-mapfile: lines "SUBJECT" ACCOUNT[,ACCOUNT...]`)
+}
+
+// start starts the agent's exec service if --allow-exec asks for one,
+// logging to logger (the node's, with -v) or standard error, and returns
+// what stops it.
+func (xf *execFlags) start(a *gridlink.Agent, logger *slog.Logger) (func(), error) {
+	if !xf.allow {
+		return func() {}, nil
+	}
+	s, err := a.ServeExec(gridlink.ExecConfig{Mapfile: xf.mapfile, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	return func() { s.Close() }, nil
 }

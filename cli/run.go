@@ -157,11 +157,10 @@ func hold(ctx context.Context, who string, n *gridlink.Node, verbose bool) (cont
 }
 
 func nodeCmd() *cobra.Command {
+	var xf execFlags
 	var nf nodeFlags
 	var control string
 	var allowExit bool
-	var allowExec bool
-	var execCfg gridlink.ExecConfig
 	c := &cobra.Command{
 		Use:   "node",
 		Short: "run this host's node agent (other gridlink commands talk to it)",
@@ -185,15 +184,12 @@ stopped or when the hubs refuse it for good (its certificate, role or name).`,
 			if err != nil {
 				return flagWords(err)
 			}
-			if allowExec {
-				execCfg.Logger = cfg.Logger // -v: the node's log; else standard error
-				ex, err := a.ServeExec(execCfg)
-				if err != nil {
-					a.Close()
-					return err
-				}
-				defer ex.Close()
+			stopExec, err := xf.start(a, cfg.Logger)
+			if err != nil {
+				a.Close()
+				return err
 			}
+			defer stopExec()
 			m := a.Node().Machine()
 			who := "root only"
 			if uid := os.Geteuid(); uid != 0 {
@@ -216,10 +212,9 @@ stopped or when the hubs refuse it for good (its certificate, role or name).`,
 		},
 	}
 	nf.add(c, hostname())
+	xf.add(c)
 	c.Flags().StringVar(&control, "control", "", "control socket, which only this uid and root may use (default: @gridlink-agent for root, else $XDG_RUNTIME_DIR/gridlink/agent.sock or /tmp/gridlink-UID/agent.sock)")
 	c.Flags().BoolVar(&allowExit, "allow-exit", false, "let other nodes' SOCKS clients reach TCP hosts from here (gridlink socks --exit)")
-	c.Flags().BoolVar(&allowExec, "allow-exec", false, "run commands for grid members (gridlink exec) as the accounts --grid-mapfile maps them to; needs --ca")
-	c.Flags().StringVar(&execCfg.Mapfile, "grid-mapfile", gridlink.DefaultGridMapfile, `the exec service's grid-mapfile: lines "SUBJECT" ACCOUNT[,ACCOUNT...]`)
 	return c
 }
 
