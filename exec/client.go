@@ -57,10 +57,8 @@ func Run(ctx context.Context, c net.Conn, node string, req Request, stdio IO) (S
 	br := bufio.NewReaderSize(c, frameHeader+MaxData)
 	f, err := ReadFrame(br, FromService)
 	switch {
-	case err == io.EOF:
-		return Status{}, orCtx(ctx, &EndedError{Node: node})
 	case err != nil:
-		return Status{}, orCtx(ctx, fmt.Errorf("exec at %s: %w", node, err))
+		return Status{}, orCtx(ctx, readFailed(node, false, err))
 	case f.Type == FrameRefused:
 		return Status{}, &RefusedError{Node: node, Reason: string(f.Data)}
 	case f.Type != FrameStarted:
@@ -90,11 +88,8 @@ func Run(ctx context.Context, c net.Conn, node string, req Request, stdio IO) (S
 	out, errw := orDiscard(stdio.Stdout), orDiscard(stdio.Stderr)
 	for {
 		f, err := ReadFrame(br, FromService)
-		if err == io.EOF {
-			return Status{}, orCtx(ctx, &EndedError{Node: node, Started: true})
-		}
 		if err != nil {
-			return Status{}, orCtx(ctx, fmt.Errorf("exec at %s: %w", node, err))
+			return Status{}, orCtx(ctx, readFailed(node, true, err))
 		}
 		switch f.Type {
 		case FrameStdout:
@@ -117,6 +112,20 @@ func Run(ctx context.Context, c net.Conn, node string, req Request, stdio IO) (S
 	}
 }
 
+// readFailed is the error of a failed frame read: the frame's fault (a
+// *ProtocolError), or the connection's end (an *EndedError).
+func readFailed(node string, started bool, err error) error {
+	var pe *ProtocolError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("exec at %s: %w", node, err)
+	}
+	e := &EndedError{Node: node, Started: started}
+	if err != io.EOF {
+		e.Read = err
+	}
+	return e
+}
+
 // EndedError is a connection that ended before the service answered, or
 // before the command's exit status came: the target refused the caller
 // in the handshake, the way to it failed, or the caller was cut off (a
@@ -124,6 +133,7 @@ func Run(ctx context.Context, c net.Conn, node string, req Request, stdio IO) (S
 type EndedError struct {
 	Node    string
 	Started bool  // the command had started
+	Read    error // how the read ended, if not at EOF (a reset, a frame cut short)
 	Cause   error // the agent's word on why the link ended; nil if none
 }
 
@@ -132,10 +142,14 @@ func (e *EndedError) Error() string {
 	if e.Started {
 		what = "before the command's exit status"
 	}
-	if e.Cause != nil {
-		return fmt.Sprintf("exec at %s: the connection ended %s: %v", e.Node, what, e.Cause)
+	msg := fmt.Sprintf("exec at %s: the connection ended %s", e.Node, what)
+	if e.Read != nil {
+		msg += fmt.Sprintf(" (%v)", e.Read)
 	}
-	return fmt.Sprintf("exec at %s: the connection ended %s", e.Node, what)
+	if e.Cause != nil {
+		msg += fmt.Sprintf(": %v", e.Cause)
+	}
+	return msg
 }
 
 func (e *EndedError) Unwrap() error { return e.Cause }
@@ -150,6 +164,11 @@ func RunThrough(ctx context.Context, c *control.Client, node string, lo control.
 	if err != nil {
 		return Status{}, err
 	}
+	return runStream(ctx, c, s, node, lo, req, stdio)
+}
+
+// runStream is RunThrough on the stream s the agent c opened.
+func runStream(ctx context.Context, c *control.Client, s *control.Stream, node string, lo control.LinkOptions, req Request, stdio IO) (Status, error) {
 	conn, err := s.Conn()
 	if err != nil {
 		s.Close()
@@ -161,8 +180,54 @@ func RunThrough(ctx context.Context, c *control.Client, node string, lo control.
 		ectx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		ee.Cause = s.End(ectx)
 		cancel()
+		var se *control.StreamError
+		refused := errors.As(ee.Cause, &se) && se.Kind == control.KindNotAllowed
+		if !ee.Started && !refused && ctx.Err() == nil {
+			if why := probe(ctx, c, node, lo); why != nil {
+				if ee.Cause != nil {
+					why = fmt.Errorf("%w (this connection: %v)", why, ee.Cause)
+				}
+				ee.Cause = why
+			}
+		}
 	}
 	return st, err
+}
+
+// probeWait bounds probe's wait for a refusal.
+const probeWait = 2 * time.Second
+
+// probe asks why a connection to node's exec service ended before it
+// answered, when the agent cannot say (the target cut a connection it had
+// admitted, say when the caller was revoked meanwhile: the cut is not
+// explained to the peer, whose agent saw at most a failed write): a new
+// connection's refusal in its handshake, or nil if it is admitted. It sends nothing, so nothing runs; a service
+// that admits it sees it close before its request and lets it go
+// silently.
+func probe(ctx context.Context, c *control.Client, node string, lo control.LinkOptions) error {
+	pctx, cancel := context.WithTimeout(ctx, probeWait+5*time.Second)
+	defer cancel()
+	s, err := c.Open(pctx, control.ConnectRequest{Addr: fmt.Sprintf("%s:%d", node, Port), Link: lo})
+	if err != nil {
+		return fmt.Errorf("a new connection: %w", err)
+	}
+	conn, err := s.Conn()
+	if err != nil {
+		s.Close()
+		return nil
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(probeWait))
+	var one [1]byte
+	_, rerr := conn.Read(one[:])
+	conn.Close()
+	var ne net.Error
+	if errors.As(rerr, &ne) && ne.Timeout() {
+		return nil // admitted: no reason to add
+	}
+	if why := s.End(pctx); why != nil {
+		return fmt.Errorf("a new connection: %w", why)
+	}
+	return nil
 }
 
 // orCtx is ctx's error once it ended (what closed the connection), else err.

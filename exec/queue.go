@@ -27,6 +27,9 @@ func newStdinQueue() *stdinQueue {
 func (q *stdinQueue) push(b []byte) error {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	if q.closed {
+		return nil // the command is done: what the caller still sends is dropped
+	}
 	if q.eof {
 		return &ProtocolError{Type: FrameStdin, Msg: "stdin after its end"}
 	}

@@ -24,7 +24,16 @@ type running struct {
 
 	mu     sync.Mutex
 	exited bool // waited for: its process group may be gone, or reused
+
+	// readerDone is closed once the caller's frames end (run).
+	readerDone chan struct{}
 }
+
+// callerDone is closed once the caller's side of the connection has
+// ended: after the exit status, the caller closes; the service waits for
+// that before it closes, so that stdin still in flight does not reset the
+// connection and lose the exit status with it.
+func (r *running) callerDone() <-chan struct{} { return r.readerDone }
 
 // start starts the command as a: its login shell with -c and the
 // command line (or a login shell), in its home or req.Dir, with the
@@ -135,9 +144,9 @@ func (r *running) run(c io.Reader, w *frameWriter) (Status, error) {
 		q.close()
 	}
 	// the caller's frames
-	readerDone := make(chan struct{})
+	r.readerDone = make(chan struct{})
 	go func() {
-		defer close(readerDone)
+		defer close(r.readerDone)
 		for {
 			f, err := ReadFrame(c, FromClient)
 			if err != nil {

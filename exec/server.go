@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strings"
@@ -129,6 +130,9 @@ func (s *Service) handle(c net.Conn) {
 		req, err = decodeRequest(f.Data)
 	}
 	_ = c.SetReadDeadline(time.Time{})
+	if err == io.EOF {
+		return // closed before a request: nothing asked, nothing to refuse (a client's probe)
+	}
 	if err != nil {
 		s.refuse(c, who, fmt.Sprintf("bad request: %v", err))
 		return
@@ -170,8 +174,15 @@ func (s *Service) handle(c net.Conn) {
 		if cw, ok := c.(interface{ CloseWrite() error }); ok {
 			_ = cw.CloseWrite()
 		}
+		select {
+		case <-r.callerDone():
+		case <-time.After(drainWait):
+		}
 	}
 }
+
+// drainWait bounds the wait for a caller to close after its exit status.
+const drainWait = 10 * time.Second
 
 // refuse logs a refusal and tells the caller in the same words.
 func (s *Service) refuse(c net.Conn, who, reason string) {
