@@ -39,6 +39,10 @@ func TestExecRestrictedProxy(t *testing.T) {
 	why := "may not use exec at target: its proxy is restricted to [echo]"
 	err := run("p-echo", "echo")
 	t.Logf("a proxy restricted to echo: %v", err)
+	var se *control.StreamError
+	if !errors.As(err, &se) || se.Kind != control.KindNotAllowed || strings.Count(err.Error(), why) != 1 {
+		t.Errorf("a proxy restricted to echo: %v; want the agent's end reason, of kind %s, once", err, control.KindNotAllowed)
+	}
 	if err == nil || !strings.Contains(err.Error(), why) || !gr.log.has(why) {
 		t.Errorf("a proxy restricted to echo: %v; want %q on both ends", err, why)
 	}
