@@ -2,6 +2,7 @@ package agent
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/agent/control"
+	"github.com/gridlink/gridlink/pki"
 )
 
 // Why a stream ended, for clients that copy its bytes themselves (the
@@ -184,7 +186,11 @@ func (a *Agent) streamEnd(w http.ResponseWriter, r *http.Request) {
 	}
 	ev := control.Event{Done: true}
 	if err := e.reason(); err != nil {
-		ev = control.Event{Error: err.Error(), Kind: control.KindFailed}
+		kind := control.KindFailed
+		if errors.Is(err, pki.ErrDenied) {
+			kind = control.KindNotAllowed // the far side refused the caller in its handshake
+		}
+		ev = control.Event{Error: err.Error(), Kind: kind}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(ev)

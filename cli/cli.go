@@ -27,7 +27,7 @@ func Root() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(versionCmd(), hubCmd(), nodeCmd(), pingCmd(), statusCmd(), doctorCmd(), perfCmd(),
-		socksCmd(), exposeCmd(), forwardCmd(), ncCmd(), serveCmd(), cpCmd(), caCmd(), certCmd(), proxyCmd())
+		socksCmd(), exposeCmd(), forwardCmd(), ncCmd(), execCmd(), serveCmd(), cpCmd(), caCmd(), certCmd(), proxyCmd())
 	addLogFormat(root)
 	return root
 }

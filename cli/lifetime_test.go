@@ -32,7 +32,7 @@ func TestLifetimeAndRestrictFlags(t *testing.T) {
 		{[]string{"proxy", "init", "--cert", missing, "--key", missing, "--hours", "0"}, "--hours 0: want a positive lifetime"},
 		{[]string{"proxy", "init", "--cert", missing, "--key", missing, "--hours", "100000"}, "--hours 100000: longer than the 168h0m0s a proxy may live"},
 		{[]string{"proxy", "init", "--cert", missing, "--key", missing, "--hours", "200", "--max-lifetime", "0s"}, "--max-lifetime 0s: want a positive duration"},
-		{[]string{"proxy", "init", "--cert", missing, "--key", missing, "--restrict", "myweb"}, `--restrict myweb: unknown service "myweb": want echo, or port-N`},
+		{[]string{"proxy", "init", "--cert", missing, "--key", missing, "--restrict", "myweb"}, `--restrict myweb: unknown service "myweb": want echo, exec, or port-N`},
 		{[]string{"proxy", "init", "--cert", missing, "--key", missing, "--restrict", "echo,port-7"}, `--restrict port-7: service "port-7": port 7 goes by "echo"`},
 		{[]string{"proxy", "init", "--cert", missing, "--key", missing, "--restrict", "port-02811"}, `unknown service "port-02811"`},
 		{[]string{"proxy", "init", "--cert", missing, "--key", missing, "--restrict", "port-2811@nobody"}, "--restrict port-2811@nobody: bad node"},

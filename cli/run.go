@@ -161,6 +161,7 @@ func hold(ctx context.Context, who string, n *gridlink.Node, verbose bool) (cont
 }
 
 func nodeCmd() *cobra.Command {
+	var xf execFlags
 	var nf nodeFlags
 	var vf vipFlags
 	var control, metricsAddr string
@@ -193,6 +194,12 @@ stopped or when the hubs refuse it for good (its certificate, role or name).`,
 			if err != nil {
 				return flagWords(err)
 			}
+			stopExec, err := xf.start(a, cfg.Logger)
+			if err != nil {
+				a.Close()
+				return err
+			}
+			defer stopExec()
 			m := a.Node().Machine()
 			who := "root only"
 			if uid := os.Geteuid(); uid != 0 {
@@ -219,6 +226,7 @@ stopped or when the hubs refuse it for good (its certificate, role or name).`,
 		},
 	}
 	nf.add(c, hostname())
+	xf.add(c)
 	c.Flags().StringVar(&control, "control", "", "control socket, which only this uid and root may use (default: @gridlink-agent for root, else $XDG_RUNTIME_DIR/gridlink/agent.sock or /tmp/gridlink-UID/agent.sock)")
 	vf.add(c)
 	c.Flags().BoolVar(&allowExit, "allow-exit", false, "let other nodes' SOCKS clients reach TCP hosts from here (gridlink socks --exit)")

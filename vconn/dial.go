@@ -12,8 +12,10 @@ import (
 	"github.com/gridlink/gridlink/identity"
 )
 
-// services maps well-known service names to ports.
-var services = map[string]uint16{"echo": 7}
+// services maps well-known service names to ports: every agent's echo,
+// and the exec service (package exec's Port, rexec's 512 in
+// /etc/services), which proxy restrictions name "exec".
+var services = map[string]uint16{"echo": 7, "exec": 512}
 
 // Dial connects to a virtual address NODE:PORT (see identity.Addr).
 func (n *Node) Dial(ctx context.Context, addr string) (*Conn, error) {

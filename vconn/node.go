@@ -358,14 +358,16 @@ func (n *Node) track(c *Conn) *Conn {
 	if pc := c.session(); pc != nil {
 		c.peer = pc.Peer
 	}
-	n.conns.mu.Lock()
-	n.conns.set[c] = struct{}{}
-	n.conns.mu.Unlock()
+	// onDone is set before c joins the set: closeRevoked may close (and
+	// so call onDone) anything it finds there
 	c.onDone = func() {
 		n.conns.mu.Lock()
 		delete(n.conns.set, c)
 		n.conns.mu.Unlock()
 	}
+	n.conns.mu.Lock()
+	n.conns.set[c] = struct{}{}
+	n.conns.mu.Unlock()
 	return c
 }
 

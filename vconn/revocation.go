@@ -51,3 +51,15 @@ func (n *Node) closeRevoked(t *pki.Trust) {
 		x.c.cutFor(x.why) // its reads and writes now say why (CutError)
 	}
 }
+
+// Recheck says why this node's trust, as it is now (its newest revocation
+// list), no longer admits peer, or nil: what a service that acts on a
+// connection's identity asks before it acts (a connection judged before a
+// revocation is cut only once the revocation's news has gone round).
+// Always nil in an open grid.
+func (n *Node) Recheck(peer pki.Peer) error {
+	if t := n.creds.Trust(); t != nil {
+		return t.Recheck(peer)
+	}
+	return nil
+}

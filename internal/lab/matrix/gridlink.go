@@ -167,17 +167,29 @@ func fallbackHub(t *topology.Topology, n *topology.Host) string {
 // gridlink binary bin, and waits until every agent answers. Nodes with a
 // public address also get another site's hub to fall back on.
 func StartOverlay(ctx context.Context, t *topology.Topology, bin string) (*Overlay, error) {
-	return startOverlay(ctx, t, bin, false)
+	return startOverlay(ctx, t, bin, false, OverlayOptions{})
+}
+
+// OverlayOptions adjust the processes of an overlay StartOverlayWith
+// starts.
+type OverlayOptions struct {
+	// NodeArgs are more flags for the agent on h; nil: none.
+	NodeArgs func(h *topology.Host) []string
+}
+
+// StartOverlayWith is StartOverlay with options.
+func StartOverlayWith(ctx context.Context, t *topology.Topology, bin string, opt OverlayOptions) (*Overlay, error) {
+	return startOverlay(ctx, t, bin, false, opt)
 }
 
 // StartOpenOverlay is StartOverlay without the lab CA: an open grid, where
 // any key may attach and link (every connection still proves its ends'
 // keys). It is the baseline of the cost of admission (bench/security.sh).
 func StartOpenOverlay(ctx context.Context, t *topology.Topology, bin string) (*Overlay, error) {
-	return startOverlay(ctx, t, bin, true)
+	return startOverlay(ctx, t, bin, true, OverlayOptions{})
 }
 
-func startOverlay(ctx context.Context, t *topology.Topology, bin string, open bool) (*Overlay, error) {
+func startOverlay(ctx context.Context, t *topology.Topology, bin string, open bool, opt OverlayOptions) (*Overlay, error) {
 	o, err := newOverlay(t, bin, open)
 	if err != nil {
 		return nil, err
@@ -204,6 +216,9 @@ func startOverlay(ctx context.Context, t *topology.Topology, bin string, open bo
 		args := []string{"node", "--verbose", "--name", h.ID(), "--hub", hubFrom(h)}
 		if fb := fallbackHub(t, h); fb != "" {
 			args = append(args, "--hub", fb)
+		}
+		if opt.NodeArgs != nil {
+			args = append(args, opt.NodeArgs(h)...)
 		}
 		if args, err = o.certified(ca.Node, h.ID(), args); err == nil {
 			err = o.start(h, "node", args)

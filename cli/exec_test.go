@@ -1,0 +1,185 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/x509"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gridlink/gridlink"
+	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/pki/ca"
+	"github.com/gridlink/gridlink/pki/pkitest"
+	"github.com/gridlink/gridlink/pki/proxy"
+)
+
+// gridlink exec takes what launchers written for ssh pass.
+func TestParseExecArgs(t *testing.T) {
+	t.Setenv("OMPI_MCA_x", "7")
+	for _, tc := range []struct {
+		args []string
+		node string
+		cmd  []string
+		env  []string
+		pty  int
+		acct string
+	}{
+		// Open MPI's plm_rsh and MPICH hydra's ssh launcher: -x, then the host, then the command
+		{args: []string{"-x", "g5k-n1", "PATH=/opt/bin:$PATH", ";", "export", "PATH", ";", "orted", "-mca", "ess", "env"}, node: "g5k-n1", cmd: []string{"PATH=/opt/bin:$PATH", ";", "export", "PATH", ";", "orted", "-mca", "ess", "env"}},
+		{args: []string{"-x", "-q", "-o", "StrictHostKeyChecking=no", "-oBatchMode=yes", "-p", "22", "-T", "hiroshi-n1", "/usr/bin/hydra_pmi_proxy", "--control-port", "das3v-n1:4242"}, node: "hiroshi-n1", cmd: []string{"/usr/bin/hydra_pmi_proxy", "--control-port", "das3v-n1:4242"}, pty: -1},
+		// Open MPI 4.1.4's words (a logging agent saw them so)
+		{args: []string{"fakehost1", " orted", "--daemonize", "-mca", "ess", `"env"`, "-mca", "orte_hnp_uri", `"881000448.0;tcp://192.0.2.2:35267"`}, node: "fakehost1", cmd: []string{" orted", "--daemonize", "-mca", "ess", `"env"`, "-mca", "orte_hnp_uri", `"881000448.0;tcp://192.0.2.2:35267"`}},
+		{args: []string{"n1", "--", "tar", "x", "-C", "/tmp/x"}, node: "n1", cmd: []string{"tar", "x", "-C", "/tmp/x"}},
+		{args: []string{"--", "n1", "ls", "-l"}, node: "n1", cmd: []string{"ls", "-l"}},
+		{args: []string{"n1", "-l", "physics", "-tx", "top"}, node: "n1", cmd: []string{"top"}, pty: 1, acct: "physics"},
+		{args: []string{"-e", "OMPI_MCA_x", "-e", "A=1 2", "--env", "B=2", "--env=UNSET_HERE", "-tt", "n1@das3v"}, node: "n1@das3v", env: []string{"OMPI_MCA_x=7", "A=1 2", "B=2"}, pty: 1},
+	} {
+		o, err := parseExecArgs(tc.args)
+		if err != nil {
+			t.Errorf("%q: %v", tc.args, err)
+			continue
+		}
+		if o.node != tc.node || !slices.Equal(o.req.Command, tc.cmd) && len(tc.cmd)+len(o.req.Command) > 0 || !slices.Equal(o.req.Env, tc.env) || o.pty != tc.pty || o.req.Account != tc.acct {
+			t.Errorf("%q: node %q command %q env %q pty %d account %q", tc.args, o.node, o.req.Command, o.req.Env, o.pty, o.req.Account)
+		}
+	}
+	for _, bad := range [][]string{{}, {"-x"}, {"-Z", "n1"}, {"-o"}, {"--nosuch", "n1"}, {"-e", "1BAD=x", "n1"}, {"--dir", "relative", "n1"}, {"-l", "../root", "n1", "id"}, {"-X", "n1", "xterm"}} {
+		if o, err := parseExecArgs(bad); err == nil {
+			t.Errorf("%q accepted: %+v", bad, o)
+		}
+	}
+}
+
+// gridlink exec end to end, through the caller's agent: the command's
+// output, its exit status as exec's, a tar stream byte-exact, a refusal
+// with exit 255 and its reason.
+func TestExecCommand(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	dir := t.TempDir()
+	g := pkitest.New(t, "testgrid")
+	g.WriteGrid(t, dir)
+	creds := func(f pkitest.Files) gridlink.Credentials {
+		return gridlink.Credentials{CA: filepath.Join(dir, "ca.pem"), CRL: filepath.Join(dir, "crl.pem"), Cert: f.Cert, Proxy: f.Proxy}
+	}
+	member := func(role ca.Role, name string) (gridlink.Key, gridlink.Credentials) {
+		key, err := identity.NewKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cert := g.Cert(t, role, name, key, time.Now().Add(-time.Hour), 24*time.Hour)
+		return key, creds(pkitest.WriteCreds(t, dir, name, key, []*x509.Certificate{cert}))
+	}
+	hkey, hcreds := member(ca.Hub, "site")
+	h, err := gridlink.NewHub(gridlink.HubConfig{Name: "site", Key: hkey, Credentials: hcreds, Listen: "127.0.0.1:0", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go h.Serve(ctx)
+	mapfile := filepath.Join(dir, "grid-mapfile")
+	if err := os.WriteFile(mapfile, []byte(`"/O=testgrid/OU=user/CN=alice" root`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sock := func(name string) string { return fmt.Sprintf("@gridlink-cli-exec-%d-%s", os.Getpid(), name) }
+	targetLog := &lockedLog{}
+	tkey, tcreds := member(ca.Node, "target")
+	tlog := slog.New(slog.NewTextHandler(targetLog, nil))
+	target, err := gridlink.StartAgent(ctx, gridlink.AgentConfig{Control: sock("target"), Node: gridlink.Config{Name: "target", Key: tkey, Credentials: tcreds, Hubs: []string{h.Addr().String()}, ListenAddr: "127.0.0.1", Logger: tlog}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer target.Close()
+	ex, err := target.ServeExec(gridlink.ExecConfig{Mapfile: mapfile, Logger: tlog})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ex.Close()
+	user := func(name string) string {
+		p, err := proxy.New(g.User(t, name), proxy.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := gridlink.StartAgent(ctx, gridlink.AgentConfig{Control: sock(name), Node: gridlink.Config{Name: name + "-node", Credentials: creds(pkitest.WriteProxy(t, dir, name, p)), Hubs: []string{h.Addr().String()}, ListenAddr: "127.0.0.1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.Close() })
+		return a.Control()
+	}
+	alice := user("alice")
+	run := func(stdin *os.File, args ...string) (int, string, string) {
+		t.Helper()
+		if stdin == nil {
+			var err error
+			if stdin, err = os.Open(os.DevNull); err != nil {
+				t.Fatal(err)
+			}
+			defer stdin.Close()
+		}
+		var out, errb bytes.Buffer
+		code := runExec(args, stdin, &out, &errb)
+		return code, out.String(), errb.String()
+	}
+	if code, out, errs := run(nil, "--control", alice, "target", "hostname"); code != 0 || out != osHostname(t)+"\n" {
+		t.Errorf("exec target hostname: %d %q %q", code, out, errs)
+	}
+	if code, _, errs := run(nil, "--control", alice, "target", "exit", "3"); code != 3 {
+		t.Errorf("exec target exit 3: %d %q", code, errs)
+	}
+	// tar c DIR | gridlink exec target -- tar x -C DEST: byte-exact
+	src, dest := filepath.Join(dir, "src"), filepath.Join(dir, "dest")
+	for _, d := range []string{filepath.Join(src, "sub"), dest} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	big := make([]byte, 9<<20+7)
+	_, _ = rand.Read(big)
+	if err := os.WriteFile(filepath.Join(src, "sub", "big.bin"), big, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(src, "small"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tarFile := filepath.Join(dir, "src.tar")
+	if out, err := exec.Command("tar", "cf", tarFile, "-C", dir, "src").CombinedOutput(); err != nil {
+		t.Fatalf("tar c: %v %s", err, out)
+	}
+	in, err := os.Open(tarFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if code, _, errs := run(in, "--control", alice, "target", "--", "tar", "x", "-C", dest); code != 0 {
+		t.Fatalf("tar x through exec: %d %q", code, errs)
+	}
+	if out, err := exec.Command("diff", "-r", src, filepath.Join(dest, "src")).CombinedOutput(); err != nil {
+		t.Errorf("the tree differs after tar through exec: %v %s", err, out)
+	}
+	// an unmapped user: 255 and the reason, which the target logs too
+	why := `subject "/O=testgrid/OU=user/CN=mallory" is not in the grid-mapfile of target`
+	code, _, errs := run(nil, "--control", user("mallory"), "target", "id")
+	if code != 255 || !strings.Contains(errs, why) {
+		t.Errorf("an unmapped user: %d %q; want 255 and %q", code, errs, why)
+	}
+	if l := targetLog.String(); !strings.Contains(l, "exec: refused") || !strings.Contains(l, `/O=testgrid/OU=user/CN=mallory\" is not in the grid-mapfile of target`) {
+		t.Errorf("the target's log does not say %q:\n%s", why, targetLog)
+	}
+}
+
+func osHostname(t *testing.T) string {
+	h, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}

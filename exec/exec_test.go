@@ -1,0 +1,155 @@
+package exec
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"errors"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gridlink/gridlink/vconn"
+)
+
+const aliceMap = `"/O=testgrid/OU=user/CN=alice" root` + "\n"
+
+// The service name proxies restrict to is this package's port.
+func TestPortName(t *testing.T) {
+	if p, err := vconn.ParseService("exec"); err != nil || p != Port {
+		t.Fatalf(`vconn.ParseService("exec") = %d, %v; want %d`, p, err, Port)
+	}
+}
+
+// A mapped user runs a command through her agent: stdout and stderr
+// apart, the exit code returned, the run logged with subject, account and
+// command.
+func TestExecRuns(t *testing.T) {
+	gr := newGrid(t, aliceMap, false)
+	alice := gr.user(t, "alice")
+	out, errs, st, err := output(t, alice, Request{Command: []string{"echo", "out;", "echo", "err", ">&2;", "exit", "3"}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != "out\n" || errs != "err\n" || st != (Status{Code: 3}) || st.ExitCode() != 3 {
+		t.Errorf("got stdout %q stderr %q status %v", out, errs, st)
+	}
+	want := `"/O=testgrid/OU=user/CN=alice" (alice (user proxy, `
+	if !gr.log.has(want) || !gr.log.has(`runs as root (uid 0): "echo out; echo err >&2; exit 3"`) || !gr.log.has("ended: exit 3") {
+		t.Errorf("the target's log does not name the run:\n%s", gr.log)
+	}
+	// a command killed by a signal: 128+N, as ssh reports it
+	if _, _, st, err := output(t, alice, Request{Command: []string{"kill -KILL $$"}}, nil); err != nil || st.Signal != 9 || st.ExitCode() != 137 {
+		t.Errorf("a command killed by SIGKILL: %v %v, want signal 9 (137)", st, err)
+	}
+}
+
+// stdin arrives byte-exact, however large, and its end reaches the
+// command (cat ends); output comes back byte-exact.
+func TestExecStdinExact(t *testing.T) {
+	gr := newGrid(t, aliceMap, false)
+	alice := gr.user(t, "alice")
+	in := make([]byte, 24<<20+12345)
+	_, _ = rand.Read(in)
+	out, _, st, err := output(t, alice, Request{Command: []string{"cat"}}, in)
+	if err != nil || st.Code != 0 {
+		t.Fatalf("cat: %v %v", st, err)
+	}
+	if !bytes.Equal([]byte(out), in) {
+		t.Fatalf("cat returned %d bytes, not the %d sent", len(out), len(in))
+	}
+	// a command that reads only part of its stdin still ends, and so
+	// does the client
+	out, _, st, err = output(t, alice, Request{Command: []string{"head", "-c", "5"}}, in)
+	if err != nil || st.Code != 0 || out != string(in[:5]) {
+		t.Errorf("head -c 5: %q %v %v", out, st, err)
+	}
+	// no stdin: the command reads its end at once
+	out, _, _, err = output(t, alice, Request{Command: []string{"wc", "-c"}}, nil)
+	if err != nil || strings.TrimSpace(out) != "0" {
+		t.Errorf("wc -c without stdin: %q %v", out, err)
+	}
+}
+
+// INT, TERM and HUP reach the command's process group.
+func TestExecSignals(t *testing.T) {
+	gr := newGrid(t, aliceMap, false)
+	alice := gr.user(t, "alice")
+	for _, tc := range []struct {
+		sig  int
+		cmd  string
+		want Status
+	}{
+		{SIGINT, `trap "echo caught; exit 7" INT; echo ready; sleep 100`, Status{Code: 7}},
+		{SIGTERM, `echo ready; exec sleep 100`, Status{Signal: 15}},
+		{SIGHUP, `echo ready; sleep 100`, Status{Signal: 1}},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		sigs := make(chan int, 1)
+		pr, pw := io.Pipe()
+		done := make(chan error, 1)
+		var st Status
+		go func() {
+			var err error
+			st, err = execAt(ctx, alice, Request{Command: []string{tc.cmd}}, IO{Stdout: pw, Signals: sigs})
+			pw.Close()
+			done <- err
+		}()
+		buf := make([]byte, 6)
+		if _, err := io.ReadFull(pr, buf); err != nil || string(buf) != "ready\n" {
+			t.Fatalf("%q: %q %v", tc.cmd, buf, err)
+		}
+		sigs <- tc.sig
+		go io.Copy(io.Discard, pr)
+		if err := <-done; err != nil || st != tc.want {
+			t.Errorf("signal %d to %q: %v %v, want %v", tc.sig, tc.cmd, st, err, tc.want)
+		}
+		cancel()
+	}
+}
+
+// Refusals are named alike in the caller's error and the target's log.
+func TestExecRefusals(t *testing.T) {
+	gr := newGrid(t, aliceMap+`"/O=testgrid/OU=user/CN=bob" bob-acct,nobody`+"\n", false)
+	check := func(what string, err error, why string) {
+		t.Helper()
+		var re *RefusedError
+		if !errors.As(err, &re) || !strings.Contains(re.Reason, why) {
+			t.Errorf("%s: %v; want a refusal saying %q", what, err, why)
+			return
+		}
+		if !gr.log.has("exec: refused ") || !gr.log.has(re.Reason) {
+			t.Errorf("%s: the target's log does not say %q:\n%s", what, re.Reason, gr.log)
+		}
+	}
+	// an unmapped member
+	_, _, _, err := output(t, gr.user(t, "mallory"), Request{Command: []string{"id"}}, nil)
+	check("an unmapped user", err, `subject "/O=testgrid/OU=user/CN=mallory" is not in the grid-mapfile of target`)
+	// a subject mapped to other accounts asks for root
+	bob := gr.user(t, "bob")
+	_, _, _, err = output(t, bob, Request{Account: "root", Command: []string{"id"}}, nil)
+	check("bob as root", err, `subject "/O=testgrid/OU=user/CN=bob" may not run as "root" at target: the grid-mapfile maps it to bob-acct,nobody only`)
+	// mapped to an account the target does not have
+	_, _, _, err = output(t, bob, Request{Command: []string{"id"}}, nil)
+	check("bob as bob-acct", err, `account "bob-acct" at target: no such local account`)
+	// a bad grid-mapfile refuses everyone, naming its fault
+	if err := os.WriteFile(gr.mapfile, []byte(aliceMap+"junk\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, err = output(t, gr.user(t, "alice"), Request{Command: []string{"id"}}, nil)
+	check("a broken grid-mapfile", err, "the grid-mapfile of target cannot be used: "+gr.mapfile+":2: a subject without accounts")
+}
+
+// An agent that does not run as root runs commands only as its own user.
+func TestExecUserAgentOnlyItsUser(t *testing.T) {
+	gr := newGrid(t, aliceMap, false)
+	gr.svc.euid = 65534
+	_, _, _, err := output(t, gr.user(t, "alice"), Request{Command: []string{"id"}}, nil)
+	var re *RefusedError
+	why := `the exec service of target runs as uid 65534, not as root: it runs commands only as uid 65534, and "/O=testgrid/OU=user/CN=alice" maps to root (uid 0)`
+	if !errors.As(err, &re) || re.Reason != why || !gr.log.has(why) {
+		t.Errorf("alice mapped to root at a user's agent: %v; want %q on both ends", err, why)
+	}
+}

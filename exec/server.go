@@ -1,0 +1,274 @@
+package exec
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gridlink/gridlink/link"
+	"github.com/gridlink/gridlink/pki"
+	"github.com/gridlink/gridlink/vconn"
+)
+
+// Config configures the exec service. The zero value works: the default
+// grid-mapfile, logged to standard error.
+type Config struct {
+	// Mapfile is the grid-mapfile's path; empty: DefaultMapfile. It is
+	// reread when it changes; while it cannot be read or parsed, every
+	// command is refused naming the fault.
+	Mapfile string
+	// Logf logs every run and refusal; nil: standard error.
+	Logf func(format string, args ...any)
+	// MaxCommands bounds the commands running at once; more are refused
+	// until one ends. Zero: DefaultMaxCommands.
+	MaxCommands int
+}
+
+// DefaultMaxCommands is Config.MaxCommands' default.
+const DefaultMaxCommands = 256
+
+// Service is a running exec service.
+type Service struct {
+	l    *link.Listener
+	node *vconn.Node
+	maps *mapSource
+	logf func(string, ...any)
+	// euid is the uid commands run as unless it is root's (0), which runs
+	// them as the mapped account.
+	euid int
+	// slots holds a token per running command (MaxCommands).
+	slots chan struct{}
+
+	wg sync.WaitGroup
+}
+
+// Listen starts the exec service on node's Port.
+func Listen(node *vconn.Node, cfg Config) (*Service, error) {
+	if cfg.Mapfile == "" {
+		cfg.Mapfile = DefaultMapfile
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(format string, args ...any) {
+			fmt.Fprintf(os.Stderr, "gridlink node: "+format+"\n", args...)
+		}
+	}
+	l, err := link.Listen(node, Port, link.ListenOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("exec service: %w", err)
+	}
+	if cfg.MaxCommands <= 0 {
+		cfg.MaxCommands = DefaultMaxCommands
+	}
+	s := &Service{l: l, node: node, maps: &mapSource{path: cfg.Mapfile}, logf: cfg.Logf, euid: os.Geteuid(), slots: make(chan struct{}, cfg.MaxCommands)}
+	s.wg.Add(1)
+	go s.serve()
+	return s, nil
+}
+
+// Close stops accepting; commands under way go on until they end.
+func (s *Service) Close() error {
+	err := s.l.Close()
+	s.wg.Wait()
+	return err
+}
+
+func (s *Service) serve() {
+	defer s.wg.Done()
+	for {
+		c, err := s.l.Accept()
+		if err != nil {
+			return
+		}
+		go s.handle(c)
+	}
+}
+
+// RefusedError is the service's refusal of a command: why it does not run.
+// The service's log says the same.
+type RefusedError struct {
+	Node   string // the target, as the client named it
+	Reason string
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("exec refused by %s: %s", e.Node, e.Reason)
+}
+
+// requestWait bounds the wait for a new connection's request.
+const requestWait = 30 * time.Second
+
+// handle serves one connection: the request, the caller's account, the
+// command.
+func (s *Service) handle(c net.Conn) {
+	defer c.Close()
+	var peer pki.Peer
+	if lc, ok := c.(*link.Conn); ok {
+		peer = lc.First().Proof()
+	}
+	from := c.RemoteAddr().String()
+	if va, ok := c.RemoteAddr().(vconn.Addr); ok {
+		// the caller's node (its port says nothing): its name, or its ID
+		if from = va.Node.Name; from == "" {
+			from = va.Node.ID.Short()
+		}
+	}
+	who := fmt.Sprintf("%s from node %s", describePeer(peer), from)
+	_ = c.SetReadDeadline(time.Now().Add(requestWait))
+	br := bufio.NewReaderSize(c, frameHeader+MaxData)
+	f, err := ReadFrame(br, FromClient)
+	if err == nil && f.Type != FrameRequest {
+		err = &ProtocolError{Type: f.Type, Msg: "before the request"}
+	}
+	var req Request
+	if err == nil {
+		req, err = decodeRequest(f.Data)
+	}
+	_ = c.SetReadDeadline(time.Time{})
+	if err == io.EOF {
+		return // closed before a request: nothing asked, nothing to refuse (a client's probe)
+	}
+	if err != nil {
+		s.refuse(c, who, fmt.Sprintf("bad request: %v", err))
+		return
+	}
+	release := func() {}
+	acct, reason := s.authorize(peer, &req)
+	if reason != "" {
+		s.refuse(c, who, reason)
+		return
+	}
+	select {
+	case s.slots <- struct{}{}:
+		// freed before the exit status goes out: a caller told its command
+		// ended may start the next at once
+		var once sync.Once
+		release = func() { once.Do(func() { <-s.slots }) }
+		defer release()
+	default:
+		s.refuse(c, who, fmt.Sprintf("%s runs %d commands already, the most its exec service allows at once", s.node.Name(), cap(s.slots)))
+		return
+	}
+	w := &frameWriter{c: c}
+	r, err := start(acct, &req, s.euid == 0)
+	if err != nil {
+		s.refuse(c, who, fmt.Sprintf("starting the command as %s: %v", acct.name, err))
+		return
+	}
+	s.logf("exec: %s runs as %s (uid %d): %q", who, acct.name, acct.uid, commandText(&req))
+	if err := w.send(FrameStarted, nil); err != nil {
+		r.hangup()
+	}
+	st, cause := r.run(br, w)
+	release()
+	if cause != nil {
+		s.logf("exec: %s as %s: %v", who, acct.name, cause)
+	}
+	s.logf("exec: %s as %s ended: %s", who, acct.name, st)
+	if w.send(FrameExit, exitPayload(st)) == nil {
+		if cw, ok := c.(interface{ CloseWrite() error }); ok {
+			_ = cw.CloseWrite()
+		}
+		select {
+		case <-r.callerDone():
+		case <-time.After(drainWait):
+		}
+	}
+}
+
+// drainWait bounds the wait for a caller to close after its exit status.
+const drainWait = 10 * time.Second
+
+// refuse logs a refusal and tells the caller in the same words.
+func (s *Service) refuse(c net.Conn, who, reason string) {
+	reason = cleanReason(reason)
+	s.logf("exec: refused %s: %s", who, reason)
+	_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	_, _ = c.Write(AppendFrame(nil, FrameRefused, []byte(reason)))
+}
+
+// describePeer names a caller for the log: its subject and how it proved
+// it.
+func describePeer(p pki.Peer) string {
+	if p.Chain == nil {
+		return p.String()
+	}
+	return fmt.Sprintf("%q (%s)", SubjectDN(p.Chain.EndEntity), p)
+}
+
+// authorize decides who the command runs as: the account, or why none.
+func (s *Service) authorize(peer pki.Peer, req *Request) (*account, string) {
+	if peer.Chain == nil {
+		return nil, fmt.Sprintf("exec needs a grid CA: %s shows no certificate (node %s runs an open grid, where no subject can be mapped to an account)", peer, s.node.Name())
+	}
+	if err := s.node.Recheck(peer); err != nil {
+		return nil, fmt.Sprintf("%s is no longer admitted at %s: %v", peer, s.node.Name(), err)
+	}
+	if !peer.Allows("exec", s.node.ID()) {
+		return nil, fmt.Sprintf("%s may not use exec at %s: its proxy is restricted to %v", peer, s.node.Name(), peer.Chain.Restriction)
+	}
+	m, err := s.maps.load()
+	if err != nil {
+		return nil, fmt.Sprintf("the grid-mapfile of %s cannot be used: %v", s.node.Name(), err)
+	}
+	dn := SubjectDN(peer.Chain.EndEntity)
+	accts := m.Accounts(peer.Chain.EndEntity)
+	if len(accts) == 0 {
+		return nil, fmt.Sprintf("subject %q is not in the grid-mapfile of %s", dn, s.node.Name())
+	}
+	name := accts[0]
+	if req.Account != "" {
+		ok := false
+		for _, a := range accts {
+			ok = ok || a == req.Account
+		}
+		if !ok {
+			return nil, fmt.Sprintf("subject %q may not run as %q at %s: the grid-mapfile maps it to %s only", dn, req.Account, s.node.Name(), strings.Join(accts, ","))
+		}
+		name = req.Account
+	}
+	acct, err := lookupAccount(name)
+	if err != nil {
+		return nil, fmt.Sprintf("account %q at %s: %v", name, s.node.Name(), err)
+	}
+	if s.euid != 0 && int(acct.uid) != s.euid {
+		return nil, fmt.Sprintf("the exec service of %s runs as uid %d, not as root: it runs commands only as uid %d, and %q maps to %s (uid %d)", s.node.Name(), s.euid, s.euid, dn, acct.name, acct.uid)
+	}
+	return acct, ""
+}
+
+// commandText is the command as the log shows it.
+func commandText(req *Request) string {
+	if len(req.Command) == 0 {
+		return "(login shell)"
+	}
+	return req.shellLine()
+}
+
+// frameWriter sends frames from several goroutines, one whole frame at a
+// time.
+type frameWriter struct {
+	mu  sync.Mutex
+	c   net.Conn
+	buf []byte
+	err error
+}
+
+func (w *frameWriter) send(typ byte, data []byte) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	w.buf = AppendFrame(w.buf[:0], typ, data)
+	_, w.err = w.c.Write(w.buf)
+	return w.err
+}
+
+// errClientGone says the caller's connection ended before the command.
+var errClientGone = errors.New("the caller's connection ended before the command: its process group was sent SIGHUP")
