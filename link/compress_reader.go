@@ -22,8 +22,21 @@ func (r *Reader) readData(s *rstream, h Header) bool {
 			return false
 		}
 	}
-	if !r.admit(s, block) {
+	ok, dup := r.admit(s, block)
+	if !ok {
 		return false
+	}
+	if dup {
+		// resumable: a block sent again that came before; its bytes go
+		left := int64(h.Length)
+		if c != codecNone {
+			left -= lenPrefix
+		}
+		if _, err := io.CopyN(io.Discard, s.c, left); err != nil {
+			r.lost(s, err)
+			return false
+		}
+		return true
 	}
 	p := make([]byte, block.Length)
 	var err, bad error

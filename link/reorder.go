@@ -15,22 +15,31 @@ type rblock struct {
 // admit waits until the reorder buffer has room for the data block h read
 // on s, and reserves it (see Reader for the rule). It reports false if the
 // Reader has failed or closed, or h breaks the protocol.
-func (r *Reader) admit(s *rstream, h Header) bool {
+func (r *Reader) admit(s *rstream, h Header) (ok, dup bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	cost := int(h.Length) + BlockCost
 	for {
 		if r.err != nil {
-			return false
+			return false, false
 		}
-		if err := r.check(s, h); err != nil {
+		err := r.check(s, h)
+		if err == errDuplicate || err == nil && r.hooks != nil && r.pendingDup(h) {
+			r.dups++
+			r.dupBytes += int64(h.Length)
+			return true, true
+		}
+		if err != nil {
 			r.failLocked(err)
-			return false
+			return false, false
+		}
+		if r.hooks != nil {
+			return r.admitResumable(h, cost), false
 		}
 		if r.buffered+cost <= r.bound-reserve || (h.Offset == r.next && r.buffered+cost <= r.bound) {
 			r.buffered += cost
 			r.maxBuf = max(r.maxBuf, r.buffered)
-			return true
+			return true, false
 		}
 		r.cond.Wait()
 	}
@@ -49,6 +58,9 @@ func (r *Reader) release(h Header) {
 // after s's previous block.
 func (r *Reader) check(s *rstream, h Header) error {
 	end := h.Offset + uint64(h.Length)
+	if r.hooks != nil {
+		return r.checkResumable(s, h)
+	}
 	switch {
 	case h.Offset < s.last:
 		return fmt.Errorf("%w: %s: %s after a block ending at %d on the same stream", ErrBlock, s.name, h, s.last)
@@ -68,7 +80,10 @@ func (r *Reader) insert(s *rstream, h Header, p []byte, c codec, wire uint32) bo
 	defer r.mu.Unlock()
 	defer r.cond.Broadcast()
 	if r.err == nil {
-		if err := r.check(s, h); err != nil {
+		if err := r.check(s, h); err == errDuplicate || r.hooks != nil && r.pendingDup(h) {
+			r.dropped(h)
+			return true
+		} else if err != nil {
 			r.failLocked(err)
 		}
 	}
@@ -124,6 +139,7 @@ func (r *Reader) end(s *rstream, h Header, reason string) {
 	if len(r.pending) > 0 {
 		top = max(top, r.pending[len(r.pending)-1].end())
 	}
+	s.ended = true
 	switch {
 	case r.haveTotal && h.Offset != r.total:
 		r.failLocked(fmt.Errorf("%w: %s ends the stream at %d, %s at %d", ErrBlock, s.name, h.Offset, r.totalFrom, r.total))
