@@ -35,23 +35,23 @@ type resumeHooks struct {
 
 // resumable is a resumable Writer's state, under Writer.mu.
 type resumable struct {
-	hooks        *resumeHooks
-	kept         []*outBlock // written and not acknowledged, by offset
-	keptCost     int
-	maxKept      int
-	top          uint64      // the end of the last block kept: bytes written
-	acked        uint64      // what the peer acknowledged
-	resend       []*outBlock // to send again, by offset
-	resent       int64       // blocks sent again
-	wake         chan struct{}
-	totalSet     bool
-	finished     chan struct{} // closed once acked == total
-	stopped      bool          // no more streams
-	ackOff       uint64        // the latest ack of the other direction to send
-	ackFinal     bool
-	ackSent      uint64 // the latest sent on some connection
-	next         int    // round robin of acks over the connections
-	acking       int    // acks being written
+	hooks    *resumeHooks
+	kept     []*outBlock // written and not acknowledged, by offset
+	keptCost int
+	maxKept  int
+	top      uint64      // the end of the last block kept: bytes written
+	acked    uint64      // what the peer acknowledged
+	resend   []*outBlock // to send again, by offset
+	resent   int64       // blocks sent again
+	wake     chan struct{}
+	totalSet bool
+	finished chan struct{} // closed once acked == total
+	stopped  bool          // no more streams
+	ackOff   uint64        // the latest ack of the other direction to send
+	ackFinal bool
+	ackSent  uint64 // the latest sent on some connection
+	next     int    // round robin of acks over the connections
+	acking   int    // acks being written
 }
 
 func (w *Writer) startResume() {
