@@ -266,6 +266,9 @@ func (r *Reader) run(s *rstream) {
 				return
 			}
 			r.end(s, h, string(reason))
+			if r.hooks != nil && h.Flags&FlagAbort != 0 {
+				r.hooks.aborted(r.failure())
+			}
 			if r.hooks == nil || h.Flags&FlagAbort != 0 {
 				return
 			}
@@ -330,6 +333,12 @@ func (r *Reader) lost(s *rstream, err error) {
 		of = fmt.Sprint(r.total)
 	}
 	r.failLocked(fmt.Errorf("link: %s broke before the end of the stream (%d of %s bytes received in order): %w", s.name, r.next, of, err))
+}
+
+func (r *Reader) failure() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
 }
 
 func (r *Reader) fail(err error) {

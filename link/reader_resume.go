@@ -111,6 +111,13 @@ func (r *Reader) finish() bool {
 	return true
 }
 
+// complete says whether the whole stream came.
+func (r *Reader) complete() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.haveTotal && r.next == r.total
+}
+
 // acked hands the peer's ack on s to the Writer; false if it broke the
 // protocol (the Reader failed).
 func (r *Reader) acked(s *rstream, h Header) bool {

@@ -111,6 +111,13 @@ func newSession(id LinkID, cfg Config, window int, redial func(context.Context) 
 		lost:   s.lost,
 		ack:    func(off uint64, final bool) { s.w.sendAck(off, final) },
 		acked:  func(off uint64) error { return s.w.ack(off) },
+		aborted: func(err error) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if err != nil && !s.closed {
+				s.failLocked(err)
+			}
+		},
 	}
 	s.w = NewWriter(cfg)
 	s.r = NewReader(cfg)
@@ -329,9 +336,16 @@ func (s *session) close(linger time.Duration) error {
 			err = fmt.Errorf("link %s: closing: the peer did not acknowledge the stream within %s (%d of %d bytes)", s.id, linger, s.w.Stats().Acked, s.w.Stats().Written)
 		}
 	}
-	if err == nil {
-		final := s.waitFor(5*time.Second, s.r.finish)
-		s.waitFor(5*time.Second, func() bool { return s.w.flushed(final) && s.r.quiet() })
+	complete := s.r.complete()
+	if err == nil && complete {
+		s.r.finish()
+		s.waitFor(5*time.Second, func() bool { return s.w.flushed(true) && s.r.quiet() })
+	}
+	if err == nil && !complete && s.failure() == nil {
+		// The peer is still sending: tell it the link is gone, rather
+		// than let it wait to resume.
+		st := s.r.Stats()
+		s.w.abortAll(fmt.Sprintf("the peer closed the link having read %d bytes, before the end", st.Delivered))
 	}
 	s.stop(err)
 	if err == nil {

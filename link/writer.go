@@ -149,7 +149,8 @@ func (w *Writer) AddStream(c net.Conn) error {
 	s := &wstream{id: w.nextID, name: streamName(w.nextID, c), c: c, retire: make(chan struct{}), done: make(chan struct{}), lost: make(chan struct{}), wmu: make(sendLock, 1)}
 	w.nextID++
 	w.streams = append(w.streams, s)
-	w.signalLocked() // the latest ack may go on it
+	w.ackSent = 0 // the latest ack goes again: the last may have died with a connection
+	w.signalLocked()
 	w.wg.Add(1)
 	w.nstreams.Add(1)
 	go w.run(s)

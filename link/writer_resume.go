@@ -31,6 +31,8 @@ type resumeHooks struct {
 	ack func(off uint64, final bool)
 	// acked: the Reader received the peer's ack of off on a connection.
 	acked func(off uint64) error
+	// aborted: the peer aborted the link (err says why).
+	aborted func(err error)
 }
 
 // resumable is a resumable Writer's state, under Writer.mu.
@@ -179,6 +181,7 @@ func (w *Writer) lose(s *wstream, err error) {
 		s.err = err
 	}
 	close(s.lost)
+	w.ackSent = 0 // the last ack may have gone on s: it goes again on another
 	for i, t := range w.streams {
 		if t == s {
 			w.streams = append(w.streams[:i], w.streams[i+1:]...)
@@ -443,5 +446,22 @@ func (l sendLock) TryLock() bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// abortAll sends an abort block with reason on every connection (for at
+// most AbortTimeout): the peer's link fails at once instead of waiting to
+// resume. For a Writer done sending whose link closes with the peer's
+// stream unfinished.
+func (w *Writer) abortAll(reason string) {
+	w.mu.Lock()
+	streams := append([]*wstream(nil), w.streams...)
+	w.mu.Unlock()
+	if len(reason) > MaxReason {
+		reason = reason[:MaxReason]
+	}
+	for _, s := range streams {
+		_ = s.c.SetWriteDeadline(time.Now().Add(w.cfg.AbortTimeout))
+		_ = s.send(Header{Kind: KindEnd, Flags: FlagAbort}, []byte(reason))
 	}
 }
