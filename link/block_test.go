@@ -122,6 +122,7 @@ func FuzzReader(f *testing.F) {
 	f.Add(append(data(0, "hello"), AppendBlock(nil, Header{Kind: KindRetire}, nil)...))
 	f.Add(append(data(0, "hello"), end(4)...))
 	f.Add(data(0, "cut")[:HeaderSize+1])
+	f.Add(append(append(data(0, "hello"), ack(3, 0)...), end(5)...)) // not resumable: refused
 	text := TextData(1, 3000)
 	for _, c := range []codec{codecS2, codecZstd} {
 		z := compressed(c, 0, text)
