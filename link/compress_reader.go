@@ -52,11 +52,11 @@ func (r *Reader) readData(s *rstream, h Header) bool {
 	}
 	switch {
 	case err != nil:
-		r.release(block)
+		r.release(s, block)
 		r.lost(s, err)
 		return false
 	case bad != nil:
-		r.release(block)
+		r.release(s, block)
 		r.fail(fmt.Errorf("%w: %s: %s: %v", ErrBlock, s.name, h, bad))
 		return false
 	}

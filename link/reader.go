@@ -85,6 +85,9 @@ type Reader struct {
 	final    bool         // resumable: the final ack was asked for
 	dups     int64        // resumable: duplicate blocks dropped
 	dupBytes int64
+	reading  map[uint64]int // resumable: blocks being read, by offset
+	twins    int            // resumable: room reserved for second copies
+	maxTwins int
 }
 
 type rstream struct {

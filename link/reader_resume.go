@@ -56,23 +56,57 @@ func (r *Reader) pendingDup(h Header) bool {
 	return false
 }
 
-// admitResumable reserves room for h at once, or fails the Reader if the
-// peer sent beyond the window.
-func (r *Reader) admitResumable(h Header, cost int) bool {
+// admitResumable reserves room for h on s at once, or fails the Reader
+// if the peer sent beyond the window. The window counts each block once:
+// of the copies of a block being read at once (it was sent again while
+// the first was on its way), one holds its room in the window, the
+// others room of their own (twins). So the Reader holds at most the
+// window, plus one block per connection read twice at once.
+func (r *Reader) admitResumable(s *rstream, h Header, cost int) bool {
+	if r.reading == nil {
+		r.reading = map[uint64]int{}
+	}
+	if r.reading[h.Offset] > 0 {
+		r.twins += cost
+		r.maxTwins = max(r.maxTwins, r.twins)
+		r.reading[h.Offset]++
+		return true
+	}
 	if r.buffered+cost > r.bound {
 		r.failLocked(fmt.Errorf("%w: %s would make %d bytes held, beyond the window of %d", ErrBlock, h, r.buffered+cost, r.bound))
 		return false
 	}
 	r.buffered += cost
 	r.maxBuf = max(r.maxBuf, r.buffered)
+	r.reading[h.Offset]++
 	return true
+}
+
+// doneReading: one copy of the block at off is read no more.
+func (r *Reader) doneReading(off uint64) {
+	if r.reading[off]--; r.reading[off] <= 0 {
+		delete(r.reading, off)
+	}
+}
+
+// releaseCopy is unreserve for a resumable Reader: a copy of h that did
+// not come, or came and was dropped. It reports whether its room was a
+// twin's: the block came already, or other copies are still on their
+// way and one keeps the room in the window.
+func (r *Reader) releaseCopy(h Header) bool {
+	r.doneReading(h.Offset)
+	if r.check(&rstream{}, h) == errDuplicate || r.pendingDup(h) || r.reading[h.Offset] > 0 {
+		r.twins -= int(h.Length) + BlockCost
+		return true
+	}
+	return false
 }
 
 // dropped gives back the room of a block admitted and found a duplicate
 // when it was inserted (the same block came on another connection
 // meanwhile).
-func (r *Reader) dropped(h Header) {
-	r.buffered -= int(h.Length) + BlockCost
+func (r *Reader) dropped(s *rstream, h Header) {
+	r.unreserve(s, h)
 	r.dups++
 	r.dupBytes += int64(h.Length)
 }

@@ -34,7 +34,7 @@ func (r *Reader) admit(s *rstream, h Header) (ok, dup bool) {
 			return false, false
 		}
 		if r.hooks != nil {
-			return r.admitResumable(h, cost), false
+			return r.admitResumable(s, h, cost), false
 		}
 		if r.buffered+cost <= r.bound-reserve || (h.Offset == r.next && r.buffered+cost <= r.bound) {
 			r.buffered += cost
@@ -46,11 +46,21 @@ func (r *Reader) admit(s *rstream, h Header) (ok, dup bool) {
 }
 
 // release gives back the room admit reserved for a block that never came.
-func (r *Reader) release(h Header) {
+func (r *Reader) release(s *rstream, h Header) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.buffered -= int(h.Length) + BlockCost
+	r.unreserve(s, h)
 	r.cond.Broadcast()
+}
+
+// unreserve gives back the room admit reserved for h on s, which did
+// not come (or broke the protocol).
+func (r *Reader) unreserve(s *rstream, h Header) {
+	cost := int(h.Length) + BlockCost
+	if r.hooks != nil && r.releaseCopy(h) {
+		return
+	}
+	r.buffered -= cost
 }
 
 // check tells whether the data block h on s can belong to the stream as
@@ -81,7 +91,7 @@ func (r *Reader) insert(s *rstream, h Header, p []byte, c codec, wire uint32) bo
 	defer r.cond.Broadcast()
 	if r.err == nil {
 		if err := r.check(s, h); err == errDuplicate || r.hooks != nil && r.pendingDup(h) {
-			r.dropped(h)
+			r.dropped(s, h)
 			return true
 		} else if err != nil {
 			r.failLocked(err)
@@ -104,8 +114,11 @@ func (r *Reader) insert(s *rstream, h Header, p []byte, c codec, wire uint32) bo
 		r.failLocked(fmt.Errorf("%w: %s: %s overlaps %s received before", ErrBlock, s.name, h, r.pending[i]))
 	}
 	if r.err != nil {
-		r.buffered -= int(h.Length) + BlockCost
+		r.unreserve(s, h)
 		return false
+	}
+	if r.hooks != nil {
+		r.doneReading(h.Offset) // its room in the window is the block's now
 	}
 	r.pending = slices.Insert(r.pending, i, &rblock{off: h.Offset, p: p})
 	r.received += int64(h.Length)

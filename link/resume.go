@@ -336,7 +336,9 @@ func (s *session) close(linger time.Duration) error {
 			err = fmt.Errorf("link %s: closing: the peer did not acknowledge the stream within %s (%d of %d bytes)", s.id, linger, s.w.Stats().Acked, s.w.Stats().Written)
 		}
 	}
-	complete := s.r.complete()
+	// The peer's end may be on its way (it closed as we did): wait a
+	// little for it before taking the peer for still sending.
+	complete := err == nil && s.waitFor(time.Second, s.r.complete)
 	if err == nil && complete {
 		s.r.finish()
 		s.waitFor(5*time.Second, func() bool { return s.w.flushed(true) && s.r.quiet() })

@@ -102,6 +102,8 @@ type outBlock struct {
 	ready chan struct{} // a worker is done with a block it took
 
 	stream *wstream // resumable: the connection that took it last (under Writer.mu)
+	sends  int      // resumable: connections holding it to send (under Writer.mu)
+	acked  bool     // resumable: the peer acknowledged it (under Writer.mu)
 }
 
 func (b *outBlock) end() uint64 { return b.off + uint64(len(b.raw)) }
@@ -392,6 +394,9 @@ func (w *Writer) run(s *wstream) {
 			return
 		}
 		if !w.check(s, s.send(Header{Kind: KindData, Flags: b.codec.flag(), Offset: b.off}, b.wire)) {
+			if w.hooks != nil {
+				w.sent(b)
+			}
 			return
 		}
 		s.blocks.Add(1)
@@ -401,7 +406,9 @@ func (w *Writer) run(s *wstream) {
 		w.wire.Add(int64(len(b.wire)))
 		w.codecs[b.codec].Add(1)
 		if w.hooks == nil {
-			w.pool.Put(b) // resumable: kept until acknowledged
+			w.pool.Put(b)
+		} else {
+			w.sent(b) // kept until acknowledged
 		}
 	}
 }

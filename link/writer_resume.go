@@ -158,8 +158,16 @@ func (w *Writer) ack(off uint64) error {
 	w.acked = off
 	i := 0
 	for ; i < len(w.kept) && w.kept[i].end() <= off; i++ {
-		w.keptCost -= len(w.kept[i].raw) + BlockCost
+		b := w.kept[i]
+		w.keptCost -= len(b.raw) + BlockCost
 		w.kept[i] = nil
+		b.acked = true
+		if b.sends == 0 && b.stream != nil {
+			// sent, and no connection holds it: reused (a block never
+			// taken cannot be acknowledged; one in the resend list is
+			// dropped from it below)
+			w.pool.Put(b)
+		}
 	}
 	w.kept = w.kept[i:]
 	w.resend = slices.DeleteFunc(w.resend, func(b *outBlock) bool { return b.end() <= off })
@@ -255,6 +263,7 @@ func (w *Writer) takeResumable(s *wstream) (*outBlock, takeEvent) {
 			b := w.resend[0]
 			w.resend = w.resend[1:]
 			w.resent++
+			b.sends++
 			w.mu.Unlock()
 			if ev := w.claim(s, b); ev != takeBlock {
 				return nil, ev
@@ -278,6 +287,9 @@ func (w *Writer) takeResumable(s *wstream) (*outBlock, takeEvent) {
 			if !ok {
 				return nil, takeEnd
 			}
+			w.mu.Lock()
+			b.sends++
+			w.mu.Unlock()
 			if ev := w.claim(s, b); ev != takeBlock {
 				return nil, ev
 			}
@@ -299,17 +311,19 @@ func (w *Writer) isFinished() bool {
 	}
 }
 
-// claim makes b s's to send, once its worker is done with it. If s dies
-// first, b goes back for another.
+// claim makes b, which s holds (b.sends counts it), s's to send, once
+// its worker is done with it. If s dies first, b goes back for another.
 func (w *Writer) claim(s *wstream, b *outBlock) takeEvent {
 	if b.want != codecNone {
 		select {
 		case <-b.ready:
 			b.want = codecNone // compressed once for all its sends
 		case <-w.dead:
+			w.sent(b)
 			return takeDead
 		case <-s.lost:
 			w.mu.Lock()
+			b.sends--
 			w.resendLocked(b)
 			w.signalLocked()
 			w.mu.Unlock()
@@ -319,7 +333,8 @@ func (w *Writer) claim(s *wstream, b *outBlock) takeEvent {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if s.gone {
-		if b.end() > w.acked {
+		b.sends--
+		if !b.acked {
 			w.resendLocked(b)
 			w.signalLocked()
 		}
@@ -327,6 +342,17 @@ func (w *Writer) claim(s *wstream, b *outBlock) takeEvent {
 	}
 	b.stream = s
 	return takeBlock
+}
+
+// sent says a connection holds b no more; an acknowledged block is then
+// reused.
+func (w *Writer) sent(b *outBlock) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	b.sends--
+	if b.acked && b.sends == 0 {
+		w.pool.Put(b)
+	}
 }
 
 // sendAck has the latest ack of the other direction sent: on one
