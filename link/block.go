@@ -17,10 +17,26 @@
 // travel in the clear). A link of one stream without compression is the
 // virtual connection itself, with a hello in front and no wait.
 //
+// A link may be resumable (Options.Resume, agreed in the hello; off by
+// default and with peers that predate it): it survives the loss of the
+// connections beneath it. The receiving end acknowledges the offset up to
+// which it delivered the stream, the sending end keeps what is not
+// acknowledged (at most a window agreed in the hello) and sends it again
+// on the connections left or set up again; a connection joins a running
+// link by naming it and presenting its secret resume token, and only
+// from the link's proved peer. The application sees a pause; if no
+// connection comes back within ResumeTimeout (30s), a *LostError naming
+// the last connection, how it died and when (resume.go).
+//
 // It owns the block format, striping, reassembly, compression and their
 // flow control (a bounded send queue, a bounded reorder buffer), the link
-// hello and the stream tuner. It leaves out setting the connections up and
-// their handshakes (package vconn's) and measuring links (package perf's).
+// hello and the stream tuner; resumable links' acks, resend buffer, window,
+// resume handshake and timeout. It leaves out setting the connections up
+// and their handshakes (package vconn's: a resumable link is given a
+// redial function, Options.Redial, and its accepting end gets joiners
+// through its Listener), choosing or switching paths (the caller's, by
+// what its redial function dials), noticing a connection that stalls
+// without failing (a keepalive's), and measuring links (package perf's).
 // The connections given to a Writer or Reader are its own from then on: it
 // closes them.
 //

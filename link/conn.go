@@ -56,6 +56,8 @@ type Options struct {
 	// on it. nil: the node dials the peer's machine and port again, by
 	// whatever method works now (vconn.Node.DialMachine).
 	Redial func(ctx context.Context) (*vconn.Conn, error)
+
+	blocks bool // carry blocks even over one stream without compression (benchmarks)
 }
 
 func (o Options) maxStreams() int {
@@ -67,8 +69,8 @@ func (o Options) maxStreams() int {
 
 // blocks says whether the link needs blocks: several streams (or maybe
 // several, with Auto) or compression.
-func (o Options) blocks() bool {
-	return o.Streams > 1 || o.Streams == Auto || o.Compression != CompressOff
+func (o Options) needBlocks() bool {
+	return o.Streams > 1 || o.Streams == Auto || o.Compression != CompressOff || o.blocks
 }
 
 // A link the acceptor refused fails with a *direct.RefusedError (What
@@ -120,7 +122,7 @@ func Dial(ctx context.Context, n *vconn.Node, addr string, o Options) (*Conn, er
 	var id LinkID
 	_, _ = rand.Read(id[:])
 	h := hello{kind: helloOpen, compress: o.Compression, link: id}
-	blocks := o.blocks() || o.Resume
+	blocks := o.needBlocks() || o.Resume
 	switch {
 	case o.Plain:
 		h.flags |= flagPlain

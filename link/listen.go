@@ -163,11 +163,23 @@ func (l *Listener) handle(vc *vconn.Conn) {
 		a = &accepted{c: c, streams: 1, ready: make(chan struct{}), resume: resume, token: h.token}
 		defer a.markReady()
 		l.mu.Lock()
-		l.links[h.link] = a
+		_, taken := l.links[h.link]
+		if !taken {
+			l.links[h.link] = a
+		}
 		l.mu.Unlock()
+		if taken {
+			// Another's link must not be replaced: its joins (and
+			// resumes) would then be refused.
+			l.refuse(vc, fmt.Sprintf("link %s is in use", h.link), h.flags)
+			vc.Close()
+			return
+		}
 		c.onClose = func() {
 			l.mu.Lock()
-			delete(l.links, h.link)
+			if l.links[h.link] == a {
+				delete(l.links, h.link)
+			}
 			l.mu.Unlock()
 		}
 	}

@@ -16,10 +16,13 @@ import (
 
 // BenchmarkResumeCost measures what resumability costs a direct link:
 // 128 MiB per round over loopback through direct links with one stream
-// and with three, each with and without Options.Resume, every kind once
-// per round in a random order. It reports, for each stream count, the
-// median over 5 rounds of the ratio of the resumable link's throughput to
-// the same link's without (1 = free), and the plain link's MB/s.
+// and with three, each with and without Options.Resume, and one stream
+// carrying blocks without resume (what blocks cost, apart), every kind
+// once per round in a random order. It reports, for each stream count,
+// the median over 5 rounds of the ratio of the resumable link's
+// throughput to the same link's without (1 = free; over one stream the
+// link without is the bare connection, with the blocks' cost too:
+// blocks/plain and resume/blocks split it), and the plain link's MB/s.
 // Loopback makes the CPU the bottleneck: the worst case for the cost,
 // which on a wide-area link is the CPU time per byte that the network
 // leaves idle anyway.
@@ -93,6 +96,8 @@ func BenchmarkResumeCost(b *testing.B) {
 			kinds = append(kinds, kind{fmt.Sprintf("%d-%v", streams, resume), Options{Streams: streams, Resume: resume}})
 		}
 	}
+	// blocks over one stream, not resumable: what the blocks cost, apart
+	kinds = append(kinds, kind{"1-blocks", Options{blocks: true}})
 	for range b.N {
 		ratios := map[string][]float64{}
 		for r := range rounds + 1 {
@@ -103,6 +108,8 @@ func BenchmarkResumeCost(b *testing.B) {
 			if r == 0 {
 				continue // the first round warms up
 			}
+			ratios["blocks/plain-1stream"] = append(ratios["blocks/plain-1stream"], took["1-false"].Seconds()/took["1-blocks"].Seconds())
+			ratios["resume/blocks-1stream"] = append(ratios["resume/blocks-1stream"], took["1-blocks"].Seconds()/took["1-true"].Seconds())
 			for _, streams := range []int{1, 3} {
 				plain, resumable := took[fmt.Sprintf("%d-false", streams)], took[fmt.Sprintf("%d-true", streams)]
 				ratios[fmt.Sprintf("resume/plain-%dstream", streams)] = append(ratios[fmt.Sprintf("resume/plain-%dstream", streams)], plain.Seconds()/resumable.Seconds())

@@ -280,10 +280,26 @@ func TestLinkResumeTakeover(t *testing.T) {
 	wrong := c.token
 	wrong[0] ^= 1
 	testRefusal("a with a wrong token", a, wrong, "wrong resume token")
-	// the link is untouched
+	// nor may another open a link of the same ID, which would take its
+	// place at the listener (and the link's resumes would be refused)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	vc, err := mallory.Dial(ctx, "b:7000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = (&Conn{}).greet(ctx, vc, hello{kind: helloOpen, flags: flagBlocks | flagResume, link: c.ID(), token: [tokenSize]byte{1}, window: minWindow})
+	vc.Close()
+	var re *direct.RefusedError
+	if !errors.As(err, &re) || !strings.Contains(re.Reason, "is in use") {
+		t.Fatalf("mallory opening a link of a's link's ID: %v", err)
+	}
+	testwait.Until(t, "the listener to log "+re.Reason, 10*time.Second, func() bool { return log.has(re.Reason) })
+	// the link is untouched, and still resumes
 	if c.rs.connections() != 1 {
 		t.Errorf("the link has %d connections", c.rs.connections())
 	}
+	cutAll(c)
 	roundTrip(t, c, 1<<20)
 	if err := wait(t, served, "the echo"); err != nil {
 		t.Error(err)
