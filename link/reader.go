@@ -159,6 +159,7 @@ func (r *Reader) Read(p []byte) (int, error) {
 			b.r += k
 			r.readOff += uint64(k)
 			if b.r == len(b.p) {
+				recycle(b.p)
 				r.pending[0] = nil
 				r.pending = r.pending[1:]
 				r.buffered -= len(b.p) + BlockCost
