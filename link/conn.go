@@ -331,6 +331,26 @@ func (c *Conn) joinOne(ctx context.Context, n *vconn.Node) error {
 	return c.attach(vc)
 }
 
+// Join adds vc, a connection the caller set up to the link's peer and
+// port (say a direct one found while the link runs routed), to a link
+// that carries blocks: it sends the join handshake on it, and the link
+// carries blocks over it too. With a resumable link the caller may then
+// close a connection it no longer wants (the routed one): what that one
+// carried unacknowledged goes again over the others, nothing is lost.
+func (c *Conn) Join(ctx context.Context, vc *vconn.Conn) error {
+	if c.w == nil {
+		return errors.New("link: a link of one stream without blocks takes no further connections")
+	}
+	if vc.Peer().ID != c.first.Peer().ID {
+		return fmt.Errorf("link %s: the connection goes to %s, the link to %s", c.id, vc.Peer(), c.first.Peer())
+	}
+	if _, err := c.greet(ctx, vc, c.joinHello()); err != nil {
+		vc.Close()
+		return err
+	}
+	return c.attach(vc)
+}
+
 // attach makes vc carry blocks both ways. If the link is closing, vc
 // carries none: its sending half says so with a retire block.
 func (c *Conn) attach(vc *vconn.Conn) error {

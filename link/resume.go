@@ -44,6 +44,9 @@ var ErrLost = errors.New("link: lost")
 // no other came within Timeout.
 type LostError struct {
 	Link LinkID
+	// End is the end that reports it: "dialler" (which set connections
+	// up again, Redial) or "acceptor" (which waited for them).
+	End string
 	// Conn names the last connection that died (its addresses and, on a
 	// link over vconn, how it was set up).
 	Conn string
@@ -65,8 +68,8 @@ func (e *LostError) Error() string {
 	if e.Sending {
 		op = "sending"
 	}
-	s := fmt.Sprintf("link %s lost: its last connection, %s, died %s at %s (%v), and no other came back within %s",
-		e.Link, e.Conn, op, e.At.Format("15:04:05.000"), e.Err, e.Timeout)
+	s := fmt.Sprintf("link %s lost at the %s's end: its last connection, %s, died %s at %s (%v), and no other came back within %s",
+		e.Link, e.End, e.Conn, op, e.At.Format("15:04:05.000"), e.Err, e.Timeout)
 	if e.Redial != nil {
 		s += fmt.Sprintf(" (last redial: %v)", e.Redial)
 	}
@@ -195,7 +198,11 @@ func (s *session) lost(c any, err error, sending bool) {
 	}
 	s.live = append(s.live[:i], s.live[i+1:]...)
 	now := time.Now()
-	s.last = &LostError{Link: s.id, Conn: connName(d.c), Sending: sending, Err: err, At: now, Timeout: s.timeout}
+	end := "acceptor"
+	if s.redial != nil {
+		end = "dialler"
+	}
+	s.last = &LostError{Link: s.id, End: end, Conn: connName(d.c), Sending: sending, Err: err, At: now, Timeout: s.timeout}
 	if len(s.live) == 0 && s.err == nil {
 		s.downAt = now
 		s.timer = time.AfterFunc(s.timeout, s.expire)

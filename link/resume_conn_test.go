@@ -224,7 +224,7 @@ func TestLinkResumeTimeout(t *testing.T) {
 		for end, conn := range map[string]*Conn{"dialler": c, "acceptor": s} {
 			_, err := conn.Read(buf)
 			var le *LostError
-			if !errors.Is(err, ErrLost) || !errors.As(err, &le) || le.Link != c.ID() || le.Err == nil || le.At.IsZero() || le.Timeout != limit {
+			if !errors.Is(err, ErrLost) || !errors.As(err, &le) || le.Link != c.ID() || le.End != end || le.Err == nil || le.At.IsZero() || le.Timeout != limit {
 				t.Fatalf("%s: read on a link cut for good: %v", end, err)
 			}
 			if end == "dialler" && !errors.Is(le.Redial, errPathCut) {
@@ -382,4 +382,64 @@ func TestLinkResumeCloseEarly(t *testing.T) {
 	if _, err := c.Read(buf); err != io.EOF {
 		t.Errorf("read of a link whose peer closed after sending nothing: %v", err)
 	}
+}
+
+// A resumable link moves to a connection the caller set up while data
+// flows (the seam of the live path upgrade, where the new one would be
+// direct and the old routed): Join the new one, close the old one; every
+// byte arrives once, in order.
+func TestLinkJoinAndDrop(t *testing.T) {
+	a, b := site(t, vconn.Routed)
+	l, err := Listen(b, 7000, ListenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	served := echoBack(l)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c := dial(t, a, "b:7000", Options{Resume: true})
+	data := TextData(5, 8<<20)
+	got := readAll(c)
+	sent := make(chan error, 1)
+	go func() {
+		for p := data; len(p) > 0; p = p[min(len(p), 256<<10):] {
+			if _, err := c.Write(p[:min(len(p), 256<<10)]); err != nil {
+				sent <- err
+				return
+			}
+		}
+		sent <- c.CloseWrite()
+	}()
+	for c.r.Stats().Delivered == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	vc, err := a.DialMachine(ctx, b.Machine(), 7000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := c.First()
+	if err := c.Join(ctx, vc); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.rs.connections(); n != 2 {
+		t.Fatalf("%d connections after the join, want 2", n)
+	}
+	first.Close() // the old path goes
+	if err := wait(t, sent, "sending"); err != nil {
+		t.Fatal(err)
+	}
+	res := wait(t, got, "reading")
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	sameData(t, res.data, data)
+	start := time.Now()
+	if err := c.Close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	if err := wait(t, served, "the echo"); err != nil {
+		t.Error(err)
+	}
+	t.Logf("closed in %s; %d blocks sent again", time.Since(start), c.w.Stats().Resent)
 }
