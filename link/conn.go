@@ -400,7 +400,9 @@ func (c *Conn) Write(p []byte) (int, error) {
 }
 
 // CloseWrite ends this direction: the peer reads everything written, then
-// EOF. It waits until every block is sent.
+// EOF. It waits until every block is sent; on a resumable link it returns
+// at once (the blocks go as the window allows, and Close waits for the
+// peer's acks).
 func (c *Conn) CloseWrite() error {
 	if c.w == nil {
 		return c.first.CloseWrite()
@@ -411,6 +413,9 @@ func (c *Conn) CloseWrite() error {
 // Close sends what was written (as CloseWrite does, giving up after
 // lingerTimeout if the peer does not read) and closes every connection,
 // once it has read their last blocks if the peer had ended its direction.
+// A resumable link waits (as long) until the peer acknowledged the whole
+// stream, resuming meanwhile if need be, then closes as resume.go says;
+// if the peer is still sending, it aborts the peer's link, saying so.
 func (c *Conn) Close() error {
 	c.mu.Lock()
 	if c.closed {
