@@ -17,10 +17,26 @@
 // travel in the clear). A link of one stream without compression is the
 // virtual connection itself, with a hello in front and no wait.
 //
+// A link may be resumable (Options.Resume, agreed in the hello; off by
+// default and with peers that predate it): it survives the loss of the
+// connections beneath it. The receiving end acknowledges the offset up to
+// which it delivered the stream, the sending end keeps what is not
+// acknowledged (at most a window agreed in the hello) and sends it again
+// on the connections left or set up again; a connection joins a running
+// link by naming it and presenting its secret resume token, and only
+// from the link's proved peer. The application sees a pause; if no
+// connection comes back within ResumeTimeout (30s), a *LostError naming
+// the last connection, how it died and when (resume.go).
+//
 // It owns the block format, striping, reassembly, compression and their
 // flow control (a bounded send queue, a bounded reorder buffer), the link
-// hello and the stream tuner. It leaves out setting the connections up and
-// their handshakes (package vconn's) and measuring links (package perf's).
+// hello and the stream tuner; resumable links' acks, resend buffer, window,
+// resume handshake and timeout. It leaves out setting the connections up
+// and their handshakes (package vconn's: a resumable link is given a
+// redial function, Options.Redial, and its accepting end gets joiners
+// through its Listener), choosing or switching paths (the caller's, by
+// what its redial function dials), noticing a connection that stalls
+// without failing (a keepalive's), and measuring links (package perf's).
 // The connections given to a Writer or Reader are its own from then on: it
 // closes them.
 //
@@ -29,17 +45,19 @@
 // Every block is a 16-byte header and a payload:
 //
 //	offset size field
-//	0      1    kind     KindData, KindEnd or KindRetire
+//	0      1    kind     KindData, KindEnd, KindRetire or KindAck
 //	1      1    flags    Data: 0, FlagS2 or FlagZstd (never both). End: 0
-//	                     or FlagAbort. Retire: 0
+//	                     or FlagAbort. Retire: 0. Ack: 0 or FlagFinal
 //	2      2    reserved must be 0
 //	4      8    offset   big-endian. Data: the offset of the payload's first
 //	                     (decoded) byte in the logical stream. End: the
-//	                     stream's total length; 0 with FlagAbort. Retire: 0
+//	                     stream's total length; 0 with FlagAbort. Retire: 0.
+//	                     Ack: the bytes of the other direction's stream the
+//	                     sender has delivered in order (at most 2^63-1)
 //	12     4    length   big-endian payload length, as on the wire. Data: 1
 //	                     to MaxBlock; at least 5 if compressed. End: 0, or
 //	                     with FlagAbort the reason (UTF-8 text for people),
-//	                     at most MaxReason. Retire: 0
+//	                     at most MaxReason. Retire, Ack: 0
 //	16     ...  payload
 //
 // A compressed data block's payload is its decoded length, then the
@@ -65,6 +83,37 @@
 // block (this connection carries no more blocks; the others go on). A
 // connection that ends otherwise (EOF, a read error) while bytes are still
 // missing breaks the stream: the Reader reports it, naming the connection.
+//
+// # Resumable links
+//
+// On a resumable link (agreed in the hello, resume.go) every connection
+// carries blocks both ways, and a connection's death is not the stream's:
+// the receiving end acknowledges, with ack blocks sent among its own
+// blocks on any connection of the link, the offset up to which it has
+// delivered the other direction's stream to the application; the sending
+// end keeps every block until an ack covers it (at most the window agreed
+// in the hello, counted as for the reorder buffer) and sends the blocks a
+// dead connection carried again on the others, or on connections that
+// join later. So on a resumable link:
+//
+//   - a connection's data blocks need not increase in offset (a resent
+//     block may follow later ones), and a data block may repeat one
+//     received before (the same offset and length: the Reader drops it);
+//   - the Reader never holds more than the window: a block beyond it
+//     breaks the protocol;
+//   - an end block is not a connection's last: acks, resent data blocks
+//     and further end blocks (the same total) may follow; a connection
+//     ends when it is closed, retired, or dies;
+//   - acks come in any order across connections: a lower one than
+//     already known is stale and ignored; one beyond the bytes written
+//     breaks the protocol. When a side has delivered the whole stream
+//     (its application read it to the end, or closed the link having
+//     received it all) it sends the final ack (FlagFinal, of the total)
+//     on every connection: after its end block and its final ack, a side
+//     sends nothing more on a connection, and the other side, having read
+//     both, may close it without leaving bytes unread.
+//
+// Ack blocks on a link that is not resumable break the protocol.
 package link
 
 import (
@@ -87,6 +136,9 @@ const (
 	// KindRetire ends one connection's part: the sender sends no more
 	// blocks on it; the stream goes on over the others.
 	KindRetire Kind = 3
+	// KindAck, on resumable links only, acknowledges the other
+	// direction's stream up to offset: delivered in order.
+	KindAck Kind = 4
 )
 
 func (k Kind) String() string {
@@ -97,6 +149,8 @@ func (k Kind) String() string {
 		return "end"
 	case KindRetire:
 		return "retire"
+	case KindAck:
+		return "ack"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
@@ -116,6 +170,10 @@ const (
 	// FlagZstd, on a data block only, says its payload is compressed with
 	// zstd.
 	FlagZstd = 0x04
+	// FlagFinal, on an ack block only, says the sender delivered the
+	// whole stream, end included, and sends nothing more on this
+	// connection but its own end block, if it has not yet.
+	FlagFinal = 0x08
 )
 
 // ErrBlock is wrapped by every error about a malformed block or a block
@@ -141,6 +199,10 @@ func (h Header) String() string {
 		return "abort"
 	case h.Kind == KindEnd:
 		return fmt.Sprintf("end at %d", h.Offset)
+	case h.Kind == KindAck && h.Flags&FlagFinal != 0:
+		return fmt.Sprintf("final ack of %d", h.Offset)
+	case h.Kind == KindAck:
+		return fmt.Sprintf("ack of %d", h.Offset)
 	}
 	return h.Kind.String()
 }
@@ -153,7 +215,7 @@ func (h Header) Put(b []byte) {
 }
 
 // allowedFlags are the flags each kind may carry.
-var allowedFlags = [...]uint8{KindData: FlagS2 | FlagZstd, KindEnd: FlagAbort, KindRetire: 0}
+var allowedFlags = [...]uint8{KindData: FlagS2 | FlagZstd, KindEnd: FlagAbort, KindRetire: 0, KindAck: FlagFinal}
 
 // ParseHeader decodes and checks a block header. For a compressed data
 // block it checks the header only: the Reader checks the decoded length
@@ -164,7 +226,7 @@ func ParseHeader(b []byte) (Header, error) {
 	}
 	h := Header{Kind: Kind(b[0]), Flags: b[1], Offset: binary.BigEndian.Uint64(b[4:]), Length: binary.BigEndian.Uint32(b[12:])}
 	switch {
-	case h.Kind != KindData && h.Kind != KindEnd && h.Kind != KindRetire:
+	case h.Kind != KindData && h.Kind != KindEnd && h.Kind != KindRetire && h.Kind != KindAck:
 		return Header{}, fmt.Errorf("%w: unknown kind %d", ErrBlock, b[0])
 	case b[2] != 0 || b[3] != 0 || h.Flags&^allowedFlags[h.Kind] != 0:
 		return Header{}, fmt.Errorf("%w: %s block with unknown or reserved bits set (%#x %#x %#x)", ErrBlock, h.Kind, b[1], b[2], b[3])
@@ -186,6 +248,10 @@ func ParseHeader(b []byte) (Header, error) {
 		return Header{}, fmt.Errorf("%w: abort reason of %d bytes, more than the %d allowed", ErrBlock, h.Length, MaxReason)
 	case h.Kind == KindRetire && (h.Offset != 0 || h.Length != 0):
 		return Header{}, fmt.Errorf("%w: retire block with offset %d and length %d, want 0 and 0", ErrBlock, h.Offset, h.Length)
+	case h.Kind == KindAck && h.Length != 0:
+		return Header{}, fmt.Errorf("%w: ack block with %d bytes of payload", ErrBlock, h.Length)
+	case h.Kind == KindAck && h.Offset > math.MaxInt64:
+		return Header{}, fmt.Errorf("%w: ack of %d, beyond any stream", ErrBlock, h.Offset)
 	}
 	return h, nil
 }

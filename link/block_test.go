@@ -18,6 +18,9 @@ func TestParseHeader(t *testing.T) {
 		{Kind: KindEnd, Offset: 12345},
 		{Kind: KindEnd, Flags: FlagAbort, Length: MaxReason},
 		{Kind: KindRetire},
+		{Kind: KindAck},
+		{Kind: KindAck, Offset: 1<<63 - 1},
+		{Kind: KindAck, Flags: FlagFinal, Offset: 77},
 		{Kind: KindData, Flags: FlagS2, Length: lenPrefix + 1},
 		{Kind: KindData, Flags: FlagZstd, Offset: 99, Length: MaxBlock},
 	}
@@ -32,7 +35,10 @@ func TestParseHeader(t *testing.T) {
 	bad := map[string][]byte{
 		"short":           make([]byte, HeaderSize-1),
 		"kind 0":          make([]byte, HeaderSize),
-		"kind 4":          hdr(Header{Kind: 4}),
+		"kind 5":          hdr(Header{Kind: 5}),
+		"ack payload":     hdr(Header{Kind: KindAck, Offset: 3, Length: 1}),
+		"ack flag":        hdr(Header{Kind: KindAck, Flags: FlagAbort}),
+		"huge ack":        hdr(Header{Kind: KindAck, Offset: 1 << 63}),
 		"flag on data":    hdr(Header{Kind: KindData, Flags: FlagAbort, Length: 1}),
 		"unknown flag":    hdr(Header{Kind: KindEnd, Flags: 2}),
 		"reserved":        append([]byte{byte(KindEnd), 0, 1}, make([]byte, 13)...),
@@ -71,6 +77,11 @@ func FuzzParseHeader(f *testing.F) {
 	f.Add(hdr(Header{Kind: KindEnd, Offset: 107}))
 	f.Add(hdr(Header{Kind: KindEnd, Flags: FlagAbort, Length: 4}))
 	f.Add(hdr(Header{Kind: KindRetire}))
+	f.Add(hdr(Header{Kind: KindAck, Offset: 1 << 20}))
+	f.Add(hdr(Header{Kind: KindAck, Offset: 1 << 63}))
+	f.Add(hdr(Header{Kind: KindAck, Offset: 5, Length: 1}))
+	f.Add(hdr(Header{Kind: KindAck, Flags: FlagFinal, Offset: 5}))
+	f.Add(hdr(Header{Kind: KindAck, Flags: FlagFinal | FlagAbort, Offset: 5}))
 	f.Add(hdr(Header{Kind: KindData, Length: MaxBlock + 1}))
 	f.Add(hdr(Header{Kind: KindData, Flags: FlagS2, Offset: 3, Length: 40}))
 	f.Add(hdr(Header{Kind: KindData, Flags: FlagZstd, Length: 5}))
@@ -87,7 +98,10 @@ func FuzzParseHeader(f *testing.F) {
 		if h.Kind == KindData && (h.Length == 0 || h.Length > MaxBlock) || h.Length > MaxBlock {
 			t.Fatalf("accepted %v", h)
 		}
-		if h.Flags != 0 && (h.Kind == KindRetire || h.Kind == KindEnd && h.Flags != FlagAbort ||
+		if h.Kind == KindAck && (h.Length != 0 || h.Offset > 1<<63-1) {
+			t.Fatalf("accepted %v", h)
+		}
+		if h.Flags != 0 && (h.Kind == KindRetire || h.Kind == KindAck && h.Flags != FlagFinal || h.Kind == KindEnd && h.Flags != FlagAbort ||
 			h.Kind == KindData && (h.Flags != FlagS2 && h.Flags != FlagZstd || h.Length <= lenPrefix)) {
 			t.Fatalf("accepted flags %#x on %v", h.Flags, h)
 		}
@@ -108,6 +122,7 @@ func FuzzReader(f *testing.F) {
 	f.Add(append(data(0, "hello"), AppendBlock(nil, Header{Kind: KindRetire}, nil)...))
 	f.Add(append(data(0, "hello"), end(4)...))
 	f.Add(data(0, "cut")[:HeaderSize+1])
+	f.Add(append(append(data(0, "hello"), ack(3, 0)...), end(5)...)) // not resumable: refused
 	text := TextData(1, 3000)
 	for _, c := range []codec{codecS2, codecZstd} {
 		z := compressed(c, 0, text)

@@ -47,6 +47,7 @@ func (w *Writer) newBlock(off uint64, p []byte) *outBlock {
 	b.off = off
 	b.raw = append(b.raw[:0], p...)
 	b.wire, b.codec, b.want = b.raw, codecNone, codecNone
+	b.stream, b.sends, b.acked = nil, 0, false
 	switch w.cfg.Compression {
 	case CompressS2:
 		b.want = codecS2

@@ -39,7 +39,25 @@ type Options struct {
 	Plain bool
 	// Config tunes the blocks and buffers of a link with several streams
 	// or compression; Compression above overrides its Compression.
+	// ResendBuffer and ResumeTimeout tune a resumable link.
 	Config Config
+	// Resume asks for a resumable link (resume.go): one that survives the
+	// loss of its connections, resending what they carried on others set
+	// up again (Redial), for up to Config.ResumeTimeout without any. It
+	// always carries blocks, and waits for the acceptor's reply (a round
+	// trip before the first byte that a one-stream link without
+	// compression does not wait). Off by default. An acceptor that does
+	// not know resumable links (older) or refuses them
+	// (ListenOptions.NoResume) gets one that is not: see Resumable.
+	Resume bool
+	// Redial sets up another connection to the same listener, for a
+	// resumable link that lost its connections and for the further
+	// streams of any link; package link then sends the join handshake
+	// on it. nil: the node dials the peer's machine and port again, by
+	// whatever method works now (vconn.Node.DialMachine).
+	Redial func(ctx context.Context) (*vconn.Conn, error)
+
+	blocks bool // carry blocks even over one stream without compression (benchmarks)
 }
 
 func (o Options) maxStreams() int {
@@ -51,8 +69,8 @@ func (o Options) maxStreams() int {
 
 // blocks says whether the link needs blocks: several streams (or maybe
 // several, with Auto) or compression.
-func (o Options) blocks() bool {
-	return o.Streams > 1 || o.Streams == Auto || o.Compression != CompressOff
+func (o Options) needBlocks() bool {
+	return o.Streams > 1 || o.Streams == Auto || o.Compression != CompressOff || o.blocks
 }
 
 // A link the acceptor refused fails with a *direct.RefusedError (What
@@ -77,6 +95,12 @@ type Conn struct {
 	w *Writer
 	r *Reader
 
+	// resumable (resume.go)
+	rs     *session
+	token  [tokenSize]byte
+	redial func(ctx context.Context) (*vconn.Conn, error) // Options.Redial, or the node's
+	window int
+
 	mu      sync.Mutex
 	conns   []*vconn.Conn
 	refused error // why the acceptor stopped taking streams (a *direct.RefusedError)
@@ -98,7 +122,7 @@ func Dial(ctx context.Context, n *vconn.Node, addr string, o Options) (*Conn, er
 	var id LinkID
 	_, _ = rand.Read(id[:])
 	h := hello{kind: helloOpen, compress: o.Compression, link: id}
-	blocks := o.blocks()
+	blocks := o.needBlocks() || o.Resume
 	switch {
 	case o.Plain:
 		h.flags |= flagPlain
@@ -108,18 +132,42 @@ func Dial(ctx context.Context, n *vconn.Node, addr string, o Options) (*Conn, er
 	if blocks {
 		h.flags |= flagBlocks
 	}
+	cfg := o.Config
+	cfg.Compression = o.Compression
+	if o.Resume {
+		h.flags |= flagResume
+		_, _ = rand.Read(h.token[:])
+		h.window = uint32(cfg.withDefaults().ResendBuffer)
+	}
 	start := time.Now()
-	c := &Conn{first: c0, id: id, plain: o.Plain, comp: o.Compression, conns: []*vconn.Conn{c0}}
-	if err := c.greet(ctx, c0, h); err != nil {
+	c := &Conn{first: c0, id: id, plain: o.Plain, comp: o.Compression, conns: []*vconn.Conn{c0}, token: h.token, redial: o.Redial}
+	if c.redial == nil {
+		peer, port := c0.Peer(), c0.RemoteAddr().(vconn.Addr).Port
+		c.redial = func(ctx context.Context) (*vconn.Conn, error) { return n.DialMachine(ctx, peer, port) }
+	}
+	rep, err := c.greet(ctx, c0, h)
+	if err != nil {
 		c0.Close()
+		if o.Resume && errors.Is(err, direct.ErrRefused) && rep.flags&flagResume == 0 {
+			// An acceptor that predates resumable links: it refused
+			// the flag. Open the link again without it.
+			o.Resume = false
+			return Dial(ctx, n, addr, o)
+		}
 		return nil, err
 	}
 	if !blocks {
 		return c, nil
 	}
-	cfg := o.Config
-	cfg.Compression = o.Compression
-	c.startBlocks(cfg)
+	if rep.flags&flagResume != 0 {
+		if rep.window > h.window {
+			c0.Close()
+			return nil, fmt.Errorf("link to %s: %w: the acceptor answered a window of %d to %d", c0.RemoteAddr(), ErrHello, rep.window, h.window)
+		}
+		c.startResumable(cfg, int(rep.window), c.redialJoin)
+	} else {
+		c.startBlocks(cfg)
+	}
 	rtt := time.Since(start)
 	switch {
 	case o.Streams == Auto:
@@ -130,9 +178,51 @@ func Dial(ctx context.Context, n *vconn.Node, addr string, o Options) (*Conn, er
 	return c, nil
 }
 
+// startResumable makes the link carry blocks over its first connection
+// as a resumable link with window (see resume.go); redial is nil on the
+// accepting end.
+func (c *Conn) startResumable(cfg Config, window int, redial func(context.Context) (net.Conn, error)) {
+	cfg.Retired = c.retired
+	s := newSession(c.id, cfg, window, redial, c.first)
+	c.mu.Lock()
+	c.rs, c.window, c.w, c.r = s, window, s.w, s.r
+	c.mu.Unlock()
+}
+
+// joinHello is the hello of a further connection of the link.
+func (c *Conn) joinHello() hello {
+	h := hello{kind: helloJoin, flags: flagBlocks, compress: c.comp, link: c.id}
+	if c.plain {
+		h.flags |= flagPlain
+	}
+	if c.rs != nil {
+		h.flags |= flagResume
+		h.token = c.token
+	}
+	return h
+}
+
+// redialJoin is a resumable link's redial: a connection set up again and
+// joined to the link.
+func (c *Conn) redialJoin(ctx context.Context) (net.Conn, error) {
+	vc, err := c.redial(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("link %s: setting a connection up again: %w", c.id, err)
+	}
+	if _, err := c.greet(ctx, vc, c.joinHello()); err != nil {
+		vc.Close()
+		return nil, err
+	}
+	c.mu.Lock()
+	c.conns = append(c.conns, vc)
+	c.mu.Unlock()
+	return vc, nil
+}
+
 // greet sends h on vc and, unless h says not to wait, reads the reply and
-// leaves TLS if the link is plain.
-func (c *Conn) greet(ctx context.Context, vc *vconn.Conn, h hello) error {
+// leaves TLS if the link is plain. It returns the reply, also when it
+// refused the link.
+func (c *Conn) greet(ctx context.Context, vc *vconn.Conn, h hello) (reply, error) {
 	if dl, ok := ctx.Deadline(); ok {
 		_ = vc.SetDeadline(dl)
 		defer vc.SetDeadline(time.Time{})
@@ -140,33 +230,36 @@ func (c *Conn) greet(ctx context.Context, vc *vconn.Conn, h hello) error {
 	stop := context.AfterFunc(ctx, func() { _ = vc.SetDeadline(time.Now()) })
 	defer stop()
 	if _, err := vc.Write(h.append(nil)); err != nil {
-		return fmt.Errorf("link to %s: sending hello: %w", vc.RemoteAddr(), err)
+		return reply{}, fmt.Errorf("link to %s: sending hello: %w", vc.RemoteAddr(), err)
 	}
 	if h.flags&flagNoReply != 0 {
 		vc.KeepTLS()
-		return nil
+		return reply{}, nil
 	}
 	r, err := readReply(vc)
 	if err != nil {
 		if ctx.Err() != nil {
 			err = ctx.Err()
 		}
-		return fmt.Errorf("link to %s: %w", vc.RemoteAddr(), err)
+		return reply{}, fmt.Errorf("link to %s: %w", vc.RemoteAddr(), err)
 	}
 	if r.status == replyRefused {
-		return &direct.RefusedError{What: direct.RefusedLink, End: vc.RemoteAddr().String(), Peer: vc.Peer().ID, Reason: r.reason}
+		return r, &direct.RefusedError{What: direct.RefusedLink, End: vc.RemoteAddr().String(), Peer: vc.Peer().ID, Reason: r.reason}
 	}
 	if (r.flags&flagPlain != 0) != (h.flags&flagPlain != 0) {
-		return fmt.Errorf("link to %s: %w: the acceptor answered plain=%v to plain=%v", vc.RemoteAddr(), ErrHello, r.flags&flagPlain != 0, h.flags&flagPlain != 0)
+		return r, fmt.Errorf("link to %s: %w: the acceptor answered plain=%v to plain=%v", vc.RemoteAddr(), ErrHello, r.flags&flagPlain != 0, h.flags&flagPlain != 0)
+	}
+	if r.flags&flagResume != 0 && h.flags&flagResume == 0 {
+		return r, fmt.Errorf("link to %s: %w: the acceptor answered resumable to a hello that did not ask", vc.RemoteAddr(), ErrHello)
 	}
 	if h.flags&flagPlain != 0 {
 		if err := vc.Clear(); err != nil {
-			return fmt.Errorf("link to %s: %w", vc.RemoteAddr(), err)
+			return r, fmt.Errorf("link to %s: %w", vc.RemoteAddr(), err)
 		}
 	} else {
 		vc.KeepTLS()
 	}
-	return nil
+	return r, nil
 }
 
 // startBlocks makes the link carry blocks over its first connection.
@@ -222,22 +315,37 @@ func (c *Conn) joinOne(ctx context.Context, n *vconn.Node) error {
 	if refused != nil {
 		return refused
 	}
-	remote := c.first.RemoteAddr().(vconn.Addr)
-	vc, err := n.DialMachine(ctx, c.first.Peer(), remote.Port)
+	vc, err := c.redial(ctx)
 	if err != nil {
 		return fmt.Errorf("link %s: another stream: %w", c.id, err)
 	}
-	h := hello{kind: helloJoin, flags: flagBlocks, compress: c.comp, link: c.id}
-	if c.plain {
-		h.flags |= flagPlain
-	}
-	if err := c.greet(ctx, vc, h); err != nil {
+	if _, err := c.greet(ctx, vc, c.joinHello()); err != nil {
 		vc.Close()
 		if errors.Is(err, direct.ErrRefused) {
 			c.mu.Lock()
 			c.refused = err
 			c.mu.Unlock()
 		}
+		return err
+	}
+	return c.attach(vc)
+}
+
+// Join adds vc, a connection the caller set up to the link's peer and
+// port (say a direct one found while the link runs routed), to a link
+// that carries blocks: it sends the join handshake on it, and the link
+// carries blocks over it too. With a resumable link the caller may then
+// close a connection it no longer wants (the routed one): what that one
+// carried unacknowledged goes again over the others, nothing is lost.
+func (c *Conn) Join(ctx context.Context, vc *vconn.Conn) error {
+	if c.w == nil {
+		return errors.New("link: a link of one stream without blocks takes no further connections")
+	}
+	if vc.Peer().ID != c.first.Peer().ID {
+		return fmt.Errorf("link %s: the connection goes to %s, the link to %s", c.id, vc.Peer(), c.first.Peer())
+	}
+	if _, err := c.greet(ctx, vc, c.joinHello()); err != nil {
+		vc.Close()
 		return err
 	}
 	return c.attach(vc)
@@ -253,7 +361,15 @@ func (c *Conn) attach(vc *vconn.Conn) error {
 		return ErrClosed
 	}
 	c.conns = append(c.conns, vc)
+	rs := c.rs
 	c.mu.Unlock()
+	if rs != nil {
+		if err := rs.add(vc); err != nil {
+			vc.Close()
+			return err
+		}
+		return nil
+	}
 	s, r := newDuplex(vc)
 	if err := c.r.AddStream(r); err != nil {
 		vc.Close()
@@ -284,7 +400,9 @@ func (c *Conn) Write(p []byte) (int, error) {
 }
 
 // CloseWrite ends this direction: the peer reads everything written, then
-// EOF. It waits until every block is sent.
+// EOF. It waits until every block is sent; on a resumable link it returns
+// at once (the blocks go as the window allows, and Close waits for the
+// peer's acks).
 func (c *Conn) CloseWrite() error {
 	if c.w == nil {
 		return c.first.CloseWrite()
@@ -295,6 +413,9 @@ func (c *Conn) CloseWrite() error {
 // Close sends what was written (as CloseWrite does, giving up after
 // lingerTimeout if the peer does not read) and closes every connection,
 // once it has read their last blocks if the peer had ended its direction.
+// A resumable link waits (as long) until the peer acknowledged the whole
+// stream, resuming meanwhile if need be, then closes as resume.go says;
+// if the peer is still sending, it aborts the peer's link, saying so.
 func (c *Conn) Close() error {
 	c.mu.Lock()
 	if c.closed {
@@ -313,6 +434,9 @@ func (c *Conn) Close() error {
 	}
 	if c.w == nil {
 		return c.first.Close()
+	}
+	if c.rs != nil {
+		return c.rs.close(lingerTimeout)
 	}
 	for _, vc := range conns {
 		_ = vc.SetWriteDeadline(time.Now().Add(lingerTimeout))
@@ -372,6 +496,10 @@ func (c *Conn) Encrypted() bool { return !c.plain }
 // ID is the link's ID.
 func (c *Conn) ID() LinkID { return c.id }
 
+// Resumable says whether the link survives the loss of its connections
+// (Options.Resume, agreed by the acceptor).
+func (c *Conn) Resumable() bool { return c.rs != nil }
+
 // Stats describes a link.
 type Stats struct {
 	Streams     int // connections carrying blocks now (1 without blocks)
@@ -381,6 +509,8 @@ type Stats struct {
 	Reader      ReaderStats // zero without blocks
 	// JoinError is why the last stream that failed to join did.
 	JoinError string
+	// Resumable links: the window agreed in the hello (0: not resumable).
+	Window int
 }
 
 // Stats returns the link's counters.
@@ -395,6 +525,7 @@ func (c *Conn) Stats() Stats {
 	if c.joinErr != nil {
 		st.JoinError = c.joinErr.Error()
 	}
+	st.Window = c.window
 	c.mu.Unlock()
 	return st
 }

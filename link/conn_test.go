@@ -23,6 +23,14 @@ import (
 // which set up connections by the given methods only (all if none).
 func site(t testing.TB, methods ...vconn.Method) (a, b *vconn.Node) {
 	t.Helper()
+	ns := siteOf(t, []string{"a", "b"}, methods...)
+	return ns[0], ns[1]
+}
+
+// siteOf is site with nodes of the given names; the first resolves the
+// others before it returns.
+func siteOf(t testing.TB, names []string, methods ...vconn.Method) []*vconn.Node {
+	t.Helper()
 	key, _ := identity.NewKey()
 	creds, _ := pki.NewCredentials(key)
 	h, err := hubserver.New(hubserver.Config{Name: "site", Creds: creds, Listen: "127.0.0.1:0", Interval: 100 * time.Millisecond})
@@ -42,20 +50,25 @@ func site(t testing.TB, methods ...vconn.Method) (a, b *vconn.Node) {
 		t.Cleanup(func() { n.Close() })
 		return n
 	}
-	a, b = start("a"), start("b")
+	var ns []*vconn.Node
+	for _, name := range names {
+		ns = append(ns, start(name))
+	}
 	var rerr error
 	defer func() {
 		if t.Failed() {
-			t.Logf("a resolving b: %v", rerr)
+			t.Logf("%s resolving the others: %v", names[0], rerr)
 		}
 	}()
-	testwait.Until(t, "a to resolve b", 10*time.Second, func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_, rerr = a.Resolve(ctx, identity.Addr{Node: "b"})
-		return rerr == nil
-	})
-	return a, b
+	for _, name := range names[1:] {
+		testwait.Until(t, names[0]+" to resolve "+name, 10*time.Second, func() bool {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			_, rerr = ns[0].Resolve(ctx, identity.Addr{Node: name})
+			return rerr == nil
+		})
+	}
+	return ns
 }
 
 // echo serves links on l that send back what they read, then half-close.

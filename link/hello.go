@@ -29,16 +29,40 @@ import (
 //	7      1    reserved must be 0
 //	8      16   link     the link's ID, chosen at random by the dialler
 //
+// With flagResume (a resumable link, resume.go: only with flagBlocks) the
+// hello goes on with 36 bytes:
+//
+//	offset size field
+//	24     32   token    the link's resume token: open: chosen at random by
+//	                     the dialler; join: the link's. Never all zeros
+//	56     4    window   big-endian. Open: the dialler's ResendBuffer,
+//	                     minWindow to MaxWindow. Join: 0
+//
+// The token is a secret of the two ends: it travels only here, inside the
+// TLS session (a plain link leaves TLS after the reply). A join of a
+// resumable link must present it, over a connection whose proved peer is
+// the link's.
+//
 // Reply, 8 bytes and a reason:
 //
 //	offset size field
 //	0      4    magic    "GLK1"
 //	4      1    status   replyOK or replyRefused
-//	5      1    flags    flagPlain if the link leaves TLS (echoes the hello)
+//	5      1    flags    flagPlain if the link leaves TLS (echoes the hello);
+//	                     flagResume if the acceptor knows resumable links
+//	                     and the hello asked for one (OK: the link is
+//	                     resumable; refused: refused for the reason, which
+//	                     a dialler must not take for an old acceptor)
 //	6      2    length   big-endian length of the reason, at most maxReason:
 //	                     UTF-8 text for people, why the link was refused
 //	8      ...  reason
 //
+// An OK reply with flagResume goes on with the window the link uses both
+// ways, 4 bytes big-endian: at most the hello's, at least minWindow.
+//
+// An acceptor that predates resumable links refuses a hello with
+// flagResume (unknown flags) without flagResume in its reply: the dialler
+// then opens the link again without it, over a new connection.
 // After an OK reply both ends switch to the clear if flagPlain is set (the
 // reply is the last TLS record either way), then carry either the
 // application's bytes as they are (one stream, no compression: the link
@@ -55,7 +79,11 @@ const (
 	flagPlain   = 1 << 0
 	flagBlocks  = 1 << 1
 	flagNoReply = 1 << 2
-	knownFlags  = flagPlain | flagBlocks | flagNoReply
+	flagResume  = 1 << 3
+	knownFlags  = flagPlain | flagBlocks | flagNoReply | flagResume
+
+	resumeExtSize = 36
+	tokenSize     = 32
 
 	replyOK      = 0
 	replyRefused = 1
@@ -74,6 +102,8 @@ type hello struct {
 	flags    byte
 	compress Compression
 	link     LinkID
+	token    [tokenSize]byte // with flagResume
+	window   uint32          // with flagResume
 }
 
 func (h hello) append(b []byte) []byte {
@@ -85,15 +115,24 @@ func (h hello) append(b []byte) []byte {
 	}
 	b = append(b, helloMagic...)
 	b = append(b, h.kind, h.flags, c, 0)
-	return append(b, h.link[:]...)
+	b = append(b, h.link[:]...)
+	if h.flags&flagResume != 0 {
+		b = append(b, h.token[:]...)
+		b = binary.BigEndian.AppendUint32(b, h.window)
+	}
+	return b
 }
 
 // ErrHello is wrapped by the errors of a malformed hello or reply.
 var ErrHello = errors.New("link: bad hello")
 
 func parseHello(b []byte) (hello, error) {
-	if len(b) != helloSize {
-		return hello{}, fmt.Errorf("%w: %d bytes, want %d", ErrHello, len(b), helloSize)
+	want := helloSize
+	if len(b) > 5 && b[5]&flagResume != 0 {
+		want += resumeExtSize
+	}
+	if len(b) != want {
+		return hello{}, fmt.Errorf("%w: %d bytes, want %d", ErrHello, len(b), want)
 	}
 	if string(b[:4]) != helloMagic {
 		return hello{}, fmt.Errorf("%w: magic %q, want %q (not a gridlink link, or another version)", ErrHello, b[:4], helloMagic)
@@ -112,24 +151,51 @@ func parseHello(b []byte) (hello, error) {
 		return hello{}, fmt.Errorf("%w: unknown compression %d", ErrHello, b[6])
 	case b[7] != 0:
 		return hello{}, fmt.Errorf("%w: reserved byte %d", ErrHello, b[7])
+	case h.flags&flagResume != 0 && h.flags&flagBlocks == 0:
+		return hello{}, fmt.Errorf("%w: a resumable link without blocks", ErrHello)
 	}
 	h.compress = compressWire[b[6]]
 	copy(h.link[:], b[8:])
+	if h.flags&flagResume == 0 {
+		return h, nil
+	}
+	copy(h.token[:], b[helloSize:])
+	h.window = binary.BigEndian.Uint32(b[helloSize+tokenSize:])
+	switch {
+	case h.token == [tokenSize]byte{}:
+		return hello{}, fmt.Errorf("%w: a resume token of zeros", ErrHello)
+	case h.kind == helloOpen && (h.window < minWindow || h.window > MaxWindow):
+		return hello{}, fmt.Errorf("%w: window of %d bytes, want %d to %d", ErrHello, h.window, minWindow, MaxWindow)
+	case h.kind == helloJoin && h.window != 0:
+		return hello{}, fmt.Errorf("%w: a join with a window (%d)", ErrHello, h.window)
+	}
 	return h, nil
 }
 
-func readHello(r io.Reader) (hello, error) {
-	var b [helloSize]byte
-	if _, err := io.ReadFull(r, b[:]); err != nil {
+// readHello reads a hello; legacy, as an acceptor did before resumable
+// links (flagResume unknown, the rest left unread).
+func readHello(r io.Reader, legacy bool) (hello, error) {
+	b := make([]byte, helloSize, helloSize+resumeExtSize)
+	if _, err := io.ReadFull(r, b); err != nil {
 		return hello{}, fmt.Errorf("link: reading hello: %w", err)
 	}
-	return parseHello(b[:])
+	if legacy && b[5]&flagResume != 0 {
+		return hello{}, fmt.Errorf("%w: unknown flags %#x", ErrHello, b[5]&flagResume)
+	}
+	if b[5]&flagResume != 0 && string(b[:4]) == helloMagic {
+		b = b[:helloSize+resumeExtSize]
+		if _, err := io.ReadFull(r, b[helloSize:]); err != nil {
+			return hello{}, fmt.Errorf("link: reading hello: %w", err)
+		}
+	}
+	return parseHello(b)
 }
 
 type reply struct {
 	status byte
 	flags  byte
 	reason string
+	window uint32 // OK with flagResume
 }
 
 func (r reply) append(b []byte) []byte {
@@ -143,7 +209,11 @@ func (r reply) append(b []byte) []byte {
 	b = append(b, helloMagic...)
 	b = append(b, r.status, r.flags)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(reason)))
-	return append(b, reason...)
+	b = append(b, reason...)
+	if r.status == replyOK && r.flags&flagResume != 0 {
+		b = binary.BigEndian.AppendUint32(b, r.window)
+	}
+	return b
 }
 
 // parseReplyHeader checks a reply's fixed part and returns the reason's
@@ -160,7 +230,7 @@ func parseReplyHeader(b []byte) (reply, int, error) {
 	switch {
 	case r.status != replyOK && r.status != replyRefused:
 		return reply{}, 0, fmt.Errorf("%w: unknown reply status %d", ErrHello, r.status)
-	case r.flags&^flagPlain != 0:
+	case r.flags&^(flagPlain|flagResume) != 0:
 		return reply{}, 0, fmt.Errorf("%w: reply flags %#x", ErrHello, r.flags)
 	case n > maxReason:
 		return reply{}, 0, fmt.Errorf("%w: reason of %d bytes, at most %d", ErrHello, n, maxReason)
@@ -188,6 +258,16 @@ func readReply(rd io.Reader) (reply, error) {
 			return reply{}, fmt.Errorf("%w: reason is not UTF-8", ErrHello)
 		}
 		r.reason = string(reason)
+	}
+	if r.status == replyOK && r.flags&flagResume != 0 {
+		var w [4]byte
+		if _, err := io.ReadFull(rd, w[:]); err != nil {
+			return reply{}, fmt.Errorf("link: reading the acceptor's window: %w", err)
+		}
+		r.window = binary.BigEndian.Uint32(w[:])
+		if r.window < minWindow || r.window > MaxWindow {
+			return reply{}, fmt.Errorf("%w: window of %d bytes, want %d to %d", ErrHello, r.window, minWindow, MaxWindow)
+		}
 	}
 	return r, nil
 }

@@ -192,6 +192,10 @@ func data(off uint64, p string) []byte {
 
 func end(total uint64) []byte { return AppendBlock(nil, Header{Kind: KindEnd, Offset: total}, nil) }
 
+func ack(off uint64, flags uint8) []byte {
+	return AppendBlock(nil, Header{Kind: KindAck, Flags: flags, Offset: off}, nil)
+}
+
 // rateLink is a shared bottleneck: the connections wrapped by conn together
 // send at most rate bytes per second, as over one slow network link.
 type rateLink struct {

@@ -1,6 +1,7 @@
 package link
 
 import (
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net"
@@ -31,6 +32,15 @@ type ListenOptions struct {
 	// subject or group, e.g. pki.Members); nil: every member of the grid.
 	// Its refusal reaches the dialler as the reason.
 	Allow func(pki.Peer) error
+	// NoResume answers a dialler asking for a resumable link
+	// (Options.Resume) with a link that is not. Off: links are resumable
+	// when the dialler asks, with the smaller of both ends'
+	// Config.ResendBuffer as window and this end waiting
+	// Config.ResumeTimeout for the dialler to set a connection up again.
+	NoResume bool
+	// Logf, if set, logs each connection the listener refuses, with the
+	// reason the dialler reads.
+	Logf func(format string, args ...any)
 }
 
 // Listener accepts links on a virtual port: Accept returns each new link
@@ -45,13 +55,23 @@ type Listener struct {
 
 	mu    sync.Mutex
 	links map[LinkID]*accepted
+
+	// legacy makes the listener read hellos as it did before resumable
+	// links (flagResume is an unknown flag), to test old peers.
+	legacy bool
 }
 
 type accepted struct {
 	c       *Conn
 	streams int
 	ready   chan struct{} // closed once the link carries blocks, or failed to
+	once    sync.Once
+	resume  bool            // the link is resumable
+	token   [tokenSize]byte // its resume token
+	joining int             // resumable: joins agreed, not yet attached
 }
+
+func (a *accepted) markReady() { a.once.Do(func() { close(a.ready) }) }
 
 // Listen listens for links on a port of node n (0: a free port).
 func Listen(n *vconn.Node, port uint16, o ListenOptions) (*Listener, error) {
@@ -110,11 +130,11 @@ func (l *Listener) serve() {
 // handle reads a connection's hello and opens or joins a link.
 func (l *Listener) handle(vc *vconn.Conn) {
 	_ = vc.SetReadDeadline(time.Now().Add(l.o.HelloTimeout))
-	h, err := readHello(vc)
+	h, err := readHello(vc, l.legacy)
 	_ = vc.SetReadDeadline(time.Time{})
 	if err != nil {
 		if errors.Is(err, ErrHello) {
-			l.refuse(vc, err.Error())
+			l.refuse(vc, err.Error(), 0)
 		}
 		vc.Close()
 		return
@@ -124,37 +144,61 @@ func (l *Listener) handle(vc *vconn.Conn) {
 		return
 	}
 	if h.flags&flagPlain != 0 && !l.o.AllowPlain {
-		l.refuse(vc, fmt.Sprintf("%s accepts only encrypted links (the listener does not allow plain)", vc.LocalAddr()))
+		l.refuse(vc, fmt.Sprintf("%s accepts only encrypted links (the listener does not allow plain)", vc.LocalAddr()), h.flags)
 		vc.Close()
 		return
 	}
 	c := &Conn{first: vc, id: h.link, plain: h.flags&flagPlain != 0, comp: h.compress, conns: []*vconn.Conn{vc}}
 	blocks := h.flags&flagBlocks != 0
+	resume := h.flags&flagResume != 0 && !l.o.NoResume
+	window := 0
+	if resume {
+		c.token = h.token
+		window = min(int(h.window), l.o.Config.withDefaults().ResendBuffer)
+	}
 	var a *accepted
 	if blocks {
 		// Registered before the reply, so that the joins the reply lets
 		// the dialler send find the link; they wait for ready.
-		a = &accepted{c: c, streams: 1, ready: make(chan struct{})}
-		defer close(a.ready)
+		a = &accepted{c: c, streams: 1, ready: make(chan struct{}), resume: resume, token: h.token}
+		defer a.markReady()
 		l.mu.Lock()
-		l.links[h.link] = a
+		_, taken := l.links[h.link]
+		if !taken {
+			l.links[h.link] = a
+		}
 		l.mu.Unlock()
+		if taken {
+			// Another's link must not be replaced: its joins (and
+			// resumes) would then be refused.
+			l.refuse(vc, fmt.Sprintf("link %s is in use", h.link), h.flags)
+			vc.Close()
+			return
+		}
 		c.onClose = func() {
 			l.mu.Lock()
-			delete(l.links, h.link)
+			if l.links[h.link] == a {
+				delete(l.links, h.link)
+			}
 			l.mu.Unlock()
 		}
 	}
 	if h.flags&flagNoReply != 0 {
 		vc.KeepTLS()
-	} else if !l.agree(vc, h) {
+	} else if !l.agree(vc, h, window) {
 		c.Close()
 		return
 	}
 	if blocks {
 		cfg := l.o.Config
 		cfg.Compression = h.compress
-		c.startBlocks(cfg) // only now: the reply and Clear are done
+		// only now: the reply and Clear are done
+		if resume {
+			c.startResumable(cfg, window, nil)
+		} else {
+			c.startBlocks(cfg)
+		}
+		a.markReady()
 	}
 	select {
 	case l.queue <- c:
@@ -163,9 +207,14 @@ func (l *Listener) handle(vc *vconn.Conn) {
 	}
 }
 
-// agree sends an OK reply and leaves TLS if the link is plain.
-func (l *Listener) agree(vc *vconn.Conn, h hello) bool {
+// agree sends an OK reply (resumable with window, unless 0) and leaves
+// TLS if the link is plain.
+func (l *Listener) agree(vc *vconn.Conn, h hello, window int) bool {
 	r := reply{status: replyOK, flags: h.flags & flagPlain}
+	if window > 0 {
+		r.flags |= flagResume
+		r.window = uint32(window)
+	}
 	_ = vc.SetWriteDeadline(time.Now().Add(l.o.HelloTimeout))
 	_, err := vc.Write(r.append(nil))
 	_ = vc.SetWriteDeadline(time.Time{})
@@ -179,9 +228,15 @@ func (l *Listener) agree(vc *vconn.Conn, h hello) bool {
 	return true
 }
 
-func (l *Listener) refuse(vc *vconn.Conn, reason string) {
+// refuse refuses a connection for reason, which the dialler reads and
+// Logf logs; helloFlags are the hello's, if it was read (a refusal of a
+// hello asking for resume says that this end knows resumable links).
+func (l *Listener) refuse(vc *vconn.Conn, reason string, helloFlags byte) {
+	if l.o.Logf != nil {
+		l.o.Logf("link: %s refused a connection from %s: %s", vc.LocalAddr(), vc.Peer(), reason)
+	}
 	_ = vc.SetWriteDeadline(time.Now().Add(5 * time.Second))
-	_, _ = vc.Write(reply{status: replyRefused, reason: reason}.append(nil))
+	_, _ = vc.Write(reply{status: replyRefused, flags: helloFlags & flagResume, reason: reason}.append(nil))
 }
 
 // join adds a connection to the link its hello names, if the same peer
@@ -189,32 +244,57 @@ func (l *Listener) refuse(vc *vconn.Conn, reason string) {
 func (l *Listener) join(vc *vconn.Conn, h hello) {
 	l.mu.Lock()
 	a := l.links[h.link]
+	l.mu.Unlock()
+	if a != nil && a.resume {
+		// A resumable link counts the connections it has now: wait for
+		// it to have them.
+		<-a.ready
+	}
+	l.mu.Lock()
 	var reason string
 	switch {
 	case a == nil:
 		reason = fmt.Sprintf("no link %s here (closed, or never opened)", h.link)
 	case a.c.first.Peer().ID != vc.Peer().ID:
 		reason = fmt.Sprintf("link %s belongs to another peer", h.link)
+	case a.resume && h.flags&flagResume == 0:
+		reason = fmt.Sprintf("link %s is resumable: a join must present its resume token", h.link)
+	case !a.resume && h.flags&flagResume != 0:
+		reason = fmt.Sprintf("link %s is not resumable", h.link)
+	case a.resume && subtle.ConstantTimeCompare(h.token[:], a.token[:]) != 1:
+		reason = fmt.Sprintf("wrong resume token for link %s", h.link)
 	case (h.flags&flagPlain != 0) != a.c.plain:
 		reason = fmt.Sprintf("link %s is plain=%v, the join says plain=%v", h.link, a.c.plain, h.flags&flagPlain != 0)
-	case a.streams >= l.o.MaxStreams:
+	case a.resume && a.c.rs == nil:
+		reason = fmt.Sprintf("link %s failed to start", h.link)
+	case a.resume && a.c.rs.connections()+a.joining >= l.o.MaxStreams:
+		reason = fmt.Sprintf("link %s has %d streams, the most this listener allows", h.link, a.c.rs.connections()+a.joining)
+	case !a.resume && a.streams >= l.o.MaxStreams:
 		reason = fmt.Sprintf("link %s has %d streams, the most this listener allows", h.link, a.streams)
+	case a.resume:
+		a.joining++
 	default:
 		a.streams++
 	}
 	l.mu.Unlock()
 	if reason != "" {
-		l.refuse(vc, reason)
+		l.refuse(vc, reason, h.flags)
 		vc.Close()
 		return
 	}
-	if !l.agree(vc, h) {
+	ok := l.agree(vc, h, 0)
+	if ok {
+		<-a.ready
+		ok = a.c.attach(vc) == nil
+	} else {
 		vc.Close()
-		l.mu.Lock()
+	}
+	l.mu.Lock()
+	switch {
+	case a.resume:
+		a.joining--
+	case !ok:
 		a.streams--
-		l.mu.Unlock()
-		return
 	}
-	<-a.ready
-	_ = a.c.attach(vc)
+	l.mu.Unlock()
 }

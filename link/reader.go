@@ -78,6 +78,16 @@ type Reader struct {
 	wire       int64       // payload bytes as on the wire
 	blocks     CodecBlocks // data blocks by codec
 	lostStream string      // a stream lost after the data was complete, for Stats
+
+	hooks    *resumeHooks // resumable (reader_resume.go); nil otherwise
+	ackedTo  uint64       // resumable: the last ack asked for
+	freed    int          // resumable: bytes (as counted) read since
+	final    bool         // resumable: the final ack was asked for
+	dups     int64        // resumable: duplicate blocks dropped
+	dupBytes int64
+	reading  map[uint64]int // resumable: blocks being read, by offset
+	twins    int            // resumable: room reserved for second copies
+	maxTwins int
 }
 
 type rstream struct {
@@ -85,6 +95,9 @@ type rstream struct {
 	name string
 	c    net.Conn
 	last uint64 // end of its last data block: offsets increase per stream
+
+	ended bool // resumable: the peer's end block came on it
+	final bool // resumable: the peer's final ack came on it
 }
 
 // NewReader returns a Reader receiving over conns (possibly none yet: see
@@ -92,6 +105,9 @@ type rstream struct {
 func NewReader(cfg Config, conns ...net.Conn) *Reader {
 	r := &Reader{cfg: cfg.withDefaults()}
 	r.bound = r.cfg.ReorderBuffer
+	if r.hooks = r.cfg.resume; r.hooks != nil {
+		r.bound = r.hooks.window // the peer's Writer keeps no more
+	}
 	r.cond.L = &r.mu
 	for _, c := range conns {
 		_ = r.AddStream(c)
@@ -109,7 +125,9 @@ func (r *Reader) AddStream(c net.Conn) error {
 	s := &rstream{id: r.nextID, name: streamName(r.nextID, c), c: c}
 	r.nextID++
 	r.streams = append(r.streams, s)
-	r.bound = max(r.bound, len(r.streams)*ReorderPerStream) // never lowered: what was admitted stays admitted
+	if r.hooks == nil {
+		r.bound = max(r.bound, len(r.streams)*ReorderPerStream) // never lowered: what was admitted stays admitted
+	}
 	r.wg.Add(1)
 	go r.run(s)
 	return nil
@@ -121,6 +139,7 @@ func (r *Reader) Read(p []byte) (int, error) {
 	defer r.mu.Unlock()
 	for {
 		if r.haveTotal && r.readOff == r.total {
+			r.acknowledge()
 			return 0, io.EOF
 		}
 		if r.err != nil {
@@ -140,10 +159,15 @@ func (r *Reader) Read(p []byte) (int, error) {
 			b.r += k
 			r.readOff += uint64(k)
 			if b.r == len(b.p) {
+				recycle(b.p)
 				r.pending[0] = nil
 				r.pending = r.pending[1:]
 				r.buffered -= len(b.p) + BlockCost
+				r.freed += len(b.p) + BlockCost
 			}
+		}
+		if n > 0 {
+			r.acknowledge()
 		}
 		if n > 0 || len(p) == 0 {
 			r.cond.Broadcast()
@@ -246,7 +270,17 @@ func (r *Reader) run(s *rstream) {
 				return
 			}
 			r.end(s, h, string(reason))
-			return
+			if r.hooks != nil && h.Flags&FlagAbort != 0 {
+				r.hooks.aborted(r.failure())
+			}
+			if r.hooks == nil || h.Flags&FlagAbort != 0 {
+				return
+			}
+			// resumable: acks and blocks to resend may follow
+		case KindAck:
+			if !r.acked(s, h) {
+				return
+			}
 		case KindRetire:
 			if r.cfg.Retired != nil {
 				r.cfg.Retired(s.c)
@@ -275,6 +309,17 @@ func (r *Reader) remove(s *rstream) {
 
 // lost handles a stream that failed or ended without an end block.
 func (r *Reader) lost(s *rstream, err error) {
+	if r.hooks != nil {
+		// resumable: not the stream's loss; the session tells the
+		// Writer, which sends its blocks again elsewhere
+		r.mu.Lock()
+		over := r.closed || r.err != nil
+		r.mu.Unlock()
+		if !over {
+			r.hooks.lost(s.c, err, false)
+		}
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed || r.err != nil {
@@ -292,6 +337,12 @@ func (r *Reader) lost(s *rstream, err error) {
 		of = fmt.Sprint(r.total)
 	}
 	r.failLocked(fmt.Errorf("link: %s broke before the end of the stream (%d of %s bytes received in order): %w", s.name, r.next, of, err))
+}
+
+func (r *Reader) failure() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.err
 }
 
 func (r *Reader) fail(err error) {

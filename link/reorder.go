@@ -15,33 +15,52 @@ type rblock struct {
 // admit waits until the reorder buffer has room for the data block h read
 // on s, and reserves it (see Reader for the rule). It reports false if the
 // Reader has failed or closed, or h breaks the protocol.
-func (r *Reader) admit(s *rstream, h Header) bool {
+func (r *Reader) admit(s *rstream, h Header) (ok, dup bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	cost := int(h.Length) + BlockCost
 	for {
 		if r.err != nil {
-			return false
+			return false, false
 		}
-		if err := r.check(s, h); err != nil {
+		err := r.check(s, h)
+		if err == errDuplicate || err == nil && r.hooks != nil && r.pendingDup(h) {
+			r.dups++
+			r.dupBytes += int64(h.Length)
+			return true, true
+		}
+		if err != nil {
 			r.failLocked(err)
-			return false
+			return false, false
+		}
+		if r.hooks != nil {
+			return r.admitResumable(s, h, cost), false
 		}
 		if r.buffered+cost <= r.bound-reserve || (h.Offset == r.next && r.buffered+cost <= r.bound) {
 			r.buffered += cost
 			r.maxBuf = max(r.maxBuf, r.buffered)
-			return true
+			return true, false
 		}
 		r.cond.Wait()
 	}
 }
 
 // release gives back the room admit reserved for a block that never came.
-func (r *Reader) release(h Header) {
+func (r *Reader) release(s *rstream, h Header) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.buffered -= int(h.Length) + BlockCost
+	r.unreserve(s, h)
 	r.cond.Broadcast()
+}
+
+// unreserve gives back the room admit reserved for h on s, which did
+// not come (or broke the protocol).
+func (r *Reader) unreserve(s *rstream, h Header) {
+	cost := int(h.Length) + BlockCost
+	if r.hooks != nil && r.releaseCopy(h) {
+		return
+	}
+	r.buffered -= cost
 }
 
 // check tells whether the data block h on s can belong to the stream as
@@ -49,6 +68,9 @@ func (r *Reader) release(h Header) {
 // after s's previous block.
 func (r *Reader) check(s *rstream, h Header) error {
 	end := h.Offset + uint64(h.Length)
+	if r.hooks != nil {
+		return r.checkResumable(s, h)
+	}
 	switch {
 	case h.Offset < s.last:
 		return fmt.Errorf("%w: %s: %s after a block ending at %d on the same stream", ErrBlock, s.name, h, s.last)
@@ -68,7 +90,10 @@ func (r *Reader) insert(s *rstream, h Header, p []byte, c codec, wire uint32) bo
 	defer r.mu.Unlock()
 	defer r.cond.Broadcast()
 	if r.err == nil {
-		if err := r.check(s, h); err != nil {
+		if err := r.check(s, h); err == errDuplicate || r.hooks != nil && r.pendingDup(h) {
+			r.dropped(s, h)
+			return true
+		} else if err != nil {
 			r.failLocked(err)
 		}
 	}
@@ -89,8 +114,11 @@ func (r *Reader) insert(s *rstream, h Header, p []byte, c codec, wire uint32) bo
 		r.failLocked(fmt.Errorf("%w: %s: %s overlaps %s received before", ErrBlock, s.name, h, r.pending[i]))
 	}
 	if r.err != nil {
-		r.buffered -= int(h.Length) + BlockCost
+		r.unreserve(s, h)
 		return false
+	}
+	if r.hooks != nil {
+		r.doneReading(h.Offset) // its room in the window is the block's now
 	}
 	r.pending = slices.Insert(r.pending, i, &rblock{off: h.Offset, p: p})
 	r.received += int64(h.Length)
@@ -124,6 +152,7 @@ func (r *Reader) end(s *rstream, h Header, reason string) {
 	if len(r.pending) > 0 {
 		top = max(top, r.pending[len(r.pending)-1].end())
 	}
+	s.ended = true
 	switch {
 	case r.haveTotal && h.Offset != r.total:
 		r.failLocked(fmt.Errorf("%w: %s ends the stream at %d, %s at %d", ErrBlock, s.name, h.Offset, r.totalFrom, r.total))

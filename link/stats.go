@@ -12,6 +12,13 @@ type WriterStats struct {
 	// people; empty with other settings.
 	Adaptive string
 	Streams  []StreamStat // the connections, in the order they were added
+	// Resumable links only: the bytes the peer acknowledged, what the
+	// Writer keeps (counted as against the window) now and at most, and
+	// the blocks it sent again after a connection died.
+	Acked   int64
+	Kept    int
+	MaxKept int
+	Resent  int64
 }
 
 // CodecBlocks counts data blocks by how their payload went.
@@ -49,6 +56,7 @@ func (w *Writer) Stats() WriterStats {
 	if w.auto != nil {
 		st.Adaptive = w.auto.String()
 	}
+	st.Acked, st.Kept, st.MaxKept, st.Resent = int64(w.acked), w.keptCost, w.maxKept, w.resent
 	for _, s := range w.streams {
 		st.Streams = append(st.Streams, StreamStat{Name: s.name, Blocks: s.blocks.Load(), Bytes: s.bytes.Load(), Wire: s.wire.Load()})
 	}
@@ -66,6 +74,10 @@ type ReaderStats struct {
 	MaxBuffered int         // the most ever held
 	Bound       int         // the bound in effect (Config.ReorderBuffer, raised with the connections)
 	Lost        string      // a connection that ended early after the data was complete
+	// Resumable links only: data blocks received again and dropped, and
+	// their bytes.
+	Duplicates     int64
+	DuplicateBytes int64
 }
 
 // Stats returns the Reader's counters.
@@ -73,5 +85,5 @@ func (r *Reader) Stats() ReaderStats {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return ReaderStats{Streams: len(r.streams), Received: r.received, Wire: r.wire, Blocks: r.blocks, Delivered: int64(r.readOff),
-		Buffered: r.buffered, MaxBuffered: r.maxBuf, Bound: r.bound, Lost: r.lostStream}
+		Buffered: r.buffered, MaxBuffered: r.maxBuf, Bound: r.bound, Lost: r.lostStream, Duplicates: r.dups, DuplicateBytes: r.dupBytes}
 }

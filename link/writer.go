@@ -87,6 +87,8 @@ type Writer struct {
 	starved  atomic.Int64 // ns the connections waited for a block, summed
 	blocked  atomic.Int64 // ns Write waited for room
 	nstreams atomic.Int64 // connections sending
+
+	resumable // nil hooks unless the link is resumable (writer_resume.go)
 }
 
 // outBlock is a data block on its way out.
@@ -98,7 +100,13 @@ type outBlock struct {
 	want  codec         // how to compress it; codecNone: no worker takes it
 	buf   []byte        // room for a compressed payload
 	ready chan struct{} // a worker is done with a block it took
+
+	stream *wstream // resumable: the connection that took it last (under Writer.mu)
+	sends  int      // resumable: connections holding it to send (under Writer.mu)
+	acked  bool     // resumable: the peer acknowledged it (under Writer.mu)
 }
+
+func (b *outBlock) end() uint64 { return b.off + uint64(len(b.raw)) }
 
 type wstream struct {
 	id       int
@@ -111,6 +119,12 @@ type wstream struct {
 	blocks   atomic.Int64
 	bytes    atomic.Int64
 	wire     atomic.Int64
+
+	wmu       sendLock      // serializes the blocks written on c (data and acks)
+	gone      bool          // resumable: the connection died (under Writer.mu)
+	lost      chan struct{} // resumable: closed when it does
+	endSent   bool          // resumable: its end block is sent (under Writer.mu)
+	finalSent bool          // resumable: the final ack went on it (under Writer.mu)
 }
 
 // NewWriter returns a Writer sending over conns (possibly none yet: see
@@ -119,6 +133,7 @@ func NewWriter(cfg Config, conns ...net.Conn) *Writer {
 	cfg = cfg.withDefaults()
 	w := &Writer{cfg: cfg, queue: make(chan *outBlock, max(1, cfg.SendQueue/cfg.BlockSize)), dead: make(chan struct{})}
 	w.startCompression()
+	w.startResume()
 	for _, c := range conns {
 		_ = w.AddStream(c)
 	}
@@ -130,12 +145,14 @@ func NewWriter(cfg Config, conns ...net.Conn) *Writer {
 func (w *Writer) AddStream(c net.Conn) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed {
+	if w.closed && w.hooks == nil || w.stopped {
 		return ErrClosed
 	}
-	s := &wstream{id: w.nextID, name: streamName(w.nextID, c), c: c, retire: make(chan struct{}), done: make(chan struct{})}
+	s := &wstream{id: w.nextID, name: streamName(w.nextID, c), c: c, retire: make(chan struct{}), done: make(chan struct{}), lost: make(chan struct{}), wmu: make(sendLock, 1)}
 	w.nextID++
 	w.streams = append(w.streams, s)
+	w.ackSent = 0 // the latest ack goes again: the last may have died with a connection
+	w.signalLocked()
 	w.wg.Add(1)
 	w.nstreams.Add(1)
 	go w.run(s)
@@ -180,9 +197,13 @@ func (w *Writer) RemoveStream(c net.Conn) error {
 			break
 		}
 	}
+	// What it sent is read before its retire block, unless the
+	// connection breaks first: resent, it costs a duplicate at worst.
+	w.requeueLocked(s)
+	serr := s.err
 	w.mu.Unlock()
-	if s.err != nil {
-		return s.err
+	if serr != nil {
+		return serr
 	}
 	return cerr
 }
@@ -209,8 +230,18 @@ func (w *Writer) Write(p []byte) (int, error) {
 		if b.want != codecNone {
 			first = w.work
 		}
+		if w.hooks != nil {
+			switch w.keep(b, expired) {
+			case putExpired:
+				w.pool.Put(b)
+				return n, os.ErrDeadlineExceeded
+			case putDead:
+				return n, w.failure()
+			}
+		}
 		switch w.put(first, b, expired) {
 		case putExpired:
+			w.unkeep(b)
 			w.pool.Put(b)
 			return n, os.ErrDeadlineExceeded
 		case putDead:
@@ -268,6 +299,12 @@ func (w *Writer) Close() error {
 		close(w.work)
 	}
 	w.wmu.Unlock()
+	if w.hooks != nil {
+		// The session waits for the peer's acks and closes the
+		// connections (resume.go).
+		w.setTotal()
+		return w.failure()
+	}
 
 	w.mu.Lock()
 	w.closed = true
@@ -345,10 +382,21 @@ func (w *Writer) run(s *wstream) {
 			w.check(s, s.send(Header{Kind: KindRetire}, nil))
 			return
 		case takeEnd:
-			w.check(s, s.send(Header{Kind: KindEnd, Offset: w.total}, nil))
+			if !w.check(s, s.send(Header{Kind: KindEnd, Offset: w.total}, nil)) || w.hooks == nil {
+				return
+			}
+			w.mu.Lock()
+			s.endSent = true // resumable: it stays for blocks to resend
+			w.signalLocked()
+			w.mu.Unlock()
+			continue
+		case takeLost, takeFinished:
 			return
 		}
 		if !w.check(s, s.send(Header{Kind: KindData, Flags: b.codec.flag(), Offset: b.off}, b.wire)) {
+			if w.hooks != nil {
+				w.sent(b)
+			}
 			return
 		}
 		s.blocks.Add(1)
@@ -357,23 +405,32 @@ func (w *Writer) run(s *wstream) {
 		w.wrote.Add(int64(len(b.raw)))
 		w.wire.Add(int64(len(b.wire)))
 		w.codecs[b.codec].Add(1)
-		w.pool.Put(b)
+		if w.hooks == nil {
+			w.pool.Put(b)
+		} else {
+			w.sent(b) // kept until acknowledged
+		}
 	}
 }
 
 type takeEvent int
 
 const (
-	takeBlock  takeEvent = iota
-	takeEnd              // the queue is closed and empty: the stream ends
-	takeRetire           // s is retired
-	takeDead             // the Writer failed
+	takeBlock    takeEvent = iota
+	takeEnd                // the queue is closed and empty: the stream ends
+	takeRetire             // s is retired
+	takeDead               // the Writer failed
+	takeLost               // resumable: s died
+	takeFinished           // resumable: the peer acknowledged the whole stream
 )
 
 // take returns the next block for s to send, ready to go, or what else
 // happened. A retirement or failure goes before the blocks still queued.
 // The time s waits for a block counts as starved.
 func (w *Writer) take(s *wstream) (*outBlock, takeEvent) {
+	if w.hooks != nil {
+		return w.takeResumable(s)
+	}
 	select {
 	case <-w.dead:
 		return nil, takeDead
@@ -422,6 +479,12 @@ func (w *Writer) check(s *wstream, err error) bool {
 	if err == nil {
 		return true
 	}
+	if w.hooks != nil {
+		// not the link's failure: it resends elsewhere
+		w.lose(s, err)
+		w.hooks.lost(s.c, err, true)
+		return false
+	}
 	s.err = err
 	w.fail(err, err.Error())
 	return false
@@ -444,7 +507,10 @@ func (s *wstream) send(h Header, p []byte) error {
 	if len(p) > 0 { // net.Pipe sends even an empty Write as a message
 		bufs = append(bufs, p)
 	}
-	if _, err := bufs.WriteTo(s.c); err != nil {
+	s.wmu.Lock()
+	_, err := bufs.WriteTo(s.c)
+	s.wmu.Unlock()
+	if err != nil {
 		return fmt.Errorf("link: %s: sending %s: %w", s.name, h, err)
 	}
 	return nil

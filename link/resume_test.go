@@ -1,0 +1,268 @@
+package link
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+)
+
+// pipeLink is a resumable link between two sessions in memory: the
+// dialling one's redial makes a net.Pipe and hands the far end to the
+// accepting one, as a Listener would, while the network is up. Its
+// connections may be slowed down, as pairs.random does.
+type pipeLink struct {
+	a, b *session
+	rng  *rand.Rand
+	mu   sync.Mutex
+	down bool // redials fail
+}
+
+var errNetworkDown = errors.New("test network down")
+
+func newPipeLink(t *testing.T, rng *rand.Rand, cfg Config, window, conns int) *pipeLink {
+	l := &pipeLink{rng: rng}
+	var id LinkID
+	id[0] = byte(rng.Uint32())
+	l.b = newSession(id, cfg, window, nil)
+	l.a = newSession(id, cfg, window, l.redial)
+	for range conns {
+		c, _ := l.redial(context.Background())
+		if err := l.a.add(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return l
+}
+
+// pipe returns a connected pair, either end maybe slowed down.
+func (l *pipeLink) pipe() (net.Conn, net.Conn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a, b := net.Pipe()
+	slow := func(c net.Conn, reads bool) net.Conn {
+		return &slowConn{Conn: c, delay: time.Duration(1+l.rng.IntN(3000)) * time.Microsecond, chunk: 8<<10 + l.rng.IntN(56<<10), reads: reads}
+	}
+	switch l.rng.IntN(3) {
+	case 0:
+		a, b = slow(a, false), slow(b, false)
+	case 1:
+		a, b = slow(a, true), slow(b, true)
+	case 2:
+		a, b = slow(a, true), slow(b, false)
+	}
+	return a, b
+}
+
+func (l *pipeLink) redial(ctx context.Context) (net.Conn, error) {
+	l.mu.Lock()
+	down := l.down
+	l.mu.Unlock()
+	if down {
+		select { // a dial that takes a while to fail
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+		}
+		return nil, errNetworkDown
+	}
+	a, b := l.pipe()
+	if err := l.b.add(b); err != nil {
+		a.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+func (l *pipeLink) setDown(down bool) {
+	l.mu.Lock()
+	l.down = down
+	l.mu.Unlock()
+}
+
+// kill closes one of a's connections (all, with all), as a network
+// failure would.
+func (l *pipeLink) kill(all bool) int {
+	l.a.mu.Lock()
+	live := append([]*duplex(nil), l.a.live...)
+	l.a.mu.Unlock()
+	if len(live) == 0 {
+		return 0
+	}
+	if !all {
+		l.mu.Lock()
+		live = live[l.rng.IntN(len(live)):][:1]
+		l.mu.Unlock()
+	}
+	for _, d := range live {
+		d.c.Close()
+	}
+	return len(live)
+}
+
+// transfer sends data each way at once and returns what each side read.
+func transfer(l *pipeLink, ab, ba []byte) (gotB, gotA readResult, errA, errB error) {
+	var wg sync.WaitGroup
+	send := func(s *session, p []byte, errp *error) {
+		wg.Go(func() {
+			for len(p) > 0 {
+				k := min(len(p), 1+rand.IntN(300<<10))
+				if _, err := s.w.Write(p[:k]); err != nil {
+					*errp = err
+					return
+				}
+				p = p[k:]
+			}
+			if err := s.w.Close(); err != nil {
+				*errp = err
+			}
+		})
+	}
+	send(l.a, ab, &errA)
+	send(l.b, ba, &errB)
+	ra, rb := readAll(l.a.r), readAll(l.b.r)
+	gotB, gotA = <-rb, <-ra
+	wg.Wait()
+	return
+}
+
+// TestResumeProperty is the resumable link's property test: random data
+// both ways over 1 to 4 connections of random speeds, while connections
+// die (one, or all of them for a while: the dialler redials until the
+// network is back) and join, arrives whole and in order both ways, the
+// Writers keep and the Readers hold no more than the window, and every
+// goroutine returns (synctest: its time is only waited on).
+func TestResumeProperty(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	rounds := 10
+	if testing.Short() {
+		rounds = 4
+	}
+	for round := range rounds {
+		rseed := rng.Uint64()
+		t.Run(fmt.Sprint(round), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) { resumeRound(t, rseed) })
+		})
+	}
+}
+
+func resumeRound(t *testing.T, seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, 2))
+	cfg := Config{BlockSize: 1 + rng.IntN(300<<10), SendQueue: rng.IntN(2 << 20),
+		Compression: []Compression{CompressOff, CompressS2}[rng.IntN(2)], ResumeTimeout: 30 * time.Second}
+	window := minWindow + rng.IntN(6<<20)
+	l := newPipeLink(t, rand.New(rand.NewPCG(seed, 3)), cfg, window, 1+rng.IntN(4))
+	ab := mixedData(rng, []int{0, 1, rng.IntN(1 << 20), rng.IntN(6 << 20)}[rng.IntN(4)])
+	ba := mixedData(rng, []int{0, rng.IntN(1000), rng.IntN(3 << 20)}[rng.IntN(3)])
+
+	stop := make(chan struct{})
+	chaos := make(chan string, 1)
+	go func() {
+		kills, outages, joins := 0, 0, 0
+		defer func() { chaos <- fmt.Sprintf("%d connections killed, %d outages, %d joins", kills, outages, joins) }()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(time.Duration(1+rng.IntN(8)) * time.Millisecond):
+			}
+			switch rng.IntN(6) {
+			case 0, 1:
+				kills += l.kill(false)
+			case 2: // an outage: all connections die, redials fail for a while
+				l.setDown(true)
+				kills += l.kill(true)
+				outages++
+				time.Sleep(time.Duration(rng.IntN(2000)) * time.Millisecond)
+				l.setDown(false)
+			case 3:
+				if l.a.connections() < 4 {
+					if c, err := l.redial(context.Background()); err == nil {
+						if l.a.add(c) == nil {
+							joins++
+						}
+					}
+				}
+			}
+		}
+	}()
+	gotB, gotA, errA, errB := transfer(l, ab, ba)
+	close(stop)
+	what := <-chaos
+	if errA != nil || errB != nil || gotB.err != nil || gotA.err != nil {
+		t.Fatalf("writes: %v, %v; reads: %v, %v (%s)", errA, errB, gotB.err, gotA.err, what)
+	}
+	sameData(t, gotB.data, ab)
+	sameData(t, gotA.data, ba)
+	closed := make(chan error, 2)
+	go func() { closed <- l.a.close(time.Minute) }()
+	go func() { closed <- l.b.close(time.Minute) }()
+	for range 2 {
+		if err := <-closed; err != nil {
+			t.Errorf("close: %v", err)
+		}
+	}
+	for _, s := range []*session{l.a, l.b} {
+		ws, rs := s.w.Stats(), s.r.Stats()
+		if ws.MaxKept > window || rs.MaxBuffered > window {
+			t.Errorf("kept up to %d, held up to %d: window %d", ws.MaxKept, rs.MaxBuffered, window)
+		}
+		t.Logf("%d+%d bytes, window %d, block %d, %s: %s; kept up to %d, resent %d blocks; held up to %d, %d duplicates",
+			len(ab), len(ba), window, cfg.BlockSize, cfg.Compression, what, ws.MaxKept, ws.Resent, rs.MaxBuffered, rs.Duplicates)
+	}
+}
+
+// A link whose connections are all gone for longer than ResumeTimeout
+// fails, both ends, with a LostError naming the last connection, how it
+// died and when.
+func TestResumeTimeout(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(1, 2))
+		l := newPipeLink(t, rng, Config{ResumeTimeout: 10 * time.Second}, minWindow, 2)
+		if _, err := l.a.w.Write([]byte("hello")); err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 5)
+		if _, err := io.ReadFull(l.b.r, buf); err != nil {
+			t.Fatal(err)
+		}
+		l.setDown(true)
+		start := time.Now()
+		l.kill(true)
+		readErr := make(chan error, 2)
+		for _, s := range []*session{l.a, l.b} {
+			go func() {
+				_, err := s.r.Read(buf)
+				readErr <- err
+			}()
+		}
+		for range 2 {
+			err := <-readErr
+			var le *LostError
+			if !errors.Is(err, ErrLost) || !errors.As(err, &le) {
+				t.Fatalf("read after the connections died: %v", err)
+			}
+			// synctest: the failure comes exactly Timeout after the
+			// last connection's death, which the test caused
+			if after := time.Since(le.At); after != 10*time.Second || le.At.Sub(start) > time.Second || le.At.Before(start) || le.Timeout != 10*time.Second || le.Err == nil {
+				t.Errorf("failed %s after the death, saying %+v", after, le)
+			}
+			t.Logf("%v", err)
+		}
+		if _, err := l.a.w.Write([]byte("more")); !errors.Is(err, ErrLost) {
+			t.Errorf("write on a lost link: %v", err)
+		}
+		for _, s := range []*session{l.a, l.b} {
+			if err := s.close(time.Second); !errors.Is(err, ErrLost) {
+				t.Errorf("close of a lost link: %v", err)
+			}
+		}
+	})
+}
