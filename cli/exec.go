@@ -201,7 +201,11 @@ func runExec(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigs := make(chan os.Signal, 4)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGWINCH)
+	forwarded := []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP}
+	if winch != nil {
+		forwarded = append(forwarded, winch)
+	}
+	signal.Notify(sigs, forwarded...)
 	defer signal.Stop(sigs)
 	fwd := make(chan int, 4)
 	win := make(chan [2]uint16, 1)
@@ -222,7 +226,7 @@ func runExec(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 	go func() {
 		for s := range sigs {
 			switch s {
-			case syscall.SIGWINCH:
+			case winch:
 				if w, h, err := term.GetSize(int(stdin.Fd())); err == nil && o.req.Pty && w > 0 && h > 0 {
 					select {
 					case win <- [2]uint16{uint16(h), uint16(w)}:
