@@ -44,6 +44,9 @@ type Overlay struct {
 	ca    *lab.CA
 	procs []*exec.Cmd
 	hubs  map[string]*exec.Cmd // by site
+	opts  Options
+	nodes []*topology.Host       // the hosts running node agents
+	vip   map[*topology.Host]VIP // their virtual addresses (Options.VIP)
 }
 
 // newOverlay is an overlay of no processes yet, with the lab's CA unless
@@ -178,10 +181,17 @@ func StartOpenOverlay(ctx context.Context, t *topology.Topology, bin string) (*O
 }
 
 func startOverlay(ctx context.Context, t *topology.Topology, bin string, open bool) (*Overlay, error) {
-	o, err := newOverlay(t, bin, open)
+	return StartOverlayWith(ctx, t, bin, Options{Open: open})
+}
+
+// StartOverlayWith starts hubs and node agents as StartOverlay does, as
+// opts say (on which hosts, with the virtual network or not).
+func StartOverlayWith(ctx context.Context, t *topology.Topology, bin string, opts Options) (*Overlay, error) {
+	o, err := newOverlay(t, bin, opts.Open)
 	if err != nil {
 		return nil, err
 	}
+	o.opts = opts
 	for _, s := range t.Sites {
 		args := []string{"hub", "--name", s.Name, "--listen", fmt.Sprintf("0.0.0.0:%d", HubPort),
 			"--identity", lab.SSHClientKey(), "--known-hosts", lab.SSHKnownHosts()}
@@ -199,16 +209,23 @@ func startOverlay(ctx context.Context, t *topology.Topology, bin string, open bo
 		}
 		o.hubs[s.Name] = o.procs[len(o.procs)-1]
 	}
-	for _, s := range t.Sites {
-		h := s.MatrixHost()
+	for _, h := range opts.hosts(t) {
 		args := []string{"node", "--verbose", "--name", h.ID(), "--hub", hubFrom(h)}
 		if fb := fallbackHub(t, h); fb != "" {
 			args = append(args, "--hub", fb)
 		}
+		args = append(args, opts.nodeArgs(h)...)
 		if args, err = o.certified(ca.Node, h.ID(), args); err == nil {
 			err = o.start(h, "node", args)
 		}
 		if err != nil {
+			o.Stop()
+			return nil, err
+		}
+		o.nodes = append(o.nodes, h)
+	}
+	if opts.VIP {
+		if err := o.waitVIP(ctx); err != nil {
 			o.Stop()
 			return nil, err
 		}
