@@ -419,6 +419,11 @@ func vipShortcutSwitch(t *testing.T, ctx context.Context, o *matrix.Overlay, a, 
 	}
 	t.Logf("iperf3 %s -> %s.grid, the firewall lifted at %.1f s of the flow:\n%s  sent %d bytes (%.1f Mbit/s), received %d",
 		a.ID(), b.ID(), lifted.Sub(flowStart).Seconds(), lines.String(), ir.End.SumSent.Bytes, ir.End.SumSent.BitsPerSecond/1e6, ir.End.SumReceived.Bytes)
+	// the carriers: the overlay connections a holds to b's address (the
+	// shortcut's TCP; its min RTT is the path's unless a simultaneous
+	// open's handshake gave a bogus sample)
+	out, _, _ := tryIn(ctx, a, nil, "ss", "-tin", "state", "established", "dst", b.PrimaryAddr().String())
+	t.Logf("%s's connections to %s:\n%s", a.ID(), b.PrimaryAddr(), out)
 	if ir.End.SumReceived.Bytes == 0 || len(ir.Intervals) < 14 {
 		t.Errorf("iperf3: %d intervals, %d bytes received", len(ir.Intervals), ir.End.SumReceived.Bytes)
 	}
