@@ -54,9 +54,9 @@ func (vf *vipFlags) add(c *cobra.Command) {
 	f.BoolVar(&vf.names, "vip-names", true, "serve the network's names (NODE.grid: the node's virtual addresses) and point this host's resolver at them until the node stops; --vip-names=false: neither")
 	f.StringVar(&vf.zone, "vip-zone", "grid", "the names' zone (the same on every node of the grid)")
 	f.StringVar(&vf.dns, "vip-dns", gridlink.DefaultNameServer, "where the name server listens (a resolv.conf names port 53 only)")
-	f.StringVar(&vf.resolver, "vip-resolver", "auto", "how this host's resolver is pointed at the names: auto (netns in an `ip netns` namespace, else systemd-resolved where it runs, else resolv.conf), netns, systemd-resolved, resolv.conf, or none (by hand, docs/vip.md)")
+	f.StringVar(&vf.resolver, "vip-resolver", "auto", "how this host's resolver is pointed at the names: auto (netns in an 'ip netns' namespace, else systemd-resolved where it runs, else resolv.conf), netns, systemd-resolved, resolv.conf, or none (by hand, docs/vip.md)")
 	f.Var(rulesValue{&vf.allow}, "vip-allow", `an access rule: who may reach which ports of this node over the virtual network, "[allow] WHO WHAT..." with WHO one of *, group:NAME, user:NAME, node:NAME and WHAT one of any, icmp, tcp, udp, tcp/PORTS, udp/PORTS (repeatable; with any rule, what no rule allows is refused; default: every member reaches everything)`)
-	f.StringVar(&vf.rulesFile, "vip-rules", "", "a file of access rules (as --vip-allow, an entry a line, # comments), added to --vip-allow's")
+	f.StringVar(&vf.rulesFile, "vip-rules", "", "a `FILE` of access rules (as --vip-allow, an entry a line, # comments), added to --vip-allow's")
 }
 
 // config checks the flags; a --vip-* flag without --vip is refused.
