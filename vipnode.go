@@ -80,6 +80,13 @@ type VIPConfig struct {
 	Device string
 	// MTU is the tunnel MTU; zero: DefaultVIPMTU.
 	MTU int
+	// Rules are the node's access rules: who may reach which of its
+	// ports over the virtual network; zero: every member reaches
+	// everything.
+	Rules VIPRules
+	// Names are the network's names (NODE.grid): the zero value serves
+	// them and points the host's resolver at them (VIPNames).
+	Names VIPNames
 }
 
 // ErrVIPNeedsHub: the virtual network was asked for on a node without
@@ -125,6 +132,7 @@ type vipNode struct {
 	ln      *vconn.Listener
 	peers   *vipPeers
 	devName string
+	names   *vipNames // nil with Names.Off
 }
 
 // startVIP claims the node's addresses, puts its device on the host and
@@ -154,7 +162,7 @@ func startVIP(ctx context.Context, node *vconn.Node, cfg VIPConfig, log *slog.Lo
 	v.devName = cfg.Device
 	res := &vipResolver{s: s, peers: v.peers}
 	v.net, err = vip.New(vip.Config{Device: host, ID: node.ID(), Addrs: []netip.Addr{v.v4, v.v6}, Resolver: res,
-		Dialer: &vipDialer{node: node, peers: v.peers}, MTU: cfg.MTU, Logger: log})
+		Dialer: &vipDialer{node: node, peers: v.peers}, MTU: cfg.MTU, Logger: log, Rules: cfg.Rules})
 	if err != nil {
 		host.Close()
 		return nil, err
@@ -164,6 +172,12 @@ func startVIP(ctx context.Context, node *vconn.Node, cfg VIPConfig, log *slog.Lo
 		return nil, err
 	}
 	go v.serve()
+	if !cfg.Names.Off {
+		if v.names, err = startNames(ctx, &Node{n: node}, cfg.Names, []netip.Prefix{cfg.Prefix4, cfg.Prefix6}, cfg.Device); err != nil {
+			v.close()
+			return nil, err
+		}
+	}
 	return v, nil
 }
 
@@ -227,8 +241,12 @@ func (v *vipNode) serve() {
 // close stops the service and the packet path, which takes the device
 // off the host.
 func (v *vipNode) close() error {
+	var err error
+	if v.names != nil {
+		err = v.names.close()
+	}
 	v.ln.Close()
-	return v.net.Close()
+	return errors.Join(err, v.net.Close())
 }
 
 // vipResolver finds a virtual address's node through the hubs

@@ -125,7 +125,13 @@ func (v *vipNode) status() *status.VIP {
 	d := stats.Drops
 	st.Drops = status.VIPDrops{MalformedPackets: d.Malformed, NotUnicastPackets: d.NotUnicast, SourceNotOursPackets: d.SourceNotOurs,
 		TooBigPackets: d.TooBig, NoRoutePackets: d.NoRoute, QueueFullPackets: d.QueueFull, ConnLostPackets: d.ConnLost,
-		NoConnectionPackets: d.NoConnection, SpoofedPackets: d.SpoofedSource, NotForUsPackets: d.NotForUs, DeviceWritePackets: d.DeviceWrite}
+		NoConnectionPackets: d.NoConnection, SpoofedPackets: d.SpoofedSource, NotForUsPackets: d.NotForUs, DeviceWritePackets: d.DeviceWrite, DeniedPackets: d.Denied}
+	if !v.cfg.Rules.IsZero() {
+		st.Rules = v.cfg.Rules.String()
+	}
+	if v.names != nil {
+		st.Names = &status.VIPNames{Zone: v.names.srv.Zone(), Server: v.names.srv.Addr().String(), Resolver: string(v.names.method())}
+	}
 	v.peers.mu.Lock()
 	defer v.peers.mu.Unlock()
 	for _, p := range stats.Peers {
@@ -148,5 +154,6 @@ func (v *vipNode) status() *status.VIP {
 func peerStatus(p vip.PeerStats) status.VIPPeer {
 	return status.VIPPeer{ID: p.ID, Addrs: []string{}, Connected: p.Connected, QueuedPackets: p.Queued,
 		SentPackets: p.SentPackets, SentBytes: p.SentBytes, RecvPackets: p.RecvPackets, RecvBytes: p.RecvBytes,
-		QueueFullPackets: p.QueueFull, ConnLostPackets: p.ConnLost, SpoofedPackets: p.Spoofed}
+		QueueFullPackets: p.QueueFull, ConnLostPackets: p.ConnLost, SpoofedPackets: p.Spoofed,
+		DeniedPackets: p.Denied, RefusedPackets: p.Refused, Switches: p.Switches}
 }

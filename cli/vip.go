@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -17,7 +18,31 @@ type vipFlags struct {
 	prefix4, prefix6 string
 	dev              string
 	mtu              int
+	names            bool
+	zone, dns        string
+	resolver         string
+	allow            gridlink.VIPRules
+	rulesFile        string
 }
+
+// rulesValue is --vip-allow: each one adds its entries ("WHO WHAT..."
+// or "allow WHO WHAT...", several separated by ';').
+type rulesValue struct{ r *gridlink.VIPRules }
+
+func (v rulesValue) Set(s string) error {
+	entries := strings.Split(s, ";")
+	for i, e := range entries {
+		if f := strings.Fields(e); len(f) > 0 && f[0] != "allow" {
+			entries[i] = "allow " + e
+		}
+	}
+	return v.r.Set(strings.Join(entries, ";"))
+}
+func (v rulesValue) String() string { return "" }
+func (v rulesValue) Type() string   { return "RULE" }
+
+// vipFlagNames are the --vip-* flags, which need --vip.
+var vipFlagNames = []string{"vip-prefix4", "vip-prefix6", "vip-dev", "vip-mtu", "vip-names", "vip-zone", "vip-dns", "vip-resolver", "vip-allow", "vip-rules"}
 
 func (vf *vipFlags) add(c *cobra.Command) {
 	f := c.Flags()
@@ -26,12 +51,18 @@ func (vf *vipFlags) add(c *cobra.Command) {
 	f.StringVar(&vf.prefix6, "vip-prefix6", gridlink.DefaultVIPPrefix6.String(), "the virtual network's IPv6 prefix (the same on every node of the grid)")
 	f.StringVar(&vf.dev, "vip-dev", gridlink.DefaultVIPDevice, "the TUN device's name")
 	f.IntVar(&vf.mtu, "vip-mtu", gridlink.DefaultVIPMTU, "the tunnel MTU (not bound by the paths': packets travel in TCP streams)")
+	f.BoolVar(&vf.names, "vip-names", true, "serve the network's names (NODE.grid: the node's virtual addresses) and point this host's resolver at them until the node stops; --vip-names=false: neither")
+	f.StringVar(&vf.zone, "vip-zone", "grid", "the names' zone (the same on every node of the grid)")
+	f.StringVar(&vf.dns, "vip-dns", gridlink.DefaultNameServer, "where the name server listens (a resolv.conf names port 53 only)")
+	f.StringVar(&vf.resolver, "vip-resolver", "auto", "how this host's resolver is pointed at the names: auto (netns in an 'ip netns' namespace, else systemd-resolved where it runs, else resolv.conf), netns, systemd-resolved, resolv.conf, or none (by hand, docs/vip.md)")
+	f.Var(rulesValue{&vf.allow}, "vip-allow", `an access rule: who may reach which ports of this node over the virtual network, "[allow] WHO WHAT..." with WHO one of *, group:NAME, user:NAME, node:NAME and WHAT one of any, icmp, tcp, udp, tcp/PORTS, udp/PORTS (repeatable; with any rule, what no rule allows is refused; default: every member reaches everything)`)
+	f.StringVar(&vf.rulesFile, "vip-rules", "", "a `FILE` of access rules (as --vip-allow, an entry a line, # comments), added to --vip-allow's")
 }
 
 // config checks the flags; a --vip-* flag without --vip is refused.
 func (vf *vipFlags) config(c *cobra.Command) (gridlink.VIPConfig, error) {
 	if !vf.on {
-		for _, name := range []string{"vip-prefix4", "vip-prefix6", "vip-dev", "vip-mtu"} {
+		for _, name := range vipFlagNames {
 			if c.Flags().Changed(name) {
 				return gridlink.VIPConfig{}, fmt.Errorf("--%s needs --vip", name)
 			}
@@ -49,13 +80,45 @@ func (vf *vipFlags) config(c *cobra.Command) (gridlink.VIPConfig, error) {
 	if vf.mtu < 1280 || vf.mtu > 65535 {
 		return gridlink.VIPConfig{}, fmt.Errorf("--vip-mtu %d: want 1280 (IPv6's least) to 65535", vf.mtu)
 	}
-	return gridlink.VIPConfig{On: true, Prefix4: p4, Prefix6: p6, Device: vf.dev, MTU: vf.mtu}, nil
+	rules := vf.allow
+	if vf.rulesFile != "" {
+		fr, err := gridlink.ReadVIPRules(vf.rulesFile)
+		if err != nil {
+			return gridlink.VIPConfig{}, fmt.Errorf("--vip-rules: %w", err)
+		}
+		if err := rules.Set(fr.String()); err != nil {
+			return gridlink.VIPConfig{}, fmt.Errorf("--vip-rules %s: %w", vf.rulesFile, err)
+		}
+	}
+	method := gridlink.ResolverMethod(vf.resolver)
+	switch method {
+	case "auto":
+		method = gridlink.ResolverAuto
+	case gridlink.ResolverNetns, gridlink.ResolverResolved, gridlink.ResolverResolvConf, gridlink.ResolverNone:
+	default:
+		return gridlink.VIPConfig{}, fmt.Errorf("--vip-resolver %q: want auto, netns, systemd-resolved, resolv.conf or none", vf.resolver)
+	}
+	names := gridlink.VIPNames{Off: !vf.names, Addr: vf.dns, Zone: vf.zone, Resolver: method}
+	if _, err := netip.ParseAddrPort(vf.dns); err != nil {
+		return gridlink.VIPConfig{}, fmt.Errorf("--vip-dns %q: want ADDR:PORT such as %s", vf.dns, gridlink.DefaultNameServer)
+	}
+	return gridlink.VIPConfig{On: true, Prefix4: p4, Prefix6: p6, Device: vf.dev, MTU: vf.mtu, Rules: rules, Names: names}, nil
 }
 
 // printVIPStart says where the node is on the virtual network.
 func printVIPStart(a *gridlink.Agent) {
 	if addrs, dev := a.VirtualAddrs(); len(addrs) > 0 {
 		fmt.Fprintf(os.Stderr, "gridlink node %s: virtual network on %s: %v\n", a.Node().Name(), dev, addrs)
+	}
+	st := a.VIPStatus()
+	if st == nil {
+		return
+	}
+	if n := st.Names; n != nil {
+		fmt.Fprintf(os.Stderr, "gridlink node %s: names NODE.%s served on %s (host resolver: %s)\n", a.Node().Name(), n.Zone, n.Server, n.Resolver)
+	}
+	if st.Rules != "" {
+		fmt.Fprintf(os.Stderr, "gridlink node %s: access rules: %s\n", a.Node().Name(), strings.ReplaceAll(st.Rules, "\n", "; "))
 	}
 }
 
@@ -65,6 +128,12 @@ func printVIPStatus(v *status.VIP) {
 		return
 	}
 	fmt.Printf("virtual network on %s (mtu %d): %v\n", v.Device, v.MTUBytes, v.Addrs)
+	if n := v.Names; n != nil {
+		fmt.Printf("  names NODE.%s on %s (host resolver: %s)\n", n.Zone, n.Server, n.Resolver)
+	}
+	if v.Rules != "" {
+		fmt.Printf("  access rules: %s\n", strings.ReplaceAll(v.Rules, "\n", "; "))
+	}
 	if v.Claim != "" {
 		fmt.Printf("  addresses refused: %s\n", v.Claim)
 	}
@@ -77,12 +146,12 @@ func printVIPStatus(v *status.VIP) {
 		if path == "" {
 			path = "no connection"
 		}
-		fmt.Printf("  peer %s %v via %s: sent %d packets (%d bytes), received %d packets (%d bytes), dropped %d (queue full %d, connection lost %d, spoofed source %d)\n",
+		fmt.Printf("  peer %s %v via %s: sent %d packets (%d bytes), received %d packets (%d bytes), dropped %d (queue full %d, connection lost %d, spoofed source %d, denied by the access rules %d); refused by its rules %d\n",
 			name, p.Addrs, path, p.SentPackets, p.SentBytes, p.RecvPackets, p.RecvBytes,
-			p.QueueFullPackets+p.ConnLostPackets+p.SpoofedPackets, p.QueueFullPackets, p.ConnLostPackets, p.SpoofedPackets)
+			p.QueueFullPackets+p.ConnLostPackets+p.SpoofedPackets+p.DeniedPackets, p.QueueFullPackets, p.ConnLostPackets, p.SpoofedPackets, p.DeniedPackets, p.RefusedPackets)
 	}
 	d := v.Drops
-	fmt.Printf("  dropped: %d malformed, %d not unicast, %d not from this node, %d too big, %d to no node, %d queue full, %d connection lost, %d unreachable peer, %d spoofed, %d not for this node, %d refused by the device\n",
+	fmt.Printf("  dropped: %d malformed, %d not unicast, %d not from this node, %d too big, %d to no node, %d queue full, %d connection lost, %d unreachable peer, %d spoofed, %d not for this node, %d refused by the device, %d denied by the access rules\n",
 		d.MalformedPackets, d.NotUnicastPackets, d.SourceNotOursPackets, d.TooBigPackets, d.NoRoutePackets, d.QueueFullPackets,
-		d.ConnLostPackets, d.NoConnectionPackets, d.SpoofedPackets, d.NotForUsPackets, d.DeviceWritePackets)
+		d.ConnLostPackets, d.NoConnectionPackets, d.SpoofedPackets, d.NotForUsPackets, d.DeviceWritePackets, d.DeniedPackets)
 }

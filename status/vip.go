@@ -15,6 +15,21 @@ type VIP struct {
 	Claim string    `json:"claim,omitempty"`
 	Peers []VIPPeer `json:"peers"` // by ID
 	Drops VIPDrops  `json:"drops"`
+	// Names is where the node serves the network's names; nil: it
+	// does not.
+	Names *VIPNames `json:"names,omitempty"`
+	// Rules are the node's access rules in their text form, an entry a
+	// line; empty: every member reaches everything.
+	Rules string `json:"rules,omitempty"`
+}
+
+// VIPNames is a node's name server of the virtual network.
+type VIPNames struct {
+	Zone   string `json:"zone"`   // NODE.ZONE, without the final dot
+	Server string `json:"server"` // where it listens, ADDR:PORT (UDP and TCP)
+	// Resolver is how the host's resolver is pointed at it: netns,
+	// resolv.conf, systemd-resolved, or none (left alone).
+	Resolver string `json:"resolver"`
 }
 
 // VIPPeer is the traffic with one virtual peer since the node started.
@@ -38,6 +53,9 @@ type VIPPeer struct {
 	QueueFullPackets uint64   `json:"queue_full_packets"` // dropped: its queue was full
 	ConnLostPackets  uint64   `json:"conn_lost_packets"`  // dropped: queued or in flight when its connection ended
 	SpoofedPackets   uint64   `json:"spoofed_packets"`    // dropped: sent from an address not its own
+	DeniedPackets    uint64   `json:"denied_packets"`     // dropped: this node's access rules refuse them (ICMP prohibited went back)
+	RefusedPackets   uint64   `json:"refused_packets"`    // ICMP prohibited it sent: its access rules refused this node's packets
+	Switches         uint64   `json:"path_switches"`      // times the connection sent on changed (a shortcut replacing the routed one, say)
 }
 
 // VIPDrops counts the packets the node's virtual network dropped, by
@@ -54,4 +72,5 @@ type VIPDrops struct {
 	SpoofedPackets       uint64 `json:"spoofed_packets"`         // from a peer, from an address not its own
 	NotForUsPackets      uint64 `json:"not_for_us_packets"`      // from a peer, to an address not the node's
 	DeviceWritePackets   uint64 `json:"device_write_packets"`    // the device refused them
+	DeniedPackets        uint64 `json:"denied_packets"`          // from a peer, refused by this node's access rules (ICMP prohibited went back)
 }

@@ -214,7 +214,7 @@ func TestGrid6Exec(t *testing.T) {
 	if err := os.WriteFile(mapfile, []byte(fmt.Sprintf("# issue 21's lab test\n\"/O=%s/OU=user/CN=alice\" %s\n", lab.CAName, acct.name)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	o, err := matrix.StartOverlayWith(context.Background(), topo, bin, matrix.OverlayOptions{NodeArgs: func(h *topology.Host) []string {
+	o, err := matrix.StartOverlayWith(context.Background(), topo, bin, matrix.Options{NodeArgs: func(h *topology.Host) []string {
 		if h.ID() == "g5k-n1" || h.ID() == "hiroshi-n1" {
 			return []string{"--allow-exec", "--grid-mapfile", mapfile}
 		}

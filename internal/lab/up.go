@@ -303,6 +303,7 @@ func down() ([]string, error) {
 			names = append(names, f)
 		}
 	}
+	names = append(names, removeNameLeftovers(EtcNetns)...)
 	if left, _ := netns.List(Prefix); len(left) > 0 {
 		errs = append(errs, fmt.Errorf("namespaces still there: %s", strings.Join(left, " ")))
 	}

@@ -195,7 +195,7 @@ func sameParams(a, b map[string]string) bool {
 
 func overlayCmd() *cobra.Command {
 	var gridlinkBin string
-	var open bool
+	var open, vip bool
 	c := &cobra.Command{
 		Use:   "overlay",
 		Short: "run gridlink in the running lab: a hub on every site's frontend, a node agent on its compute node (until interrupted)",
@@ -216,15 +216,14 @@ func overlayCmd() *cobra.Command {
 			}
 			ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer cancel()
-			start := matrix.StartOverlay
-			if open {
-				start = matrix.StartOpenOverlay
-			}
-			o, err := start(ctx, t, bin)
+			o, err := matrix.StartOverlayWith(ctx, t, bin, matrix.Options{Open: open, VIP: vip})
 			if err != nil {
 				return err
 			}
 			defer o.Stop()
+			for _, v := range o.VIPs() {
+				fmt.Fprintf(os.Stderr, "%s: virtual network on %s: %s %s\n", v.Name, v.Device, v.V4, v.V6)
+			}
 			admission := fmt.Sprintf("admission by the lab CA in %s; `gridlab cert NAME` certifies one more node", lab.CADir())
 			if open {
 				admission = "an open grid, any key admitted"
@@ -236,6 +235,7 @@ func overlayCmd() *cobra.Command {
 	}
 	c.Flags().StringVar(&gridlinkBin, "gridlink-bin", "", "the gridlink binary (default: beside gridlab)")
 	c.Flags().BoolVar(&open, "open", false, "run an open grid, without the lab CA")
+	c.Flags().BoolVar(&vip, "vip", false, "start every node agent with --vip (the virtual IP network) and print its virtual addresses")
 	return c
 }
 

@@ -44,6 +44,9 @@ type Overlay struct {
 	ca    *lab.CA
 	procs []*exec.Cmd
 	hubs  map[string]*exec.Cmd // by site
+	opts  Options
+	nodes []*topology.Host       // the hosts running node agents
+	vip   map[*topology.Host]VIP // their virtual addresses (Options.VIP)
 }
 
 // newOverlay is an overlay of no processes yet, with the lab's CA unless
@@ -167,33 +170,28 @@ func fallbackHub(t *topology.Topology, n *topology.Host) string {
 // gridlink binary bin, and waits until every agent answers. Nodes with a
 // public address also get another site's hub to fall back on.
 func StartOverlay(ctx context.Context, t *topology.Topology, bin string) (*Overlay, error) {
-	return startOverlay(ctx, t, bin, false, OverlayOptions{})
-}
-
-// OverlayOptions adjust the processes of an overlay StartOverlayWith
-// starts.
-type OverlayOptions struct {
-	// NodeArgs are more flags for the agent on h; nil: none.
-	NodeArgs func(h *topology.Host) []string
-}
-
-// StartOverlayWith is StartOverlay with options.
-func StartOverlayWith(ctx context.Context, t *topology.Topology, bin string, opt OverlayOptions) (*Overlay, error) {
-	return startOverlay(ctx, t, bin, false, opt)
+	return startOverlay(ctx, t, bin, false)
 }
 
 // StartOpenOverlay is StartOverlay without the lab CA: an open grid, where
 // any key may attach and link (every connection still proves its ends'
 // keys). It is the baseline of the cost of admission (bench/security.sh).
 func StartOpenOverlay(ctx context.Context, t *topology.Topology, bin string) (*Overlay, error) {
-	return startOverlay(ctx, t, bin, true, OverlayOptions{})
+	return startOverlay(ctx, t, bin, true)
 }
 
-func startOverlay(ctx context.Context, t *topology.Topology, bin string, open bool, opt OverlayOptions) (*Overlay, error) {
-	o, err := newOverlay(t, bin, open)
+func startOverlay(ctx context.Context, t *topology.Topology, bin string, open bool) (*Overlay, error) {
+	return StartOverlayWith(ctx, t, bin, Options{Open: open})
+}
+
+// StartOverlayWith starts hubs and node agents as StartOverlay does, as
+// opts say (on which hosts, with the virtual network or not).
+func StartOverlayWith(ctx context.Context, t *topology.Topology, bin string, opts Options) (*Overlay, error) {
+	o, err := newOverlay(t, bin, opts.Open)
 	if err != nil {
 		return nil, err
 	}
+	o.opts = opts
 	for _, s := range t.Sites {
 		args := []string{"hub", "--name", s.Name, "--listen", fmt.Sprintf("0.0.0.0:%d", HubPort),
 			"--identity", lab.SSHClientKey(), "--known-hosts", lab.SSHKnownHosts()}
@@ -211,19 +209,23 @@ func startOverlay(ctx context.Context, t *topology.Topology, bin string, open bo
 		}
 		o.hubs[s.Name] = o.procs[len(o.procs)-1]
 	}
-	for _, s := range t.Sites {
-		h := s.MatrixHost()
+	for _, h := range opts.hosts(t) {
 		args := []string{"node", "--verbose", "--name", h.ID(), "--hub", hubFrom(h)}
 		if fb := fallbackHub(t, h); fb != "" {
 			args = append(args, "--hub", fb)
 		}
-		if opt.NodeArgs != nil {
-			args = append(args, opt.NodeArgs(h)...)
-		}
+		args = append(args, opts.nodeArgs(h)...)
 		if args, err = o.certified(ca.Node, h.ID(), args); err == nil {
 			err = o.start(h, "node", args)
 		}
 		if err != nil {
+			o.Stop()
+			return nil, err
+		}
+		o.nodes = append(o.nodes, h)
+	}
+	if opts.VIP {
+		if err := o.waitVIP(ctx); err != nil {
 			o.Stop()
 			return nil, err
 		}

@@ -131,3 +131,26 @@ func TestMedian(t *testing.T) {
 		}
 	}
 }
+
+// Which hosts run node agents, and with which arguments, as Options say.
+func TestOverlayOptions(t *testing.T) {
+	g := grid6(t)
+	var ids []string
+	for _, h := range (Options{}).hosts(g) {
+		ids = append(ids, h.ID())
+	}
+	if want := []string{"das3v-n1", "das3d-n1", "rockstar-n1", "g5k-n1", "hiroshi-n1", "desktop-pc"}; !slices.Equal(ids, want) {
+		t.Errorf("default hosts %v, want %v", ids, want)
+	}
+	if args := (Options{}).nodeArgs(g.Sites[0].MatrixHost()); len(args) != 0 {
+		t.Errorf("default node args %v, want none", args)
+	}
+	n2 := g.Site("g5k").Hosts[2]
+	o := Options{VIP: true, Hosts: []*topology.Host{n2}, NodeArgs: func(h *topology.Host) []string { return []string{"--x", h.ID()} }}
+	if hs := o.hosts(g); len(hs) != 1 || hs[0] != n2 {
+		t.Errorf("hosts %v, want [%s]", hs, n2.ID())
+	}
+	if args, want := o.nodeArgs(n2), []string{"--vip", "--x", "g5k-n2"}; !slices.Equal(args, want) {
+		t.Errorf("node args %v, want %v", args, want)
+	}
+}
