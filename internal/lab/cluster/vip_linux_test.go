@@ -152,10 +152,13 @@ func TestClusterVIP(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, p := range st.Peers {
+			t.Logf("%s -> %s: path %s %v, sent %d received %d packets, dropped: queue full %d, connection lost %d",
+				h.ID(), p.Name, p.Path, p.Paths, p.SentPackets, p.RecvPackets, p.QueueFullPackets, p.ConnLostPackets)
 			if p.SpoofedPackets > 0 {
 				t.Errorf("%s dropped %d packets from %s as spoofed", h.ID(), p.SpoofedPackets, p.Name)
 			}
 		}
+		t.Logf("%s: drops %+v", h.ID(), st.Drops)
 		if n := st.Drops.SourceNotOursPackets; n > 0 {
 			t.Errorf("%s dropped %d packets of its own as not from its address", h.ID(), n)
 		}
