@@ -113,6 +113,11 @@ func TestClusterVIP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, h := range hs[1:] {
+		if i := slices.IndexFunc(st.Peers, func(p status.VIPPeer) bool { return p.Name == h.ID() }); i < 0 || st.Peers[i].Path == "" {
+			t.Errorf("%s's status shows no path to %s: %+v", hs[0].ID(), h.ID(), st.Peers)
+		}
+	}
 	load, _ := os.ReadFile("/proc/loadavg")
 	t.Logf("ping-pong (one way: half the mean round trip; MiB/s by message size; ping: ICMP over the same path, mean of 10; load average %s):\n%s",
 		strings.Join(strings.Fields(string(load))[:3], " "), vipTable(ctx, topo, hs, hosts, st, r, pr))
