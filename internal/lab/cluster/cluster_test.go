@@ -61,6 +61,7 @@ func TestMPIRunArgs(t *testing.T) {
 		"--hostfile /scratch/hostfile --np 4 ",
 		"--mca plm_rsh_args -F /scratch/ssh_config ",
 		"--mca btl self,tcp ",
+		"--mca mpi_yield_when_idle 1 ",
 		"--mca btl_tcp_if_include 100.96.0.0/12 --mca oob_tcp_if_include 100.96.0.0/12 ",
 		"/usr/bin/python3 /scratch/allreduce.py --max-bytes 1048576",
 	} {
