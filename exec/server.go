@@ -50,6 +50,7 @@ type Service struct {
 
 // Listen starts the exec service on node's Port.
 func Listen(node *vconn.Node, cfg Config) (*Service, error) {
+	defaultSignals()
 	if cfg.Mapfile == "" {
 		cfg.Mapfile = DefaultMapfile
 	}
