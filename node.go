@@ -163,6 +163,7 @@ type Agent struct {
 	a    *agent.Agent
 	node *Node
 	vip  *vipNode // nil without VIP.On
+	host *vipHost // vip exec's devices (vipexec.go)
 }
 
 // StartAgent starts a node (as Start does) and serves its control API.
@@ -171,10 +172,9 @@ func StartAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.VIP.On {
-		v := cfg.VIP.withDefaults()
-		vc.Hide = []netip.Prefix{v.Prefix4, v.Prefix6} // its addresses lead back into the overlay
-	}
+	// its addresses lead back into the overlay (--vip, or vip exec's devices)
+	v := cfg.VIP.withDefaults()
+	vc.Hide = []netip.Prefix{v.Prefix4, v.Prefix6}
 	a, err := agent.Start(ctx, agent.Config{Control: cfg.Control, Node: vc, AllowExit: cfg.AllowExit})
 	if err != nil {
 		return nil, err
@@ -191,6 +191,8 @@ func StartAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
 		}
 		a.SetStatus(func(st *status.Agent) { st.VIP = ag.vip.status() })
 	}
+	ag.host = newVIPHost(ag, cfg)
+	a.SetVIPHost(ag.host)
 	return ag, nil
 }
 
@@ -212,10 +214,11 @@ func (a *Agent) Control() string { return a.a.Control() }
 // Close stops the agent and its node, and its virtual network first (its
 // device, addresses and routes taken off the host).
 func (a *Agent) Close() error {
-	var err error
+	a.a.SetVIPHost(nil)
+	err := a.host.close()
 	if a.vip != nil {
 		a.a.SetStatus(nil)
-		err = a.vip.close()
+		err = errors.Join(err, a.vip.close())
 	}
 	return errors.Join(err, a.a.Close())
 }

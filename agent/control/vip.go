@@ -1,0 +1,121 @@
+package control
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+)
+
+// The virtual network on a handed device (gridlink vip exec): a process
+// of the agent's uid that made a TUN device in a network namespace of its
+// own (which needs no root where the kernel allows user namespaces) hands
+// it to the agent, which runs the node's virtual network on it while the
+// control connection stays open.
+//
+//	POST /vip/device VIPRequest
+//	    → an HTTP error (a JSON StreamError) when the agent cannot:
+//	      KindBusy (another process's device is in use, or the node's
+//	      virtual network runs on the host's device), KindNotAllowed (no
+//	      hub), KindFailed (its addresses could not be claimed)
+//	    → 101, then the agent sends one event line {"vip":VIPSetup}: what
+//	      the device must hold (the node's addresses, claimed from the hubs,
+//	      the MTU, where the names are served)
+//	client → 'F' with SCM_RIGHTS: the TUN device's descriptor, then, if
+//	      the client serves names, a UDP socket and a listening TCP socket
+//	      bound to VIPSetup.NameServer in the namespace
+//	agent → {"ready":true} once the network runs on the device, or
+//	      {"error":...,"kind":...} (KindBadRequest: not a TUN device, or
+//	      sockets of the wrong kind) and it closes.
+//
+// From "ready" until the client closes the connection (or sends anything)
+// the device is the node's; then the agent stops the virtual network on it
+// and closes its descriptors (the node keeps its addresses' claims, so the
+// next device gets the same addresses).
+const (
+	// VIPDevicePath is the request's path.
+	VIPDevicePath = "/vip/device"
+	// MaxVIPFDs is the most descriptors the handoff carries.
+	MaxVIPFDs = 3
+)
+
+// KindBusy: the agent's virtual network runs already (on another
+// process's device, or on the host's).
+const KindBusy = "busy"
+
+// VIPRequest is the body of POST /vip/device.
+type VIPRequest struct {
+	// Names asks for the names to be served on sockets the client hands
+	// over with the device.
+	Names bool `json:"names,omitempty"`
+}
+
+// VIPSetup is what the handed device must hold.
+type VIPSetup struct {
+	// Addrs are the node's virtual addresses with the virtual network's
+	// prefix lengths (100.97.3.4/12, fd67:726c::1:2/32): each goes on the
+	// device, its prefix is routed through it.
+	Addrs []string `json:"addrs"`
+	MTU   int      `json:"mtu"`
+	// NameServer is the address (IP:PORT) in the namespace where the
+	// client binds the name sockets; empty: no names.
+	NameServer string `json:"name_server,omitempty"`
+	// Zone is the names' zone ("grid").
+	Zone string `json:"zone,omitempty"`
+}
+
+// VIPDevice is a granted /vip/device request: the setup the agent sent,
+// waiting for the device (Hand).
+type VIPDevice struct {
+	conn  net.Conn
+	Setup VIPSetup
+}
+
+// VIPDevice asks the agent to run the node's virtual network on a device
+// this process will hand it.
+func (c *Client) VIPDevice(ctx context.Context, req VIPRequest) (*VIPDevice, error) {
+	conn, _, err := c.stream(ctx, VIPDevicePath, req)
+	if err != nil {
+		return nil, err
+	}
+	ev, err := ReadEvent(conn)
+	if err == nil && ev.Error != "" {
+		err = &StreamError{Kind: orElse(ev.Kind, KindFailed), Msg: "agent: " + ev.Error}
+	} else if err == nil && ev.VIP == nil {
+		err = errors.New("agent: /vip/device: no setup in the answer")
+	}
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return &VIPDevice{conn: conn, Setup: *ev.VIP}, nil
+}
+
+// Hand gives the agent the device (and the name sockets) and waits until
+// the network runs on it. The caller may close its descriptors afterwards.
+func (d *VIPDevice) Hand(files ...*os.File) error {
+	uc, ok := d.conn.(*net.UnixConn)
+	if !ok {
+		return errors.New("agent: /vip/device: the agent's answer came with bytes after it")
+	}
+	if len(files) == 0 || len(files) > MaxVIPFDs {
+		return fmt.Errorf("agent: /vip/device: %d descriptors, want 1 to %d", len(files), MaxVIPFDs)
+	}
+	if err := sendFiles(uc, files); err != nil {
+		return fmt.Errorf("agent: /vip/device: hand the device: %w", err)
+	}
+	ev, err := ReadEvent(d.conn)
+	switch {
+	case err != nil:
+		return fmt.Errorf("agent: /vip/device: %w", err)
+	case ev.Error != "":
+		return &StreamError{Kind: orElse(ev.Kind, KindFailed), Msg: "agent: " + ev.Error}
+	case !ev.Ready:
+		return errors.New("agent: /vip/device: no ready in the answer")
+	}
+	return nil
+}
+
+// Close gives the device back: the agent stops the virtual network on it.
+func (d *VIPDevice) Close() error { return d.conn.Close() }
