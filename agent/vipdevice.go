@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -123,7 +124,8 @@ func (a *Agent) vipDevice(w http.ResponseWriter, r *http.Request) {
 		streamFail(w, http.StatusServiceUnavailable, kind, err)
 		return
 	}
-	c, err := upgrade(w, "")
+	js, _ := json.Marshal(setup)
+	c, err := upgrade(w, control.VIPSetupHeader+": "+string(js)+"\r\n")
 	if err != nil {
 		return
 	}

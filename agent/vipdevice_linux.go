@@ -23,9 +23,6 @@ func (a *Agent) runDevice(c net.Conn, h VIPHost, setup control.VIPSetup, pid int
 		a.logf("agent: virtual network device of pid %d refused: %v", pid, err)
 		_, _ = c.Write(control.AppendEvent(nil, control.Event{Error: err.Error(), Kind: kind}))
 	}
-	if _, err := c.Write(control.AppendEvent(nil, control.Event{VIP: &setup})); err != nil {
-		return
-	}
 	uc, ok := c.(*net.UnixConn)
 	if !ok {
 		fail(control.KindBadRequest, fmt.Errorf("the client sent bytes before the device"))

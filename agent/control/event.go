@@ -27,12 +27,10 @@ type Event struct {
 	Service string `json:"service,omitempty"`
 	// Done: a stream handed to the agent has ended (handoff.go).
 	Done bool `json:"done,omitempty"`
-	// VIP is what a handed device must hold (vip.go); Ready: the virtual
-	// network runs on it.
-	VIP   *VIPSetup `json:"vip,omitempty"`
-	Ready bool      `json:"ready,omitempty"`
-	Error string    `json:"error,omitempty"`
-	Kind  string    `json:"kind,omitempty"` // error kind (see Kind*)
+	// Ready: the virtual network runs on a handed device (vip.go).
+	Ready bool   `json:"ready,omitempty"`
+	Error string `json:"error,omitempty"`
+	Kind  string `json:"kind,omitempty"` // error kind (see Kind*)
 }
 
 // Error kinds: why a stream request or an exit's dial failed, for callers

@@ -2,6 +2,7 @@ package control
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -19,9 +20,10 @@ import (
 //	      KindBusy (another process's device is in use, or the node's
 //	      virtual network runs on the host's device), KindNotAllowed (no
 //	      hub), KindFailed (its addresses could not be claimed)
-//	    → 101, then the agent sends one event line {"vip":VIPSetup}: what
-//	      the device must hold (the node's addresses, claimed from the hubs,
-//	      the MTU, where the names are served)
+//	    → 101 with "Gridlink-VIP: " and the VIPSetup in JSON: what the
+//	      device must hold (the node's addresses, claimed from the hubs,
+//	      the MTU, where the names are served); the agent then waits
+//	      (nothing else comes with the answer, so descriptors can follow)
 //	client → 'F' with SCM_RIGHTS: the TUN device's descriptor, then, if
 //	      the client serves names, a UDP socket and a listening TCP socket
 //	      bound to VIPSetup.NameServer in the namespace
@@ -36,6 +38,8 @@ import (
 const (
 	// VIPDevicePath is the request's path.
 	VIPDevicePath = "/vip/device"
+	// VIPSetupHeader carries the VIPSetup in the 101 answer.
+	VIPSetupHeader = "Gridlink-VIP"
 	// MaxVIPFDs is the most descriptors the handoff carries.
 	MaxVIPFDs = 3
 )
@@ -75,21 +79,16 @@ type VIPDevice struct {
 // VIPDevice asks the agent to run the node's virtual network on a device
 // this process will hand it.
 func (c *Client) VIPDevice(ctx context.Context, req VIPRequest) (*VIPDevice, error) {
-	conn, _, err := c.stream(ctx, VIPDevicePath, req)
+	conn, h, err := c.stream(ctx, VIPDevicePath, req)
 	if err != nil {
 		return nil, err
 	}
-	ev, err := ReadEvent(conn)
-	if err == nil && ev.Error != "" {
-		err = &StreamError{Kind: orElse(ev.Kind, KindFailed), Msg: "agent: " + ev.Error}
-	} else if err == nil && ev.VIP == nil {
-		err = errors.New("agent: /vip/device: no setup in the answer")
-	}
-	if err != nil {
+	var setup VIPSetup
+	if err := json.Unmarshal([]byte(h.Get(VIPSetupHeader)), &setup); err != nil {
 		conn.Close()
-		return nil, err
+		return nil, fmt.Errorf("agent: /vip/device: no setup in the answer: %w", err)
 	}
-	return &VIPDevice{conn: conn, Setup: *ev.VIP}, nil
+	return &VIPDevice{conn: conn, Setup: setup}, nil
 }
 
 // Hand gives the agent the device (and the name sockets) and waits until
