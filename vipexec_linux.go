@@ -111,7 +111,7 @@ func VIPExec(ctx context.Context, cfg VIPExecConfig) (int, error) {
 			}
 		}
 	}()
-	if err := handDevice(ours, dev); err != nil {
+	if err := handDevice(ours, dev, cmd.Process.Pid); err != nil {
 		_ = cmd.Wait()
 		return 0, err
 	}
@@ -131,7 +131,7 @@ func VIPExec(ctx context.Context, cfg VIPExecConfig) (int, error) {
 
 // handDevice takes the child's device and name sockets, hands them to the
 // agent and tells the child to go on ('G') or stop ('E').
-func handDevice(ours *os.File, dev *control.VIPDevice) error {
+func handDevice(ours *os.File, dev *control.VIPDevice, pid int) error {
 	c, err := net.FileConn(ours)
 	if err != nil {
 		return err
@@ -172,7 +172,7 @@ func handDevice(ours *os.File, dev *control.VIPDevice) error {
 		_, _ = uc.Write([]byte("E"))
 		return &VIPNamespaceError{Step: "set up the namespace", Err: fmt.Errorf("unexpected answer %q with %d descriptors", buf[:1], len(files))}
 	}
-	if err := dev.Hand(files...); err != nil {
+	if err := dev.Hand(pid, files...); err != nil {
 		_, _ = uc.Write([]byte("E"))
 		return err
 	}

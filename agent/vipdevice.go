@@ -44,6 +44,13 @@ type vipDevices struct {
 	mu     sync.Mutex
 	host   VIPHost
 	holder int // pid of the process whose device is in use; 0: none
+	ns     int // pid of the process in its namespace, once known
+}
+
+func (v *vipDevices) setNamespace(pid int) {
+	v.mu.Lock()
+	v.ns = pid
+	v.mu.Unlock()
 }
 
 // SetVIPHost makes the agent take devices (POST /vip/device) for h; nil
@@ -56,11 +63,16 @@ func (a *Agent) SetVIPHost(h VIPHost) {
 
 // BusyError is a second device refused while one is in use.
 type BusyError struct {
-	Holder int // the pid that handed the device in use
+	Holder    int // the pid that handed the device in use (gridlink vip exec)
+	Namespace int // the pid of its namespace's process; 0 while not known
 }
 
 func (e *BusyError) Error() string {
-	return fmt.Sprintf("the virtual network runs on the device of pid %d (gridlink vip exec) already; one device at a time: run the program in that namespace (nsenter --preserve-credentials -U -n -m -t %d CMD) or after it ends", e.Holder, e.Holder)
+	s := fmt.Sprintf("the virtual network runs on the device of pid %d (gridlink vip exec) already; one device at a time: ", e.Holder)
+	if e.Namespace == 0 {
+		return s + "run the program after it ends"
+	}
+	return s + fmt.Sprintf("run the program in its namespace (nsenter --preserve-credentials -U -n -m -t %d CMD) or after it ends", e.Namespace)
 }
 
 // ErrNoVIPHost: the agent takes no devices (no API above it set one).
@@ -74,7 +86,7 @@ func (v *vipDevices) take(pid int) (VIPHost, error) {
 	case v.host == nil:
 		return nil, ErrNoVIPHost
 	case v.holder != 0:
-		return nil, &BusyError{Holder: v.holder}
+		return nil, &BusyError{Holder: v.holder, Namespace: v.ns}
 	}
 	if pid == 0 {
 		pid = -1 // unknown, still held
@@ -85,7 +97,7 @@ func (v *vipDevices) take(pid int) (VIPHost, error) {
 
 func (v *vipDevices) release() {
 	v.mu.Lock()
-	v.holder = 0
+	v.holder, v.ns = 0, 0
 	v.mu.Unlock()
 }
 
@@ -102,7 +114,7 @@ func (a *Agent) vipDevice(w http.ResponseWriter, r *http.Request) {
 		if _, ok := errors.AsType[*BusyError](err); ok {
 			kind, status = control.KindBusy, http.StatusConflict
 		}
-		a.logf("agent: virtual network device of pid %d refused: %v", p.pid, err)
+		a.refused("virtual network device of pid %d refused: %v", p.pid, err)
 		streamFail(w, status, kind, err)
 		return
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -20,7 +21,7 @@ const vipClaimBound = 2 * time.Minute
 func (a *Agent) runDevice(c net.Conn, h VIPHost, setup control.VIPSetup, pid int) {
 	defer c.Close()
 	fail := func(kind string, err error) {
-		a.logf("agent: virtual network device of pid %d refused: %v", pid, err)
+		a.refused("virtual network device of pid %d refused: %v", pid, err)
 		_, _ = c.Write(control.AppendEvent(nil, control.Event{Error: err.Error(), Kind: kind}))
 	}
 	uc, ok := c.(*net.UnixConn)
@@ -29,7 +30,7 @@ func (a *Agent) runDevice(c net.Conn, h VIPHost, setup control.VIPSetup, pid int
 		return
 	}
 	_ = uc.SetReadDeadline(time.Now().Add(handoffWait))
-	var b [1]byte
+	var b [control.MaxVIPMessage]byte
 	oob := make([]byte, unix.CmsgSpace(control.MaxVIPFDs*4))
 	n, oobn, flags, _, err := uc.ReadMsgUnix(b[:], oob)
 	_ = uc.SetReadDeadline(time.Time{})
@@ -50,11 +51,18 @@ func (a *Agent) runDevice(c net.Conn, h VIPHost, setup control.VIPSetup, pid int
 		closeAll()
 		fail(control.KindBadRequest, fmt.Errorf("no device: %w", err))
 		return
-	case perr != nil || flags&unix.MSG_CTRUNC != 0 || n != 1 || b[0] != control.ModeFDs || (len(files) != 1 && len(files) != 3):
+	case perr != nil || flags&unix.MSG_CTRUNC != 0 || n < 2 || b[0] != control.ModeFDs || (len(files) != 1 && len(files) != 3):
 		closeAll()
 		fail(control.KindBadRequest, fmt.Errorf("want 'F' with a TUN device and no or two name sockets, got %d bytes and %d descriptors", n, len(files)))
 		return
 	}
+	nspid, err := strconv.Atoi(string(b[1:n]))
+	if err != nil || nspid <= 0 {
+		closeAll()
+		fail(control.KindBadRequest, fmt.Errorf("the namespace's pid %q is no number", b[1:n]))
+		return
+	}
+	a.vip.setNamespace(nspid)
 	var names *NameSockets
 	if len(files) == 3 {
 		names, err = nameSockets(files[1], files[2])
@@ -79,7 +87,7 @@ func (a *Agent) runDevice(c net.Conn, h VIPHost, setup control.VIPSetup, pid int
 		return
 	}
 	name, _ := dev.Name()
-	a.logf("agent: virtual network on device %s of pid %d (%v)", name, pid, setup.Addrs)
+	a.logf("agent: virtual network on device %s of pid %d, namespace of pid %d (%v)", name, pid, nspid, setup.Addrs)
 	if _, err := c.Write(control.AppendEvent(nil, control.Event{Ready: true})); err == nil {
 		// the client's closing (or anything it sends) gives the device back
 		_, _ = c.Read(b[:])

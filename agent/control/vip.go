@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strconv"
 )
 
 // The virtual network on a handed device (gridlink vip exec): a process
@@ -24,7 +25,10 @@ import (
 //	      device must hold (the node's addresses, claimed from the hubs,
 //	      the MTU, where the names are served); the agent then waits
 //	      (nothing else comes with the answer, so descriptors can follow)
-//	client → 'F' with SCM_RIGHTS: the TUN device's descriptor, then, if
+//	client → 'F', the pid of the namespace's process in decimal (at most
+//	      MaxVIPMessage bytes in all; it names the namespace to a second
+//	      exec that the agent refuses), with SCM_RIGHTS: the TUN device's
+//	      descriptor, then, if
 //	      the client serves names, a UDP socket and a listening TCP socket
 //	      bound to VIPSetup.NameServer in the namespace
 //	agent → {"ready":true} once the network runs on the device, or
@@ -42,6 +46,8 @@ const (
 	VIPSetupHeader = "Gridlink-VIP"
 	// MaxVIPFDs is the most descriptors the handoff carries.
 	MaxVIPFDs = 3
+	// MaxVIPMessage is the most bytes of the handoff's message.
+	MaxVIPMessage = 16
 )
 
 // KindBusy: the agent's virtual network runs already (on another
@@ -91,9 +97,10 @@ func (c *Client) VIPDevice(ctx context.Context, req VIPRequest) (*VIPDevice, err
 	return &VIPDevice{conn: conn, Setup: setup}, nil
 }
 
-// Hand gives the agent the device (and the name sockets) and waits until
-// the network runs on it. The caller may close its descriptors afterwards.
-func (d *VIPDevice) Hand(files ...*os.File) error {
+// Hand gives the agent the device (and the name sockets) made by the
+// namespace's process pid and waits until the network runs on it. The
+// caller may close its descriptors afterwards.
+func (d *VIPDevice) Hand(pid int, files ...*os.File) error {
 	uc, ok := d.conn.(*net.UnixConn)
 	if !ok {
 		return errors.New("agent: /vip/device: the agent's answer came with bytes after it")
@@ -101,7 +108,7 @@ func (d *VIPDevice) Hand(files ...*os.File) error {
 	if len(files) == 0 || len(files) > MaxVIPFDs {
 		return fmt.Errorf("agent: /vip/device: %d descriptors, want 1 to %d", len(files), MaxVIPFDs)
 	}
-	if err := sendFiles(uc, files); err != nil {
+	if err := sendFiles(uc, append([]byte{ModeFDs}, strconv.Itoa(pid)...), files); err != nil {
 		return fmt.Errorf("agent: /vip/device: hand the device: %w", err)
 	}
 	ev, err := ReadEvent(d.conn)

@@ -8,4 +8,4 @@ import (
 )
 
 // sendFiles: only Linux agents take devices.
-func sendFiles(uc *net.UnixConn, files []*os.File) error { return ErrNoHandoff }
+func sendFiles(uc *net.UnixConn, msg []byte, files []*os.File) error { return ErrNoHandoff }
