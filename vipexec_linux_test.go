@@ -179,6 +179,18 @@ func TestVIPExecWithoutRoot(t *testing.T) {
 	agent := e.start(t, "the account's agent", e.command(uidA, gidA, e.bin, "node", "--hub", hubAddr, "--name", "user-a", "--control", ctl))
 	testwait.Until(t, "the account's agent", 30*time.Second, func() bool { return strings.Contains(agent.output(), "attached to hub") })
 
+	// this host's own /dev/net/tun (mode 0600): what a site must change
+	// is named
+	if fi, err := os.Stat("/dev/net/tun"); err == nil && fi.Mode().Perm()&0o006 != 0o006 {
+		cmd := exec.Command("ip", "netns", "exec", e.ns, "setpriv", "--reuid="+uidA, "--regid="+gidA, "--clear-groups",
+			"env", "-i", "PATH=/usr/bin:/bin", "HOME=/tmp", e.bin, "vip", "exec", "--control", ctl, "--", "true")
+		out, err := cmd.CombinedOutput()
+		want := fmt.Sprintf("/dev/net/tun (mode %#o, owner uid 0) is not readable and writable by uid %s: a site must make it mode 0666", fi.Mode().Perm(), uidA)
+		if err == nil || !strings.Contains(string(out), want) {
+			t.Errorf("vip exec with this host's /dev/net/tun: %v, want %q:\n%s", err, want, out)
+		}
+	}
+
 	// the first exec: ping, a name, TCP, no capabilities; then it waits
 	// for its stdin to end
 	script := fmt.Sprintf(`set -e

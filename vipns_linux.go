@@ -26,15 +26,23 @@ const (
 // CheckVIPExec says what this host lacks for gridlink vip exec, as a
 // *VIPNamespaceError naming the setting a site must change, or nil.
 func CheckVIPExec() error {
-	if os.Geteuid() == 0 {
-		return nil // root needs none of it
+	return checkKernel(os.Geteuid(), readSysctl, tunPath)
+}
+
+// readSysctl is a setting's value, "" if the kernel has no such setting.
+func readSysctl(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
 	}
-	sysctl := func(path string) string {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			return ""
-		}
-		return strings.TrimSpace(string(b))
+	return strings.TrimSpace(string(b))
+}
+
+// checkKernel is CheckVIPExec for uid, with the settings sysctl reads
+// and the TUN device at tunPath.
+func checkKernel(uid int, sysctl func(string) string, tunPath string) error {
+	if uid == 0 {
+		return nil // root needs none of it
 	}
 	fail := func(missing string, err error) error {
 		return &VIPNamespaceError{Step: "check the kernel", Missing: missing, Err: err}
@@ -50,11 +58,11 @@ func CheckVIPExec() error {
 	}
 	var st unix.Stat_t
 	if err := unix.Stat(tunPath, &st); err != nil {
-		return fail("no /dev/net/tun on this host: a site must load the tun module (modprobe tun) or give the container the device", err)
+		return fail("no "+tunPath+" on this host: a site must load the tun module (modprobe tun) or give the container the device", err)
 	}
 	if err := unix.Access(tunPath, unix.R_OK|unix.W_OK); err != nil {
-		return fail(fmt.Sprintf("/dev/net/tun (mode %#o, owner uid %d) is not readable and writable by uid %d: a site must make it mode 0666, as udev does by default (KERNEL==\"tun\", MODE=\"0666\"); a user can then make TUN devices only in network namespaces of its own",
-			st.Mode&0o777, st.Uid, os.Geteuid()), err)
+		return fail(fmt.Sprintf("%s (mode %#o, owner uid %d) is not readable and writable by uid %d: a site must make it mode 0666, as udev does by default (KERNEL==\"tun\", MODE=\"0666\"); a user can then make TUN devices only in network namespaces of its own",
+			tunPath, st.Mode&0o777, st.Uid, uid), err)
 	}
 	return nil
 }
