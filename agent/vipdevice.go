@@ -142,8 +142,5 @@ func (a *Agent) vipDevice(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	held = false
-	go func() {
-		defer a.vip.release()
-		a.runDevice(c, h, setup, p.pid)
-	}()
+	go a.runDevice(c, h, setup, p.pid)
 }

@@ -20,8 +20,16 @@ const vipClaimBound = 2 * time.Minute
 // and stops it when c ends.
 func (a *Agent) runDevice(c net.Conn, h VIPHost, setup control.VIPSetup, pid int) {
 	defer c.Close()
+	released := false
+	defer func() {
+		if !released {
+			a.vip.release()
+		}
+	}()
 	fail := func(kind string, err error) {
 		a.refused("virtual network device of pid %d refused: %v", pid, err)
+		a.vip.release()
+		released = true
 		_, _ = c.Write(control.AppendEvent(nil, control.Event{Error: err.Error(), Kind: kind}))
 	}
 	uc, ok := c.(*net.UnixConn)
@@ -94,6 +102,10 @@ func (a *Agent) runDevice(c net.Conn, h VIPHost, setup control.VIPSetup, pid int
 	}
 	err = stop()
 	a.logf("agent: virtual network on device %s of pid %d stopped: %v", name, pid, err)
+	// the slot is free before the client hears so: its next exec is taken
+	a.vip.release()
+	released = true
+	_, _ = c.Write(control.AppendEvent(nil, control.Event{Done: true}))
 }
 
 // nameSockets checks and wraps the handed name sockets: a UDP socket and

@@ -12,6 +12,7 @@ import (
 const vipClaimBound = 2 * time.Minute
 
 func (a *Agent) runDevice(c net.Conn, h VIPHost, setup control.VIPSetup, pid int) {
+	a.vip.release()
 	_, _ = c.Write(control.AppendEvent(nil, control.Event{Error: "only Linux agents take devices", Kind: control.KindNotAllowed}))
 	c.Close()
 }

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"time"
 )
 
 // The virtual network on a handed device (gridlink vip exec): a process
@@ -35,10 +36,11 @@ import (
 //	      {"error":...,"kind":...} (KindBadRequest: not a TUN device, or
 //	      sockets of the wrong kind) and it closes.
 //
-// From "ready" until the client closes the connection (or sends anything)
-// the device is the node's; then the agent stops the virtual network on it
-// and closes its descriptors (the node keeps its addresses' claims, so the
-// next device gets the same addresses).
+// From "ready" until the client closes the connection or half-closes it
+// (or sends anything) the device is the node's; then the agent stops the
+// virtual network on it, closes its descriptors, and, once the next device
+// may come, sends {"done":true} and closes (the node keeps its addresses'
+// claims, so the next device gets the same addresses).
 const (
 	// VIPDevicePath is the request's path.
 	VIPDevicePath = "/vip/device"
@@ -123,5 +125,23 @@ func (d *VIPDevice) Hand(pid int, files ...*os.File) error {
 	return nil
 }
 
-// Close gives the device back: the agent stops the virtual network on it.
-func (d *VIPDevice) Close() error { return d.conn.Close() }
+// vipDoneWait bounds Close's wait for the agent's word.
+const vipDoneWait = 10 * time.Second
+
+// Close gives the device back: the agent stops the virtual network on it
+// and, once its slot is free for the next device, says so ({"done":true}),
+// which Close waits for (vipDoneWait at most).
+func (d *VIPDevice) Close() error {
+	defer d.conn.Close()
+	cw, ok := d.conn.(interface{ CloseWrite() error })
+	if !ok || cw.CloseWrite() != nil {
+		return nil
+	}
+	_ = d.conn.SetReadDeadline(time.Now().Add(vipDoneWait))
+	for {
+		ev, err := ReadEvent(d.conn)
+		if err != nil || ev.Done || ev.Error != "" {
+			return nil
+		}
+	}
+}
