@@ -223,6 +223,13 @@ read -r wait || true
 		t.Errorf("the echo server saw the connection from %s, want one of the account's virtual addresses %v", a, held)
 	}
 
+	// the agent's status shows the network on the exec's device, with
+	// the root node as a peer that sent and received
+	st, err := e.command(uidA, gidA, e.bin, "status", "--control", ctl).CombinedOutput()
+	if err != nil || !strings.Contains(string(st), "virtual network on gridlink0") || !strings.Contains(string(st), "peer peer") {
+		t.Errorf("status while the exec runs: %v\n%s", err, st)
+	}
+
 	// a second exec of the same account while the first runs
 	out2, err := e.command(uidA, gidA, e.bin, "vip", "exec", "--control", ctl, "--", "true").CombinedOutput()
 	if err == nil || !strings.Contains(string(out2), "already; one device at a time") || !strings.Contains(string(out2), "nsenter --preserve-credentials") {
