@@ -62,7 +62,7 @@ func VIPExec(ctx context.Context, cfg VIPExecConfig) (int, error) {
 	if len(cfg.Argv) == 0 {
 		return 0, errors.New("gridlink vip exec: no program to run")
 	}
-	if err := CheckVIPExec(); err != nil {
+	if err := tunAccess(os.Geteuid(), tunPath); err != nil {
 		return 0, err
 	}
 	dev, err := control.Dial(cfg.Control).VIPDevice(ctx, control.VIPRequest{Names: !cfg.NoNames})

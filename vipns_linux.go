@@ -23,10 +23,17 @@ const (
 	tunPath           = "/dev/net/tun"
 )
 
-// CheckVIPExec says what this host lacks for gridlink vip exec, as a
-// *VIPNamespaceError naming the setting a site must change, or nil.
+// CheckVIPExec says what this host lacks for gridlink vip exec, as far
+// as its settings tell, as a *VIPNamespaceError naming the setting a site
+// must change, or nil. VIPExec checks the TUN device first (its mode is
+// all that counts) and the user namespace settings only to explain a
+// failure: AppArmor's restriction, say, may be lifted for the gridlink
+// binary by a profile, which no setting shows.
 func CheckVIPExec() error {
-	return checkKernel(os.Geteuid(), readSysctl, tunPath)
+	if err := nsSettings(os.Geteuid(), readSysctl); err != nil {
+		return err
+	}
+	return tunAccess(os.Geteuid(), tunPath)
 }
 
 // readSysctl is a setting's value, "" if the kernel has no such setting.
@@ -38,9 +45,9 @@ func readSysctl(path string) string {
 	return strings.TrimSpace(string(b))
 }
 
-// checkKernel is CheckVIPExec for uid, with the settings sysctl reads
-// and the TUN device at tunPath.
-func checkKernel(uid int, sysctl func(string) string, tunPath string) error {
+// nsSettings names the setting that forbids uid user namespaces (read
+// by sysctl), or nil.
+func nsSettings(uid int, sysctl func(string) string) error {
 	if uid == 0 {
 		return nil // root needs none of it
 	}
@@ -56,6 +63,17 @@ func checkKernel(uid int, sysctl func(string) string, tunPath string) error {
 	if sysctl(sysAppArmorUserNS) == "1" {
 		return fail("AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1): a site must set it to 0 or give the gridlink binary an AppArmor profile that allows userns", syscall.EPERM)
 	}
+	return nil
+}
+
+// tunAccess says why uid cannot use the TUN device at tunPath, or nil.
+func tunAccess(uid int, tunPath string) error {
+	if uid == 0 {
+		return nil
+	}
+	fail := func(missing string, err error) error {
+		return &VIPNamespaceError{Step: "check the kernel", Missing: missing, Err: err}
+	}
 	var st unix.Stat_t
 	if err := unix.Stat(tunPath, &st); err != nil {
 		return fail("no "+tunPath+" on this host: a site must load the tun module (modprobe tun) or give the container the device", err)
@@ -69,7 +87,7 @@ func checkKernel(uid int, sysctl func(string) string, tunPath string) error {
 
 // diagnoseClone explains a failure to start the namespace's process.
 func diagnoseClone(err error) error {
-	if cerr := CheckVIPExec(); cerr != nil {
+	if cerr := nsSettings(os.Geteuid(), readSysctl); cerr != nil {
 		return cerr
 	}
 	e := &VIPNamespaceError{Step: "make a user, network and mount namespace", Err: err}
@@ -85,18 +103,21 @@ func diagnoseClone(err error) error {
 	return e
 }
 
-// diagnoseChild explains a failure inside the namespace.
+// diagnoseChild explains a failure inside the namespace: a refusal there
+// (the namespace's owner lacking a capability) is most likely a security
+// module's (AppArmor's restriction) or the TUN device's mode.
 func diagnoseChild(err error) error {
 	var e *VIPNamespaceError
-	if !errors.As(err, &e) {
+	if !errors.As(err, &e) || !(errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM)) {
 		return err
 	}
-	if e.Step == stepDevice && (errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM)) {
-		if cerr := CheckVIPExec(); cerr != nil {
-			return cerr
-		}
-		e.Missing = "the kernel refused the TUN device in the user's namespace (a security module?)"
+	if cerr := CheckVIPExec(); cerr != nil {
+		var ce *VIPNamespaceError
+		errors.As(cerr, &ce)
+		e.Missing = ce.Missing
+		return e
 	}
+	e.Missing = "the kernel refused it to the namespace's owner (a security module? a container's seccomp filter?)"
 	return e
 }
 

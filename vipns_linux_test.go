@@ -35,17 +35,23 @@ func TestCheckVIPExecNamesWhatIsMissing(t *testing.T) {
 		{"no TUN device", with("", ""), filepath.Join(t.TempDir(), "tun"), "a site must load the tun module", syscall.ENOENT},
 	}
 	for _, c := range cases {
-		err := checkKernel(1000, c.sysctl, c.tun)
+		err := nsSettings(1000, c.sysctl)
+		if err == nil {
+			err = tunAccess(1000, c.tun)
+		}
 		var ne *VIPNamespaceError
 		if !errors.As(err, &ne) || !strings.Contains(ne.Missing, c.want) || !errors.Is(err, c.errno) {
 			t.Errorf("%s: %v, want a VIPNamespaceError naming %q (%v)", c.what, err, c.want, c.errno)
 		}
 	}
 	// a kernel without the distribution switches (no such files) is fine
-	if err := checkKernel(1000, with("", ""), tunOK); err != nil {
+	if err := nsSettings(1000, with("", "")); err != nil {
 		t.Errorf("all allowed: %v", err)
 	}
-	if err := checkKernel(0, with(sysMaxUserNS, "0"), "/nonexistent"); err != nil {
-		t.Errorf("root: %v", err)
+	if err := tunAccess(1000, tunOK); err != nil {
+		t.Errorf("a usable device: %v", err)
+	}
+	if nsSettings(0, with(sysMaxUserNS, "0")) != nil || tunAccess(0, "/nonexistent") != nil {
+		t.Error("root is refused")
 	}
 }
