@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -121,7 +122,8 @@ func TestVIPExecWithoutRoot(t *testing.T) {
 			t.Skipf("needs %s", tool)
 		}
 	}
-	e := &vipexecEnv{ns: fmt.Sprintf("gl-vipexec-%d", os.Getpid())}
+	// (not gl-: the lab's sweep of leftovers would take it)
+	e := &vipexecEnv{ns: fmt.Sprintf("vipexec-test-%d", os.Getpid())}
 	uidA, gidA := vipexecUser(t, "gl-vipexec-a")
 	uidB, gidB := vipexecUser(t, "gl-vipexec-b")
 
@@ -260,6 +262,55 @@ read -r wait || true
 	if out, err := e.command(uidA, gidA, e.bin, "vip", "exec", "--control", ctl, "--", "sh", "-c", "exit 7").CombinedOutput(); err == nil || exitCode(err) != 7 {
 		t.Errorf("exec of exit 7: %v\n%s", err, out)
 	}
+
+	// SIGTERM to exec reaches the program; exec's status says so
+	term := e.command(uidA, gidA, e.bin, "vip", "exec", "--control", ctl, "--", "sleep", "60")
+	pt := e.start(t, "the exec ended by SIGTERM", term)
+	vipexecChild(t, term.Process.Pid)
+	_ = term.Process.Signal(syscall.SIGTERM)
+	if err := term.Wait(); exitCode(err) != 128+int(syscall.SIGTERM) {
+		t.Errorf("exec of sleep, SIGTERM: %v, want status %d\n%s", err, 128+int(syscall.SIGTERM), pt.output())
+	}
+
+	// an exec killed outright: the agent sees its connection end and
+	// takes the next device (the program, orphaned, is ended here)
+	killed := e.command(uidA, gidA, e.bin, "vip", "exec", "--control", ctl, "--", "sleep", "60")
+	e.start(t, "the exec killed", killed)
+	orphan := vipexecChild(t, killed.Process.Pid)
+	_ = killed.Process.Kill()
+	_ = syscall.Kill(orphan, syscall.SIGKILL) // it holds exec's output pipe
+	_ = killed.Wait()
+	testwait.Until(t, "the agent to free the killed exec's device", 10*time.Second, func() bool {
+		out, err := e.command(uidA, gidA, e.bin, "vip", "exec", "--control", ctl, "--no-names", "--", "true").CombinedOutput()
+		if err != nil && !strings.Contains(string(out), "one device at a time") {
+			t.Fatalf("an exec after the killed one: %v\n%s", err, out)
+		}
+		return err == nil
+	})
+}
+
+// vipexecChild is the pid of the namespace's process of the exec pid
+// (its one child), once it runs the program.
+func vipexecChild(t *testing.T, pid int) int {
+	t.Helper()
+	var child int
+	testwait.Until(t, "the exec's program", 30*time.Second, func() bool {
+		// (Go forks from any of its threads: each lists its own children)
+		files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+		var b []byte
+		for _, f := range files {
+			c, _ := os.ReadFile(f)
+			b = append(append(b, c...), ' ')
+		}
+		for _, f := range strings.Fields(string(b)) {
+			fmt.Sscan(f, &child)
+			if cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", child)); err == nil && strings.TrimSpace(string(cmd)) == "sleep" {
+				return true
+			}
+		}
+		return false
+	})
+	return child
 }
 
 func exitCode(err error) int {
@@ -280,17 +331,22 @@ func vipexecEcho(t *testing.T, ns string) (int, <-chan netip.Addr) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		runtime.LockOSThread() // the thread is left in ns: Go ends it
+		runtime.LockOSThread()
+		orig, oerr := os.Open("/proc/thread-self/ns/net")
 		f, ferr := os.Open("/var/run/netns/" + ns)
-		if ferr != nil {
-			err = ferr
+		if err = errors.Join(oerr, ferr); err != nil {
 			return
 		}
+		defer orig.Close()
 		defer f.Close()
 		if err = unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
 			return
 		}
 		ln, err = net.Listen("tcp", ":0")
+		// back, or the thread ends with the goroutine (still locked)
+		if unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET) == nil {
+			runtime.UnlockOSThread()
+		}
 	}()
 	<-done
 	if err != nil {
