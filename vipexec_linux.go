@@ -133,6 +133,7 @@ func VIPExec(ctx context.Context, cfg VIPExecConfig) (int, error) {
 // agent and tells the child to go on ('G') or stop ('E').
 func handDevice(ours *os.File, dev *control.VIPDevice, pid int) error {
 	c, err := net.FileConn(ours)
+	ours.Close() // c holds its own: the child sees the end when c closes
 	if err != nil {
 		return err
 	}

@@ -263,6 +263,12 @@ read -r wait || true
 		t.Errorf("exec of exit 7: %v\n%s", err, out)
 	}
 
+	// an agent with --vip has its network on the host already
+	if out, err := e.command("", "", e.bin, "vip", "exec", "--control", "@gridlink-agent", "--", "true").CombinedOutput(); err == nil ||
+		!strings.Contains(string(out), "runs on the host's device gridlink0 (gridlink node --vip): run the program directly") {
+		t.Errorf("vip exec with a --vip agent: %v\n%s", err, out)
+	}
+
 	// SIGTERM to exec reaches the program; exec's status says so
 	term := e.command(uidA, gidA, e.bin, "vip", "exec", "--control", ctl, "--", "sleep", "60")
 	pt := e.start(t, "the exec ended by SIGTERM", term)
