@@ -169,6 +169,7 @@ type Agent struct {
 	a       *agent.Agent
 	node    *Node
 	vip     *vipNode        // nil without VIP.On
+	host    *vipHost        // vip exec's devices (vipexec.go)
 	metrics *metrics.Server // nil without AgentConfig.Metrics
 }
 
@@ -178,10 +179,9 @@ func StartAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cfg.VIP.On {
-		v := cfg.VIP.withDefaults()
-		vc.Hide = []netip.Prefix{v.Prefix4, v.Prefix6} // its addresses lead back into the overlay
-	}
+	// its addresses lead back into the overlay (--vip, or vip exec's devices)
+	v := cfg.VIP.withDefaults()
+	vc.Hide = []netip.Prefix{v.Prefix4, v.Prefix6}
 	var ms *metrics.Server
 	if cfg.Metrics != "" {
 		if ms, err = metrics.Listen(cfg.Metrics); err != nil {
@@ -212,6 +212,8 @@ func StartAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
 		}
 		a.SetStatus(func(st *status.Agent) { st.VIP = ag.vip.status() })
 	}
+	ag.host = newVIPHost(ag, cfg)
+	a.SetVIPHost(ag.host)
 	return ag, nil
 }
 
@@ -235,9 +237,13 @@ func (a *Agent) Control() string { return a.a.Control() }
 // endpoint.
 func (a *Agent) Close() error {
 	var err error
+	if a.host != nil { // nil when the virtual network failed to start
+		a.a.SetVIPHost(nil)
+		err = a.host.close()
+	}
 	if a.vip != nil {
 		a.a.SetStatus(nil)
-		err = a.vip.close()
+		err = errors.Join(err, a.vip.close())
 	}
 	if a.metrics != nil {
 		a.metrics.Close()

@@ -81,6 +81,8 @@ type Agent struct {
 	refused func(format string, args ...any)
 	// more adds what services above the agent report (SetStatus).
 	more statusHook
+	// vip is the handed device of gridlink vip exec (vipdevice.go).
+	vip vipDevices
 }
 
 // Start brings the node up and serves the control API and echo service.
@@ -139,6 +141,7 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 	mux.HandleFunc("POST /bind", a.bind)
 	mux.HandleFunc("POST /expose", a.expose)
 	mux.HandleFunc("GET /stream/{id}/end", a.streamEnd)
+	mux.HandleFunc("POST "+control.VIPDevicePath, a.vipDevice)
 	a.refused = a.refusalLog(cfg.Node.Logf)
 	a.srv = &http.Server{Handler: Guard("agent", mux, a.refused), ConnContext: PeerContext, ReadHeaderTimeout: 10 * time.Second}
 	go a.srv.Serve(a.ln)

@@ -27,13 +27,16 @@ func Root() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(versionCmd(), hubCmd(), nodeCmd(), pingCmd(), statusCmd(), doctorCmd(), perfCmd(),
-		socksCmd(), exposeCmd(), forwardCmd(), ncCmd(), execCmd(), serveCmd(), cpCmd(), caCmd(), certCmd(), proxyCmd())
+		socksCmd(), exposeCmd(), forwardCmd(), ncCmd(), execCmd(), serveCmd(), cpCmd(), caCmd(), certCmd(), proxyCmd(), vipCmd())
 	addLogFormat(root)
 	return root
 }
 
 // Main runs the command line and exits.
 func Main() {
+	if len(os.Args) > 1 && os.Args[1] == gridlink.VIPChildArg {
+		gridlink.VIPNamespaceChild(os.Args[2:]) // gridlink vip exec's namespace
+	}
 	if err := Root().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "gridlink:", err)
 		os.Exit(1)

@@ -47,7 +47,7 @@ type SetupError struct {
 func (e *SetupError) Error() string {
 	s := fmt.Sprintf("tun: device %s: %s: %v", e.Device, e.Step, e.Err)
 	if errors.Is(e.Err, syscall.EPERM) {
-		s += " (needs root or CAP_NET_ADMIN; without them, `gridlink vip exec` will run a program in a namespace of its own, later)"
+		s += " (needs root or CAP_NET_ADMIN; without them, `gridlink vip exec -- CMD` runs CMD on the virtual network in a namespace of its own)"
 	}
 	return s
 }

@@ -26,7 +26,9 @@ type Event struct {
 	// Service is a directory request: the name of an exposed service.
 	Service string `json:"service,omitempty"`
 	// Done: a stream handed to the agent has ended (handoff.go).
-	Done  bool   `json:"done,omitempty"`
+	Done bool `json:"done,omitempty"`
+	// Ready: the virtual network runs on a handed device (vip.go).
+	Ready bool   `json:"ready,omitempty"`
 	Error string `json:"error,omitempty"`
 	Kind  string `json:"kind,omitempty"` // error kind (see Kind*)
 }
