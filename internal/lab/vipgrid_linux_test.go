@@ -155,16 +155,15 @@ func TestGrid6VIP(t *testing.T) {
 	}
 	// until every node's name resolves everywhere (hubs find each other
 	// in a few gossip rounds; a name not found is cached 5 s)
-	waitUntil(t, "every NAME.grid to resolve at every node", 60*time.Second, func() bool {
+	resolveAll := func() (failed string) {
 		var wg sync.WaitGroup
 		var mu sync.Mutex
-		ok := true
 		for _, src := range o.Nodes() {
 			wg.Go(func() {
 				for _, dst := range o.Nodes() {
-					if _, _, err := tryIn(ctx, src, nil, "getent", "ahostsv4", dst.ID()+".grid"); err != nil {
+					if _, stderr, err := tryIn(ctx, src, nil, "getent", "ahostsv4", dst.ID()+".grid"); err != nil {
 						mu.Lock()
-						ok = false
+						failed = fmt.Sprintf("at %s, getent ahostsv4 %s.grid: %v %s", src.ID(), dst.ID(), err, stderr)
 						mu.Unlock()
 						return
 					}
@@ -172,8 +171,17 @@ func TestGrid6VIP(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		return ok
-	})
+		return failed
+	}
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		failed := resolveAll()
+		if failed == "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after 60s waiting for every NAME.grid to resolve at every node; still: %s", failed)
+		}
+	}
 	t.Logf("overlay, virtual network and names up in %v", time.Since(start).Round(time.Millisecond))
 	// through the namespace's resolver, as every program there resolves
 	desktop := sites[len(sites)-1]
