@@ -61,6 +61,7 @@ OMIT=${OMIT:-2}            # after OMIT whole seconds of ramp-up
 RUNS=${RUNS:-3}
 PINGS=${PINGS:-30}
 PING_INTERVAL=${PING_INTERVAL:-0.1}
+FAST_INTERVAL=${FAST_INTERVAL:-0.002} # plain and gridlink are pinged at this interval too, as gridlink ping's round trips follow each other
 PHASES=${PHASES:-veth clean wan}
 PATHS=${PATHS:-plain wireguard nebula nebula-tuned gridlink gridlink-routed}
 QUIET=${QUIET:-25}         # before each iperf3 run, wait until the machine is under QUIET% busy over 2 s,
@@ -412,14 +413,14 @@ if "error" in rec:
     print("vip.sh: %s -P %s round %s %s: %s" % (phase, flows, rnd, path, rec["error"]), file=sys.stderr)
 PY
 }
-record_ping() { # PHASE PATH
+record_ping() { # PHASE PATH [TYPE INTERVAL]: ICMP ping, PING_INTERVAL apart (or INTERVAL, recorded as TYPE)
   local out rc=0
   quiet >/dev/null
-  out=$(on "$NSA" ping -c "$PINGS" -i "$PING_INTERVAL" -W 2 "${PEER[$2]}" 2>&1) || rc=$?
-  python3 - "$1" "$2" "$(on "$NSA" cat "/sys/class/net/${IFACE[$2]}/mtu")" "$rc" "$out" >>"$tmp/results" <<'PY'
+  out=$(on "$NSA" ping -c "$PINGS" -i "${4:-$PING_INTERVAL}" -W 2 "${PEER[$2]}" 2>&1) || rc=$?
+  python3 - "$1" "$2" "$(on "$NSA" cat "/sys/class/net/${IFACE[$2]}/mtu")" "$rc" "$out" "${3:-ping}" >>"$tmp/results" <<'PY'
 import json, re, statistics, sys
-phase, path, mtu, rc, out = sys.argv[1:]
-rec = {"t": "ping", "phase": phase, "path": path, "mtu": int(mtu)}
+phase, path, mtu, rc, out, t = sys.argv[1:]
+rec = {"t": t, "phase": phase, "path": path, "mtu": int(mtu)}
 ts = [float(t) for t in re.findall(r"time=([\d.]+) ms", out)]
 l = re.search(r"([\d.]+)% packet loss", out)
 if ts:
@@ -470,6 +471,7 @@ run_phase() { # PHASE: with the hosts up, start the paths, ping, then the iperf3
   within 10 listening "$NSB" $IPERF_PORT || die "iperf3 -s did not start: $(tail -5 "$tmp/iperf3-s.log")"
   for path in $PATHS; do
     record_ping "$phase" "$path"
+    case $path in plain | gridlink*) record_ping "$phase" "$path" fastping "$FAST_INTERVAL" ;; esac
     case $path in gridlink*) record_gping "$phase" "$path" ;; esac
   done
   local list=()
@@ -517,6 +519,8 @@ for phase in $PHASES; do
   run_phase "$phase"
 done
 
+# KEEP=DIR: keep the raw records (results, phases) there, e.g. to redo the tables
+[ -z "${KEEP:-}" ] || { mkdir -p "$KEEP"; cp "$tmp/results" "$tmp/phases" "$KEEP/"; }
 python3 - "$tmp/results" "$tmp/phases" <<PY
 import json, statistics, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
@@ -577,6 +581,11 @@ for phase, label in phases:
         print()
         print("Machine busy: share of the %d vCPUs busy during a run (median); before each run the machine was at most %d%% busy over 2 s (QUIET=%d%%, waited up to %d s)%s." % (
             $(nproc), max(bgs), $QUIET, $QUIET_WAIT, "; **other work was running: the figures are suspect**" if max(bgs) >= $QUIET else ""))
+    fp = [r for r in recs if r["t"] == "fastping" and r["phase"] == phase]
+    if fp:
+        print()
+        print("ICMP ping %s s apart (%d probes): %s." % ("$FAST_INTERVAL", $PINGS, ", ".join(
+            "%s %s" % (names[r["path"]], "%.3f ms (%.3f/%.3f)" % (r["avg"], r["min"], r["max"]) if "avg" in r else "error") for r in fp)))
     gp = [r for r in recs if r["t"] == "gping" and r["phase"] == phase]
     if gp:
         print()
@@ -643,7 +652,9 @@ if "gridlink-routed" in paths:
         p, q = ping(phase, "gridlink-routed"), gping(phase, "gridlink-routed")
         if p and q and "avg" in p and "avg" in q:
             r = p["avg"] / q["avg"] - 1
-            cells.append("%s: vip %.3f ms, gridlink ping %.3f ms (%s), %+.1f%%%s" % (phase, p["avg"], q["avg"], q.get("method"), 100 * r, verdict(r <= 0.05)))
+            fq = next((x for x in recs if x["t"] == "fastping" and x["phase"] == phase and x["path"] == "gridlink-routed" and "avg" in x), None)
+            fr = " (ICMP %s s apart: %.3f ms, %+.1f%%%s)" % ("$FAST_INTERVAL", fq["avg"], 100 * (fq["avg"] / q["avg"] - 1), verdict(fq["avg"] / q["avg"] - 1 <= 0.05)) if fq else ""
+            cells.append("%s: vip %.3f ms, gridlink ping %.3f ms (%s), %+.1f%%%s%s" % (phase, p["avg"], q["avg"], q.get("method"), 100 * r, verdict(r <= 0.05), fr))
         else:
             cells.append("%s: –" % phase)
     gcell = "; ".join(cells)
