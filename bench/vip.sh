@@ -61,7 +61,7 @@ OMIT=${OMIT:-2}            # after OMIT whole seconds of ramp-up
 RUNS=${RUNS:-3}
 PINGS=${PINGS:-30}
 PING_INTERVAL=${PING_INTERVAL:-0.1}
-FAST_INTERVAL=${FAST_INTERVAL:-0.002} # plain and gridlink are pinged at this interval too, as gridlink ping's round trips follow each other
+FAST_INTERVAL=${FAST_INTERVAL:-0.002} # every path is pinged at this interval too (gridlink ping's round trips follow each other)
 PHASES=${PHASES:-veth clean wan}
 PATHS=${PATHS:-plain wireguard nebula nebula-tuned gridlink gridlink-routed}
 QUIET=${QUIET:-25}         # before each iperf3 run, wait until the machine is under QUIET% busy over 2 s,
@@ -471,7 +471,7 @@ run_phase() { # PHASE: with the hosts up, start the paths, ping, then the iperf3
   within 10 listening "$NSB" $IPERF_PORT || die "iperf3 -s did not start: $(tail -5 "$tmp/iperf3-s.log")"
   for path in $PATHS; do
     record_ping "$phase" "$path"
-    case $path in plain | gridlink*) record_ping "$phase" "$path" fastping "$FAST_INTERVAL" ;; esac
+    record_ping "$phase" "$path" fastping "$FAST_INTERVAL"
     case $path in gridlink*) record_gping "$phase" "$path" ;; esac
   done
   local list=()
