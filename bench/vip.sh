@@ -328,7 +328,7 @@ start_nebula-tuned() { start_nebula_path nebula-tuned 4243 nebula2 "$NEBT_A" "$N
 #                    between the same two nodes (routed too), same run.
 # For both, `gridlink ping` (the echo service over a vconn connection, the
 # pair's own path) is recorded beside the ICMP ping.
-GL_HUB_PORT=7946 GL_GID=${GL_GID:-65534}
+GL_HUB_PORT=7946 GL_GID=${GL_GID:-65534} GL_DIRECT_GID=${GL_DIRECT_GID:-65533}
 GL_ARGS=${GL_ARGS:-}           # more `gridlink node` flags for all four nodes, e.g. --vip-mtu 1420
 NO_IPERF=${NO_IPERF:-gridlink-routed} # paths that get ping only (routed throughput is not a target)
 GL_HUB=
@@ -356,11 +356,29 @@ gl_is() { [ "$(gl_path "$1" "$2" "$3")" = "$4" ]; } # NS CONTROL PEER PATH
 declare -A GL_CTL GL_PEERNAME
 start_gridlink() {
   start_gl_hub
-  gl_node "$NSA" vb-a "127.0.0.1:$GL_HUB_PORT" gridlink0 @vipbench-a; DAEMONS[gridlink]=$bgpid
-  gl_node "$NSB" vb-b "$A:$GL_HUB_PORT" gridlink0 @vipbench-b; DAEMONS[gridlink]+=" $bgpid"
+  # The nodes advertise every address of their host, the other tunnels'
+  # too (100.64.x): a "direct" connection through wireguard-go or Nebula
+  # would measure gridlink over them. nft keeps the pair (group
+  # GL_DIRECT_GID) on the hosts' own addresses.
+  local x g=(setpriv --regid="$GL_DIRECT_GID" --clear-groups)
+  for x in $NSA $NSB; do
+    on "$x" nft -f - <<EOF || die "nft in $x failed"
+table inet vipbench_direct {
+  chain out {
+    type filter hook output priority 0; policy accept;
+    meta skgid $GL_DIRECT_GID meta l4proto tcp ip daddr != { 127.0.0.0/8, $A, $B } counter drop
+    meta skgid $GL_DIRECT_GID meta l4proto tcp meta nfproto ipv6 counter drop
+  }
+}
+EOF
+  done
+  gl_node "$NSA" vb-a "127.0.0.1:$GL_HUB_PORT" gridlink0 @vipbench-a "${g[@]}"; DAEMONS[gridlink]=$bgpid
+  gl_node "$NSB" vb-b "$A:$GL_HUB_PORT" gridlink0 @vipbench-b "${g[@]}"; DAEMONS[gridlink]+=" $bgpid"
   PEER[gridlink]=$glv4 IFACE[gridlink]=gridlink0 GL_CTL[gridlink]=@vipbench-a GL_PEERNAME[gridlink]=vb-b
   within 30 pings "$glv4" || die "no ping over gridlink vip: $(tail -5 "$tmp"/gl-vb-*.log)"
   within 30 gl_is "$NSA" @vipbench-a vb-b direct || die "gridlink vip: no direct shortcut (path: $(gl_path "$NSA" @vipbench-a vb-b))"
+  on "$NSA" ss -Htnp state established | grep '"gridlink"' | grep -v ":$GL_HUB_PORT " >"$tmp/gl-carrier" || true
+  grep -q "$A:" "$tmp/gl-carrier" || die "gridlink vip: the pair's direct connection is not on the hosts' own addresses: $(cat "$tmp/gl-carrier")"
 }
 start_gridlink-routed() {
   start_gl_hub
