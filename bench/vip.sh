@@ -379,7 +379,7 @@ EOF
   within 30 pings "$glv4" || die "no ping over gridlink vip: $(tail -5 "$tmp"/gl-vb-*.log)"
   within 30 gl_shortcut "$NSA" @vipbench-a vb-b || die "gridlink vip: no shortcut (path: $(gl_path "$NSA" @vipbench-a vb-b))"
   on "$NSA" ss -Htnp state established | grep '"gridlink"' | grep -v ":$GL_HUB_PORT " >"$tmp/gl-carrier" || true
-  grep -q "$A:" "$tmp/gl-carrier" || die "gridlink vip: the pair's direct connection is not on the hosts' own addresses: $(cat "$tmp/gl-carrier")"
+  grep -Eq "${A//./\\.}]?:" "$tmp/gl-carrier" || die "gridlink vip: the pair's direct connection is not on the hosts' own addresses: $(cat "$tmp/gl-carrier")"
 }
 start_gridlink-routed() {
   start_gl_hub
