@@ -45,7 +45,7 @@
 # Everything runs inside lab namespaces (the veth pair's are gl-vb-a and
 # gl-vb-b, so `gridlab down` removes them too); the lab lock of lab tests
 # (/run/gridlab/test.lock, see internal/lab/labtest) is held for the whole
-# run (about 18 minutes with the defaults), and everything is torn down at
+# run (about 25 minutes with the defaults, 13 with RUNS=2 SECS=6), and everything is torn down at
 # the end, also on failure or Ctrl-C.
 set -euo pipefail
 
