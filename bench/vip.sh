@@ -17,9 +17,14 @@
 #              (static_host_map)
 #   nebula-tuned  the same with its TUN and UDP offloads on and bigger
 #              socket buffers (see nebula_config)
-#   gridlink   gridlink vip: not built yet (the slot is start_gridlink below)
+#   gridlink   gridlink vip: `gridlink node --vip` on a and b, a hub on a,
+#              measured over the pair's direct shortcut (start_gridlink)
+#   gridlink-routed  a second gridlink vip pair kept routed through the hub
+#              by nft (ping only by default, see NO_IPERF): the issue's
+#              "routed-only pair", against `gridlink ping` between the
+#              same two nodes
 # Each tunnel keeps its default MTU (wireguard-go 1420, Nebula 1300; Nebula
-# one routine) with a firewall that lets everything through.
+# one routine; gridlink 65535, DefaultVIPMTU) with a firewall that lets everything through.
 # For every number of flows in FLOWS: RUNS rounds, each running iperf3 -P
 # FLOWS once over every path (the paths alternate, the first one rotates
 # from round to round); rates are the received rate after OMIT s of ramp-up
@@ -40,7 +45,7 @@
 # Everything runs inside lab namespaces (the veth pair's are gl-vb-a and
 # gl-vb-b, so `gridlab down` removes them too); the lab lock of lab tests
 # (/run/gridlab/test.lock, see internal/lab/labtest) is held for the whole
-# run (about 18 minutes with the defaults), and everything is torn down at
+# run (about 25 minutes with the defaults, 13 with RUNS=2 SECS=6), and everything is torn down at
 # the end, also on failure or Ctrl-C.
 set -euo pipefail
 
@@ -56,8 +61,9 @@ OMIT=${OMIT:-2}            # after OMIT whole seconds of ramp-up
 RUNS=${RUNS:-3}
 PINGS=${PINGS:-30}
 PING_INTERVAL=${PING_INTERVAL:-0.1}
+FAST_INTERVAL=${FAST_INTERVAL:-0.002} # every path is pinged at this interval too (gridlink ping's round trips follow each other)
 PHASES=${PHASES:-veth clean wan}
-PATHS=${PATHS:-plain wireguard nebula nebula-tuned}
+PATHS=${PATHS:-plain wireguard nebula nebula-tuned gridlink gridlink-routed}
 QUIET=${QUIET:-25}         # before each iperf3 run, wait until the machine is under QUIET% busy over 2 s,
 QUIET_WAIT=${QUIET_WAIT:-60} # for at most QUIET_WAIT s (other work starves the tunnels and the emulator)
 # wireguard-go: the module is golang.zx2c4.com/wireguard (no tags the module
@@ -309,11 +315,93 @@ start_nebula_path() { # PATH PORT DEV A-ADDR B-ADDR
 start_nebula() { start_nebula_path nebula 4242 nebula1 "$NEB_A" "$NEB_B"; }
 start_nebula-tuned() { start_nebula_path nebula-tuned 4243 nebula2 "$NEBT_A" "$NEBT_B"; }
 
-# start_gridlink: gridlink vip: not built yet. The step that builds
-# `gridlink node --vip` fills this slot: start a hub and a --vip node in
-# each of $NSA and $NSB (bgon), set PEER[gridlink] to b's virtual address,
-# IFACE[gridlink] to a's TUN device and DAEMONS[gridlink] to the node pids,
-# and add gridlink to PATHS; the tables and the targets below then fill in.
+# gridlink vip, twice, with one hub on host a (as bench/lab.sh puts it):
+#   gridlink         `gridlink node --vip` on a and b (names off), measured
+#                    once b's address answers a's ping and a's status shows
+#                    the pair's path as direct (the shortcut)
+#   gridlink-routed  a second pair (its own prefixes and TUN device
+#                    gridlink1) that nft keeps off every direct, reverse
+#                    and spliced connection: the pair runs with group
+#                    GL_GID, and each host drops that group's TCP to the
+#                    other host but to the hub's port, so its packets go
+#                    through the hub. Its reference is `gridlink ping`
+#                    between the same two nodes (routed too), same run.
+# For both, `gridlink ping` (the echo service over a vconn connection, the
+# pair's own path) is recorded beside the ICMP ping.
+GL_HUB_PORT=7946 GL_GID=${GL_GID:-65534} GL_DIRECT_GID=${GL_DIRECT_GID:-65533}
+GL_ARGS=${GL_ARGS:-}           # more `gridlink node` flags for all four nodes, e.g. --vip-mtu 1420
+NO_IPERF=${NO_IPERF:-gridlink-routed} # paths that get ping only (routed throughput is not a target)
+GL_HUB=
+start_gl_hub() { # a hub on host a, once a phase
+  [ -n "$GL_HUB" ] && return 0
+  bgon "$NSA" gl-hub "$GRIDLINK" hub --name vb-hub --listen "0.0.0.0:$GL_HUB_PORT"; GL_HUB=$bgpid
+  within 10 listening "$NSA" $GL_HUB_PORT || die "gridlink hub did not start: $(tail -5 "$tmp/gl-hub.log")"
+}
+gl_node() { # NS NAME HUB DEV CONTROL [WRAPPER...]: a --vip node (pid in bgpid, its IPv4 address in glv4)
+  local ns=$1 name=$2 hub=$3 dev=$4 ctl=$5; shift 5
+  # shellcheck disable=SC2086
+  bgon "$ns" "gl-$name" "$@" "$GRIDLINK" node --name "$name" --verbose --hub "$hub" --control "$ctl" \
+    --vip --vip-dev "$dev" --vip-names=false $GL_ARGS
+  within 30 grep -q "virtual network on $dev" "$tmp/gl-$name.log" || die "gridlink node $name did not start its virtual network: $(tail -5 "$tmp/gl-$name.log")"
+  glv4=$(sed -n "s#.*virtual network on $dev: \[\([0-9.]*\)/.*#\1#p" "$tmp/gl-$name.log" | head -1)
+  [ -n "$glv4" ] || die "gridlink node $name printed no IPv4 address: $(tail -5 "$tmp/gl-$name.log")"
+}
+gl_path() { # NS CONTROL PEER: the peer's path in the node's `gridlink status --json`
+  on "$1" "$GRIDLINK" status --json --control "$2" | python3 -c '
+import json, sys
+vip = json.load(sys.stdin).get("vip") or {}
+print(next((p["path"] for p in vip.get("peers") or [] if p.get("name") == sys.argv[1] and p.get("connected")), ""))' "$3"
+}
+gl_is() { [ "$(gl_path "$1" "$2" "$3")" = "$4" ]; } # NS CONTROL PEER PATH
+gl_shortcut() { case $(gl_path "$1" "$2" "$3") in direct | reverse | splice) return 0 ;; esac; return 1; } # NS CONTROL PEER
+declare -A GL_CTL GL_PEERNAME
+start_gridlink() {
+  start_gl_hub
+  # The nodes advertise every address of their host, the other tunnels'
+  # too (100.64.x): a "direct" connection through wireguard-go or Nebula
+  # would measure gridlink over them. nft keeps the pair (group
+  # GL_DIRECT_GID) on the hosts' own addresses.
+  local x g=(setpriv --regid="$GL_DIRECT_GID" --clear-groups)
+  for x in $NSA $NSB; do
+    on "$x" nft -f - <<EOF || die "nft in $x failed"
+table inet vipbench_direct {
+  chain out {
+    type filter hook output priority 0; policy accept;
+    meta skgid $GL_DIRECT_GID meta l4proto tcp ip daddr != { 127.0.0.0/8, $A, $B } counter drop
+    meta skgid $GL_DIRECT_GID meta l4proto tcp meta nfproto ipv6 counter drop
+  }
+}
+EOF
+  done
+  gl_node "$NSA" vb-a "127.0.0.1:$GL_HUB_PORT" gridlink0 @vipbench-a "${g[@]}"; DAEMONS[gridlink]=$bgpid
+  gl_node "$NSB" vb-b "$A:$GL_HUB_PORT" gridlink0 @vipbench-b "${g[@]}"; DAEMONS[gridlink]+=" $bgpid"
+  PEER[gridlink]=$glv4 IFACE[gridlink]=gridlink0 GL_CTL[gridlink]=@vipbench-a GL_PEERNAME[gridlink]=vb-b
+  within 30 pings "$glv4" || die "no ping over gridlink vip: $(tail -5 "$tmp"/gl-vb-*.log)"
+  within 30 gl_shortcut "$NSA" @vipbench-a vb-b || die "gridlink vip: no shortcut (path: $(gl_path "$NSA" @vipbench-a vb-b))"
+  on "$NSA" ss -Htnp state established | grep '"gridlink"' | grep -v ":$GL_HUB_PORT " >"$tmp/gl-carrier" || true
+  grep -Eq "${A//./\\.}]?:" "$tmp/gl-carrier" || die "gridlink vip: the pair's direct connection is not on the hosts' own addresses: $(cat "$tmp/gl-carrier")"
+}
+start_gridlink-routed() {
+  start_gl_hub
+  local x
+  for x in $NSA $NSB; do
+    on "$x" nft -f - <<EOF || die "nft in $x failed"
+table inet vipbench_routed {
+  chain out {
+    type filter hook output priority 0; policy accept;
+    meta skgid $GL_GID meta l4proto tcp ip daddr != 127.0.0.0/8 tcp dport != $GL_HUB_PORT counter drop
+    meta skgid $GL_GID meta l4proto tcp meta nfproto ipv6 counter drop
+  }
+}
+EOF
+  done
+  local pfx=(--vip-prefix4 100.112.0.0/12 --vip-prefix6 fd67:726d::/32) g=(setpriv --regid="$GL_GID" --clear-groups)
+  GL_ARGS="$GL_ARGS ${pfx[*]}" gl_node "$NSA" vr-a "127.0.0.1:$GL_HUB_PORT" gridlink1 @vipbench-ra "${g[@]}"; DAEMONS[gridlink-routed]="$GL_HUB $bgpid"
+  GL_ARGS="$GL_ARGS ${pfx[*]}" gl_node "$NSB" vr-b "$A:$GL_HUB_PORT" gridlink1 @vipbench-rb "${g[@]}"; DAEMONS[gridlink-routed]+=" $bgpid"
+  PEER[gridlink-routed]=$glv4 IFACE[gridlink-routed]=gridlink1 GL_CTL[gridlink-routed]=@vipbench-ra GL_PEERNAME[gridlink-routed]=vr-b
+  within 30 pings "$glv4" || die "no ping over gridlink vip (routed): $(tail -5 "$tmp"/gl-vr-*.log)"
+  within 10 gl_is "$NSA" @vipbench-ra vr-b routed || die "gridlink vip: the routed pair's path is $(gl_path "$NSA" @vipbench-ra vr-b); nft: $(on "$NSA" nft list ruleset; on "$NSB" nft list ruleset); $(grep -h -i "direct\|reverse\|splice" "$tmp"/gl-vr-*.log | tail -5)"
+}
 
 # --- measuring ---
 : >"$tmp/results"
@@ -344,14 +432,14 @@ if "error" in rec:
     print("vip.sh: %s -P %s round %s %s: %s" % (phase, flows, rnd, path, rec["error"]), file=sys.stderr)
 PY
 }
-record_ping() { # PHASE PATH
+record_ping() { # PHASE PATH [TYPE INTERVAL]: ICMP ping, PING_INTERVAL apart (or INTERVAL, recorded as TYPE)
   local out rc=0
   quiet >/dev/null
-  out=$(on "$NSA" ping -c "$PINGS" -i "$PING_INTERVAL" -W 2 "${PEER[$2]}" 2>&1) || rc=$?
-  python3 - "$1" "$2" "$(on "$NSA" cat "/sys/class/net/${IFACE[$2]}/mtu")" "$rc" "$out" >>"$tmp/results" <<'PY'
+  out=$(on "$NSA" ping -c "$PINGS" -i "${4:-$PING_INTERVAL}" -W 2 "${PEER[$2]}" 2>&1) || rc=$?
+  python3 - "$1" "$2" "$(on "$NSA" cat "/sys/class/net/${IFACE[$2]}/mtu")" "$rc" "$out" "${3:-ping}" >>"$tmp/results" <<'PY'
 import json, re, statistics, sys
-phase, path, mtu, rc, out = sys.argv[1:]
-rec = {"t": "ping", "phase": phase, "path": path, "mtu": int(mtu)}
+phase, path, mtu, rc, out, t = sys.argv[1:]
+rec = {"t": t, "phase": phase, "path": path, "mtu": int(mtu)}
 ts = [float(t) for t in re.findall(r"time=([\d.]+) ms", out)]
 l = re.search(r"([\d.]+)% packet loss", out)
 if ts:
@@ -364,13 +452,49 @@ print(json.dumps(rec))
 PY
 }
 
+record_gping() { # PHASE PATH: `gridlink ping` between the path's two nodes (its round trips on one connection)
+  local out rc=0
+  quiet >/dev/null
+  out=$(on "$NSA" timeout 60 "$GRIDLINK" ping "${GL_PEERNAME[$2]}" --control "${GL_CTL[$2]}" --json -c "$PINGS" --dials 1 2>&1) || rc=$?
+  python3 - "$1" "$2" "$rc" "$out" >>"$tmp/results" <<'PY'
+import json, statistics, sys
+phase, path, rc, out = sys.argv[1:]
+rec = {"t": "gping", "phase": phase, "path": path}
+try:
+    r = json.loads(out)
+    ts = r.get("rtt_ms") or []
+    rec["method"] = r.get("method")
+    if ts:
+        rec.update(min=min(ts), avg=statistics.median(ts), max=max(ts))
+    else:
+        rec["error"] = r.get("error") or "no round trips"
+except ValueError:
+    rec["error"] = "exit status %s: %s" % (rc, out[-200:])
+print(json.dumps(rec))
+PY
+}
+record_glstat() { # PHASE PATH NS CONTROL NODE: the node's virtual network counters after the phase
+  on "$3" "$GRIDLINK" status --json --control "$4" 2>/dev/null | python3 -c '
+import json, sys
+phase, path, node = sys.argv[1:]
+v = json.load(sys.stdin).get("vip") or {}
+print(json.dumps({"t": "glstat", "phase": phase, "path": path, "node": node, "drops": v.get("drops"),
+                  "peers": [{k: p.get(k) for k in ("name", "path", "paths", "sent_packets", "recv_packets", "queue_full_packets", "conn_lost_packets", "path_switches")} for p in v.get("peers") or []]}))' "$1" "$2" "$5" >>"$tmp/results" || true
+}
+
 run_phase() { # PHASE: with the hosts up, start the paths, ping, then the iperf3 rounds
   local phase=$1 path flows round i n
+  GL_HUB=
   for path in $PATHS; do "start_$path"; done
   bgon "$NSB" iperf3-s iperf3 -s -p $IPERF_PORT
   within 10 listening "$NSB" $IPERF_PORT || die "iperf3 -s did not start: $(tail -5 "$tmp/iperf3-s.log")"
-  for path in $PATHS; do record_ping "$phase" "$path"; done
-  local list=($PATHS)
+  for path in $PATHS; do
+    record_ping "$phase" "$path"
+    record_ping "$phase" "$path" fastping "$FAST_INTERVAL"
+    case $path in gridlink*) record_gping "$phase" "$path" ;; esac
+  done
+  local list=()
+  for path in $PATHS; do case " $NO_IPERF " in *" $path "*) ;; *) list+=("$path") ;; esac; done
   n=${#list[@]}
   for flows in $FLOWS; do
     for round in $(seq "$RUNS"); do
@@ -379,6 +503,7 @@ run_phase() { # PHASE: with the hosts up, start the paths, ping, then the iperf3
       done
     done
   done
+  case " $PATHS " in *" gridlink "*) record_glstat "$phase" gridlink "$NSA" @vipbench-a vb-a; record_glstat "$phase" gridlink "$NSB" @vipbench-b vb-b ;; esac
   teardown
 }
 
@@ -413,13 +538,15 @@ for phase in $PHASES; do
   run_phase "$phase"
 done
 
+# KEEP=DIR: keep the raw records (results, phases) there, e.g. to redo the tables
+[ -z "${KEEP:-}" ] || { mkdir -p "$KEEP"; cp "$tmp/results" "$tmp/phases" "$KEEP/"; }
 python3 - "$tmp/results" "$tmp/phases" <<PY
 import json, statistics, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]
 phases = [l.rstrip("\n").split(" ", 1) for l in open(sys.argv[2])]
 flows_list = [int(f) for f in "$FLOWS".split()]
 paths = "$PATHS".split()
-names = {"plain": "plain (no tunnel)", "wireguard": "wireguard-go", "nebula": "Nebula (defaults)", "nebula-tuned": "Nebula (offloads, buffers)", "gridlink": "gridlink vip"}
+names = {"plain": "plain (no tunnel)", "wireguard": "wireguard-go", "nebula": "Nebula (defaults)", "nebula-tuned": "Nebula (offloads, buffers)", "gridlink": "gridlink vip (shortcut)", "gridlink-routed": "gridlink vip (routed only)"}
 med = lambda xs: statistics.median(xs) if xs else None
 f1 = lambda x: "%.1f" % x if x is not None else "–"
 pct = lambda x: "%.1f%%" % (100 * x) if x is not None else "–"
@@ -449,10 +576,7 @@ for phase, label in phases:
     print("| path | MTU | ping ms | vs plain | " + " | ".join("-P %d Mbit/s (runs) | vs plain | retransmits | tunnel CPU | machine busy" % f for f in flows_list) + " |")
     print("|---|---|---|---|" + "---|---|---|---|---|" * len(flows_list))
     pp = ping(phase, "plain")
-    for path in paths + ([] if "gridlink" in paths else ["gridlink"]):
-        if path not in paths:
-            print("| **gridlink vip: not built yet** | | | |" + " | | | | |" * len(flows_list))
-            continue
+    for path in paths:
         p = ping(phase, path)
         cells = [names[path], str(p["mtu"]) if p else "–"]
         if p and "avg" in p:
@@ -476,34 +600,86 @@ for phase, label in phases:
         print()
         print("Machine busy: share of the %d vCPUs busy during a run (median); before each run the machine was at most %d%% busy over 2 s (QUIET=%d%%, waited up to %d s)%s." % (
             $(nproc), max(bgs), $QUIET, $QUIET_WAIT, "; **other work was running: the figures are suspect**" if max(bgs) >= $QUIET else ""))
+    fp = [r for r in recs if r["t"] == "fastping" and r["phase"] == phase]
+    if fp:
+        print()
+        print("ICMP ping %s s apart (%d probes): %s." % ("$FAST_INTERVAL", $PINGS, ", ".join(
+            "%s %s" % (names[r["path"]], "%.3f ms (%.3f/%.3f)" % (r["avg"], r["min"], r["max"]) if "avg" in r else "error") for r in fp)))
+    gp = [r for r in recs if r["t"] == "gping" and r["phase"] == phase]
+    if gp:
+        print()
+        print("gridlink ping (the echo service, %d round trips on one connection between the same two nodes): %s." % ($PINGS, ", ".join(
+            "%s %s" % (names[r["path"]], "%.3f ms (%.3f/%.3f) over %s" % (r["avg"], r["min"], r["max"], r.get("method")) if "avg" in r else "error: " + r.get("error", "")) for r in gp)))
+    for r in (r for r in recs if r["t"] == "glstat" and r["phase"] == phase):
+        d = {k: v for k, v in (r.get("drops") or {}).items() if v}
+        print()
+        print("%s after the phase: drops %s; peers %s." % (r["node"], json.dumps(d) if d else "none", json.dumps(r.get("peers"))))
 
 print()
 print("#### What gridlink vip must reach (issue 19), and the baselines in this run")
 print()
 print("| target | gridlink vip | baselines in this run |")
 print("|---|---|---|")
-tunnels = [p for p in paths if p not in ("plain", "gridlink")]
+tunnels = [p for p in paths if p not in ("plain",) and not p.startswith("gridlink")]
 short = {"wireguard": "wireguard-go", "nebula": "Nebula", "nebula-tuned": "Nebula tuned"}
 def each(fmt):
     return ", ".join("%s %s" % (short.get(p, p), fmt(p)) for p in tunnels)
+have = "gridlink" in paths
+verdict = lambda ok: "" if ok is None else (" **met**" if ok else " **missed**")
+xf = lambda x: "%.2fx" % x if x is not None else "–"
 for f in flows_list:
     vp = veth_plain.get(f)
     of = lambda x, y: pct(x / y) if x and y else "–"
-    print("| clean link, -P %d: ≥ 1.0x wireguard-go; ≥ 2x Nebula | **not built yet** | Mbit/s: plain %s, %s |" % (
-        f, f1(rate("clean", f, "plain")), each(lambda p: "%s (%s of plain)" % (f1(rate("clean", f, p)), pct(med(paired("clean", f, p)))))))
-    print("| clean link, -P %d: ≥ 30%% of the plain veth | **not built yet** | plain veth %s Mbit/s; across the emulator: plain %s, %s of it; over the veth pair: %s of it |" % (
-        f, f1(vp), of(rate("clean", f, "plain"), vp), each(lambda p: of(rate("clean", f, p), vp)), each(lambda p: of(rate("veth", f, p), vp))))
-    print("| wan (%s, %s, %s loss), -P %d: ≥ 90%% of plain, same flows | **not built yet** | plain %s Mbit/s; %s of it |" % (
-        "$RTT", "$RATE", "$LOSS", f, f1(rate("wan", f, "plain")), each(lambda p: pct(med(paired("wan", f, p))))))
+    g = rate("clean", f, "gridlink") if have else None
+    if have:
+        rw, rn, rt = (med(paired("clean", f, "gridlink", d)) for d in ("wireguard", "nebula", "nebula-tuned"))
+        ok = None if rw is None or rn is None or rt is None else (rw >= 1.0 and rn >= 2.0 and rt >= 2.0)
+        gcell = "%s Mbit/s: %s wireguard-go, %s Nebula, %s Nebula tuned%s" % (f1(g), xf(rw), xf(rn), xf(rt), verdict(ok))
+    else:
+        gcell = "**not measured**"
+    print("| clean link, -P %d: ≥ 1.0x wireguard-go; ≥ 2x Nebula | %s | Mbit/s: plain %s, %s |" % (
+        f, gcell, f1(rate("clean", f, "plain")), each(lambda p: "%s (%s of plain)" % (f1(rate("clean", f, p)), pct(med(paired("clean", f, p)))))))
+    if have:
+        gv = rate("veth", f, "gridlink")
+        gcell = "across the emulator %s of it%s; over the veth pair %s of it" % (of(g, vp), verdict(None if not g or not vp else g / vp >= 0.3), of(gv, vp))
+    print("| clean link, -P %d: ≥ 30%% of the plain veth | %s | plain veth %s Mbit/s; across the emulator: plain %s, %s of it; over the veth pair: %s of it |" % (
+        f, gcell, f1(vp), of(rate("clean", f, "plain"), vp), each(lambda p: of(rate("clean", f, p), vp)), each(lambda p: of(rate("veth", f, p), vp))))
+    if have:
+        w = med(paired("wan", f, "gridlink"))
+        gcell = "%s Mbit/s, %s of plain%s" % (f1(rate("wan", f, "gridlink")), pct(w), verdict(None if w is None else w >= 0.9))
+    print("| wan (%s, %s, %s loss), -P %d: ≥ 90%% of plain, same flows | %s | plain %s Mbit/s; %s of it |" % (
+        "$RTT", "$RATE", "$LOSS", f, gcell, f1(rate("wan", f, "plain")), each(lambda p: pct(med(paired("wan", f, p))))))
 pc = ping("clean", "plain")
-def added(phase, path):
+def added_s(phase, path):
     p, q = ping(phase, path), ping(phase, "plain")
-    return "%+.0f µs" % (1000 * (p["avg"] - q["avg"])) if p and q and "avg" in p and "avg" in q else "–"
-print("| ping over a direct shortcut ≤ plain + 100 µs | **not built yet** | clean link: plain %s ms, %s; over the veth pair: %s |" % (
-    "%.3f" % pc["avg"] if pc and "avg" in pc else "–", each(lambda p: added("clean", p)), each(lambda p: added("veth", p))))
-print("| ping, routed-only pair within 5% of the routed round trip | **not built yet** | (needs gridlink's hubs: no baseline here) |")
+    return 1000 * (p["avg"] - q["avg"]) if p and q and "avg" in p and "avg" in q else None
+def added(phase, path):
+    a = added_s(phase, path)
+    return "%+.0f µs" % a if a is not None else "–"
+gcell = "**not measured**"
+if have:
+    a = added_s("clean", "gridlink")
+    gcell = "clean link %s%s; over the veth pair %s; wan %s" % (added("clean", "gridlink"), verdict(None if a is None else a <= 100), added("veth", "gridlink"), added("wan", "gridlink"))
+print("| ping over a direct shortcut ≤ plain + 100 µs | %s | clean link: plain %s ms, %s; over the veth pair: %s |" % (
+    gcell, "%.3f" % pc["avg"] if pc and "avg" in pc else "–", each(lambda p: added("clean", p)), each(lambda p: added("veth", p))))
+def gping(phase, path):
+    return next((r for r in recs if r["t"] == "gping" and r["phase"] == phase and r["path"] == path), None)
+gcell = "**not measured**"
+if "gridlink-routed" in paths:
+    cells = []
+    for phase, _ in phases:
+        p, q = ping(phase, "gridlink-routed"), gping(phase, "gridlink-routed")
+        if p and q and "avg" in p and "avg" in q:
+            r = p["avg"] / q["avg"] - 1
+            fq = next((x for x in recs if x["t"] == "fastping" and x["phase"] == phase and x["path"] == "gridlink-routed" and "avg" in x), None)
+            fr = " (ICMP %s s apart: %.3f ms, %+.1f%%%s)" % ("$FAST_INTERVAL", fq["avg"], 100 * (fq["avg"] / q["avg"] - 1), verdict(fq["avg"] / q["avg"] - 1 <= 0.05)) if fq else ""
+            cells.append("%s: vip %.3f ms, gridlink ping %.3f ms (%s), %+.1f%%%s%s" % (phase, p["avg"], q["avg"], q.get("method"), 100 * r, verdict(r <= 0.05), fr))
+        else:
+            cells.append("%s: –" % phase)
+    gcell = "; ".join(cells)
+print("| ping, routed-only pair within 5%% of the routed round trip (gridlink ping, same pair) | %s | (gridlink's own: no peer has one) |" % gcell)
 print()
 print("\`\`\`sh")
-print("FLOWS='$FLOWS' RUNS=$RUNS SECS=$SECS OMIT=$OMIT RTT=$RTT RATE=$RATE LOSS=$LOSS PINGS=$PINGS QUIET=$QUIET QUIET_WAIT=$QUIET_WAIT bench/vip.sh   # as root, idle machine; make deps build first")
+print("FLOWS='$FLOWS' RUNS=$RUNS SECS=$SECS OMIT=$OMIT RTT=$RTT RATE=$RATE LOSS=$LOSS PINGS=$PINGS QUIET=$QUIET QUIET_WAIT=$QUIET_WAIT PATHS='$PATHS' NO_IPERF='$NO_IPERF' bench/vip.sh   # as root, idle machine; make deps build first")
 print("\`\`\`")
 PY
