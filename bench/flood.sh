@@ -29,7 +29,7 @@ echo
 echo "| run | opened | attach calm ms | attach median ms | attach max ms | hub RSS max KiB | hub fds max | hub log lines | result |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for run in $(seq "$RUNS"); do
-  out=$(GRIDLINK_BIN=$GRIDLINK GRIDLINK_FLOOD_CONNS=$CONNS GRIDLINK_FLOOD_REDIAL=$REDIAL go test "${race[@]}" -count=1 -run '^TestFloodNewNodeAttaches$' -v ./hub/hubserver 2>-v ./hub 2>&11 || true)
+  out=$(GRIDLINK_BIN=$GRIDLINK GRIDLINK_FLOOD_CONNS=$CONNS GRIDLINK_FLOOD_REDIAL=$REDIAL go test "${race[@]}" -count=1 -run '^TestFloodNewNodeAttaches$' -v ./hub/hubserver 2>&1 || true)
   fig=$(grep -o 'FIGURES .*' <<<"$out" || true)
   result=$(grep -Eo -- '--- (PASS|FAIL)' <<<"$out" | head -1 | cut -c5-)
   if [ -z "$fig" ]; then
