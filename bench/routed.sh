@@ -147,9 +147,9 @@ recs = [json.loads(l) for l in open(sys.argv[1])]
 med = lambda xs: statistics.median(xs) if xs else float("nan")
 print("### Routed at full speed: routed topology, %s, %s loss; kernel default congestion control %s" % ("$RATE", "$LOSS", "$cc"))
 print()
-print("Rates in Mbit/s of application data received, median of $RUNS rounds of $SECS s after $OMIT s of ramp-up; ratios are medians of per-round ratios against iperf3 -P 8 between the two frontends in the same round. bg: the machine's busy %% before each run (shared machine: rough figures).")
+print("Rates in Mbit/s of application data received, median of $RUNS rounds of $SECS s after $OMIT s of ramp-up; ratios are medians of per-round ratios against iperf3 -P 8 between the two frontends in the same round. bg: the machine's busy % before each run (shared machine: rough figures).")
 print()
-print("| RTT | hub setting | trunk | case | Mbit/s | of iperf3 -P 8 | streams | runs | bg %% |")
+print("| RTT | hub setting | trunk | case | Mbit/s | of iperf3 -P 8 | streams | runs | bg % |")
 print("|---|---|---|---|---|---|---|---|---|")
 for rtt in "$RTTS".split():
     for setting in "$SETTINGS".split():

@@ -134,21 +134,35 @@ func (h *Hub) maintainLanes(ctx context.Context, p *peer) {
 	}()
 }
 
-// dialLanes adds connections to p's trunk until it has want.
+// dialLanes adds connections to p's trunk until it has want, dialling
+// them at once (each takes a few round trips).
 func (h *Hub) dialLanes(ctx context.Context, p *peer, want int) error {
-	for p.laneCount() < want && !p.t.IsClosed() {
-		l, r, err := h.dialLane(ctx, p)
-		if err != nil {
-			return err
-		}
-		if !p.addLane(l) {
-			l.t.Close(errors.New("trunk closed"))
-			return nil
-		}
-		h.wg.Add(1)
-		go func() { defer h.wg.Done(); h.runLane(p, l, r) }()
+	n := want - p.laneCount()
+	errs := make(chan error, max(n, 0))
+	for range n {
+		go func() {
+			l, r, err := h.dialLane(ctx, p)
+			if err != nil {
+				errs <- err
+				return
+			}
+			if !p.addLane(l) {
+				l.t.Close(errors.New("trunk closed"))
+				errs <- nil
+				return
+			}
+			h.wg.Add(1)
+			errs <- nil
+			go func() { defer h.wg.Done(); h.runLane(p, l, r) }()
+		}()
 	}
-	return nil
+	var first error
+	for range n {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
 }
 
 // dialLane dials, secures and joins one more connection of p's trunk.
