@@ -71,7 +71,7 @@ func (h *Hub) helloOver(ctx context.Context, c net.Conn, sec *hub.Secured, nagle
 	if d, ok := ctx.Deadline(); ok {
 		_ = c.SetDeadline(d)
 	}
-	mine := &wire.Hello{Role: "hub", Machine: h.machine(), Version: wire.Version, Observed: hub.AddrPort(c.RemoteAddr()), Tunnel: nagle}
+	mine := &wire.Hello{Role: "hub", Machine: h.machine(), Version: h.helloVersion(), Observed: hub.AddrPort(c.RemoteAddr()), Tunnel: nagle}
 	if err := hub.WriteHello(c, sealer, mine); err != nil {
 		return nil, nil, sec.Explain(err)
 	}

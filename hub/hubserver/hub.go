@@ -126,6 +126,9 @@ type Hub struct {
 	// vanish makes Serve end without goodbyes (no resets, no flush), as a
 	// crash would; for tests.
 	vanish atomic.Bool
+	// version is the protocol version of the hub's hellos, 0 for
+	// wire.Version: tests set an older one to play a hub of that version.
+	version int
 
 	// What it counts for metrics (counters.go): atomics, no lock.
 	counts hubCounters
@@ -257,6 +260,14 @@ func listenAddrs(a net.Addr) []netip.AddrPort {
 		out = out[:16]
 	}
 	return out
+}
+
+// helloVersion is the protocol version the hub's hellos carry.
+func (h *Hub) helloVersion() int {
+	if h.version != 0 {
+		return h.version
+	}
+	return wire.Version
 }
 
 // ID is the hub's identity.
@@ -416,7 +427,7 @@ func (h *Hub) serveConn(ctx context.Context, raw net.Conn, pend *direct.Pending)
 		c.Close()
 		return
 	}
-	p.t.SendControl(&wire.Message{Kind: wire.KHello, Hello: &wire.Hello{Role: "hub", Machine: h.machine(), Version: wire.Version, Observed: p.t.Remote()}})
+	p.t.SendControl(&wire.Message{Kind: wire.KHello, Hello: &wire.Hello{Role: "hub", Machine: h.machine(), Version: h.helloVersion(), Observed: p.t.Remote()}})
 	h.run(p, r)
 }
 

@@ -65,7 +65,7 @@ type lane struct {
 
 // lanesWanted is how many connections the trunk to p should carry.
 func (h *Hub) lanesWanted(p *peer) int {
-	if !p.isHub || !p.dialed || p.spec == "" || p.tunnel || strings.HasPrefix(p.spec, "ssh://") || p.version < wire.VersionLanes || h.cfg.Lanes == 1 {
+	if !p.isHub || !p.dialed || p.spec == "" || p.tunnel || strings.HasPrefix(p.spec, "ssh://") || p.version < wire.VersionLanes || h.helloVersion() < wire.VersionLanes || h.cfg.Lanes == 1 {
 		return 1
 	}
 	if h.cfg.Lanes > 1 {
@@ -196,7 +196,7 @@ func (h *Hub) joinOver(ctx context.Context, c net.Conn, sec *hub.Secured, p *pee
 	if d, ok := ctx.Deadline(); ok {
 		_ = c.SetDeadline(d)
 	}
-	hello := &wire.Hello{Role: "hub", Machine: h.machine(), Version: wire.Version, Lane: &wire.LaneJoin{Proof: hub.LaneProof(p.laneSecret, mine)}}
+	hello := &wire.Hello{Role: "hub", Machine: h.machine(), Version: h.helloVersion(), Lane: &wire.LaneJoin{Proof: hub.LaneProof(p.laneSecret, mine)}}
 	if err := hub.WriteHello(c, sec.Sealer, hello); err != nil {
 		return nil, nil, sec.Explain(err)
 	}
@@ -228,7 +228,7 @@ func (h *Hub) acceptLane(c net.Conn, sec *hub.Secured, hello *wire.Hello, pend *
 	if name == "" {
 		name = id.Short()
 	}
-	if h.cfg.Lanes == 1 {
+	if h.cfg.Lanes == 1 || h.helloVersion() < wire.VersionLanes {
 		h.refuse(c, sec.Sealer, id.Short(), laneRefusal("hub %s keeps one connection per trunk", h.cfg.Name))
 		return
 	}
@@ -266,7 +266,7 @@ func (h *Hub) acceptLane(c net.Conn, sec *hub.Secured, hello *wire.Hello, pend *
 		l.t.Close(errors.New("trunk closed"))
 		return
 	}
-	l.t.SendControl(&wire.Message{Kind: wire.KHello, Hello: &wire.Hello{Role: "hub", Machine: h.machine(), Version: wire.Version, Observed: l.t.Remote()}})
+	l.t.SendControl(&wire.Message{Kind: wire.KHello, Hello: &wire.Hello{Role: "hub", Machine: h.machine(), Version: h.helloVersion(), Observed: l.t.Remote()}})
 	h.runLane(p, l, sec.Reader)
 }
 

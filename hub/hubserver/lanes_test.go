@@ -237,6 +237,57 @@ func TestTrunkLanesOneConnectionPeer(t *testing.T) {
 	}
 }
 
+// A trunk between a hub of protocol version 3 and one of version 2 (which
+// knows no lanes: its strict decoder would refuse a join's hello) keeps
+// one connection, whichever dialled it, and carries circuits as before.
+func TestTrunkLanesOlderPeer(t *testing.T) {
+	for _, oldDials := range []bool{false, true} {
+		t.Run(map[bool]string{false: "new dials old", true: "old dials new"}[oldDials], func(t *testing.T) {
+			var logs logBuf
+			start := func(name string, old bool, peers ...string) *Hub {
+				cfg := Config{Name: name, Creds: creds(t), Lanes: 3, Peers: peers, Logf: logs.logf, Listen: "127.0.0.1:0", Interval: testInterval}
+				h, err := New(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if old {
+					h.version = wire.VersionVirtual
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error, 1)
+				go func() { done <- h.Serve(ctx) }()
+				t.Cleanup(func() { cancel(); <-done })
+				return h
+			}
+			a := start("a", !oldDials)
+			b := start("b", oldDials, a.Addr().String())
+			testwait.Until(t, "a route from a to b", 10*time.Second, func() bool { return a.nextHop(b.ID()) != nil && b.nextHop(a.ID()) != nil })
+			time.Sleep(5 * testInterval) // ticks that would dial further connections
+			for _, h := range []*Hub{a, b} {
+				for _, l := range h.Links() {
+					if l.Connections != 1 {
+						t.Fatalf("hub %s: %+v, want one connection to a hub of version 2", h.Name(), l)
+					}
+				}
+			}
+			if logs.has("refused") {
+				t.Fatalf("a join was asked of a hub of version 2: %v", logs.lines)
+			}
+			na := attachNode(t, "na", a.Addr().String())
+			nb := attachNode(t, "nb", b.Addr().String())
+			serve(nb, 7000, func(c *hub.Circuit) { c.Write([]byte("ok")); c.Close() })
+			c, err := na.Open(context.Background(), nb.Machine(), 7000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := io.ReadFull(c, make([]byte, 2)); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
 // startHub runs a hub on loopback until the test ends (cfg's Listen and
 // Interval filled in).
 func startHub(t *testing.T, cfg Config) *Hub {
