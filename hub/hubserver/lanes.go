@@ -47,8 +47,8 @@ const (
 	// autoLanes bounds what a trunk dials with Config.Lanes 0.
 	autoLanes = 8
 	// laneRTT: with Config.Lanes 0 a trunk carries one connection per
-	// laneRTT of its round trip (a path of 160 ms: 8, of 40 ms: 4, a LAN's
-	// or loopback's: 1).
+	// laneRTT of its round trip, rounded up (a path of 160 ms: 8; of 40
+	// ms, a little more measured: 5; a LAN's or loopback's: 1).
 	laneRTT = 10 * time.Millisecond
 	// laneRetry is how long a trunk waits before dialling lanes again
 	// after a lane failed to join; laneRefusedRetry after a refusal.
