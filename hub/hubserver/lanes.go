@@ -11,6 +11,7 @@ import (
 
 	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/nat"
 	"github.com/gridlink/gridlink/pki/ca"
 	"github.com/gridlink/gridlink/wire"
 )
@@ -23,8 +24,9 @@ import (
 // lanes let those circuits run side by side.
 //
 // Who adds them: the hub that dialled the trunk, to the address it
-// dialled (a spliced trunk, one through an ssh tunnel or to a hub of an
-// older version keeps one connection). How many: Config.Lanes, or by
+// dialled (a spliced trunk, one through an ssh tunnel, one to a hub of an
+// older version or from a hub behind a NAT known to allocate ports in
+// sequence keeps one connection). How many: Config.Lanes, or by
 // default as the path needs them: one per laneRTT of the trunk's measured
 // round trip, up to autoLanes (one on a LAN), dialled once the round trip
 // is known, before traffic needs them, so that the streams of the first
@@ -66,6 +68,15 @@ type lane struct {
 // lanesWanted is how many connections the trunk to p should carry.
 func (h *Hub) lanesWanted(p *peer) int {
 	if !p.isHub || !p.dialed || p.spec == "" || p.tunnel || strings.HasPrefix(p.spec, "ssh://") || p.version < wire.VersionLanes || h.helloVersion() < wire.VersionLanes || h.cfg.Lanes == 1 {
+		return 1
+	}
+	h.mu.Lock()
+	seq := h.nat.err == nil && h.nat.class.Allocation == nat.Sequential
+	h.mu.Unlock()
+	if seq {
+		// behind a NAT known to allocate ports in sequence, every
+		// connection dialled moves its counter, which splices predict
+		// (DialTCP's reason for one SYN a dial)
 		return 1
 	}
 	if h.cfg.Lanes > 1 {

@@ -15,6 +15,7 @@ import (
 	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/internal/testwait"
+	"github.com/gridlink/gridlink/nat"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/pki/ca"
 	"github.com/gridlink/gridlink/pki/pkitest"
@@ -234,6 +235,14 @@ func TestTrunkLanesOneConnectionPeer(t *testing.T) {
 	old.version = wire.VersionLanes
 	if n := b.lanesWanted(old); n != 3 {
 		t.Fatalf("connections wanted toward a version 3 hub: %d, want 3", n)
+	}
+	// behind a NAT that allocates ports in sequence: one (each dial
+	// would move the counter splices predict).
+	b.mu.Lock()
+	b.nat = hubNAT{class: nat.Class{Allocation: nat.Sequential, Delta: 1}, at: time.Now()}
+	b.mu.Unlock()
+	if n := b.lanesWanted(old); n != 1 {
+		t.Fatalf("connections wanted behind a sequential NAT: %d, want 1", n)
 	}
 }
 
