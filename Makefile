@@ -59,6 +59,7 @@ bench: deps build
 	bench/security.sh
 	bench/flood.sh
 	bench/vip.sh
+	bench/routed.sh
 
 # Longer fuzzing of every fuzz target, FUZZTIME each.
 fuzz:

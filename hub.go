@@ -55,6 +55,15 @@ type HubConfig struct {
 	// Logger receives the hub's log (links, routes, refusals), each record
 	// with hub=NAME; nil: slog.Default().
 	Logger *slog.Logger
+	// TrunkConnections is how many TCP connections a trunk this hub dials
+	// to another hub carries: 0 by the trunk's round trip (one per 10 ms,
+	// up to 8), 1 one (and further connections others dial are refused);
+	// see hubserver.Config.Lanes.
+	TrunkConnections int
+	// TrunkCongestion is the TCP congestion control between hubs: "" bbr
+	// where the kernel has it, "default" the kernel's default, or a name
+	// (hubserver.Config.Congestion).
+	TrunkCongestion string
 }
 
 // HubControl is the hub's status socket (abstract, per network namespace)
@@ -112,7 +121,8 @@ func NewHub(cfg HubConfig) (*Hub, error) {
 		}
 	}
 	d := &direct.Dialer{Creds: creds, SSH: cfg.SSH}
-	h, err := hubserver.New(hubserver.Config{Name: cfg.Name, Creds: creds, Listen: cfg.Listen, Peers: cfg.Peers, Dial: d.Transport, Logf: logf})
+	h, err := hubserver.New(hubserver.Config{Name: cfg.Name, Creds: creds, Listen: cfg.Listen, Peers: cfg.Peers, Dial: d.Transport, Logf: logf,
+		Lanes: cfg.TrunkConnections, Congestion: cfg.TrunkCongestion})
 	if err == nil && ms != nil {
 		err = ms.Serve(hubMetrics(h))
 	}

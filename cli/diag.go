@@ -104,7 +104,14 @@ func hubStatus(ctx context.Context, control string, asJSON bool) error {
 		if !l.Remote.IsValid() {
 			remote = "(through a tunnel)"
 		}
-		fmt.Printf("  %-4s %-12s %-22s %-8s rtt %-10v circuits %d\n", l.Role, l.Name, remote, dir, msDuration(l.RTTMS), l.Circuits)
+		trunk := ""
+		if l.Role == "hub" && l.Connections > 0 {
+			trunk = fmt.Sprintf(" connections %d", l.Connections)
+			if l.Congestion != "" {
+				trunk += " " + l.Congestion
+			}
+		}
+		fmt.Printf("  %-4s %-12s %-22s %-8s rtt %-10v circuits %d%s\n", l.Role, l.Name, remote, dir, msDuration(l.RTTMS), l.Circuits, trunk)
 	}
 	var nodes []string
 	for _, n := range st.Nodes {

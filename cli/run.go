@@ -25,6 +25,8 @@ func hubCmd() *cobra.Command {
 	var name, listen, keyFile, sshCfg, known, control, metricsAddr string
 	var peers, ids []string
 	var useSSH, verbose, announce bool
+	var trunkConns int
+	var trunkCC string
 	var sf secFlags
 	c := &cobra.Command{
 		Use:   "hub",
@@ -39,6 +41,7 @@ func hubCmd() *cobra.Command {
 			}
 			hc := gridlink.HubConfig{FallbackName: name, KeyFile: keyFile, Credentials: creds, Listen: listen, Peers: peers,
 				SSH: sshConfig(useSSH, sshCfg, known, ids), Control: control, Announce: announce, Metrics: metricsAddr,
+				TrunkConnections: trunkConns, TrunkCongestion: trunkCC,
 				Logger: logger()} // a hub logs its links, routes and refusals always (-v or not)
 			if cmd.Flags().Changed("name") {
 				hc.Name = name // else a hub certificate's name
@@ -68,6 +71,8 @@ func hubCmd() *cobra.Command {
 	f.BoolVar(&announce, "announce", false, "answer hub discovery queries (UDP multicast on this host's networks)")
 	f.StringVar(&control, "control", HubControl, "status socket, which gridlink status --hub asks (another one for a second hub on this host)")
 	f.StringVar(&metricsAddr, "metrics", "", metricsUsage)
+	f.IntVar(&trunkConns, "trunk-connections", 0, "TCP connections per trunk this hub dials to another hub: 0 by the trunk's round trip (one per 10 ms, up to 8), 1 one (and refuse others' further ones)")
+	f.StringVar(&trunkCC, "trunk-cc", "", `TCP congestion control between hubs: "" bbr where the kernel has it, "default" the kernel's, or a name`)
 	sf.add(c)
 	return c
 }

@@ -13,9 +13,12 @@
 // circuits: relayed connections through the hubs with end-to-end flow
 // control (circuit.go, demux.go).
 //
-// Shared with the hub server: the trunk (trunk.go), the one connection
+// Shared with the hub server: the trunk (trunk.go), the connection
 // that carries wire frames between a node and its hub or between two
-// hubs after its handshake, with its keepalive; the handshake that seals
+// hubs after its handshake, with its keepalive (a trunk between two hubs
+// may carry further connections, its lanes: what proves one belongs to
+// the trunk is lane.go's, the rest hub/hubserver's); the TCP congestion
+// control of a connection (congestion_linux.go); the handshake that seals
 // a trunk's control frames and the hello exchange (secure.go); and a
 // hub's refusal of a trunk after its hello, as both ends name it
 // (refusal.go). "Trunk" is the hub overlay's word: package link's

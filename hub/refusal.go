@@ -27,6 +27,10 @@ var (
 	ErrWrongRole = errors.New("wrong role for the certificate")
 	// ErrNameTaken: another identity holds the name in the overlay.
 	ErrNameTaken = errors.New("name held by another identity")
+	// ErrLaneRefused: a hub refused a connection that asked to join a
+	// trunk as one of its lanes (wire/lane.go); the trunk goes on with the
+	// connections it has.
+	ErrLaneRefused = errors.New("lane of a trunk refused")
 )
 
 // RefusedError is a hub's refusal of a link after its hello. On the
@@ -60,6 +64,8 @@ func (e *RefusedError) Unwrap() []error {
 		errs = append(errs, pki.ErrNameNotCertified)
 	case wire.RefusedNameTaken:
 		errs = append(errs, ErrNameTaken)
+	case wire.RefusedLane:
+		errs = append(errs, ErrLaneRefused)
 	}
 	return errs
 }

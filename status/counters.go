@@ -76,6 +76,8 @@ const (
 	RefusedHops        = "too-many-hops" // the open's hop budget ran out
 	RefusedLinkLost    = "link-lost"     // the next hop's link went while opening
 	RefusedBadOpen     = "bad-open"      // an open without a target hub, or one that could not be passed on
+	// a connection asking to join a trunk between hubs as a further one
+	RefusedLane = "lane" // no such trunk, a proof that does not match it, or no more connections taken
 )
 
 // HubCounters is what a hub counted.

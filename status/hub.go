@@ -39,4 +39,9 @@ type Link struct {
 	RTTMS       float64        `json:"rtt_ms"`          // the link's round trip
 	Circuits    int            `json:"circuits"`        // circuits open over it
 	QueuedBytes int            `json:"queued_bytes"`    // waiting to be written
+	// Connections is how many TCP connections a trunk between hubs
+	// carries (its lanes); Congestion its first one's TCP congestion
+	// control ("bbr", "cubic"; empty where unknown).
+	Connections int    `json:"connections,omitempty"`
+	Congestion  string `json:"congestion,omitempty"`
 }

@@ -22,7 +22,7 @@ var schema = map[reflect.Type][]string{
 	reflect.TypeFor[PortMap]():     {"enabled", "mapped", "protocol", "gateway", "internal", "external", "advertised", "lease_s", "expires", "renewals", "at", "error"},
 	reflect.TypeFor[Hub]():         {"name", "id", "addr", "routes", "links", "nodes"},
 	reflect.TypeFor[Route]():       {"hub", "name", "reachable", "next_hop", "hops", "latency_ms", "state", "addrs", "nodes"},
-	reflect.TypeFor[Link]():        {"peer", "name", "role", "remote", "dialed", "rtt_ms", "circuits", "queued_bytes"},
+	reflect.TypeFor[Link]():        {"peer", "name", "role", "remote", "dialed", "rtt_ms", "circuits", "queued_bytes", "connections", "congestion"},
 	reflect.TypeFor[Copy]():        {"files", "dirs", "failed", "bytes", "sent_bytes", "kept_bytes", "attempts", "seconds", "mbit_per_s", "errors", "method", "streams", "failure", "push_error"},
 	reflect.TypeFor[VIP]():         {"device", "addrs", "mtu_bytes", "claim", "peers", "drops", "names", "rules"},
 	reflect.TypeFor[VIPNames]():    {"zone", "server", "resolver"},

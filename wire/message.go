@@ -35,8 +35,8 @@ const (
 )
 
 // Version is the protocol version hellos carry (2: virtual addresses,
-// vipaddr.go).
-const Version = VersionVirtual
+// vipaddr.go; 3: trunks of several connections between hubs, lane.go).
+const Version = VersionLanes
 
 // Limits on decoded messages.
 const (
@@ -89,6 +89,9 @@ type Hello struct {
 	// whose sshd delays small writes (Nagle's algorithm left on), so the
 	// link's small writes should be coalesced (see package hub).
 	Tunnel bool `json:"tunnel,omitempty"`
+	// Lane, only in the hello of a further connection of a trunk between
+	// two hubs of VersionLanes or later, asks to join that trunk (lane.go).
+	Lane *LaneJoin `json:"lane,omitempty"`
 }
 
 // Gossip is a hub's routing table as it sends it to one neighbour
@@ -297,6 +300,9 @@ func (m *Message) check(depth int) error {
 	case KHello:
 		ok = m.Hello != nil && (m.Hello.Role == "hub" || m.Hello.Role == "node")
 		if ok {
+			if err := m.Hello.checkLane(); err != nil {
+				return err
+			}
 			return checkMachine(&m.Hello.Machine)
 		}
 	case KGossip:

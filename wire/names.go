@@ -41,6 +41,8 @@ const (
 	// RefusedNameTaken: another identity holds the name (Holder says
 	// which, and at which hub).
 	RefusedNameTaken = "name-taken"
+	// RefusedLane (lane.go): a connection that asked to join a trunk as
+	// one of its lanes.
 )
 
 // maxHolders bounds the holders one KClaimed lists.
@@ -86,7 +88,7 @@ type Claimed struct {
 
 func (r *Refusal) check() error {
 	switch r.Code {
-	case RefusedRole, RefusedName, RefusedNameTaken:
+	case RefusedRole, RefusedName, RefusedNameTaken, RefusedLane:
 	default:
 		return fmt.Errorf("unknown refusal code %q", r.Code)
 	}

@@ -24,6 +24,7 @@ var refusalKinds = [...]struct{ what, reason string }{
 	{"circuit", status.RefusedHops},
 	{"circuit", status.RefusedLinkLost},
 	{"circuit", status.RefusedBadOpen},
+	{"connection", status.RefusedLane},
 }
 
 // refusal indexes refusalKinds.
@@ -40,6 +41,7 @@ const (
 	refHops
 	refLinkLost
 	refBadOpen
+	refLane
 )
 
 // hubCounters are a hub's counts (Hub.counts).
@@ -71,7 +73,7 @@ func (c *hubCounters) switched(n int) {
 }
 
 // linkRefusal is the counted reason of a link refusal's wire code (the
-// three wire.Refused* codes; a code added later counts as name until it
+// wire.Refused* codes; a code added later counts as name until it
 // is given a reason of its own here).
 func linkRefusal(code string) refusal {
 	switch code {
@@ -79,6 +81,8 @@ func linkRefusal(code string) refusal {
 		return refRole
 	case wire.RefusedNameTaken:
 		return refNameTaken
+	case wire.RefusedLane:
+		return refLane
 	}
 	return refName
 }

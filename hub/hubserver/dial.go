@@ -34,7 +34,13 @@ func (h *Hub) dialHub(ctx context.Context, spec string, want identity.ID, timeou
 	if err != nil {
 		return nil, nil, err
 	}
-	return h.linkOver(ctx, c, want, direct.Nagle(c))
+	h.tuneTrunk(c)
+	p, r, err := h.linkOver(ctx, c, want, direct.Nagle(c))
+	if err != nil {
+		return nil, nil, err
+	}
+	p.spec = spec // where its further connections are dialled (lanes.go)
+	return p, r, nil
 }
 
 // linkOver runs the dialling side of a hub link over c, made by a
@@ -65,7 +71,7 @@ func (h *Hub) helloOver(ctx context.Context, c net.Conn, sec *hub.Secured, nagle
 	if d, ok := ctx.Deadline(); ok {
 		_ = c.SetDeadline(d)
 	}
-	mine := &wire.Hello{Role: "hub", Machine: h.machine(), Version: wire.Version, Observed: hub.AddrPort(c.RemoteAddr()), Tunnel: nagle}
+	mine := &wire.Hello{Role: "hub", Machine: h.machine(), Version: h.helloVersion(), Observed: hub.AddrPort(c.RemoteAddr()), Tunnel: nagle}
 	if err := hub.WriteHello(c, sealer, mine); err != nil {
 		return nil, nil, sec.Explain(err)
 	}
@@ -82,6 +88,9 @@ func (h *Hub) helloOver(ctx context.Context, c net.Conn, sec *hub.Secured, nagle
 	_ = c.SetDeadline(time.Time{})
 	p := h.newPeer(c, sealer, hello, true, nagle)
 	p.who = sec.TLS.Peer
+	if p.laneSecret, err = sec.LaneSecret(); err != nil {
+		return nil, nil, err
+	}
 	return p, sec.Reader, nil
 }
 

@@ -75,5 +75,23 @@ func FuzzFrames(f *testing.F) {
 			p.t.Close(nil)
 			h.unregister(p, hub.ErrClosedByPeer)
 		}
+		// and on a further connection of a hub's trunk (lanes.go).
+		p := fuzzPeer(t, h, "hub")
+		x, y := net.Pipe()
+		go io.Copy(io.Discard, y)
+		l := &lane{t: hub.NewTrunk(x, nil, "lane", false)}
+		p.addLane(l)
+		r := wire.NewReader(bytes.NewReader(b))
+		for {
+			fr, err := r.Read()
+			if err != nil || p.handleOn(l, fr) != nil {
+				break
+			}
+		}
+		l.t.Close(nil)
+		p.t.Close(nil)
+		h.unregister(p, hub.ErrClosedByPeer)
+		x.Close()
+		y.Close()
 	})
 }

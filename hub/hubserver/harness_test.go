@@ -71,6 +71,9 @@ type grid struct {
 	// mem, if set, is the network the hubs and nodes use instead of
 	// loopback TCP (memGrid).
 	mem *memnet.Network
+	// lanes is every hub's Config.Lanes (lanes.go); 0: by round trip
+	// (one connection on loopback).
+	lanes int
 }
 
 type testHub struct {
@@ -130,6 +133,7 @@ func (g *grid) hub(name string, peers ...string) *testHub {
 		Interval: testInterval,
 		Logf:     testLogf(g.t, ""),
 		NoSplice: !g.splice,
+		Lanes:    g.lanes,
 		Dial: func(ctx context.Context, spec string) (net.Conn, error) {
 			g.mu.Lock()
 			blocked := false
@@ -180,9 +184,15 @@ func (th *testHub) crash() {
 	// closed socket gets a word out through another still open.
 	for p := range th.all {
 		p.t.Mute()
+		for _, l := range p.extraLanes() {
+			l.t.Mute()
+		}
 	}
 	for p := range th.all {
 		p.t.Conn().Close()
+		for _, l := range p.extraLanes() {
+			l.t.Conn().Close()
+		}
 	}
 	th.mu.Unlock()
 	th.stop()

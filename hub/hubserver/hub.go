@@ -19,7 +19,9 @@
 // end-to-end flow control: a hub never blocks reading a trunk, queues what
 // each circuit's window allows and resets a circuit that overruns it.
 // Hubs that cannot reach each other splice a trunk through their NATs
-// (splice.go).
+// (splice.go). A trunk between two hubs carries several TCP connections
+// when the path is long (lanes.go), each circuit on one of them, so that
+// routed circuits are not confined to one TCP connection's rate.
 //
 // What strangers can make a hub hold before they prove who they are is
 // bounded (accept.go): pending handshakes by a gate that sheds the oldest
@@ -86,6 +88,19 @@ type Config struct {
 	// NoCounters turns the hub's counters off (Counters reports zeros):
 	// for the benchmark that measures what counting and metrics cost.
 	NoCounters bool
+	// Lanes is how many TCP connections a trunk this hub dials to another
+	// hub carries (lanes.go, wire/lane.go): 0, the default, one per 10 ms
+	// of the trunk's round trip, up to 8; N > 1, N (at most MaxLanes);
+	// 1, one, as before protocol version 3, and this hub then refuses the
+	// further connections of trunks others dial. Spliced trunks, trunks
+	// through ssh tunnels and trunks to older hubs keep one.
+	Lanes int
+	// Congestion is the TCP congestion control of connections between
+	// hubs: "" is "bbr", and a kernel without it (or that forbids it)
+	// silently leaves its default; "default" leaves the kernel's default;
+	// another name is tried like "bbr". Nodes' attachments keep the
+	// kernel's default.
+	Congestion string
 }
 
 // Hub is a hub server. Make one with New and run it with Serve.
@@ -111,6 +126,9 @@ type Hub struct {
 	// vanish makes Serve end without goodbyes (no resets, no flush), as a
 	// crash would; for tests.
 	vanish atomic.Bool
+	// version is the protocol version of the hub's hellos, 0 for
+	// wire.Version: tests set an older one to play a hub of that version.
+	version int
 
 	// What it counts for metrics (counters.go): atomics, no lock.
 	counts hubCounters
@@ -244,6 +262,14 @@ func listenAddrs(a net.Addr) []netip.AddrPort {
 	return out
 }
 
+// helloVersion is the protocol version the hub's hellos carry.
+func (h *Hub) helloVersion() int {
+	if h.version != 0 {
+		return h.version
+	}
+	return wire.Version
+}
+
 // ID is the hub's identity.
 func (h *Hub) ID() identity.ID { return h.id }
 
@@ -299,6 +325,9 @@ func (h *Hub) Serve(ctx context.Context) error {
 		// link go must not get a reset out through another.
 		for _, p := range peers {
 			p.t.Mute()
+			for _, l := range p.extraLanes() {
+				l.t.Mute()
+			}
 		}
 		for _, p := range peers {
 			p.t.Close(errors.New("hub vanished"))
@@ -313,11 +342,14 @@ func (h *Hub) Serve(ctx context.Context) error {
 		refs := p.circuits
 		p.circuits = nil
 		p.cmu.Unlock()
-		for id := range refs {
-			p.t.Send(wire.TReset, wire.FlagHub, id, []byte(bye))
+		for id, ref := range refs {
+			ref.c.ends[ref.side].ln.t.Send(wire.TReset, wire.FlagHub, id, []byte(bye))
 		}
 	}
 	for _, p := range peers {
+		for _, l := range p.extraLanes() {
+			l.t.CloseAfterFlush(500*time.Millisecond, errors.New(bye))
+		}
 		p.t.CloseAfterFlush(500*time.Millisecond, errors.New(bye))
 	}
 	h.wg.Wait()
@@ -363,10 +395,22 @@ func (h *Hub) serveConn(ctx context.Context, raw net.Conn, pend *direct.Pending)
 		h.refuse(c, sealer, id.Short(), roleRefusal(err))
 		return
 	}
+	if hello.Lane != nil {
+		h.acceptLane(c, sec, hello, pend) // lanes.go
+		return
+	}
+	if hello.Role == "hub" {
+		h.tuneTrunk(c)
+	}
 	_ = c.SetDeadline(time.Time{})
 	pend.Done()
 	p := h.newPeer(c, sealer, hello, false, false)
 	p.who = sec.TLS.Peer
+	if p.laneSecret, err = sec.LaneSecret(); err != nil {
+		h.logf("hub %s: connection from %s (%s): %v", h.cfg.Name, c.RemoteAddr(), id.Short(), err)
+		c.Close()
+		return
+	}
 	if e := h.admitName(p, sec.TLS.Peer); e != nil {
 		h.refuse(c, sealer, id.Short(), e)
 		return
@@ -383,7 +427,7 @@ func (h *Hub) serveConn(ctx context.Context, raw net.Conn, pend *direct.Pending)
 		c.Close()
 		return
 	}
-	p.t.SendControl(&wire.Message{Kind: wire.KHello, Hello: &wire.Hello{Role: "hub", Machine: h.machine(), Version: wire.Version, Observed: p.t.Remote()}})
+	p.t.SendControl(&wire.Message{Kind: wire.KHello, Hello: &wire.Hello{Role: "hub", Machine: h.machine(), Version: h.helloVersion(), Observed: p.t.Remote()}})
 	h.run(p, r)
 }
 
@@ -408,7 +452,12 @@ type LinkInfo struct {
 	Dialed   bool // this hub dialled the link
 	RTT      time.Duration
 	Circuits int
-	Queued   int // bytes waiting to be written
+	Queued   int // bytes waiting to be written, on all its connections
+	// Connections is how many TCP connections the trunk carries (lanes.go).
+	Connections int
+	// Congestion is the TCP congestion control of its first connection
+	// ("" where unknown: not a TCP socket, not Linux).
+	Congestion string
 }
 
 // Links lists the hub's neighbours, hubs first.
@@ -422,14 +471,18 @@ func (h *Hub) Links() []LinkInfo {
 	out := make([]LinkInfo, 0, len(peers))
 	for _, p := range peers {
 		p.cmu.Lock()
-		n := len(p.circuits)
+		n, lanes := len(p.circuits), append([]*lane(nil), p.lanes...)
 		p.cmu.Unlock()
 		role := "node"
 		if p.isHub {
 			role = "hub"
 		}
+		queued := 0
+		for _, l := range lanes {
+			queued += l.t.Queued()
+		}
 		out = append(out, LinkInfo{Peer: p.id, Name: p.name, Role: role, Remote: p.t.Remote(), Dialed: p.dialed,
-			RTT: p.t.RTT(), Circuits: n, Queued: p.t.Queued()})
+			RTT: p.t.RTT(), Circuits: n, Queued: queued, Connections: len(lanes), Congestion: hub.Congestion(p.t.Conn())})
 	}
 	sort.Slice(out, func(i, j int) bool {
 		if out[i].Role != out[j].Role {

@@ -36,10 +36,19 @@ type peer struct {
 	claim  *claim    // its claim, handed over to h.nodes by register
 	claimQ uint64
 
-	cmu      sync.Mutex
-	circuits map[uint32]circRef // circuits on this link, by this link's number
-	nextCirc uint32
-	retired  bool // replaced by a newer trunk to the same hub: closed once its last circuit ends
+	// a hub trunk's connections (lanes.go)
+	spec       string // the address this hub dialled the trunk at ("": accepted or spliced)
+	tunnel     bool   // through an sshd that delays small writes
+	laneSecret []byte // the trunk's secret that lanes prove (hub.Secured.LaneSecret)
+	main       *lane  // the trunk's first connection, lanes[0]
+
+	cmu         sync.Mutex
+	circuits    map[uint32]circRef // circuits on this link, by this link's number
+	nextCirc    uint32
+	retired     bool      // replaced by a newer trunk to the same hub: closed once its last circuit ends
+	lanes       []*lane   // the trunk's connections, lanes[0] on t
+	laneDialing bool      // a goroutine dials lanes
+	laneAfter   time.Time // no lane dialled before
 }
 
 // errTrunkDrained closes a retired trunk (see retire) once its last
@@ -59,6 +68,9 @@ func (h *Hub) newPeer(c net.Conn, sealer *wire.Sealer, hello *wire.Hello, dialed
 	// knows it (direct.Nagle); the accepting end learns it from its hello.
 	tunnel := p.isHub && (nagle || hello.Tunnel)
 	p.t = hub.NewTrunk(c, sealer, fmt.Sprintf("%s %s (%s)", role, p.name, c.RemoteAddr()), tunnel)
+	p.tunnel = tunnel
+	p.main = &lane{t: p.t}
+	p.lanes = []*lane{p.main}
 	p.machine = hello.Machine
 	p.machine.Addrs = slices.Clone(p.machine.Addrs)
 	p.machine.Virtual = nil
@@ -87,7 +99,7 @@ func (h *Hub) run(p *peer, r *wire.Reader) {
 		h.sendTable(p)
 		h.sendCRLs(p)
 	}
-	err := p.t.ReadLoop(r, p.handle)
+	err := p.t.ReadLoop(r, func(f wire.Frame) error { return p.handleOn(p.main, f) })
 	h.unregister(p, err)
 }
 
@@ -202,20 +214,28 @@ func (h *Hub) unregister(p *peer, cause error) {
 		h.logf("hub %s: %s closed: %v", h.cfg.Name, p.t.Desc(), cause)
 	}
 	h.resetCircuits(p, fmt.Sprintf("hub %s: link to %s lost: %v", h.cfg.Name, p.t.Desc(), cause))
+	p.closeLanes(fmt.Errorf("the trunk's first connection closed: %w", cause))
 }
 
-// handle dispatches one frame from the peer. An error is a protocol
-// violation: the link is closed and the error logged.
-func (p *peer) handle(f wire.Frame) error {
+// handle dispatches one frame from the peer's first connection.
+func (p *peer) handle(f wire.Frame) error { return p.handleOn(p.main, f) }
+
+// handleOn dispatches one frame from the peer, received on lane l. An
+// error is a protocol violation: the connection is closed and the error
+// logged. A trunk's further connections carry circuit frames only.
+func (p *peer) handleOn(l *lane, f wire.Frame) error {
 	switch f.Type {
 	case wire.TControl:
+		if l != p.main {
+			return errors.New("a control message on a further connection of a trunk")
+		}
 		m, err := wire.Decode(f.Payload)
 		if err != nil {
 			return err
 		}
 		return p.h.control(p, m)
 	case wire.TOpen:
-		return p.h.open(p, f)
+		return p.h.open(p, l, f)
 	case wire.TPing, wire.TPong, wire.TData, wire.TWindow, wire.TFin, wire.TReset, wire.TAccept:
 		return p.h.switchFrame(p, f)
 	}

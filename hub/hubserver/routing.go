@@ -376,6 +376,16 @@ func (h *Hub) tick() {
 		if p.t.SincePing() >= every*9/10 {
 			p.t.Ping()
 		}
+		if p.isHub {
+			for _, l := range p.extraLanes() {
+				if s := l.t.SilentFor(); s > silence {
+					l.t.Close(&hub.SilentError{For: s.Round(time.Millisecond)})
+				} else if l.t.SincePing() >= every*9/10 {
+					l.t.Ping()
+				}
+			}
+			h.maintainLanes(h.ctx, p) // lanes.go
+		}
 	}
 	h.broadcastTables()
 }

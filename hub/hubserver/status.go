@@ -18,7 +18,7 @@ func (h *Hub) Status() status.Hub {
 	}
 	for _, l := range links {
 		st.Links = append(st.Links, status.Link{Peer: l.Peer, Name: l.Name, Role: l.Role, Remote: l.Remote, Dialed: l.Dialed,
-			RTTMS: ms(l.RTT), Circuits: l.Circuits, QueuedBytes: l.Queued})
+			RTTMS: ms(l.RTT), Circuits: l.Circuits, QueuedBytes: l.Queued, Connections: l.Connections, Congestion: l.Congestion})
 	}
 	return st
 }

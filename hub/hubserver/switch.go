@@ -33,6 +33,7 @@ type hcircuit struct {
 type end struct {
 	p  *peer
 	id uint32
+	ln *lane // the connection of p's trunk the circuit runs on (lanes.go)
 }
 
 type circRef struct {
@@ -56,9 +57,10 @@ func (p *peer) allocLocked() uint32 {
 	}
 }
 
-// open handles a TOpen from p: the next hop, a circuit number on its link,
-// the mapping, and the open passed on; or a reset back saying why not.
-func (h *Hub) open(p *peer, f wire.Frame) error {
+// open handles a TOpen from p, received on its trunk's connection in:
+// the next hop, a circuit number and a connection on its trunk, the
+// mapping, and the open passed on; or a reset back saying why not.
+func (h *Hub) open(p *peer, in *lane, f wire.Frame) error {
 	id := f.Circuit
 	if (id%2 == 1) == p.dialed {
 		return fmt.Errorf("open on circuit %d: wrong parity for the side that %s the link", id, map[bool]string{true: "accepted", false: "dialled"}[p.dialed])
@@ -75,7 +77,7 @@ func (h *Hub) open(p *peer, f wire.Frame) error {
 	}
 	refuse := func(r refusal, reason string) error {
 		h.counts.refuse(r)
-		p.t.Send(wire.TReset, wire.FlagHub, id, []byte(reason))
+		in.t.Send(wire.TReset, wire.FlagHub, id, []byte(reason))
 		return nil
 	}
 	if !p.isHub {
@@ -108,26 +110,32 @@ func (h *Hub) open(p *peer, f wire.Frame) error {
 	}
 	c := &hcircuit{openWindow: o.Window}
 	c.credit[0] = wire.InitialWindow
-	c.ends[0] = end{p, id}
+	c.ends[0] = end{p, id, in}
 	out.cmu.Lock()
 	if out.gone() {
 		out.cmu.Unlock()
 		return refuse(refLinkLost, fmt.Sprintf("hub %s: link to %s lost", h.cfg.Name, out.t.Desc()))
 	}
 	oid := out.allocLocked()
-	c.ends[1] = end{out, oid}
+	ol := out.pickLaneLocked()
+	ol.n++
+	c.ends[1] = end{out, oid, ol}
 	out.circuits[oid] = circRef{c, 1}
 	out.cmu.Unlock()
 	p.cmu.Lock()
-	if p.gone() {
+	if _, used := p.circuits[id]; used || p.gone() {
 		p.cmu.Unlock()
 		h.removeCircuit(c)
+		if used {
+			return fmt.Errorf("open on circuit %d, which is in use", id)
+		}
 		return nil
 	}
 	p.circuits[id] = circRef{c, 0}
+	in.n++
 	p.cmu.Unlock()
 	h.counts.circuit()
-	out.t.Send(wire.TOpen, 0, oid, payload)
+	ol.t.Send(wire.TOpen, 0, oid, payload)
 	return nil
 }
 
@@ -196,7 +204,7 @@ func (h *Hub) switchFrame(p *peer, f wire.Frame) error {
 		c.fin[side] = true
 		both := c.fin[0] && c.fin[1]
 		c.mu.Unlock()
-		other.p.t.Send(wire.TFin, 0, other.id, nil)
+		other.ln.t.Send(wire.TFin, 0, other.id, nil)
 		if both {
 			h.removeCircuit(c)
 		}
@@ -205,11 +213,11 @@ func (h *Hub) switchFrame(p *peer, f wire.Frame) error {
 		c.mu.Lock()
 		c.done = true
 		c.mu.Unlock()
-		other.p.t.Send(wire.TReset, f.Flags, other.id, f.Payload)
+		other.ln.t.Send(wire.TReset, f.Flags, other.id, f.Payload)
 		h.removeCircuit(c)
 		return nil
 	}
-	other.p.t.Send(f.Type, 0, other.id, f.Payload)
+	other.ln.t.Send(f.Type, 0, other.id, f.Payload)
 	return nil
 }
 
@@ -224,7 +232,9 @@ func (h *Hub) abort(c *hcircuit, reason string) {
 	c.mu.Unlock()
 	h.logf("%s", reason)
 	for _, e := range c.ends {
-		e.p.t.Send(wire.TReset, wire.FlagHub, e.id, []byte(reason))
+		if e.p != nil {
+			e.ln.t.Send(wire.TReset, wire.FlagHub, e.id, []byte(reason))
+		}
 	}
 	h.removeCircuit(c)
 }
@@ -238,6 +248,7 @@ func (h *Hub) removeCircuit(c *hcircuit) {
 		e.p.cmu.Lock()
 		if ref, ok := e.p.circuits[e.id]; ok && ref.c == c {
 			delete(e.p.circuits, e.id)
+			e.ln.n--
 		}
 		drained := e.p.retired && len(e.p.circuits) == 0
 		e.p.cmu.Unlock()
@@ -255,16 +266,22 @@ func (h *Hub) resetCircuits(p *peer, reason string) {
 	p.circuits = nil // gone: no new circuits on this link
 	p.cmu.Unlock()
 	for _, ref := range refs {
-		c := ref.c
-		c.mu.Lock()
-		done := c.done
-		c.done = true
-		c.mu.Unlock()
-		if done {
-			continue
-		}
-		o := c.ends[1-ref.side]
-		o.p.t.Send(wire.TReset, wire.FlagHub, o.id, []byte(reason))
-		h.removeCircuit(c)
+		h.resetRef(ref, reason)
 	}
+}
+
+// resetRef resets a circuit toward the end opposite ref's (whose link or
+// connection was lost) and drops its mappings.
+func (h *Hub) resetRef(ref circRef, reason string) {
+	c := ref.c
+	c.mu.Lock()
+	done := c.done
+	c.done = true
+	c.mu.Unlock()
+	if done {
+		return
+	}
+	o := c.ends[1-ref.side]
+	o.ln.t.Send(wire.TReset, wire.FlagHub, o.id, []byte(reason))
+	h.removeCircuit(c)
 }
