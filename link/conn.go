@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/direct"
+	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/vconn"
 )
 
@@ -53,8 +54,9 @@ type Options struct {
 	// Redial sets up another connection to the same listener, for a
 	// resumable link that lost its connections and for the further
 	// streams of any link; package link then sends the join handshake
-	// on it. nil: the node dials the peer's machine and port again, by
-	// whatever method works now (vconn.Node.DialMachine).
+	// on it. nil: the node dials the link's address again, by whatever
+	// method works now (vconn.Node.Dial: the name looked up again if
+	// the peer moved to another hub), to the same peer only.
 	Redial func(ctx context.Context) (*vconn.Conn, error)
 
 	blocks bool // carry blocks even over one stream without compression (benchmarks)
@@ -137,13 +139,14 @@ func Dial(ctx context.Context, n *vconn.Node, addr string, o Options) (*Conn, er
 	if o.Resume {
 		h.flags |= flagResume
 		_, _ = rand.Read(h.token[:])
-		h.window = uint32(cfg.withDefaults().ResendBuffer)
+		d := cfg.withDefaults()
+		h.window = uint32(d.ResendBuffer)
+		h.timeout = uint32(d.ResumeTimeout / time.Millisecond)
 	}
 	start := time.Now()
 	c := &Conn{first: c0, id: id, plain: o.Plain, comp: o.Compression, conns: []*vconn.Conn{c0}, token: h.token, redial: o.Redial}
 	if c.redial == nil {
-		peer, port := c0.Peer(), c0.RemoteAddr().(vconn.Addr).Port
-		c.redial = func(ctx context.Context) (*vconn.Conn, error) { return n.DialMachine(ctx, peer, port) }
+		c.redial = redialer(n, addr, c0.Peer())
 	}
 	rep, err := c.greet(ctx, c0, h)
 	if err != nil {
@@ -164,6 +167,11 @@ func Dial(ctx context.Context, n *vconn.Node, addr string, o Options) (*Conn, er
 			c0.Close()
 			return nil, fmt.Errorf("link to %s: %w: the acceptor answered a window of %d to %d", c0.RemoteAddr(), ErrHello, rep.window, h.window)
 		}
+		if rep.timeout > h.timeout {
+			c0.Close()
+			return nil, fmt.Errorf("link to %s: %w: the acceptor answered a resume timeout of %d ms to %d", c0.RemoteAddr(), ErrHello, rep.timeout, h.timeout)
+		}
+		cfg.ResumeTimeout = time.Duration(rep.timeout) * time.Millisecond
 		c.startResumable(cfg, int(rep.window), c.redialJoin)
 	} else {
 		c.startBlocks(cfg)
@@ -176,6 +184,26 @@ func Dial(ctx context.Context, n *vconn.Node, addr string, o Options) (*Conn, er
 		c.join(ctx, n, min(o.Streams, o.maxStreams())-1)
 	}
 	return c, nil
+}
+
+// redialer is a link's redial unless Options.Redial says otherwise: addr
+// dialled again, by whatever method works now. The name is looked up
+// again when the peer's hub or addresses changed (the hub it was attached
+// to died: vconn.Node.Dial); a name that now names another node is
+// refused, the link's token going nowhere but to its peer.
+func redialer(n *vconn.Node, addr string, peer identity.Machine) func(context.Context) (*vconn.Conn, error) {
+	return func(ctx context.Context) (*vconn.Conn, error) {
+		vc, err := n.Dial(ctx, addr)
+		if err != nil {
+			return nil, err
+		}
+		if vc.Peer().ID != peer.ID {
+			vc.Close()
+			return nil, &direct.RefusedError{What: direct.RefusedLink, End: addr, Peer: vc.Peer().ID, Here: true,
+				Reason: fmt.Sprintf("%s now names node %s, not the link's peer %s", addr, vc.Peer().ID.Short(), peer.ID.Short())}
+		}
+		return vc, nil
+	}
 }
 
 // startResumable makes the link carry blocks over its first connection
@@ -509,8 +537,10 @@ type Stats struct {
 	Reader      ReaderStats // zero without blocks
 	// JoinError is why the last stream that failed to join did.
 	JoinError string
-	// Resumable links: the window agreed in the hello (0: not resumable).
-	Window int
+	// Resumable links: the window agreed in the hello (0: not resumable)
+	// and the resume timeout.
+	Window        int
+	ResumeTimeout time.Duration
 }
 
 // Stats returns the link's counters.
@@ -526,6 +556,9 @@ func (c *Conn) Stats() Stats {
 		st.JoinError = c.joinErr.Error()
 	}
 	st.Window = c.window
+	if c.rs != nil {
+		st.ResumeTimeout = c.rs.timeout
+	}
 	c.mu.Unlock()
 	return st
 }
