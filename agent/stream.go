@@ -24,6 +24,10 @@ import (
 // linkOptions are the link options a stream request asks for.
 func linkOptions(o control.LinkOptions) (link.Options, error) {
 	lo := link.Options{Streams: o.Streams, MaxStreams: o.MaxStreams, Plain: o.Plain}
+	if o.ResumeSeconds >= 0 {
+		lo.Resume = true
+		lo.Config.ResumeTimeout = time.Duration(o.ResumeSeconds * float64(time.Second))
+	}
 	if o.Compression != "" {
 		c, err := link.ParseCompression(o.Compression)
 		if err != nil {
@@ -266,9 +270,10 @@ func (a *Agent) expose(w http.ResponseWriter, r *http.Request) {
 // dialStream sets up the overlay end of a stream to addr: a link, except
 // to EchoPort, every agent's built-in echo, which answers raw (as gridlink
 // ping and the Go API's Dial use it): a link's hello would come back as
-// data, so it is dialed raw and the link options do not apply.
+// data, so it is dialed raw and the link options do not apply; likewise
+// SinkPort, which never answers a hello (a resumable link waits for one).
 func (a *Agent) dialStream(ctx context.Context, addr string, lo link.Options) (net.Conn, error) {
-	if va, err := identity.ParseAddr(addr); err == nil && va.Port == EchoPort && va.Service == "" {
+	if va, err := identity.ParseAddr(addr); err == nil && (va.Port == EchoPort || va.Port == SinkPort) && va.Service == "" {
 		c, err := a.node.Dial(ctx, addr)
 		if err != nil {
 			return nil, err
