@@ -161,7 +161,10 @@ func TestRoutedHubDeathNamed(t *testing.T) {
 					in, out = struct{ io.Reader }{inR}, struct{ io.Writer }{outW}
 				}
 				errc := make(chan error, 1)
-				go func() { errc <- NC(ctx, alpha, control.ConnectRequest{Addr: "beta:8080", Link: noResume}, in, out); outW.Close() }()
+				go func() {
+					errc <- NC(ctx, alpha, control.ConnectRequest{Addr: "beta:8080", Link: noResume}, in, out)
+					outW.Close()
+				}()
 				one := make([]byte, 1)
 				if _, err := io.ReadFull(outR, one); err != nil {
 					t.Fatal(err)
