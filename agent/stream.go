@@ -15,6 +15,7 @@ import (
 	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/link"
+	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/vconn"
 )
 
@@ -43,6 +44,11 @@ func linkOptions(o control.LinkOptions) (link.Options, error) {
 func kindOf(err error) string {
 	var re *direct.RefusedError
 	switch {
+	case errors.Is(err, pki.ErrDenied):
+		// the far side refused the caller in its handshake (a link that
+		// waits for the acceptor's reply, as a resumable one does, meets
+		// it while it is set up; streamend.go's, once it runs)
+		return control.KindNotAllowed
 	case errors.Is(err, hub.ErrNotFound):
 		return control.KindUnknownName
 	case errors.As(err, &re) && re.What == direct.RefusedLink:
