@@ -45,6 +45,9 @@ func (L *resumeLab) hubDeath(t *testing.T) {
 		t.Fatalf("cp or scp ended before a1 was killed: cp %v\n%s\nscp %v\n%s", cp.err, cp.stderr(), scp.err, scp.stderr())
 	}
 	st, _ := os.Stat(remote)
+	if n := L.circuits(t, L.host("a-h1")); n == 0 {
+		t.Fatalf("no circuit crosses a1: cp and scp are not routed through it")
+	}
 	killed := L.kill("a1")
 	t.Logf("a1 killed with cp at %d of %d bytes, scp at %d of %d", cp.progress(), L.size, st.Size(), scpSize)
 
@@ -81,6 +84,9 @@ func (L *resumeLab) perfHubDeath(t *testing.T) {
 	time.Sleep(2 * time.Second) // into the run (its setup takes well under a second)
 	if p.ended() {
 		t.Fatalf("perf ended before b1 was killed: %v\n%s\n%s", p.err, p.out.Bytes(), p.stderr())
+	}
+	if n := L.circuits(t, L.host("b-h1")); n == 0 {
+		t.Fatalf("no circuit crosses b1: perf is not routed through it")
 	}
 	killed := L.kill("b1")
 	err := p.wait(t, time.Minute)

@@ -401,3 +401,20 @@ func (L *resumeLab) kill(name string) time.Time {
 	_ = syscall.Kill(-L.hubs[name].cmd.Process.Pid, syscall.SIGKILL)
 	return time.Now()
 }
+
+// circuits is the number of circuits open through the hub in h (over its
+// links to other hubs and to nodes), counted once per circuit end.
+func (L *resumeLab) circuits(t *testing.T, h *topology.Host) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, errb, err := tryIn(ctx, h, nil, L.bin, "status", "--hub", "--json")
+	var st status.Hub
+	if err != nil || json.Unmarshal(out, &st) != nil {
+		t.Fatalf("status --hub on %s: %v: %s %s", h.ID(), err, out, errb)
+	}
+	n := 0
+	for _, l := range st.Links {
+		n += l.Circuits
+	}
+	return n
+}
