@@ -28,6 +28,7 @@ func linkOptions(o control.LinkOptions) (link.Options, error) {
 	if o.ResumeSeconds >= 0 {
 		lo.Resume = true
 		lo.Config.ResumeTimeout = time.Duration(o.ResumeSeconds * float64(time.Second))
+		lo.Upgrade = o.Upgrade
 	}
 	if o.Compression != "" {
 		c, err := link.ParseCompression(o.Compression)

@@ -120,6 +120,7 @@ type cpFlags struct {
 	maxStreams, port, retries        int
 	interval                         float64
 	resumeTimeout                    time.Duration
+	upgrade                          bool
 }
 
 func cpCmd() *cobra.Command {
@@ -174,6 +175,7 @@ exists) and says where the unfinished one is.`,
 	f.BoolVarP(&cf.quiet, "quiet", "q", false, "no progress display")
 	f.Float64Var(&cf.interval, "interval", 2, "seconds between progress lines when stderr is not a terminal")
 	addResumeFlag(c, &cf.resumeTimeout)
+	f.BoolVar(&cf.upgrade, "upgrade", false, upgradeUsage)
 	return c
 }
 
@@ -240,7 +242,7 @@ func cpReport(res gridlink.CopyResult, err error, asJSON, quiet bool) error {
 }
 
 func cpLinkOptions(cf cpFlags) (gridlink.LinkOptions, error) {
-	o := gridlink.LinkOptions{MaxStreams: cf.maxStreams}
+	o := gridlink.LinkOptions{MaxStreams: cf.maxStreams, Upgrade: cf.upgrade}
 	if cf.streams == "auto" {
 		o.Streams = gridlink.AutoStreams
 	} else if n, err := strconv.Atoi(cf.streams); err == nil && n >= 1 {

@@ -19,6 +19,7 @@ func perfCmd() *cobra.Command {
 	var streams, compress, encrypt, data string
 	var seconds, omit, interval float64
 	var resume time.Duration
+	var upgrade bool
 	c := &cobra.Command{
 		Use:   "perf NODE[:PORT] | perf --serve",
 		Short: "measure a link's throughput, as iperf3 does: parallel streams, compression, encryption",
@@ -49,6 +50,7 @@ reports the rate per interval and overall, as the server counted it.`,
 					return err
 				}
 				resumeOptions(&o.Link, resume)
+				o.Link.Upgrade = upgrade
 			}
 			cfg, err := nf.apiConfig("gridlink perf")
 			if err != nil {
@@ -121,6 +123,7 @@ reports the rate per interval and overall, as the server counted it.`,
 	f.Float64VarP(&omit, "omit", "O", 0, "seconds left out of the steady rate (ramp-up)")
 	f.Float64VarP(&interval, "interval", "i", 1, "seconds between interval reports")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
+	f.BoolVar(&upgrade, "upgrade", false, upgradeUsage)
 	c.Flags().DurationVar(&resume, "resume-timeout", gridlink.DefaultResumeTimeout, resumeUsage+"; with --serve, the longest a client's link may wait")
 	return c
 }

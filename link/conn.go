@@ -59,7 +59,13 @@ type Options struct {
 	// the peer moved to another hub), to the same peer only.
 	Redial func(ctx context.Context) (*vconn.Conn, error)
 
-	blocks bool // carry blocks even over one stream without compression (benchmarks)
+	// Upgrade, on a resumable link set up by a method other than direct,
+	// looks for a more direct connection to the peer while the link runs
+	// and moves to it (upgrade.go). Off by default.
+	Upgrade bool
+
+	blocks      bool                                                               // carry blocks even over one stream without compression (benchmarks)
+	upgradeDial func(ctx context.Context, via []vconn.Method) (*vconn.Conn, error) // tests: Upgrade's dial
 }
 
 func (o Options) maxStreams() int {
@@ -109,7 +115,8 @@ type Conn struct {
 	closed  bool
 	onClose func()
 	tune    *tuner
-	joinErr error // the last failed join, for Stats
+	up      *upgrader // Options.Upgrade
+	joinErr error     // the last failed join, for Stats
 }
 
 // Dial sets up a link to addr (NODE:PORT[@HUB], see vconn.Node.Dial) with
@@ -173,6 +180,16 @@ func Dial(ctx context.Context, n *vconn.Node, addr string, o Options) (*Conn, er
 		}
 		cfg.ResumeTimeout = time.Duration(rep.timeout) * time.Millisecond
 		c.startResumable(cfg, int(rep.window), c.redialJoin)
+		if o.Upgrade {
+			dial := o.upgradeDial
+			if dial == nil {
+				peer, port := c0.Peer(), c0.RemoteAddr().(vconn.Addr).Port
+				dial = func(ctx context.Context, via []vconn.Method) (*vconn.Conn, error) {
+					return n.DialMachineVia(ctx, peer, port, via...)
+				}
+			}
+			c.startUpgrade(dial)
+		}
 	} else {
 		c.startBlocks(cfg)
 	}
@@ -453,10 +470,12 @@ func (c *Conn) Close() error {
 	c.closed = true
 	conns := append([]*vconn.Conn(nil), c.conns...)
 	onClose := c.onClose
+	up := c.up
 	c.mu.Unlock()
 	if c.tune != nil {
 		c.tune.stop()
 	}
+	up.halt()
 	if onClose != nil {
 		onClose()
 	}
@@ -541,6 +560,8 @@ type Stats struct {
 	// and the resume timeout.
 	Window        int
 	ResumeTimeout time.Duration
+	// Switches are the link's live path upgrades (Options.Upgrade).
+	Switches []PathSwitch
 }
 
 // Stats returns the link's counters.
@@ -559,7 +580,13 @@ func (c *Conn) Stats() Stats {
 	if c.rs != nil {
 		st.ResumeTimeout = c.rs.timeout
 	}
+	up := c.up
 	c.mu.Unlock()
+	if up != nil {
+		up.mu.Lock()
+		st.Switches = append([]PathSwitch(nil), up.switches...)
+		up.mu.Unlock()
+	}
 	return st
 }
 

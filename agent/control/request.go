@@ -49,6 +49,10 @@ type LinkOptions struct {
 	// what died and when. 0: 30 s; negative: not resumable (a lost
 	// connection ends the stream).
 	ResumeSeconds float64 `json:"resume_seconds,omitempty"`
+	// Upgrade: a resumable link set up by a method other than direct
+	// moves to a more direct connection once one can be set up, while it
+	// runs (link.Options.Upgrade).
+	Upgrade bool `json:"upgrade,omitempty"`
 }
 
 // ConnectRequest is the body of POST /connect.
