@@ -135,6 +135,15 @@ type CopyConfig struct {
 	// Retries is how many times the copy resumes after a dropped
 	// connection (0: 5; negative: never).
 	Retries int
+	// ResumeTimeout makes the copy's links resumable (it sets
+	// Link.Resume and Link.Config.ResumeTimeout): a link survives the
+	// death of the connections beneath it (a hub on the path, a cut),
+	// resending what they carried over one set up again by whatever
+	// method works then, for up to this long without any (the service
+	// may agree to less), before it fails naming what died and when (and
+	// the copy retries, Retries). 0: DefaultResumeTimeout (30 s);
+	// negative: links are not resumable.
+	ResumeTimeout time.Duration
 	// Limit bounds the file data rate, bytes per second, whichever end
 	// sends (0: none).
 	Limit int64
@@ -212,9 +221,13 @@ func Copy(ctx context.Context, cc CopyConfig, plan CopyPlan) (CopyResult, error)
 		cc.Progress(CopyStarted{Kind: plan.Kind, Node: node.Name()})
 	}
 	var seen linkSeen
+	lo := cc.Link
+	if cc.ResumeTimeout >= 0 {
+		lo.Resume, lo.Config.ResumeTimeout = true, cc.ResumeTimeout
+	}
 	dialer := func(name string) xfer.Dialer {
 		return func(ctx context.Context) (net.Conn, error) {
-			c, err := dialService(ctx, node, serviceAddr(name, port), cc.Link)
+			c, err := dialService(ctx, node, serviceAddr(name, port), lo)
 			if err != nil {
 				return nil, err
 			}

@@ -101,7 +101,7 @@ type PushFunc = func(ctx context.Context, target string, l xfer.Link, cred *prox
 func PushDialer(cfg Config, node *Node, maxStreams int) PushFunc {
 	trust := gridTrust(node)
 	return func(ctx context.Context, target string, l xfer.Link, cred *proxy.Credential) (net.Conn, error) {
-		o := link.Options{Streams: l.Streams, MaxStreams: maxStreams}
+		o := link.Options{Streams: l.Streams, MaxStreams: maxStreams, Resume: true}
 		if o.Streams == 0 {
 			o.Streams = link.Auto
 		}

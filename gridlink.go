@@ -44,6 +44,10 @@ import (
 	"github.com/gridlink/gridlink/vconn"
 )
 
+// DefaultResumeTimeout is how long a resumable link waits for a
+// connection back unless told otherwise (link.Config.ResumeTimeout).
+const DefaultResumeTimeout = link.DefaultResumeTimeout
+
 // LinkOptions are a connection's options (see link.Options); the zero
 // value is one encrypted stream without compression.
 type LinkOptions = link.Options

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"time"
 
 	"github.com/gridlink/gridlink/link"
 	"github.com/gridlink/gridlink/metrics"
@@ -35,6 +36,12 @@ type ServeConfig struct {
 	Quota, UserQuota int64
 	// Logf, if set, logs what the service does and refuses.
 	Logf func(format string, args ...any)
+	// ResumeTimeout is the longest a client's resumable link waits for a
+	// connection back here once every one died (a client may ask for
+	// less: the smaller is agreed). 0: DefaultResumeTimeout (30 s);
+	// negative: links are not resumable (a client asking gets one that
+	// is not).
+	ResumeTimeout time.Duration
 	// Metrics is the address of a Prometheus endpoint, /metrics, for the
 	// service's transfers (sessions, files, bytes by operation and
 	// outcome) and its node (HOST:PORT; :PORT or PORT bind
@@ -66,7 +73,8 @@ func ServeTransfers(node *Node, cfg Config, sc ServeConfig) (*TransferService, e
 	if port == 0 {
 		port = TransferPort
 	}
-	lo := link.ListenOptions{AllowPlain: sc.AllowPlain, MaxStreams: maxStreams}
+	lo := link.ListenOptions{AllowPlain: sc.AllowPlain, MaxStreams: maxStreams, NoResume: sc.ResumeTimeout < 0}
+	lo.Config.ResumeTimeout = max(sc.ResumeTimeout, 0)
 	if len(sc.Allow)+len(sc.AllowGroups) > 0 {
 		if gridTrust(node) == nil {
 			return nil, ErrAllowWithoutCA

@@ -9,6 +9,7 @@ import (
 	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/vconn"
 )
 
@@ -25,6 +26,7 @@ func TestKindOfTypedErrors(t *testing.T) {
 		{fmt.Errorf("vconn: dial b:1: %w", &direct.RefusedError{What: direct.RefusedConnection, Reason: "no listener on port 1 at b"}), control.KindRefused},
 		{fmt.Errorf("vconn: dial b:1: %w", &direct.RefusedError{Reason: "no listener on port 1 at b"}), control.KindRefused},
 		{fmt.Errorf("agent: %w", badAddr), control.KindBadRequest},
+		{fmt.Errorf("link to b:512: reading the acceptor's reply: %w", pki.ErrDenied), control.KindNotAllowed}, // refused in b's handshake
 		{fmt.Errorf("x: %w", hub.ErrNotFound), control.KindUnknownName},
 		{fmt.Errorf("x: %w", context.DeadlineExceeded), control.KindTimeout},
 		{&vconn.RaceError{}, control.KindUnreachable},

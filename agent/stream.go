@@ -15,6 +15,7 @@ import (
 	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/link"
+	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/vconn"
 )
 
@@ -24,6 +25,11 @@ import (
 // linkOptions are the link options a stream request asks for.
 func linkOptions(o control.LinkOptions) (link.Options, error) {
 	lo := link.Options{Streams: o.Streams, MaxStreams: o.MaxStreams, Plain: o.Plain}
+	if o.ResumeSeconds >= 0 {
+		lo.Resume = true
+		lo.Config.ResumeTimeout = time.Duration(o.ResumeSeconds * float64(time.Second))
+		lo.Upgrade = o.Upgrade
+	}
 	if o.Compression != "" {
 		c, err := link.ParseCompression(o.Compression)
 		if err != nil {
@@ -39,6 +45,11 @@ func linkOptions(o control.LinkOptions) (link.Options, error) {
 func kindOf(err error) string {
 	var re *direct.RefusedError
 	switch {
+	case errors.Is(err, pki.ErrDenied):
+		// the far side refused the caller in its handshake (a link that
+		// waits for the acceptor's reply, as a resumable one does, meets
+		// it while it is set up; streamend.go's, once it runs)
+		return control.KindNotAllowed
 	case errors.Is(err, hub.ErrNotFound):
 		return control.KindUnknownName
 	case errors.As(err, &re) && re.What == direct.RefusedLink:
@@ -266,9 +277,10 @@ func (a *Agent) expose(w http.ResponseWriter, r *http.Request) {
 // dialStream sets up the overlay end of a stream to addr: a link, except
 // to EchoPort, every agent's built-in echo, which answers raw (as gridlink
 // ping and the Go API's Dial use it): a link's hello would come back as
-// data, so it is dialed raw and the link options do not apply.
+// data, so it is dialed raw and the link options do not apply; likewise
+// SinkPort, which never answers a hello (a resumable link waits for one).
 func (a *Agent) dialStream(ctx context.Context, addr string, lo link.Options) (net.Conn, error) {
-	if va, err := identity.ParseAddr(addr); err == nil && va.Port == EchoPort && va.Service == "" {
+	if va, err := identity.ParseAddr(addr); err == nil && (va.Port == EchoPort || va.Port == SinkPort) && va.Service == "" {
 		c, err := a.node.Dial(ctx, addr)
 		if err != nil {
 			return nil, err

@@ -20,6 +20,8 @@ import (
 type linkFlags struct {
 	streams, compress, encrypt string
 	control                    string
+	resume                     time.Duration
+	upgrade                    bool
 }
 
 func (lf *linkFlags) add(c *cobra.Command) {
@@ -28,6 +30,8 @@ func (lf *linkFlags) add(c *cobra.Command) {
 	f.StringVar(&lf.compress, "compress", "off", "compression: off, s2, zstd or auto")
 	f.StringVar(&lf.encrypt, "encrypt", "on", "on: TLS 1.3; off: authenticated plain (the far side must allow it)")
 	f.StringVar(&lf.control, "control", "", "agent control socket (default: your agent's, then the system agent's @gridlink-agent)")
+	addResumeFlag(c, &lf.resume)
+	c.Flags().BoolVar(&lf.upgrade, "upgrade", false, upgradeUsage)
 }
 
 func (lf *linkFlags) options() (control.LinkOptions, error) {
@@ -53,7 +57,41 @@ func (lf *linkFlags) options() (control.LinkOptions, error) {
 	default:
 		return o, fmt.Errorf("--encrypt %q: want on or off", lf.encrypt)
 	}
+	o.Upgrade = lf.upgrade
+	o.ResumeSeconds = lf.resume.Seconds()
+	if lf.resume <= 0 {
+		o.ResumeSeconds = -1
+	}
 	return o, nil
+}
+
+// resumeUsage is the help of --resume-timeout.
+const resumeUsage = "how long a link waits for a path back when every connection beneath it died (a hub on the path, a cut), resending what they carried over one set up again, before it fails naming what died and when; 0: links are not resumable (the peer may agree to less: 30 s unless it says)"
+
+// upgradeUsage is the help of --upgrade.
+const upgradeUsage = "a resumable link set up routed, spliced or reverse moves to a more direct connection once one can be set up, while it runs"
+
+// serveResumeUsage is the help of a service's --resume-timeout.
+const serveResumeUsage = "the longest a client's link waits for a path back when every connection beneath it died, resending what they carried, before it fails (a client may ask for less); 0: links are not resumable"
+
+// serverResume is a service's ResumeTimeout for --resume-timeout d (0:
+// not resumable).
+func serverResume(d time.Duration) time.Duration {
+	if d <= 0 {
+		return -1
+	}
+	return d
+}
+
+// addResumeFlag adds --resume-timeout to c.
+func addResumeFlag(c *cobra.Command, d *time.Duration) {
+	c.Flags().DurationVar(d, "resume-timeout", gridlink.DefaultResumeTimeout, resumeUsage)
+}
+
+// resumeOptions makes o resumable for d (0: not resumable).
+func resumeOptions(o *gridlink.LinkOptions, d time.Duration) {
+	o.Resume = d > 0
+	o.Config.ResumeTimeout = d
 }
 
 func socksCmd() *cobra.Command {

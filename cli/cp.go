@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -21,6 +22,7 @@ func serveCmd() *cobra.Command {
 	var allowPlain bool
 	var allowNames, allowGroups []string
 	var quota, userQuota, metricsAddr string
+	var resume time.Duration
 	c := &cobra.Command{
 		Use:   "serve [--root DIR]",
 		Short: "run a transfer service for gridlink cp, publishing DIR under this node's name",
@@ -70,7 +72,7 @@ the free space of the file system it writes to (less 1% of it, at most
 			}
 			svc, err := gridlink.ServeTransfers(node, cfg, gridlink.ServeConfig{Root: root, Port: uint16(port), MaxStreams: maxStreams,
 				AllowPlain: allowPlain, Allow: allowNames, AllowGroups: allowGroups, Quota: q, UserQuota: uq, Metrics: metricsAddr,
-				Logf: printf(logger("node", node.Name()))})
+				ResumeTimeout: serverResume(resume), Logf: printf(logger("node", node.Name()))})
 			if errors.Is(err, gridlink.ErrAllowWithoutCA) {
 				return errors.New("--allow and --allow-group need a grid CA (--ca): an open grid proves keys, not names")
 			}
@@ -99,6 +101,7 @@ the free space of the file system it writes to (less 1% of it, at most
 	f.StringArrayVar(&allowGroups, "allow-group", nil, "admit only members of this group (repeatable)")
 	f.StringVar(&quota, "quota", "", "the most bytes of file data DIR may hold, what it holds at start included (suffixes K, M, G; default: no bound)")
 	f.StringVar(&metricsAddr, "metrics", "", metricsUsage)
+	f.DurationVar(&resume, "resume-timeout", gridlink.DefaultResumeTimeout, serveResumeUsage)
 	f.StringVar(&userQuota, "user-quota", "", "the most bytes of file data each user's copies may add, counted across restarts in DIR/.gridlink-quota (suffixes K, M, G; default: no bound)")
 	return c
 }
@@ -116,6 +119,8 @@ type cpFlags struct {
 	limit                            string
 	maxStreams, port, retries        int
 	interval                         float64
+	resumeTimeout                    time.Duration
+	upgrade                          bool
 }
 
 func cpCmd() *cobra.Command {
@@ -169,6 +174,8 @@ exists) and says where the unfinished one is.`,
 	f.BoolVar(&cf.asJSON, "json", false, "print a JSON summary")
 	f.BoolVarP(&cf.quiet, "quiet", "q", false, "no progress display")
 	f.Float64Var(&cf.interval, "interval", 2, "seconds between progress lines when stderr is not a terminal")
+	addResumeFlag(c, &cf.resumeTimeout)
+	f.BoolVar(&cf.upgrade, "upgrade", false, upgradeUsage)
 	return c
 }
 
@@ -193,8 +200,12 @@ func runCp(ctx context.Context, nf *nodeFlags, cf cpFlags, args []string) error 
 	if retries == 0 {
 		retries = -1
 	}
+	resumeTimeout := cf.resumeTimeout
+	if resumeTimeout <= 0 {
+		resumeTimeout = -1
+	}
 	bar := newProgress(os.Stderr, secs(cf.interval), cf.quiet)
-	res, err := gridlink.Copy(ctx, gridlink.CopyConfig{Node: cfg, ProxyFile: nf.sec.proxyFile, Port: cf.port, Link: lo,
+	res, err := gridlink.Copy(ctx, gridlink.CopyConfig{Node: cfg, ProxyFile: nf.sec.proxyFile, Port: cf.port, Link: lo, ResumeTimeout: resumeTimeout,
 		Recursive: cf.recursive, Resume: cf.resume, Retries: retries, Limit: limit, Progress: bar.event,
 		Logf: func(f string, a ...any) { bar.log(fmt.Sprintf(f, a...)) }}, plan)
 	bar.stop()
@@ -231,7 +242,7 @@ func cpReport(res gridlink.CopyResult, err error, asJSON, quiet bool) error {
 }
 
 func cpLinkOptions(cf cpFlags) (gridlink.LinkOptions, error) {
-	o := gridlink.LinkOptions{MaxStreams: cf.maxStreams}
+	o := gridlink.LinkOptions{MaxStreams: cf.maxStreams, Upgrade: cf.upgrade}
 	if cf.streams == "auto" {
 		o.Streams = gridlink.AutoStreams
 	} else if n, err := strconv.Atoi(cf.streams); err == nil && n >= 1 {

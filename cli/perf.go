@@ -18,6 +18,8 @@ func perfCmd() *cobra.Command {
 	var port, maxStreams int
 	var streams, compress, encrypt, data string
 	var seconds, omit, interval float64
+	var resume time.Duration
+	var upgrade bool
 	c := &cobra.Command{
 		Use:   "perf NODE[:PORT] | perf --serve",
 		Short: "measure a link's throughput, as iperf3 does: parallel streams, compression, encryption",
@@ -47,6 +49,8 @@ reports the rate per interval and overall, as the server counted it.`,
 				if o, err = perfOptions(streams, maxStreams, compress, encrypt, data, seconds, omit, interval); err != nil {
 					return err
 				}
+				resumeOptions(&o.Link, resume)
+				o.Link.Upgrade = upgrade
 			}
 			cfg, err := nf.apiConfig("gridlink perf")
 			if err != nil {
@@ -63,7 +67,9 @@ reports the rate per interval and overall, as the server counted it.`,
 			defer node.Close()
 			if serve {
 				ctx, refused := hold(ctx, "gridlink perf", node, nf.verbose)
-				l, err := node.ListenWith(strconv.Itoa(port), gridlink.ListenOptions{AllowPlain: true, MaxStreams: maxStreams})
+				lo := gridlink.ListenOptions{AllowPlain: true, MaxStreams: maxStreams, NoResume: resume <= 0}
+				lo.Config.ResumeTimeout = max(resume, 0)
+				l, err := node.ListenWith(strconv.Itoa(port), lo)
 				if err != nil {
 					return err
 				}
@@ -117,6 +123,8 @@ reports the rate per interval and overall, as the server counted it.`,
 	f.Float64VarP(&omit, "omit", "O", 0, "seconds left out of the steady rate (ramp-up)")
 	f.Float64VarP(&interval, "interval", "i", 1, "seconds between interval reports")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
+	f.BoolVar(&upgrade, "upgrade", false, upgradeUsage)
+	c.Flags().DurationVar(&resume, "resume-timeout", gridlink.DefaultResumeTimeout, resumeUsage+"; with --serve, the longest a client's link may wait")
 	return c
 }
 

@@ -71,8 +71,11 @@ func (l *lockedLog) String() string {
 
 // A routed stream whose hub goes away mid-flight ends with an error that
 // names that hub, at nc and forward (issue 17, item 10): alpha is
-// attached to hubs first and second, beta to second; first stops.
+// attached to hubs first and second, beta to second; first stops. The
+// streams here ask for no resume (ResumeSeconds < 0): a resumable one
+// (the default) goes on through second instead (agent/resume_test.go).
 func TestRoutedHubDeathNamed(t *testing.T) {
+	noResume := control.LinkOptions{ResumeSeconds: -1}
 	// nc on pipes hands them to the agent; nc on anything else (a
 	// terminal; here readers and writers that are no files) copies the
 	// bytes itself, and asks the agent why the stream ended.
@@ -127,7 +130,7 @@ func TestRoutedHubDeathNamed(t *testing.T) {
 				if lerr != nil {
 					t.Fatal(lerr)
 				}
-				go Forward(ctx, l, alpha, control.ConnectRequest{Addr: "beta:8080"}, logs.logf)
+				go Forward(ctx, l, alpha, control.ConnectRequest{Addr: "beta:8080", Link: noResume}, logs.logf)
 				c, derr := net.Dial("tcp", l.Addr().String())
 				if derr != nil {
 					t.Fatal(derr)
@@ -158,7 +161,10 @@ func TestRoutedHubDeathNamed(t *testing.T) {
 					in, out = struct{ io.Reader }{inR}, struct{ io.Writer }{outW}
 				}
 				errc := make(chan error, 1)
-				go func() { errc <- NC(ctx, alpha, control.ConnectRequest{Addr: "beta:8080"}, in, out); outW.Close() }()
+				go func() {
+					errc <- NC(ctx, alpha, control.ConnectRequest{Addr: "beta:8080", Link: noResume}, in, out)
+					outW.Close()
+				}()
 				one := make([]byte, 1)
 				if _, err := io.ReadFull(outR, one); err != nil {
 					t.Fatal(err)

@@ -54,7 +54,10 @@ type Config struct {
 	// 160 ms).
 	ResendBuffer int
 	// ResumeTimeout is how long a resumable link lives without any
-	// connection before it fails with a *LostError (default 30s).
+	// connection before it fails with a *LostError (default 30s, at most
+	// MaxResumeTimeout, rounded to milliseconds). Each end proposes its
+	// own in the hello and the link uses the smaller on both ends: a
+	// dialler may shorten an acceptor's, not lengthen it.
 	ResumeTimeout time.Duration
 
 	resume *resumeHooks // set by a resumable link's session
@@ -75,8 +78,16 @@ const (
 	defaultReorderBuffer = 16 << 20
 	reserve              = MaxBlock + BlockCost
 	defaultResendBuffer  = 16 << 20
-	defaultResumeTimeout = 30 * time.Second
 )
+
+// DefaultResumeTimeout is Config.ResumeTimeout's default.
+const DefaultResumeTimeout = 30 * time.Second
+
+// MaxResumeTimeout bounds Config.ResumeTimeout.
+const MaxResumeTimeout = 24 * time.Hour
+
+// maxTimeoutMs is MaxResumeTimeout in a hello's milliseconds.
+const maxTimeoutMs = uint32(MaxResumeTimeout / time.Millisecond)
 
 // MaxWindow bounds Config.ResendBuffer, and so the window a peer may ask
 // for in a resumable link's hello.
@@ -108,8 +119,9 @@ func (c Config) withDefaults() Config {
 	}
 	c.ResendBuffer = min(max(c.ResendBuffer, minWindow), MaxWindow)
 	if c.ResumeTimeout <= 0 {
-		c.ResumeTimeout = defaultResumeTimeout
+		c.ResumeTimeout = DefaultResumeTimeout
 	}
+	c.ResumeTimeout = min(max(c.ResumeTimeout.Round(time.Millisecond), time.Millisecond), MaxResumeTimeout)
 	return c
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/direct"
+	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/vconn"
 )
 
@@ -53,11 +54,18 @@ type Options struct {
 	// Redial sets up another connection to the same listener, for a
 	// resumable link that lost its connections and for the further
 	// streams of any link; package link then sends the join handshake
-	// on it. nil: the node dials the peer's machine and port again, by
-	// whatever method works now (vconn.Node.DialMachine).
+	// on it. nil: the node dials the link's address again, by whatever
+	// method works now (vconn.Node.Dial: the name looked up again if
+	// the peer moved to another hub), to the same peer only.
 	Redial func(ctx context.Context) (*vconn.Conn, error)
 
-	blocks bool // carry blocks even over one stream without compression (benchmarks)
+	// Upgrade, on a resumable link set up by a method other than direct,
+	// looks for a more direct connection to the peer while the link runs
+	// and moves to it (upgrade.go). Off by default.
+	Upgrade bool
+
+	blocks      bool                                                               // carry blocks even over one stream without compression (benchmarks)
+	upgradeDial func(ctx context.Context, via []vconn.Method) (*vconn.Conn, error) // tests: Upgrade's dial
 }
 
 func (o Options) maxStreams() int {
@@ -107,7 +115,8 @@ type Conn struct {
 	closed  bool
 	onClose func()
 	tune    *tuner
-	joinErr error // the last failed join, for Stats
+	up      *upgrader // Options.Upgrade
+	joinErr error     // the last failed join, for Stats
 }
 
 // Dial sets up a link to addr (NODE:PORT[@HUB], see vconn.Node.Dial) with
@@ -137,13 +146,14 @@ func Dial(ctx context.Context, n *vconn.Node, addr string, o Options) (*Conn, er
 	if o.Resume {
 		h.flags |= flagResume
 		_, _ = rand.Read(h.token[:])
-		h.window = uint32(cfg.withDefaults().ResendBuffer)
+		d := cfg.withDefaults()
+		h.window = uint32(d.ResendBuffer)
+		h.timeout = uint32(d.ResumeTimeout / time.Millisecond)
 	}
 	start := time.Now()
 	c := &Conn{first: c0, id: id, plain: o.Plain, comp: o.Compression, conns: []*vconn.Conn{c0}, token: h.token, redial: o.Redial}
 	if c.redial == nil {
-		peer, port := c0.Peer(), c0.RemoteAddr().(vconn.Addr).Port
-		c.redial = func(ctx context.Context) (*vconn.Conn, error) { return n.DialMachine(ctx, peer, port) }
+		c.redial = redialer(n, addr, c0.Peer())
 	}
 	rep, err := c.greet(ctx, c0, h)
 	if err != nil {
@@ -164,7 +174,22 @@ func Dial(ctx context.Context, n *vconn.Node, addr string, o Options) (*Conn, er
 			c0.Close()
 			return nil, fmt.Errorf("link to %s: %w: the acceptor answered a window of %d to %d", c0.RemoteAddr(), ErrHello, rep.window, h.window)
 		}
+		if rep.timeout > h.timeout {
+			c0.Close()
+			return nil, fmt.Errorf("link to %s: %w: the acceptor answered a resume timeout of %d ms to %d", c0.RemoteAddr(), ErrHello, rep.timeout, h.timeout)
+		}
+		cfg.ResumeTimeout = time.Duration(rep.timeout) * time.Millisecond
 		c.startResumable(cfg, int(rep.window), c.redialJoin)
+		if o.Upgrade {
+			dial := o.upgradeDial
+			if dial == nil {
+				peer, port := c0.Peer(), c0.RemoteAddr().(vconn.Addr).Port
+				dial = func(ctx context.Context, via []vconn.Method) (*vconn.Conn, error) {
+					return n.DialMachineVia(ctx, peer, port, via...)
+				}
+			}
+			c.startUpgrade(dial)
+		}
 	} else {
 		c.startBlocks(cfg)
 	}
@@ -176,6 +201,26 @@ func Dial(ctx context.Context, n *vconn.Node, addr string, o Options) (*Conn, er
 		c.join(ctx, n, min(o.Streams, o.maxStreams())-1)
 	}
 	return c, nil
+}
+
+// redialer is a link's redial unless Options.Redial says otherwise: addr
+// dialled again, by whatever method works now. The name is looked up
+// again when the peer's hub or addresses changed (the hub it was attached
+// to died: vconn.Node.Dial); a name that now names another node is
+// refused, the link's token going nowhere but to its peer.
+func redialer(n *vconn.Node, addr string, peer identity.Machine) func(context.Context) (*vconn.Conn, error) {
+	return func(ctx context.Context) (*vconn.Conn, error) {
+		vc, err := n.Dial(ctx, addr)
+		if err != nil {
+			return nil, err
+		}
+		if vc.Peer().ID != peer.ID {
+			vc.Close()
+			return nil, &direct.RefusedError{What: direct.RefusedLink, End: addr, Peer: vc.Peer().ID, Here: true,
+				Reason: fmt.Sprintf("%s now names node %s, not the link's peer %s", addr, vc.Peer().ID.Short(), peer.ID.Short())}
+		}
+		return vc, nil
+	}
 }
 
 // startResumable makes the link carry blocks over its first connection
@@ -425,10 +470,12 @@ func (c *Conn) Close() error {
 	c.closed = true
 	conns := append([]*vconn.Conn(nil), c.conns...)
 	onClose := c.onClose
+	up := c.up
 	c.mu.Unlock()
 	if c.tune != nil {
 		c.tune.stop()
 	}
+	up.halt()
 	if onClose != nil {
 		onClose()
 	}
@@ -509,8 +556,12 @@ type Stats struct {
 	Reader      ReaderStats // zero without blocks
 	// JoinError is why the last stream that failed to join did.
 	JoinError string
-	// Resumable links: the window agreed in the hello (0: not resumable).
-	Window int
+	// Resumable links: the window agreed in the hello (0: not resumable)
+	// and the resume timeout.
+	Window        int
+	ResumeTimeout time.Duration
+	// Switches are the link's live path upgrades (Options.Upgrade).
+	Switches []PathSwitch
 }
 
 // Stats returns the link's counters.
@@ -526,7 +577,16 @@ func (c *Conn) Stats() Stats {
 		st.JoinError = c.joinErr.Error()
 	}
 	st.Window = c.window
+	if c.rs != nil {
+		st.ResumeTimeout = c.rs.timeout
+	}
+	up := c.up
 	c.mu.Unlock()
+	if up != nil {
+		up.mu.Lock()
+		st.Switches = append([]PathSwitch(nil), up.switches...)
+		up.mu.Unlock()
+	}
 	return st
 }
 

@@ -30,13 +30,15 @@ import (
 //	8      16   link     the link's ID, chosen at random by the dialler
 //
 // With flagResume (a resumable link, resume.go: only with flagBlocks) the
-// hello goes on with 36 bytes:
+// hello goes on with 40 bytes:
 //
 //	offset size field
 //	24     32   token    the link's resume token: open: chosen at random by
 //	                     the dialler; join: the link's. Never all zeros
 //	56     4    window   big-endian. Open: the dialler's ResendBuffer,
 //	                     minWindow to MaxWindow. Join: 0
+//	60     4    timeout  big-endian milliseconds. Open: the dialler's
+//	                     ResumeTimeout, 1 to MaxResumeTimeout. Join: 0
 //
 // The token is a secret of the two ends: it travels only here, inside the
 // TLS session (a plain link leaves TLS after the reply). A join of a
@@ -58,7 +60,10 @@ import (
 //	8      ...  reason
 //
 // An OK reply with flagResume goes on with the window the link uses both
-// ways, 4 bytes big-endian: at most the hello's, at least minWindow.
+// ways, 4 bytes big-endian: at most the hello's, at least minWindow; then
+// the resume timeout both ends use, 4 bytes big-endian milliseconds: at
+// most the hello's, at least 1 (each end proposes its ResumeTimeout, the
+// link uses the smaller).
 //
 // An acceptor that predates resumable links refuses a hello with
 // flagResume (unknown flags) without flagResume in its reply: the dialler
@@ -82,7 +87,7 @@ const (
 	flagResume  = 1 << 3
 	knownFlags  = flagPlain | flagBlocks | flagNoReply | flagResume
 
-	resumeExtSize = 36
+	resumeExtSize = 40
 	tokenSize     = 32
 
 	replyOK      = 0
@@ -104,6 +109,7 @@ type hello struct {
 	link     LinkID
 	token    [tokenSize]byte // with flagResume
 	window   uint32          // with flagResume
+	timeout  uint32          // with flagResume: milliseconds
 }
 
 func (h hello) append(b []byte) []byte {
@@ -119,6 +125,7 @@ func (h hello) append(b []byte) []byte {
 	if h.flags&flagResume != 0 {
 		b = append(b, h.token[:]...)
 		b = binary.BigEndian.AppendUint32(b, h.window)
+		b = binary.BigEndian.AppendUint32(b, h.timeout)
 	}
 	return b
 }
@@ -161,6 +168,7 @@ func parseHello(b []byte) (hello, error) {
 	}
 	copy(h.token[:], b[helloSize:])
 	h.window = binary.BigEndian.Uint32(b[helloSize+tokenSize:])
+	h.timeout = binary.BigEndian.Uint32(b[helloSize+tokenSize+4:])
 	switch {
 	case h.token == [tokenSize]byte{}:
 		return hello{}, fmt.Errorf("%w: a resume token of zeros", ErrHello)
@@ -168,6 +176,10 @@ func parseHello(b []byte) (hello, error) {
 		return hello{}, fmt.Errorf("%w: window of %d bytes, want %d to %d", ErrHello, h.window, minWindow, MaxWindow)
 	case h.kind == helloJoin && h.window != 0:
 		return hello{}, fmt.Errorf("%w: a join with a window (%d)", ErrHello, h.window)
+	case h.kind == helloOpen && (h.timeout < 1 || h.timeout > maxTimeoutMs):
+		return hello{}, fmt.Errorf("%w: resume timeout of %d ms, want 1 to %d", ErrHello, h.timeout, maxTimeoutMs)
+	case h.kind == helloJoin && h.timeout != 0:
+		return hello{}, fmt.Errorf("%w: a join with a resume timeout (%d ms)", ErrHello, h.timeout)
 	}
 	return h, nil
 }
@@ -192,10 +204,11 @@ func readHello(r io.Reader, legacy bool) (hello, error) {
 }
 
 type reply struct {
-	status byte
-	flags  byte
-	reason string
-	window uint32 // OK with flagResume
+	status  byte
+	flags   byte
+	reason  string
+	window  uint32 // OK with flagResume
+	timeout uint32 // OK with flagResume: milliseconds
 }
 
 func (r reply) append(b []byte) []byte {
@@ -212,6 +225,7 @@ func (r reply) append(b []byte) []byte {
 	b = append(b, reason...)
 	if r.status == replyOK && r.flags&flagResume != 0 {
 		b = binary.BigEndian.AppendUint32(b, r.window)
+		b = binary.BigEndian.AppendUint32(b, r.timeout)
 	}
 	return b
 }
@@ -260,13 +274,17 @@ func readReply(rd io.Reader) (reply, error) {
 		r.reason = string(reason)
 	}
 	if r.status == replyOK && r.flags&flagResume != 0 {
-		var w [4]byte
+		var w [8]byte
 		if _, err := io.ReadFull(rd, w[:]); err != nil {
 			return reply{}, fmt.Errorf("link: reading the acceptor's window: %w", err)
 		}
 		r.window = binary.BigEndian.Uint32(w[:])
+		r.timeout = binary.BigEndian.Uint32(w[4:])
 		if r.window < minWindow || r.window > MaxWindow {
 			return reply{}, fmt.Errorf("%w: window of %d bytes, want %d to %d", ErrHello, r.window, minWindow, MaxWindow)
+		}
+		if r.timeout < 1 || r.timeout > maxTimeoutMs {
+			return reply{}, fmt.Errorf("%w: resume timeout of %d ms, want 1 to %d", ErrHello, r.timeout, maxTimeoutMs)
 		}
 	}
 	return r, nil

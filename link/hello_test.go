@@ -12,7 +12,7 @@ func TestHelloRoundTrip(t *testing.T) {
 		{kind: helloOpen, flags: flagNoReply, compress: CompressOff, link: LinkID{1, 2, 3}},
 		{kind: helloOpen, flags: flagPlain | flagBlocks, compress: CompressAuto},
 		{kind: helloJoin, flags: flagBlocks, compress: CompressZstd, link: LinkID{15: 9}},
-		{kind: helloOpen, flags: flagBlocks | flagResume, link: LinkID{4}, token: [tokenSize]byte{1, 31: 2}, window: minWindow},
+		{kind: helloOpen, flags: flagBlocks | flagResume, link: LinkID{4}, token: [tokenSize]byte{1, 31: 2}, window: minWindow, timeout: 1},
 		{kind: helloJoin, flags: flagBlocks | flagResume | flagPlain, link: LinkID{4}, token: [tokenSize]byte{7}},
 	} {
 		b := h.append(nil)
@@ -25,7 +25,7 @@ func TestHelloRoundTrip(t *testing.T) {
 		}
 	}
 	for _, r := range []reply{{status: replyOK, flags: flagPlain}, {status: replyRefused, reason: "no link 01020304 here"},
-		{status: replyOK, flags: flagResume, window: MaxWindow}, {status: replyRefused, flags: flagResume, reason: "wrong resume token"}} {
+		{status: replyOK, flags: flagResume, window: MaxWindow, timeout: maxTimeoutMs}, {status: replyRefused, flags: flagResume, reason: "wrong resume token"}} {
 		got, err := readReply(bytes.NewReader(r.append(nil)))
 		if err != nil || got != r {
 			t.Fatalf("%+v came back as %+v, %v", r, got, err)
@@ -39,7 +39,7 @@ func TestHelloRoundTrip(t *testing.T) {
 }
 
 var (
-	resumeOpen = hello{kind: helloOpen, flags: flagBlocks | flagResume, token: [tokenSize]byte{9}, window: 16 << 20}.append(nil)
+	resumeOpen = hello{kind: helloOpen, flags: flagBlocks | flagResume, token: [tokenSize]byte{9}, window: 16 << 20, timeout: 30000}.append(nil)
 	resumeJoin = hello{kind: helloJoin, flags: flagBlocks | flagResume, token: [tokenSize]byte{9}}.append(nil)
 )
 
@@ -58,13 +58,16 @@ func TestBadHello(t *testing.T) {
 		"reserved":     {patch(good, 7, 1), "reserved byte"},
 		"no wait plain": {patch(patch(good, 4, helloOpen), 5, flagNoReply|flagPlain),
 			"waits for the reply"},
-		"resume short":     {patch(good, 5, flagBlocks|flagResume), "24 bytes, want 60"},
+		"resume short":     {patch(good, 5, flagBlocks|flagResume), "24 bytes, want 64"},
 		"resume no blocks": {patch(resumeOpen, 5, flagResume), "without blocks"},
 		"resume no wait":   {patch(resumeOpen, 5, flagResume|flagBlocks|flagNoReply), "waits for the reply"},
 		"zero token":       {append(resumeOpen[:helloSize:helloSize], make([]byte, resumeExtSize)...), "token of zeros"},
 		"small window":     {patch(resumeOpen, helloSize+tokenSize, 0), "window of"},
 		"huge window":      {patch(resumeOpen, helloSize+tokenSize, 0xff), "window of"},
 		"join window":      {patch(resumeJoin, helloSize+tokenSize+3, 1), "a join with a window"},
+		"zero timeout":     {patch(patch(patch(resumeOpen, helloSize+tokenSize+6, 0), helloSize+tokenSize+7, 0), helloSize+tokenSize+5, 0), "resume timeout of 0 ms"},
+		"huge timeout":     {patch(resumeOpen, helloSize+tokenSize+4, 0xff), "resume timeout of"},
+		"join timeout":     {patch(resumeJoin, helloSize+tokenSize+7, 1), "a join with a resume timeout"},
 	} {
 		_, err := parseHello(c.b)
 		if !errors.Is(err, ErrHello) || !strings.Contains(err.Error(), c.want) {
@@ -89,8 +92,9 @@ func FuzzHello(f *testing.F) {
 	f.Add(resumeOpen)
 	f.Add(resumeJoin)
 	f.Add(resumeOpen[:helloSize])
-	f.Add(reply{status: replyOK, flags: flagResume | flagPlain, window: 1 << 24}.append(nil))
+	f.Add(reply{status: replyOK, flags: flagResume | flagPlain, window: 1 << 24, timeout: 5000}.append(nil))
 	f.Add(reply{status: replyOK, flags: flagResume, window: 1}.append(nil))
+	f.Add(reply{status: replyOK, flags: flagResume, window: 1 << 24}.append(nil)) // no timeout
 	f.Add(reply{status: replyRefused, flags: flagResume, reason: "why"}.append(nil))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if h, err := parseHello(b); err == nil {

@@ -35,8 +35,9 @@ type ListenOptions struct {
 	// NoResume answers a dialler asking for a resumable link
 	// (Options.Resume) with a link that is not. Off: links are resumable
 	// when the dialler asks, with the smaller of both ends'
-	// Config.ResendBuffer as window and this end waiting
-	// Config.ResumeTimeout for the dialler to set a connection up again.
+	// Config.ResendBuffer as window and the smaller of both ends'
+	// Config.ResumeTimeout as how long both ends wait for the dialler to
+	// set a connection up again.
 	NoResume bool
 	// Logf, if set, logs each connection the listener refuses, with the
 	// reason the dialler reads.
@@ -152,9 +153,12 @@ func (l *Listener) handle(vc *vconn.Conn) {
 	blocks := h.flags&flagBlocks != 0
 	resume := h.flags&flagResume != 0 && !l.o.NoResume
 	window := 0
+	var timeout time.Duration
 	if resume {
 		c.token = h.token
-		window = min(int(h.window), l.o.Config.withDefaults().ResendBuffer)
+		d := l.o.Config.withDefaults()
+		window = min(int(h.window), d.ResendBuffer)
+		timeout = min(time.Duration(h.timeout)*time.Millisecond, d.ResumeTimeout)
 	}
 	var a *accepted
 	if blocks {
@@ -185,7 +189,7 @@ func (l *Listener) handle(vc *vconn.Conn) {
 	}
 	if h.flags&flagNoReply != 0 {
 		vc.KeepTLS()
-	} else if !l.agree(vc, h, window) {
+	} else if !l.agree(vc, h, window, timeout) {
 		c.Close()
 		return
 	}
@@ -194,6 +198,7 @@ func (l *Listener) handle(vc *vconn.Conn) {
 		cfg.Compression = h.compress
 		// only now: the reply and Clear are done
 		if resume {
+			cfg.ResumeTimeout = timeout
 			c.startResumable(cfg, window, nil)
 		} else {
 			c.startBlocks(cfg)
@@ -207,13 +212,14 @@ func (l *Listener) handle(vc *vconn.Conn) {
 	}
 }
 
-// agree sends an OK reply (resumable with window, unless 0) and leaves
-// TLS if the link is plain.
-func (l *Listener) agree(vc *vconn.Conn, h hello, window int) bool {
+// agree sends an OK reply (resumable with window and timeout, unless
+// window is 0) and leaves TLS if the link is plain.
+func (l *Listener) agree(vc *vconn.Conn, h hello, window int, timeout time.Duration) bool {
 	r := reply{status: replyOK, flags: h.flags & flagPlain}
 	if window > 0 {
 		r.flags |= flagResume
 		r.window = uint32(window)
+		r.timeout = uint32(timeout / time.Millisecond)
 	}
 	_ = vc.SetWriteDeadline(time.Now().Add(l.o.HelloTimeout))
 	_, err := vc.Write(r.append(nil))
@@ -282,7 +288,7 @@ func (l *Listener) join(vc *vconn.Conn, h hello) {
 		vc.Close()
 		return
 	}
-	ok := l.agree(vc, h, 0)
+	ok := l.agree(vc, h, 0, 0)
 	if ok {
 		<-a.ready
 		ok = a.c.attach(vc) == nil

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/direct"
+	"github.com/gridlink/gridlink/vconn"
 )
 
 // A resumable link survives the loss of the connections beneath it. Its
@@ -203,6 +204,12 @@ func (s *session) lost(c any, err error, sending bool) {
 		end = "dialler"
 	}
 	s.last = &LostError{Link: s.id, End: end, Conn: connName(d.c), Sending: sending, Err: err, At: now, Timeout: s.timeout}
+	var cut *vconn.CutError
+	if errors.As(err, &cut) && s.err == nil {
+		// this node cut it: the peer is no longer admitted (revoked), and
+		// no connection to it will come back
+		s.failLocked(err)
+	}
 	if len(s.live) == 0 && s.err == nil {
 		s.downAt = now
 		s.timer = time.AfterFunc(s.timeout, s.expire)
@@ -253,6 +260,11 @@ func (s *session) failLocked(err error) {
 	s.r.fail(err)
 }
 
+// maxRedialBackoff bounds the wait between a resumable link's redials:
+// how much later than possible a link may resume once a path is back (a
+// failed redial costs a lookup or a circuit's refusal at most).
+const maxRedialBackoff = 500 * time.Millisecond
+
 // redialLoop sets up connections again until one is back, the link fails
 // or closes. A refusal (the acceptor no longer has the link) fails the
 // link at once: waiting cannot help.
@@ -289,7 +301,7 @@ func (s *session) redialLoop() {
 		case <-s.ctx.Done():
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, time.Second)
+		backoff = min(2*backoff, maxRedialBackoff)
 	}
 }
 

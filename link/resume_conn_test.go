@@ -288,7 +288,7 @@ func TestLinkResumeTakeover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = (&Conn{}).greet(ctx, vc, hello{kind: helloOpen, flags: flagBlocks | flagResume, link: c.ID(), token: [tokenSize]byte{1}, window: minWindow})
+	_, err = (&Conn{}).greet(ctx, vc, hello{kind: helloOpen, flags: flagBlocks | flagResume, link: c.ID(), token: [tokenSize]byte{1}, window: minWindow, timeout: 30000})
 	vc.Close()
 	var re *direct.RefusedError
 	if !errors.As(err, &re) || !strings.Contains(re.Reason, "is in use") {
@@ -442,4 +442,54 @@ func TestLinkJoinAndDrop(t *testing.T) {
 		t.Error(err)
 	}
 	t.Logf("closed in %s; %d blocks sent again", time.Since(start), c.w.Stats().Resent)
+}
+
+// The resume timeout is agreed in the hello, as the window is: each end
+// proposes its own and both use the smaller, so that a dialler's short
+// limit (gridlink cp --resume-timeout) fails both ends in time, and a
+// dialler's long one does not keep an acceptor waiting beyond its own.
+func TestLinkResumeTimeoutAgreed(t *testing.T) {
+	a, b := site(t, vconn.Direct)
+	for _, c := range []struct{ dialler, acceptor, want time.Duration }{
+		{time.Second, 0, time.Second},                         // the acceptor's default 30 s
+		{0, 1500 * time.Millisecond, 1500 * time.Millisecond}, // the dialler's default 30 s
+		{time.Minute, 1200 * time.Millisecond, 1200 * time.Millisecond},
+	} {
+		l, err := Listen(b, 0, ListenOptions{Config: Config{ResumeTimeout: c.acceptor}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cut atomic.Bool
+		o := Options{Resume: true, Config: Config{ResumeTimeout: c.dialler}, Redial: func(ctx context.Context) (*vconn.Conn, error) {
+			if cut.Load() {
+				return nil, errPathCut
+			}
+			return a.DialMachine(ctx, b.Machine(), l.Addr().(vconn.Addr).Port)
+		}}
+		accepted := make(chan *Conn, 1)
+		go func() {
+			if c, err := l.Accept(); err == nil {
+				accepted <- c.(*Conn)
+			}
+		}()
+		d := dial(t, a, fmt.Sprintf("b:%d", l.Addr().(vconn.Addr).Port), o)
+		s := wait(t, accepted, "accept")
+		for end, conn := range map[string]*Conn{"dialler": d, "acceptor": s} {
+			if got := conn.Stats().ResumeTimeout; got != c.want {
+				t.Errorf("%v against %v: the %s's link has a resume timeout of %v, want %v", c.dialler, c.acceptor, end, got, c.want)
+			}
+		}
+		cut.Store(true)
+		cutAll(d)
+		for end, conn := range map[string]*Conn{"dialler": d, "acceptor": s} {
+			_, err := conn.Read(make([]byte, 1))
+			var le *LostError
+			if !errors.As(err, &le) || le.Timeout != c.want {
+				t.Errorf("%s: %v, want a LostError after %v", end, err, c.want)
+			}
+		}
+		d.Close()
+		s.Close()
+		l.Close()
+	}
 }

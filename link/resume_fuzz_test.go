@@ -129,3 +129,52 @@ func TestResumableReaderRules(t *testing.T) {
 		}
 	}
 }
+
+// FuzzWriterAck: a resumable Writer takes any sequence of acks a peer
+// may send (in order, stale, repeated, or lying): one beyond what was
+// written breaks the protocol (ErrBlock) and changes nothing; any other
+// drops exactly the blocks it covers; what the Writer keeps adds up and
+// never exceeds the window.
+func FuzzWriterAck(f *testing.F) {
+	f.Add(uint16(300), []byte{0, 0, 0x10, 0, 0, 0, 0x20, 0, 0, 0, 0x10, 0, 0xff, 0xff, 0xff, 0xff})
+	f.Add(uint16(1), []byte{0, 0, 0, 1, 0, 0, 0, 0})
+	f.Add(uint16(0), []byte{0, 0, 0, 1})
+	f.Add(uint16(1024), []byte{0, 0x10, 0, 0, 0, 0x0f, 0xff, 0xff, 0, 0x10, 0, 1})
+	f.Fuzz(func(t *testing.T, kib uint16, acks []byte) {
+		hooks := &resumeHooks{window: minWindow,
+			lost: func(any, error, bool) {}, ack: func(uint64, bool) {},
+			acked: func(uint64) error { return nil }, aborted: func(error) {}}
+		w := NewWriter(Config{BlockSize: 4000, SendQueue: 2 << 20, resume: hooks})
+		defer w.wg.Wait()
+		defer w.halt(ErrClosed)
+		size := int(kib%1025) << 10 // up to 1 MiB: queued without a connection
+		if n, err := w.Write(make([]byte, size)); n != size || err != nil {
+			t.Fatalf("wrote %d of %d bytes: %v", n, size, err)
+		}
+		top := uint64(size)
+		var acked uint64
+		for ; len(acks) >= 4; acks = acks[4:] {
+			off := uint64(binary.BigEndian.Uint32(acks)) % (2*top + 2)
+			err := w.ack(off)
+			if (err != nil) != (off > top) || err != nil && !errors.Is(err, ErrBlock) {
+				t.Fatalf("ack of %d of %d bytes written: %v", off, top, err)
+			}
+			if err == nil {
+				acked = max(acked, off)
+			}
+			w.mu.Lock()
+			cost := 0
+			for _, b := range w.kept {
+				cost += len(b.raw) + BlockCost
+				if b.end() <= acked {
+					t.Errorf("a block of %d to %d is kept after an ack of %d", b.off, b.end(), acked)
+				}
+			}
+			if w.acked != acked || w.keptCost != cost || w.maxKept > minWindow || w.top != top {
+				t.Errorf("acked %d (want %d), kept %d (blocks add up to %d), at most %d (window %d), top %d (want %d)",
+					w.acked, acked, w.keptCost, cost, w.maxKept, minWindow, w.top, top)
+			}
+			w.mu.Unlock()
+		}
+	})
+}

@@ -7,33 +7,52 @@ import (
 
 // busySet is the set of files being received, so that two sessions never
 // write one file: after a dropped connection the resumed session may start
-// before the service has noticed that the old one is gone.
+// before the service has noticed that the old one is gone. Over a
+// resumable link the old one may wait for its connection to come back
+// (up to the link's resume timeout) when its client was killed: a resumed
+// copy (cp --resume) of the same user takes its files over, ending it.
 type busySet struct {
 	mu sync.Mutex
-	m  map[string]chan struct{} // closed on release
+	m  map[string]*holder
+}
+
+// holder is a session writing a file.
+type holder struct {
+	done  chan struct{} // closed on release
+	owner string        // the session's user
+	stop  func()        // ends the session (nil: it cannot be)
 }
 
 // busyWait is how long a session waits for another to let go of a file.
 const busyWait = 15 * time.Second
 
-// acquire takes name, waiting up to busyWait for whoever holds it.
-func (b *busySet) acquire(name string) bool {
+// acquire takes name for owner, waiting up to busyWait for whoever holds
+// it; with takeover, a holder of the same owner is ended first. stop
+// ends the acquiring session, should another take its file over.
+func (b *busySet) acquire(name, owner string, takeover bool, stop func()) bool {
 	deadline := time.NewTimer(busyWait)
 	defer deadline.Stop()
 	for {
 		b.mu.Lock()
 		if b.m == nil {
-			b.m = map[string]chan struct{}{}
+			b.m = map[string]*holder{}
 		}
-		ch, held := b.m[name]
+		h, held := b.m[name]
 		if !held {
-			b.m[name] = make(chan struct{})
+			b.m[name] = &holder{done: make(chan struct{}), owner: owner, stop: stop}
 			b.mu.Unlock()
 			return true
 		}
+		var end func()
+		if takeover && h.owner == owner && h.stop != nil {
+			end, h.stop = h.stop, nil
+		}
 		b.mu.Unlock()
+		if end != nil {
+			end()
+		}
 		select {
-		case <-ch:
+		case <-h.done:
 		case <-deadline.C:
 			return false
 		}
@@ -43,8 +62,8 @@ func (b *busySet) acquire(name string) bool {
 func (b *busySet) release(name string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if ch, ok := b.m[name]; ok {
-		close(ch)
+	if h, ok := b.m[name]; ok {
+		close(h.done)
 		delete(b.m, name)
 	}
 }

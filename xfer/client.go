@@ -116,7 +116,7 @@ func Get(ctx context.Context, dial Dialer, paths []string, dest string, o Option
 		}
 		stop := context.AfterFunc(ctx, func() { ep.c.Close() })
 		defer stop()
-		return receive(ep, d, req.resume, nil, &made, nil, &observer{f: o.Progress}, tl)
+		return receive(ep, d, req.resume, nil, &made, nil, &observer{f: o.Progress}, tl, "")
 	}, &req, dial))
 }
 

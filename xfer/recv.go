@@ -32,6 +32,7 @@ type receiver struct {
 
 	files map[uint32]*rfile
 	busy  *busySet
+	owner string // the session's user (busySet)
 	made  *madeSet
 	top   string // placeAs: the one source's name
 	dirs  []dirMeta
@@ -82,14 +83,17 @@ func placement(t tree, dest string) (uint8, error) {
 // service; nil for a session of its own); directories made and not yet
 // finished in made (shared by the attempts of a transfer, and the
 // sessions of a service; nil: this session's own).
-func receive(ep *endpoint, d destination, resume bool, busy *busySet, made *madeSet, q *charge, obs *observer, tl *tally) error {
+//
+// owner is the session's user: a resumed session (resume) takes over the
+// files another of the same owner still writes (busySet).
+func receive(ep *endpoint, d destination, resume bool, busy *busySet, made *madeSet, q *charge, obs *observer, tl *tally, owner string) error {
 	if busy == nil {
 		busy = &busySet{}
 	}
 	if made == nil {
 		made = &madeSet{}
 	}
-	r := &receiver{ep: ep, d: d, resume: resume, busy: busy, made: made, quota: q, obs: obs, tally: tl, files: map[uint32]*rfile{}}
+	r := &receiver{ep: ep, d: d, resume: resume, busy: busy, made: made, quota: q, obs: obs, tally: tl, files: map[uint32]*rfile{}, owner: owner}
 	defer r.closeAll()
 	err := r.run()
 	var re refusal
@@ -263,7 +267,7 @@ func (r *receiver) offered(e entry) (want, error) {
 		return refuse(t.Name(name) + ": a directory is in the way")
 	}
 	f := &rfile{e: e, t: t, target: name, part: path.Join(path.Dir(name), "."+path.Base(name)+partSuffix)}
-	if !r.busy.acquire(t.Name(f.part)) {
+	if !r.busy.acquire(t.Name(f.part), r.owner, r.resume, r.stop) {
 		return refuse(t.Name(name) + ": another transfer is writing it")
 	}
 	n := blocks(e.size, e.block)
@@ -443,3 +447,7 @@ func (r *receiver) drop(f *rfile, why string) {
 		f.err = why
 	}
 }
+
+// stop ends the session: a resumed copy takes its files over (busySet).
+// Its reads and writes fail at once.
+func (r *receiver) stop() { _ = r.ep.c.SetDeadline(time.Now()) }

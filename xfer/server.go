@@ -182,7 +182,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 		}
 		d.recursive = req.recursive
 		if err = ep.sendNow(mAccept, []byte{d.place}); err == nil {
-			err = receive(ep, d, req.resume, &s.busy, &s.made, s.quotas.charge(user), nil, &tl)
+			err = receive(ep, d, req.resume, &s.busy, &s.made, s.quotas.charge(user), nil, &tl, user)
 		}
 	case opPush:
 		var pushed Summary // what the push did, for the counters

@@ -41,6 +41,18 @@ type LinkOptions struct {
 	MaxStreams  int    `json:"max_streams,omitempty"` // default link.DefaultMaxStreams
 	Compression string `json:"compression,omitempty"` // off, s2, zstd, auto
 	Plain       bool   `json:"plain,omitempty"`       // authenticated plain
+	// ResumeSeconds: the link is resumable (link.Options.Resume): it
+	// survives the death of the connections beneath it (a hub on the
+	// path, a cut), resending what they carried over a connection set up
+	// again by whatever method works then, for up to this many seconds
+	// without any (the peer may agree to less) before it fails naming
+	// what died and when. 0: 30 s; negative: not resumable (a lost
+	// connection ends the stream).
+	ResumeSeconds float64 `json:"resume_seconds,omitempty"`
+	// Upgrade: a resumable link set up by a method other than direct
+	// moves to a more direct connection once one can be set up, while it
+	// runs (link.Options.Upgrade).
+	Upgrade bool `json:"upgrade,omitempty"`
 }
 
 // ConnectRequest is the body of POST /connect.

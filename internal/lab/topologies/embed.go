@@ -1,5 +1,5 @@
 // Package topologies holds the lab topologies that ship with gridlab
-// (grid6, wan, routed, nat-zoo, nat-reject, nat-hubs, sshsite) as data files embedded in the binary. The format is
+// (grid6, wan, routed, nat-zoo, nat-reject, nat-hubs, sshsite, hubpaths) as data files embedded in the binary. The format is
 // documented in package topology, which parses them.
 package topologies
 

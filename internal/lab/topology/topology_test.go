@@ -28,7 +28,7 @@ func TestBuiltinsParse(t *testing.T) {
 	for _, name := range topologies.Names() {
 		t.Run(name, func(t *testing.T) { builtin(t, name, nil) })
 	}
-	if got := strings.Join(topologies.Names(), " "); got != "grid6 nat-hubs nat-reject nat-zoo routed sshsite wan" {
+	if got := strings.Join(topologies.Names(), " "); got != "grid6 hubpaths nat-hubs nat-reject nat-zoo routed sshsite wan" {
 		t.Errorf("built-in topologies = %q", got)
 	}
 }
