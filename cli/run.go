@@ -69,7 +69,7 @@ func hubCmd() *cobra.Command {
 	f.StringVar(&control, "control", HubControl, "status socket, which gridlink status --hub asks (another one for a second hub on this host)")
 	f.StringVar(&metricsAddr, "metrics", "", metricsUsage)
 	sf.add(c)
-	return c
+	return withConfigFile(c)
 }
 
 func hostname() string {
@@ -231,7 +231,7 @@ stopped or when the hubs refuse it for good (its certificate, role or name).`,
 	vf.add(c)
 	c.Flags().BoolVar(&allowExit, "allow-exit", false, "let other nodes' SOCKS clients reach TCP hosts from here (gridlink socks --exit)")
 	c.Flags().StringVar(&metricsAddr, "metrics", "", metricsUsage)
-	return c
+	return withConfigFile(c)
 }
 
 // metricsUsage is --metrics' help, the same for hubs and nodes.
