@@ -54,7 +54,7 @@ function show(view) {
 function renderOverlay(o) {
   const map = $("#map");
   map.replaceChildren();
-  const n = o.hubs.length, cx = 400, cy = 280, r = n > 1 ? 190 : 0;
+  const n = o.hubs.length, cx = 400, cy = 280, r = n > 1 ? 180 : 0;
   const pos = new Map();
   o.hubs.forEach((h, i) => {
     const a = 2 * Math.PI * i / Math.max(n, 1) - Math.PI / 2;
@@ -73,13 +73,16 @@ function renderOverlay(o) {
   for (const h of o.hubs) {
     const p = pos.get(h.name);
     const nodes = byHub.get(h.name) || [];
+    // the nodes fan out away from the centre, their names outward
+    const step = Math.min(0.55, 2 * Math.PI / Math.max(nodes.length, 1));
     nodes.forEach((nd, j) => {
-      const a = p.a + (j - (nodes.length - 1) / 2) * 0.35;
-      const x = p.x + 62 * Math.cos(a), y = p.y + 62 * Math.sin(a);
+      const a = p.a + (j - (nodes.length - 1) / 2) * step;
+      const x = p.x + 70 * Math.cos(a), y = p.y + 70 * Math.sin(a);
+      const left = Math.cos(a) < -0.2;
       const g = svg("g", { class: "node" + (nd.self ? " self" : ""), "data-node": nd.name, "data-hub": h.name });
       g.append(svg("line", { x1: p.x, y1: p.y, x2: x, y2: y }));
       g.append(svg("circle", { cx: x, cy: y, r: 6 }));
-      g.append(svg("text", { x: x + 8, y: y + 4 }, nd.name + (nd.self ? " (you)" : "")));
+      g.append(svg("text", { x: left ? x - 9 : x + 9, y: y + 4, "text-anchor": left ? "end" : "start" }, nd.name + (nd.self ? " (you)" : "")));
       map.append(g);
     });
     const g = svg("g", { class: "hub" + (h.reachable ? "" : " unreached"), "data-hub": h.name });
