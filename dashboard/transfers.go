@@ -51,7 +51,7 @@ type TransferView struct {
 	TotalBytes int64     `json:"total_bytes"`
 	Files      int64     `json:"files"`
 	TotalFiles int64     `json:"total_files"`
-	RateBPS    float64   `json:"rate_bytes_per_s"` // over the last gridlink.RateWindow; 0 while unknown or paused
+	RateBPS    float64   `json:"rate_bytes_per_s"` // over the last gridlink.RateWindow while running, the average once done; 0 while unknown or paused
 	ETAS       float64   `json:"eta_s"`            // seconds left at that rate; -1 unknown
 	Started    time.Time `json:"started"`
 	Ended      time.Time `json:"ended,omitzero"`
@@ -281,6 +281,9 @@ func (t *transfer) view(now time.Time) TransferView {
 	}
 	if t.state == StateDone {
 		v.ETAS = 0
+		if d := t.ended.Sub(t.started).Seconds(); d > 0 {
+			v.RateBPS = float64(st.Bytes) / d // the average, for the history
+		}
 	}
 	return v
 }

@@ -65,7 +65,8 @@ function renderOverlay(o) {
     if (!p || !q) continue;
     const g = svg("g", { class: "link-group", "data-a": l.a, "data-b": l.b });
     g.append(svg("line", { class: "link " + l.state, x1: p.x, y1: p.y, x2: q.x, y2: q.y }));
-    g.append(svg("text", { class: "rtt", x: (p.x + q.x) / 2, y: (p.y + q.y) / 2 - 3, "text-anchor": "middle" }, l.rtt_ms.toFixed(1) + " ms"));
+    // the label a little off the middle, so that crossing links' labels part
+    g.append(svg("text", { class: "rtt", x: p.x + (q.x - p.x) * 0.4, y: p.y + (q.y - p.y) * 0.4 - 3, "text-anchor": "middle" }, l.rtt_ms.toFixed(1) + " ms"));
     map.append(g);
   }
   const byHub = new Map();

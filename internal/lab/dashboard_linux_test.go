@@ -36,6 +36,8 @@ func TestGrid6Dashboard(t *testing.T) {
 	chromium := chromiumBin(t)
 	bin := gridlinkBin(t)
 	topo := labtest.Up(t, "grid6", nil)
+	began := time.Now()
+	defer func() { t.Logf("the test ran %v after the lab was up", time.Since(began).Round(time.Second)) }()
 	socks := t.TempDir()
 	hubSock := func(site string) string { return filepath.Join(socks, site+".sock") }
 	o, err := matrix.StartOverlayWith(context.Background(), topo, bin, matrix.Options{HubControl: hubSock})
