@@ -18,6 +18,9 @@ all: build
 # prometheus brings promtool, which checks the /metrics output
 # (TestMetricsScrapedDuringTraffic); its server is not used.
 DEBS     += prometheus
+# chromium (headless, driven by chromedp) is the browser of the dashboard's
+# lab test (TestGrid6Dashboard); fonts for its screenshots.
+DEBS     += chromium fonts-dejavu-core
 
 deps:
 	@missing=""; for p in $(DEBS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; done; \

@@ -152,7 +152,21 @@ type CopyConfig struct {
 	Progress func(CopyEvent)
 	// Logf, if set, logs retries.
 	Logf func(format string, args ...any)
+	// Hold, if set, pauses and resumes the copy while it runs (see
+	// CopyHold): a put's sender here, a push's at the source service.
+	// A get cannot be paused: Copy fails at once with ErrCopyHoldGet.
+	Hold *CopyHold
 }
+
+// CopyHold pauses a copy (Pause) and lets it go on (Resume): the sender
+// of the file data holds its next block, so the bytes stored are the
+// same as without the pause; the link stays open. Cancelling the copy's
+// context ends it, paused or not. The zero value is not paused.
+type CopyHold = xfer.Hold
+
+// ErrCopyHoldGet is a get given a CopyHold: the service sends a get's
+// data, and cannot be told to hold it; cancel it instead.
+var ErrCopyHoldGet = xfer.ErrHoldGet
 
 // CopyResult is what a copy did, and over what.
 type CopyResult struct {
@@ -195,6 +209,9 @@ func Copy(ctx context.Context, cc CopyConfig, plan CopyPlan) (CopyResult, error)
 	if port == 0 {
 		port = TransferPort
 	}
+	if cc.Hold != nil && plan.Kind == CopyGet {
+		return CopyResult{}, ErrCopyHoldGet
+	}
 	var deleg *proxy.Credential
 	if plan.Kind == CopyPush && gridHasCA(cc.Node) { // the source may act for us
 		if cc.ProxyFile == "" {
@@ -211,7 +228,7 @@ func Copy(ctx context.Context, cc CopyConfig, plan CopyPlan) (CopyResult, error)
 	}
 	defer node.Close()
 	o := xfer.Options{Recursive: cc.Recursive, Resume: cc.Resume, Retries: cc.Retries, Limit: cc.Limit,
-		Progress: copyEvents(cc.Progress), Logf: cc.Logf}
+		Progress: copyEvents(cc.Progress), Logf: cc.Logf, Hold: cc.Hold}
 	if plan.Kind == CopyPush {
 		if o.Delegate, err = delegateTo(ctx, node, deleg, serviceAddr(plan.DstNode, port)); err != nil {
 			return CopyResult{}, err

@@ -121,6 +121,10 @@ func (s *TransferService) MetricsAddr() net.Addr {
 	return s.metrics.Addr()
 }
 
+// Holding is how many of the service's pushes are paused by their
+// callers (CopyConfig.Hold) with their sender holding its next block now.
+func (s *TransferService) Holding() int { return s.srv.Holding() }
+
 // Addr is the service's virtual address.
 func (s *TransferService) Addr() net.Addr { return s.l.Addr() }
 

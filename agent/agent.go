@@ -300,7 +300,7 @@ func writeJSON(w http.ResponseWriter, v any) {
 func conns(n *vconn.Node) []status.Conn {
 	var out []status.Conn
 	for _, c := range n.Conns() {
-		out = append(out, status.Conn{Local: c.Local, Remote: c.Remote, Method: string(c.Method)})
+		out = append(out, status.Conn{Local: c.Local, Remote: c.Remote, Method: string(c.Method), SentBytes: c.SentBytes, ReceivedBytes: c.ReceivedBytes})
 	}
 	return out
 }

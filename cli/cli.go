@@ -27,7 +27,7 @@ func Root() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(versionCmd(), hubCmd(), nodeCmd(), pingCmd(), statusCmd(), doctorCmd(), perfCmd(),
-		socksCmd(), exposeCmd(), forwardCmd(), ncCmd(), execCmd(), serveCmd(), cpCmd(), caCmd(), certCmd(), proxyCmd(), vipCmd())
+		socksCmd(), exposeCmd(), forwardCmd(), ncCmd(), execCmd(), serveCmd(), cpCmd(), caCmd(), certCmd(), proxyCmd(), vipCmd(), dashboardCmd())
 	addLogFormat(root)
 	return root
 }

@@ -103,7 +103,7 @@ the free space of the file system it writes to (less 1% of it, at most
 	f.StringVar(&metricsAddr, "metrics", "", metricsUsage)
 	f.DurationVar(&resume, "resume-timeout", gridlink.DefaultResumeTimeout, serveResumeUsage)
 	f.StringVar(&userQuota, "user-quota", "", "the most bytes of file data each user's copies may add, counted across restarts in DIR/.gridlink-quota (suffixes K, M, G; default: no bound)")
-	return c
+	return withConfigFile(c)
 }
 
 func orDefault(s, d string) string {

@@ -74,7 +74,7 @@ func hubCmd() *cobra.Command {
 	f.IntVar(&trunkConns, "trunk-connections", 0, "TCP connections per trunk this hub dials to another hub: 0 by the trunk's round trip (one per 10 ms, up to 8), 1 one (and refuse others' further ones)")
 	f.StringVar(&trunkCC, "trunk-cc", "", `TCP congestion control between hubs: "" bbr where the kernel has it, "default" the kernel's, or a name`)
 	sf.add(c)
-	return c
+	return withConfigFile(c)
 }
 
 func hostname() string {
@@ -236,7 +236,7 @@ stopped or when the hubs refuse it for good (its certificate, role or name).`,
 	vf.add(c)
 	c.Flags().BoolVar(&allowExit, "allow-exit", false, "let other nodes' SOCKS clients reach TCP hosts from here (gridlink socks --exit)")
 	c.Flags().StringVar(&metricsAddr, "metrics", "", metricsUsage)
-	return c
+	return withConfigFile(c)
 }
 
 // metricsUsage is --metrics' help, the same for hubs and nodes.

@@ -40,6 +40,10 @@ type Conn struct {
 	Local  string `json:"local"`  // NODE:PORT
 	Remote string `json:"remote"` // NODE:PORT
 	Method string `json:"method"` // direct, reverse, splice or routed
+	// SentBytes and ReceivedBytes are the payload written and read over
+	// it so far (TLS overhead not included).
+	SentBytes     uint64 `json:"sent_bytes"`
+	ReceivedBytes uint64 `json:"received_bytes"`
 }
 
 // Ping is the answer of POST /ping: Dials connections set up one after

@@ -68,6 +68,7 @@ type Conn struct {
 	onDone func()
 	done   sync.Once
 	bytes  *pathCounter // the node's count of this method's bytes (counters.go); nil: not counted
+	own    connCounter  // this connection's bytes (ConnInfo), counted as bytes is
 	// cut is why the node closed the connection (revocation.go): its
 	// reads and writes fail with it instead of net.ErrClosed.
 	cut atomic.Pointer[CutError]
@@ -98,6 +99,7 @@ func (c *Conn) Read(p []byte) (int, error) {
 	n, err := c.Conn.Read(p)
 	if n > 0 && c.bytes != nil {
 		c.bytes.received.Add(uint64(n))
+		c.own.received.Add(uint64(n))
 	}
 	if err != nil {
 		if ce := c.cut.Load(); ce != nil {
@@ -169,6 +171,7 @@ func (c *Conn) Write(p []byte) (int, error) {
 	}
 	if n > 0 && c.bytes != nil {
 		c.bytes.sent.Add(uint64(n))
+		c.own.sent.Add(uint64(n))
 	}
 	if err != nil {
 		if ce := c.cut.Load(); ce != nil {

@@ -56,6 +56,16 @@ type pathCounter struct {
 	_              [48]byte
 }
 
+// connCounter counts one connection's bytes, each direction on its own
+// cache line (a connection is read and written from different
+// goroutines).
+type connCounter struct {
+	sent     atomic.Uint64
+	_        [56]byte
+	received atomic.Uint64
+	_        [56]byte
+}
+
 // setupTimes is one method's setup-time histogram: per-bucket counts (not
 // cumulative; the last is above every bound) and the sum in nanoseconds.
 type setupTimes struct {

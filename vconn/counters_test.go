@@ -76,6 +76,10 @@ func TestCounters(t *testing.T) {
 	if h := bc.SetupTimes[0]; h.Count != 0 {
 		t.Errorf("the listener counted %d setup times; it dialled nothing", h.Count)
 	}
+	// and each connection its own (for throughput displays)
+	if cs := a.Conns(); len(cs) != 1 || cs[0].SentBytes != uint64(len(msg)) || cs[0].ReceivedBytes != uint64(len(msg)) {
+		t.Errorf("the dialler's connections: %+v; want one with %d bytes each way", cs, len(msg))
+	}
 	c.Close()
 	if p := a.Counters().Paths[0]; p.Open != 0 {
 		t.Errorf("%d direct connections open after Close", p.Open)

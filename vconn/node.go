@@ -375,6 +375,9 @@ func (n *Node) track(c *Conn) *Conn {
 type ConnInfo struct {
 	Local, Remote string
 	Method        Method
+	// SentBytes and ReceivedBytes are the payload its programs wrote and
+	// read so far (TLS overhead not included), for throughput displays.
+	SentBytes, ReceivedBytes uint64
 }
 
 // Conns lists the open virtual connections.
@@ -383,7 +386,8 @@ func (n *Node) Conns() []ConnInfo {
 	defer n.conns.mu.Unlock()
 	var out []ConnInfo
 	for c := range n.conns.set {
-		out = append(out, ConnInfo{Local: c.local.String(), Remote: c.remote.String(), Method: c.method})
+		out = append(out, ConnInfo{Local: c.local.String(), Remote: c.remote.String(), Method: c.method,
+			SentBytes: c.own.sent.Load(), ReceivedBytes: c.own.received.Load()})
 	}
 	return out
 }

@@ -40,6 +40,10 @@ type Options struct {
 	Delegate func(ctx context.Context, target string, request []byte) ([]byte, error)
 	// Logf, if set, logs retries.
 	Logf func(format string, args ...any)
+	// Hold, if set, pauses and resumes the transfer (see Hold): a put's
+	// sender here, a push's at the source. A get refuses one
+	// (ErrHoldGet).
+	Hold *Hold
 }
 
 // MaxBackoff bounds the wait between retries.
@@ -76,7 +80,7 @@ func put(ctx context.Context, dial Dialer, t tree, paths []string, top func(stri
 		} else if pl == placeAs {
 			req.flags = flagAs
 		}
-		return send(ctx, ep, t, paths, o.Recursive, top, &observer{f: o.Progress}, o.Limit, tl)
+		return send(ctx, ep, t, paths, o.Recursive, top, &observer{f: o.Progress}, o.Limit, o.Hold, tl)
 	}, &req, dial))
 }
 
@@ -87,6 +91,9 @@ func put(ctx context.Context, dial Dialer, t tree, paths []string, top func(stri
 // leaves it ends the transfer with an UnsafePathError, and one that meets
 // a symbolic link pointing out of it fails alone.
 func Get(ctx context.Context, dial Dialer, paths []string, dest string, o Options) (Summary, error) {
+	if o.Hold != nil {
+		return Summary{}, ErrHoldGet
+	}
 	if _, err := localRel(dest); err != nil {
 		return Summary{}, err
 	}
@@ -156,6 +163,11 @@ func Push(ctx context.Context, dial Dialer, paths []string, target, dest string,
 		}
 		if err := ep.sendNow(mDelegate, enc(nil).bytes(answer)); err != nil {
 			return err
+		}
+		if o.Hold != nil { // the source starts unpaused; tell it every change from here
+			holds := make(chan struct{})
+			defer close(holds)
+			go sendHolds(ep, o.Hold, holds)
 		}
 		for {
 			typ, p, err := ep.recv()

@@ -106,6 +106,18 @@
 // (mFail's failChanged), nothing of it is stored, and the transfer
 // returns a ChangedError naming it.
 //
+// # Pausing
+//
+// A transfer with a Hold (Options.Hold) pauses and resumes while it runs:
+// the sender of the file data finishes the block it is sending, flushes,
+// and holds the next one until resumed (hold.go); the link stays open and
+// idle, and the bytes that follow are the ones that would have, so what
+// is stored is the same. A put's sender is this end; a push's is the
+// source service, which the caller tells with mHold and mGo (empty
+// frames, the only ones a push's caller may send once it runs). A get's
+// sender is the service, which no message reaches: a get refuses a Hold
+// (ErrHoldGet). The time held does not count for the rate limit.
+//
 // # Third-party transfers
 //
 // A push asks service A to send its paths to service B: A dials B itself

@@ -22,6 +22,11 @@ type sender struct {
 	obs   *observer
 	tally *tally
 	limit int64 // bytes per second of file data, 0 for no limit
+	hold  *Hold // nil: never paused
+	ctx   context.Context
+	// readEnded is closed when read returns: a sender held at the hold
+	// stops waiting then (the receiver went away or aborted).
+	readEnded chan struct{}
 
 	srcs  []source
 	byID  map[uint32]*source
@@ -39,8 +44,8 @@ type sender struct {
 // send runs a sending session: walks paths in t (see walk) and sends them
 // until the receiver has answered for every entry and said bye. Failures
 // of single entries go to the tally; the error is the session's.
-func send(ctx context.Context, ep *endpoint, t tree, paths []string, recursive bool, top func(string) string, obs *observer, limit int64, tl *tally) error {
-	s := &sender{ep: ep, t: t, obs: obs, tally: tl, limit: limit, byID: map[uint32]*source{},
+func send(ctx context.Context, ep *endpoint, t tree, paths []string, recursive bool, top func(string) string, obs *observer, limit int64, hold *Hold, tl *tally) error {
+	s := &sender{ep: ep, t: t, obs: obs, tally: tl, limit: limit, hold: hold, ctx: ctx, readEnded: make(chan struct{}), byID: map[uint32]*source{},
 		slots: make(chan struct{}, window), wants: make(chan want, window), done: make(chan struct{}), quit: make(chan struct{}), start: time.Now()}
 	srcs, fails := walk(t, paths, recursive, top)
 	s.srcs = srcs
@@ -74,7 +79,11 @@ func send(ctx context.Context, ep *endpoint, t tree, paths []string, recursive b
 	errc := make(chan error, 2)
 	go func() { errc <- s.offer() }()
 	readDone := make(chan error, 1)
-	go func() { readDone <- s.read() }()
+	go func() {
+		err := s.read()
+		close(s.readEnded)
+		readDone <- err
+	}()
 	for {
 		select {
 		case w := <-s.wants:
@@ -255,6 +264,9 @@ func (s *sender) sendFile(src *source, have []uint64) error {
 			}
 		}
 		if i >= len(have) || have[i] != digests[i] {
+			if err := s.held(); err != nil {
+				return err
+			}
 			hdr := block{id: e.id, offset: off, digest: digests[i]}.header()
 			if err := s.ep.send(mData, hdr, b); err != nil {
 				return err
@@ -300,6 +312,21 @@ func changedSince(f *os.File, e entry, name string) string {
 			time.Unix(0, e.mtime).Format(time.RFC3339Nano), fi.ModTime().Format(time.RFC3339Nano))
 	}
 	return ""
+}
+
+// held waits while the transfer is paused (Hold), with what it sent
+// flushed to the receiver; the time held does not count for the rate
+// limit.
+func (s *sender) held() error {
+	if s.hold == nil || !s.hold.Paused() {
+		return nil
+	}
+	if err := s.ep.flush(); err != nil {
+		return err
+	}
+	d, err := s.hold.wait(s.ctx, s.readEnded)
+	s.start = s.start.Add(d)
+	return err
 }
 
 // pace sleeps as long as the rate limit asks for n more bytes.

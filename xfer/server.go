@@ -64,6 +64,7 @@ type Server struct {
 	made   madeSet
 	quotas *quotas
 	counts serverCounters // for metrics (counters.go)
+	held   heldPushes     // pushes whose caller paused them (hold.go)
 }
 
 // NewServer opens cfg.Root, measures what it holds for cfg.Quota and
@@ -166,7 +167,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 	switch req.op {
 	case opGet:
 		if err = ep.sendNow(mAccept, []byte{0}); err == nil {
-			err = send(ctx, ep, servedTree(s.root), req.paths, req.recursive, s.top, nil, int64(req.limit), &tl)
+			err = send(ctx, ep, servedTree(s.root), req.paths, req.recursive, s.top, nil, int64(req.limit), nil, &tl)
 		}
 	case opPut:
 		var d destination
@@ -318,9 +319,29 @@ func (s *Server) push(ctx context.Context, ep *endpoint, req request, did *Summa
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	go func() { // the caller only listens: anything else, or its going, ends the push
-		_, _, _ = readFrame(ep.r, new([]byte))
-		cancel()
+	hold := new(Hold)
+	s.held.add(hold)
+	defer s.held.remove(hold)
+	go func() { // the caller pauses and resumes (mHold, mGo): anything else, or its going, ends the push
+		defer cancel()
+		defer hold.Resume() // a held sender sees ctx end
+		buf := new([]byte)
+		for {
+			typ, p, err := readFrame(ep.r, buf)
+			if err != nil {
+				return
+			}
+			pause, err := callerMessage(typ, p)
+			if err != nil {
+				s.logf("xfer: push to %s: %v", req.target, err)
+				return
+			}
+			if pause {
+				hold.Pause()
+			} else {
+				hold.Resume()
+			}
+		}
 	}()
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
@@ -337,7 +358,7 @@ func (s *Server) push(ctx context.Context, ep *endpoint, req request, did *Summa
 	dial := func(ctx context.Context) (net.Conn, error) {
 		return s.cfg.Push(ctx, req.target, Link{Streams: int(req.streams), Compress: req.compress}, cred)
 	}
-	o := Options{Recursive: req.recursive, Resume: req.resume, Limit: int64(req.limit), Logf: s.cfg.Logf,
+	o := Options{Recursive: req.recursive, Resume: req.resume, Limit: int64(req.limit), Logf: s.cfg.Logf, Hold: hold,
 		Progress: func(e Event) { _ = ep.send(mEvent, e.encode()) }}
 	sum, err := put(ctx, dial, servedTree(s.root), req.paths, s.top, req.dest, o)
 	if err != nil && !errors.Is(err, ErrSourceChanged) { // the summary tells the caller which files changed

@@ -49,6 +49,12 @@ const (
 	// Source -> caller of a push: progress and the summary.
 	mEvent  = 30 // kind u8 (EventPlan..EventDir), id u32, path str, size u64, n u64, text str
 	mResult = 31 // summary: JSON of Summary, at most maxBlob
+
+	// Caller -> source of a push, once the push runs (after mDelegate):
+	// pause and resume (Hold). Both empty; anything else from the caller
+	// ends the push. A source that predates them ends the push too.
+	mHold = 32 // (empty) hold the next block until mGo
+	mGo   = 33 // (empty) go on sending
 )
 
 // Request operations.

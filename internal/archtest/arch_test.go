@@ -25,9 +25,10 @@ var layers = [][]string{
 	{"link"},
 	{"agent"}, // the node agent: holds a node, serves the local control API (agent/control has its own layer)
 	{"xfer", "socks", "forward", "vip", "exec", "perf", "metrics"}, // vip: the virtual IP network; exec: the job launcher; metrics: Prometheus collectors over the status schema
-	{""},                 // the top-level API package gridlink
-	{"cli", "dashboard"}, // dashboard: the web view beside the command line
-	{"internal/lab"},     // the emulated grid: may drive the product, never the reverse
+	{""},          // the top-level API package gridlink
+	{"dashboard"}, // the web view, on the API; the command line starts it
+	{"cli"},
+	{"internal/lab"}, // the emulated grid: may drive the product, never the reverse
 	{"cmd", "internal"},
 }
 

@@ -16,6 +16,7 @@ var cliAllowed = map[string]string{
 	"":              "the product API",
 	"agent/control": "the agent's client",
 	"status":        "the status schema",
+	"dashboard":     "the web view it starts (gridlink dashboard)",
 }
 
 // cliViolations returns, for `go list` lines "PKG IMPORT...", every import

@@ -9,13 +9,14 @@ import (
 // hubServer is the hub server's package. A node's program needs the hub
 // overlay's client (package hub) only: the node-side packages, vconn and
 // every layer above it, must not link the routing server in. The product
-// API, the command line, the binaries and the lab start hubs and may.
+// API, the dashboard and command line on it, the binaries and the lab
+// start hubs (or link the API that does) and may.
 const hubServer = "hub/hubserver"
 
 // mayLinkHubServer lists the packages above vconn that may depend on
 // hub/hubserver (a path covers its subpackages; "" is the API package
 // gridlink itself).
-var mayLinkHubServer = []string{"", "cli", "cmd", "internal/lab"}
+var mayLinkHubServer = []string{"", "dashboard", "cli", "cmd", "internal/lab"}
 
 // nodeSide tells whether rel (a package path relative to the module) is
 // a node-side package: in vconn's layer or above, and not one that may

@@ -200,6 +200,9 @@ func StartOverlayWith(ctx context.Context, t *topology.Topology, bin string, opt
 				args = append(args, "--peer", spec)
 			}
 		}
+		if opts.HubControl != nil {
+			args = append(args, "--control", opts.HubControl(s.Name))
+		}
 		if args, err = o.certified(ca.Hub, s.Name, args); err == nil {
 			err = o.start(HubHost(s), "hub", args)
 		}

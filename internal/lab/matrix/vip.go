@@ -29,6 +29,11 @@ type Options struct {
 	// NodeArgs, if set, are more arguments for the node agent on h
 	// (e.g. access rules of the virtual network).
 	NodeArgs func(h *topology.Host) []string
+	// HubControl, if set, is where the hub of each site serves its
+	// status socket (a path: readable from other namespaces, as the
+	// dashboard's test reads all six); else the default, abstract and per
+	// namespace (which Overlay.HubStatus and WaitStable ask).
+	HubControl func(site string) string
 }
 
 func (opts Options) hosts(t *topology.Topology) []*topology.Host {

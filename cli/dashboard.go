@@ -1,0 +1,94 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gridlink/gridlink"
+	"github.com/gridlink/gridlink/dashboard"
+)
+
+func dashboardCmd() *cobra.Command {
+	var nf nodeFlags
+	var listen, control string
+	var hubs []string
+	var port int
+	var noBrowser bool
+	var interval time.Duration
+	c := &cobra.Command{
+		Use:   "dashboard",
+		Short: "a live web view of the overlay, your connections and transfers (on loopback, for you only)",
+		Long: `dashboard serves a web page on loopback, as you, and prints its address
+with a secret token (and opens it with xdg-open where there is one). The
+page shows the overlay (hubs, their links with round trips and state,
+nodes at their hubs: read from the hub status sockets of this host,
+--hub-status), your agent's connections with a live throughput graph and
+its virtual network's peers, and transfers: start one between transfer
+services (gridlink serve; NAME:PATH as gridlink cp reads it, a
+third-party push between two services delegating your --proxy to the
+source), and pause, resume or cancel them, one or many.
+
+Only you may use it: every request needs the token (the address once,
+then an HttpOnly cookie; changes also a header the page sends), a
+connection from another user is refused even with the token, and the
+agent behind it answers only its own user. The flags of the node each
+transfer runs (--hub, --ca, --proxy, ...) are gridlink cp's.`,
+		Example: `  gridlink dashboard --hub 198.51.100.10:7946 --ca grid-ca.pem --proxy ~/.gridlink/proxy.pem
+  gridlink dashboard --hub-status @gridlink-hub --hub-status /run/gridlink/hub2.sock   # a host running hubs`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := nf.apiConfig("gridlink dashboard")
+			if err != nil {
+				return err
+			}
+			if !cmd.Flags().Changed("hub-status") {
+				hubs = nil // the default: gridlink.HubControl
+			}
+			d, err := dashboard.New(dashboard.Config{Listen: listen, Control: control, Hubs: hubs, Interval: interval, Logger: logger(),
+				Copy: gridlink.CopyConfig{Node: cfg, ProxyFile: nf.sec.proxyFile, Port: port}})
+			if errors.Is(err, dashboard.ErrNotLoopback) {
+				return fmt.Errorf("--listen %q: the dashboard listens on loopback only (127.0.0.1:PORT, [::1]:PORT, localhost:PORT)", listen)
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Printf("gridlink dashboard: %s\n", d.URL())
+			if !noBrowser {
+				openBrowser(d.URL())
+			}
+			ctx, cancel := signalContext()
+			defer cancel()
+			return d.Serve(ctx)
+		},
+	}
+	nf.add(c, fmt.Sprintf("dash-%s-%d", hostname(), os.Getpid()))
+	f := c.Flags()
+	f.StringVar(&listen, "listen", "127.0.0.1:0", "where the page is served (loopback only)")
+	f.StringVar(&control, "control", "", "your agent's control socket (default: your agent's, then the system agent's)")
+	f.StringArrayVar(&hubs, "hub-status", []string{gridlink.HubControl}, "a hub status socket to read for the overlay map (repeatable)")
+	f.IntVar(&port, "port", gridlink.TransferPort, "virtual port of the transfer services")
+	f.BoolVar(&noBrowser, "no-browser", false, "do not open a browser")
+	f.DurationVar(&interval, "interval", time.Second, "how often the page is updated")
+	return withConfigFile(c)
+}
+
+// openBrowser opens url with xdg-open when there is one (and a display),
+// without waiting for it; the address is printed either way.
+func openBrowser(url string) {
+	if os.Getenv("DISPLAY") == "" && os.Getenv("WAYLAND_DISPLAY") == "" {
+		return
+	}
+	p, err := exec.LookPath("xdg-open")
+	if err != nil {
+		return
+	}
+	cmd := exec.Command(p, url)
+	if cmd.Start() == nil {
+		go func() { _ = cmd.Wait() }()
+	}
+}

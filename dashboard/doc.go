@@ -1,0 +1,26 @@
+// Package dashboard is gridlink's web view, run as the user by `gridlink
+// dashboard`: a small HTTP server on loopback whose pages show the
+// overlay map (hubs, their links with round trips and state, nodes at
+// their hubs; from the hubs' status sockets through the gridlink API),
+// the user's agent's connections with method, path kind and a live
+// throughput graph, its virtual network's peers and paths (from the
+// agent's control API, agent/control), and transfers: progress, rate,
+// ETA and history, started from the page (put, get, or a third-party
+// push between two services, which the source runs as the user by
+// delegation), paused, resumed and cancelled one or many at a time.
+//
+// It owns the dashboard's HTTP API (routes in server.go), who may use it
+// (auth.go: a token, a cookie, a header for changes, the Host, the peer's
+// uid), its live updates (events.go: server-sent events of State) and the
+// page itself (assets/, embedded; plain HTML, JavaScript and CSS, nothing
+// from elsewhere). Copies are the gridlink API's (gridlink.Copy, with a
+// gridlink.CopyHold to pause them); the overlay's state is what the
+// agent and hubs report, in package status's shapes.
+package dashboard
+
+import "embed"
+
+// assets are the page, its script and its style sheet.
+//
+//go:embed assets
+var assets embed.FS
