@@ -47,6 +47,10 @@ const (
 	// Config.Carriers is zero.
 	DefaultCarriers = 8
 	maxCarriers     = 255
+	// carrierQueueShare: a carrier queues a quarter of a peer's
+	// QueueLen (64 packets at least), so that a peer's carriers hold
+	// no more than a few main queues' worth however many they are.
+	carrierQueueShare = 4
 	// flowWindow is how long the flows to a peer are counted before the
 	// count decides on carriers.
 	flowWindow = time.Second
@@ -334,7 +338,7 @@ func (n *Network) addCarrierLocked(p *peer, conn net.Conn, dialer identity.ID) {
 	l := &link{conn: conn, method: m, rank: rankOf(m), dialer: dialer, proof: proofOf(conn), carrier: true}
 	p.links[conn] = l
 	n.conns[conn] = struct{}{}
-	c := &carrier{conn: conn, queue: make(chan *pbuf, n.queueLen), done: make(chan struct{})}
+	c := &carrier{conn: conn, queue: make(chan *pbuf, max(n.queueLen/carrierQueueShare, 64)), done: make(chan struct{})}
 	p.carriers = append(p.carriers, c)
 	n.wg.Add(2)
 	go n.receive(p, l)
