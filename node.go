@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"github.com/gridlink/gridlink/agent"
 	"github.com/gridlink/gridlink/metrics"
 	"github.com/gridlink/gridlink/status"
 	"github.com/gridlink/gridlink/vconn"
+	"github.com/gridlink/gridlink/vip"
 )
 
 // Node start-up, in one place for every command and program that runs a
@@ -189,8 +191,18 @@ func StartAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
 		}
 	}
 	a, err := agent.Start(ctx, agent.Config{Control: cfg.Control, Node: vc, AllowExit: cfg.AllowExit})
+	var vipNet atomic.Pointer[vip.Network] // for /metrics, once the virtual network runs
 	if err == nil && ms != nil {
-		if err = ms.Serve(nodeMetrics(a.Node())); err != nil {
+		mn := nodeMetrics(a.Node())
+		if cfg.VIP.On {
+			mn.VirtualCounters = func() status.VIPCounters {
+				if n := vipNet.Load(); n != nil {
+					return vipCounters(n.Stats())
+				}
+				return status.VIPCounters{}
+			}
+		}
+		if err = ms.Serve(mn); err != nil {
 			a.Close()
 		}
 	}
@@ -210,6 +222,7 @@ func StartAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
 			ag.Close()
 			return nil, err
 		}
+		vipNet.Store(ag.vip.net)
 		a.SetStatus(func(st *status.Agent) { st.VIP = ag.vip.status() })
 	}
 	ag.host = newVIPHost(ag, cfg)

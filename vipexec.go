@@ -95,15 +95,14 @@ func (h *vipHost) Run(dev tun.Device, names *agent.NameSockets) (func() error, e
 	h.mu.Unlock()
 	var err error
 	v.net, err = vip.New(vip.Config{Device: dev, ID: node.ID(), Addrs: []netip.Addr{v.v4, v.v6},
-		Resolver: &vipResolver{s: s, peers: v.peers}, Dialer: &vipDialer{node: node, peers: v.peers}, MTU: h.cfg.MTU, Logger: h.log, Rules: h.cfg.Rules})
+		Resolver: &vipResolver{s: s, peers: v.peers}, Dialer: &vipDialer{node: node, peers: v.peers}, MTU: h.cfg.MTU, Logger: h.log, Rules: h.cfg.Rules, Carriers: h.cfg.Carriers})
 	if err != nil {
 		return nil, err
 	}
-	if v.ln, err = node.Listen(vip.Port); err != nil {
+	if err = v.listen(); err != nil {
 		v.net.Close()
 		return nil, err
 	}
-	go v.serve()
 	var ns *dns.Server
 	done := make(chan error, 1)
 	cancel := func() {}

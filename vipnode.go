@@ -52,6 +52,10 @@ var (
 	DefaultVIPPrefix6 = vip.DefaultPrefix6
 )
 
+// DefaultVIPCarriers is the most connections to one peer when
+// VIPConfig.Carriers is zero (vip.DefaultCarriers).
+const DefaultVIPCarriers = vip.DefaultCarriers
+
 // DefaultVIPDevice is the TUN device's name when VIPConfig.Device is
 // empty.
 const DefaultVIPDevice = tun.DefaultName
@@ -87,6 +91,13 @@ type VIPConfig struct {
 	// Names are the network's names (NODE.grid): the zero value serves
 	// them and points the host's resolver at them (VIPNames).
 	Names VIPNames
+	// Carriers is the most connections to one peer: while packets of
+	// several flows go to a peer on a shortcut, more connections are
+	// opened to it, each flow on one (many flows across a lossy long
+	// link get many congestion windows, not one); the two nodes use
+	// the smaller of their counts; zero: DefaultVIPCarriers; 1: one
+	// connection per peer.
+	Carriers int
 }
 
 // ErrVIPNeedsHub: the virtual network was asked for on a node without
@@ -130,6 +141,7 @@ type vipNode struct {
 	v4, v6  netip.Addr
 	net     *vip.Network
 	ln      *vconn.Listener
+	carrLn  *vconn.Listener // vip.CarrierPort
 	peers   *vipPeers
 	devName string
 	names   *vipNames // nil with Names.Off
@@ -162,16 +174,15 @@ func startVIP(ctx context.Context, node *vconn.Node, cfg VIPConfig, log *slog.Lo
 	v.devName = cfg.Device
 	res := &vipResolver{s: s, peers: v.peers}
 	v.net, err = vip.New(vip.Config{Device: host, ID: node.ID(), Addrs: []netip.Addr{v.v4, v.v6}, Resolver: res,
-		Dialer: &vipDialer{node: node, peers: v.peers}, MTU: cfg.MTU, Logger: log, Rules: cfg.Rules})
+		Dialer: &vipDialer{node: node, peers: v.peers}, MTU: cfg.MTU, Logger: log, Rules: cfg.Rules, Carriers: cfg.Carriers})
 	if err != nil {
 		host.Close()
 		return nil, err
 	}
-	if v.ln, err = node.Listen(vip.Port); err != nil {
+	if err = v.listen(); err != nil {
 		v.net.Close()
 		return nil, err
 	}
-	go v.serve()
 	if !cfg.Names.Off {
 		if v.names, err = startNames(ctx, &Node{n: node}, cfg.Names, []netip.Prefix{cfg.Prefix4, cfg.Prefix6}, cfg.Device); err != nil {
 			v.close()
@@ -238,6 +249,35 @@ func (v *vipNode) serve() {
 	}
 }
 
+// listen serves vip.Port and vip.CarrierPort for the packet path.
+func (v *vipNode) listen() error {
+	var err error
+	if v.ln, err = v.node.Listen(vip.Port); err != nil {
+		return err
+	}
+	if v.carrLn, err = v.node.Listen(vip.CarrierPort); err != nil {
+		v.ln.Close()
+		return err
+	}
+	go v.serve()
+	go v.serveCarriers()
+	return nil
+}
+
+// serveCarriers hands every connection accepted on vip.CarrierPort to
+// the packet path as a carrier of its peer (its hello read first).
+func (v *vipNode) serveCarriers() {
+	for {
+		c, err := v.carrLn.Accept()
+		if err != nil {
+			return
+		}
+		vc := c.(*vconn.Conn)
+		id := vc.Peer().ID
+		go v.net.AcceptCarrier(v.peers.track(id, vc), id) // refusals are logged there
+	}
+}
+
 // close stops the service and the packet path, which takes the device
 // off the host.
 func (v *vipNode) close() error {
@@ -246,6 +286,7 @@ func (v *vipNode) close() error {
 		err = v.names.close()
 	}
 	v.ln.Close()
+	v.carrLn.Close()
 	return errors.Join(err, v.net.Close())
 }
 
@@ -304,5 +345,19 @@ func (d *vipDialer) DialShortcut(ctx context.Context, id identity.ID) (net.Conn,
 		return nil, err
 	}
 	d.peers.machine(c.Peer())
+	return d.peers.track(id, c), nil
+}
+
+// DialCarrier dials one more connection to the peer's vip.CarrierPort by
+// method, the method of the peer's main connection.
+func (d *vipDialer) DialCarrier(ctx context.Context, id identity.ID, method vconn.Method) (net.Conn, error) {
+	m, err := d.node.Resolve(ctx, identity.Addr{Node: id.String()})
+	if err != nil {
+		return nil, err
+	}
+	c, err := d.node.DialMachineVia(ctx, m, vip.CarrierPort, method)
+	if err != nil {
+		return nil, err
+	}
 	return d.peers.track(id, c), nil
 }

@@ -77,6 +77,7 @@ type vipConn struct {
 
 // track returns c as a tracked connection of the peer id.
 func (ps *vipPeers) track(id identity.ID, c *vconn.Conn) *vipConn {
+	c.KeepTLS() // a packet connection never leaves TLS: its reads run ahead of the records
 	vc := &vipConn{Conn: c, id: id, ps: ps}
 	ps.mu.Lock()
 	ps.conns[vc] = struct{}{}
@@ -122,10 +123,7 @@ func (v *vipNode) status() *status.VIP {
 		}
 	}
 	stats := v.net.Stats()
-	d := stats.Drops
-	st.Drops = status.VIPDrops{MalformedPackets: d.Malformed, NotUnicastPackets: d.NotUnicast, SourceNotOursPackets: d.SourceNotOurs,
-		TooBigPackets: d.TooBig, NoRoutePackets: d.NoRoute, QueueFullPackets: d.QueueFull, ConnLostPackets: d.ConnLost,
-		NoConnectionPackets: d.NoConnection, SpoofedPackets: d.SpoofedSource, NotForUsPackets: d.NotForUs, DeviceWritePackets: d.DeviceWrite, DeniedPackets: d.Denied}
+	st.Drops = vipDrops(stats.Drops)
 	if !v.cfg.Rules.IsZero() {
 		st.Rules = v.cfg.Rules.String()
 	}
@@ -156,4 +154,26 @@ func peerStatus(p vip.PeerStats) status.VIPPeer {
 		SentPackets: p.SentPackets, SentBytes: p.SentBytes, RecvPackets: p.RecvPackets, RecvBytes: p.RecvBytes,
 		QueueFullPackets: p.QueueFull, ConnLostPackets: p.ConnLost, SpoofedPackets: p.Spoofed,
 		DeniedPackets: p.Denied, RefusedPackets: p.Refused, Switches: p.Switches}
+}
+
+func vipDrops(d vip.Drops) status.VIPDrops {
+	return status.VIPDrops{MalformedPackets: d.Malformed, NotUnicastPackets: d.NotUnicast, SourceNotOursPackets: d.SourceNotOurs,
+		TooBigPackets: d.TooBig, NoRoutePackets: d.NoRoute, QueueFullPackets: d.QueueFull, ConnLostPackets: d.ConnLost,
+		NoConnectionPackets: d.NoConnection, SpoofedPackets: d.SpoofedSource, NotForUsPackets: d.NotForUs, DeviceWritePackets: d.DeviceWrite, DeniedPackets: d.Denied}
+}
+
+// vipCounters are what the packet path counted, for /metrics
+// (metrics.Node.VirtualCounters): its peers' traffic summed, its drops.
+func vipCounters(s vip.Stats) status.VIPCounters {
+	c := status.VIPCounters{Drops: vipDrops(s.Drops)}
+	for _, p := range s.Peers {
+		c.SentPackets += p.SentPackets
+		c.SentBytes += p.SentBytes
+		c.RecvPackets += p.RecvPackets
+		c.RecvBytes += p.RecvBytes
+		if p.Connected {
+			c.Connected++
+		}
+	}
+	return c
 }

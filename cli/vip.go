@@ -18,6 +18,7 @@ type vipFlags struct {
 	prefix4, prefix6 string
 	dev              string
 	mtu              int
+	carriers         int
 	names            bool
 	zone, dns        string
 	resolver         string
@@ -42,7 +43,7 @@ func (v rulesValue) String() string { return "" }
 func (v rulesValue) Type() string   { return "RULE" }
 
 // vipFlagNames are the --vip-* flags, which need --vip.
-var vipFlagNames = []string{"vip-prefix4", "vip-prefix6", "vip-dev", "vip-mtu", "vip-names", "vip-zone", "vip-dns", "vip-resolver", "vip-allow", "vip-rules"}
+var vipFlagNames = []string{"vip-prefix4", "vip-prefix6", "vip-dev", "vip-mtu", "vip-carriers", "vip-names", "vip-zone", "vip-dns", "vip-resolver", "vip-allow", "vip-rules"}
 
 func (vf *vipFlags) add(c *cobra.Command) {
 	f := c.Flags()
@@ -51,6 +52,7 @@ func (vf *vipFlags) add(c *cobra.Command) {
 	f.StringVar(&vf.prefix6, "vip-prefix6", gridlink.DefaultVIPPrefix6.String(), "the virtual network's IPv6 prefix (the same on every node of the grid)")
 	f.StringVar(&vf.dev, "vip-dev", gridlink.DefaultVIPDevice, "the TUN device's name")
 	f.IntVar(&vf.mtu, "vip-mtu", gridlink.DefaultVIPMTU, "the tunnel MTU (not bound by the paths': packets travel in TCP streams)")
+	f.IntVar(&vf.carriers, "vip-carriers", gridlink.DefaultVIPCarriers, "the most connections to one peer: while packets of several flows go to a peer on a shortcut, each flow on one of them (many congestion windows across a lossy long link, not one); the two nodes use the smaller of their counts; 1: one connection per peer")
 	f.BoolVar(&vf.names, "vip-names", true, "serve the network's names (NODE.grid: the node's virtual addresses) and point this host's resolver at them until the node stops; --vip-names=false: neither")
 	f.StringVar(&vf.zone, "vip-zone", "grid", "the names' zone (the same on every node of the grid)")
 	f.StringVar(&vf.dns, "vip-dns", gridlink.DefaultNameServer, "where the name server listens (a resolv.conf names port 53 only)")
@@ -80,6 +82,9 @@ func (vf *vipFlags) config(c *cobra.Command) (gridlink.VIPConfig, error) {
 	if vf.mtu < 1280 || vf.mtu > 65535 {
 		return gridlink.VIPConfig{}, fmt.Errorf("--vip-mtu %d: want 1280 (IPv6's least) to 65535", vf.mtu)
 	}
+	if vf.carriers < 1 || vf.carriers > 255 {
+		return gridlink.VIPConfig{}, fmt.Errorf("--vip-carriers %d: want 1 to 255", vf.carriers)
+	}
 	rules := vf.allow
 	if vf.rulesFile != "" {
 		fr, err := gridlink.ReadVIPRules(vf.rulesFile)
@@ -102,7 +107,7 @@ func (vf *vipFlags) config(c *cobra.Command) (gridlink.VIPConfig, error) {
 	if _, err := netip.ParseAddrPort(vf.dns); err != nil {
 		return gridlink.VIPConfig{}, fmt.Errorf("--vip-dns %q: want ADDR:PORT such as %s", vf.dns, gridlink.DefaultNameServer)
 	}
-	return gridlink.VIPConfig{On: true, Prefix4: p4, Prefix6: p6, Device: vf.dev, MTU: vf.mtu, Rules: rules, Names: names}, nil
+	return gridlink.VIPConfig{On: true, Prefix4: p4, Prefix6: p6, Device: vf.dev, MTU: vf.mtu, Carriers: vf.carriers, Rules: rules, Names: names}, nil
 }
 
 // printVIPStart says where the node is on the virtual network.

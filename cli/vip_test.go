@@ -27,11 +27,11 @@ func TestVIPFlags(t *testing.T) {
 		t.Fatalf("no flags: %+v, %v", vc, err)
 	}
 	vc, err := parse("--vip")
-	if err != nil || !vc.On || vc.Prefix4 != gridlink.DefaultVIPPrefix4 || vc.Prefix6 != gridlink.DefaultVIPPrefix6 || vc.Device != "gridlink0" || vc.MTU != gridlink.DefaultVIPMTU {
+	if err != nil || !vc.On || vc.Prefix4 != gridlink.DefaultVIPPrefix4 || vc.Prefix6 != gridlink.DefaultVIPPrefix6 || vc.Device != "gridlink0" || vc.MTU != gridlink.DefaultVIPMTU || vc.Carriers != gridlink.DefaultVIPCarriers {
 		t.Fatalf("--vip: %+v, %v", vc, err)
 	}
-	vc, err = parse("--vip", "--vip-prefix4", "10.99.0.0/16", "--vip-prefix6", "fd00:1::/48", "--vip-dev", "gl1", "--vip-mtu", "1420")
-	if err != nil || vc.Prefix4.String() != "10.99.0.0/16" || vc.Prefix6.String() != "fd00:1::/48" || vc.Device != "gl1" || vc.MTU != 1420 {
+	vc, err = parse("--vip", "--vip-prefix4", "10.99.0.0/16", "--vip-prefix6", "fd00:1::/48", "--vip-dev", "gl1", "--vip-mtu", "1420", "--vip-carriers", "1")
+	if err != nil || vc.Prefix4.String() != "10.99.0.0/16" || vc.Prefix6.String() != "fd00:1::/48" || vc.Device != "gl1" || vc.MTU != 1420 || vc.Carriers != 1 {
 		t.Fatalf("all flags: %+v, %v", vc, err)
 	}
 	for args, want := range map[string]string{
@@ -40,6 +40,8 @@ func TestVIPFlags(t *testing.T) {
 		"--vip --vip-prefix6 10.0.0.0/8": "--vip-prefix6",
 		"--vip --vip-mtu 100":            "--vip-mtu 100",
 		"--vip --vip-mtu 70000":          "--vip-mtu 70000",
+		"--vip --vip-carriers 0":         "--vip-carriers 0",
+		"--vip-carriers 4":               "--vip-carriers needs --vip",
 		"--vip-zone x":                   "--vip-zone needs --vip",
 		"--vip-names=false":              "--vip-names needs --vip",
 		"--vip --vip-resolver dnsmasq":   "--vip-resolver",

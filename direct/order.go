@@ -106,14 +106,21 @@ func unmapPrefix(p netip.Prefix) netip.Prefix {
 // LocalPrefixes returns the addresses of this host's up interfaces with
 // their network prefixes (e.g. 10.1.0.11/24), loopback included. It reads
 // the interfaces of the network namespace of the calling thread.
+//
+// Point-to-point and tunnel devices are left out (tunnelDevice): the
+// addresses of a VPN's device (WireGuard's, a TUN device's, the node's
+// own virtual network device) are no network of this host's to be
+// reached on directly, and a "direct" connection to one would run
+// inside that VPN (in bench/vip.sh, through wireguard-go).
 func LocalPrefixes() ([]netip.Prefix, error) {
 	ifs, err := net.Interfaces()
 	if err != nil {
 		return nil, fmt.Errorf("direct: list interfaces: %w", err)
 	}
+	types := linkTypes() // nil when unknown: the flags decide alone
 	var out []netip.Prefix
 	for _, ifc := range ifs {
-		if ifc.Flags&net.FlagUp == 0 {
+		if ifc.Flags&net.FlagUp == 0 || tunnelDevice(ifc.Flags, types[ifc.Index]) {
 			continue
 		}
 		addrs, err := ifc.Addrs()

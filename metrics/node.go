@@ -16,6 +16,11 @@ type Node struct {
 	// (package vip), reported as path kind "virtual" (status.PathVirtual);
 	// nil: no such series (a node without --vip).
 	Virtual func() status.PathBytes
+	// VirtualCounters, if set, reads the virtual IP network's counters:
+	// its bytes and connected peers as path kind "virtual" (in place of
+	// Virtual's), its packets by direction and its drops by reason
+	// (vip.go); nil: no such series.
+	VirtualCounters func() status.VIPCounters
 }
 
 var (
@@ -35,12 +40,20 @@ func (n *Node) Describe(ch chan<- *prometheus.Desc) {
 	if n.Attached != nil {
 		ch <- nodeAttached
 	}
+	if n.VirtualCounters != nil {
+		ch <- vipPackets
+		ch <- vipDropped
+	}
 }
 
 // Collect reads the node's counters and sends them.
 func (n *Node) Collect(ch chan<- prometheus.Metric) {
 	c := n.Counters()
-	if n.Virtual != nil {
+	if n.VirtualCounters != nil {
+		v := n.VirtualCounters()
+		c.Paths = append(c.Paths, virtualPath(v))
+		collectVIP(ch, v)
+	} else if n.Virtual != nil {
 		v := n.Virtual()
 		v.Path = status.PathVirtual
 		c.Paths = append(c.Paths, v)

@@ -96,6 +96,45 @@ func WriteRecords(tc *tls.Conn, p []byte) (int, error) {
 	return n, err
 }
 
+// WriteBuffers writes each of bufs through tc, as WriteRecords writes
+// one: the records of all of them go to the connection beneath in as
+// few writes as fit in 256 KiB. tc must run over NoReadAhead (else it
+// is a tc.Write of each).
+func WriteBuffers(tc *tls.Conn, bufs [][]byte) (int64, error) {
+	var n int64
+	rc, ok := tc.NetConn().(*recordConn)
+	if !ok || len(bufs) == 1 {
+		for _, b := range bufs {
+			m, err := WriteRecords(tc, b)
+			n += int64(m)
+			if err != nil {
+				return n, err
+			}
+		}
+		return n, nil
+	}
+	rc.wmu.Lock()
+	rc.batching++
+	rc.wmu.Unlock()
+	var err error
+	for _, b := range bufs {
+		var m int
+		m, err = tc.Write(b)
+		n += int64(m)
+		if err != nil {
+			break
+		}
+	}
+	rc.wmu.Lock()
+	rc.batching--
+	ferr := rc.flushLocked()
+	rc.wmu.Unlock()
+	if err == nil && ferr != nil {
+		err, n = ferr, 0 // how much arrived is unknown; the connection is broken
+	}
+	return n, err
+}
+
 // ReadAhead lets tc read ahead of its records again, from the next record
 // boundary on, for a connection that stays TLS: it saves a read per
 // record. Beneath cannot be used after it.

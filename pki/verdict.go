@@ -206,6 +206,17 @@ func (c *Conn) WriteRecords(p []byte) (int, error) {
 	return n, err
 }
 
+// WriteBuffers is Write through WriteBuffers: the records of all the
+// buffers go out in few writes.
+func (c *Conn) WriteBuffers(bufs [][]byte) (int64, error) {
+	c.wrote.Store(true)
+	n, err := WriteBuffers(c.Conn, bufs)
+	if err != nil {
+		err = c.Explain(err)
+	}
+	return n, err
+}
+
 // closeWait bounds how long Close and Explain wait for a verdict not yet
 // read.
 const closeWait = time.Second

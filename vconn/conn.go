@@ -181,6 +181,29 @@ func (c *Conn) Write(p []byte) (int, error) {
 	return n, err
 }
 
+// WriteBuffers writes the buffers one after another as one batch: over
+// TLS their records go out in as few writes as fit in 256 KiB
+// (pki.WriteBuffers), in the clear in one writev (net.Buffers).
+func (c *Conn) WriteBuffers(bufs [][]byte) (int64, error) {
+	var n int64
+	var err error
+	if pc := c.session(); pc != nil {
+		n, err = pc.WriteBuffers(bufs)
+	} else {
+		nb := net.Buffers(bufs)
+		n, err = nb.WriteTo(c.Conn)
+	}
+	if n > 0 && c.bytes != nil {
+		c.bytes.sent.Add(uint64(n))
+	}
+	if err != nil {
+		if ce := c.cut.Load(); ce != nil {
+			err = ce
+		}
+	}
+	return n, err
+}
+
 // KeepTLS says the connection stays in its TLS session (Clear will not be
 // called): its reads may then run ahead of the records, a read per record
 // fewer.

@@ -78,7 +78,7 @@ func (n *Network) sendBack(p *peer, msg []byte) {
 	}
 	n.mu.Lock()
 	if !p.down {
-		p.enqueueLocked(msg)
+		p.enqueueLocked(copyPacket(msg))
 	}
 	n.mu.Unlock()
 }

@@ -18,7 +18,8 @@
 //     destinations and for peers' sources, renewed every minute in the
 //     background, route.go, source.go), length-prefixed frames written in
 //     batches from a bounded per-peer queue that drops and counts when
-//     full and never holds up other peers (frame.go); on receive, every
+//     full and never holds up other peers (frame.go; framed in place in
+//     the buffers the device was read into, buf.go); on receive, every
 //     packet's source checked against the sending peer's identity (the
 //     connection's) and its destination against this node's addresses,
 //     then batches written to the device;
@@ -33,6 +34,12 @@
 //     replaces is closed after a grace period in which it still delivers
 //     (or, when the peer keeps sending on it alone, it is the one kept:
 //     the peer lost the other);
+//   - the carriers (carrier.go): while a peer is on a shortcut and
+//     packets of several flows go to it, more connections to it on
+//     CarrierPort (as many as both ends agree on in a hello, Config.Carriers),
+//     each flow hashed onto one so it keeps its order; a carrier that
+//     ends moves its flows to the others; a node without carriers keeps
+//     one connection;
 //   - the access rules (rules.go, admit.go, conntrack.go): Rules in a
 //     text form, applied by the receiving node to every packet from a
 //     peer by the peer's proof (its certificate chain's user, groups,

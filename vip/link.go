@@ -27,6 +27,9 @@ type link struct {
 	rank   int
 	dialer identity.ID // who dialed it: this node or the peer
 	proof  principal   // who the far end proved to be (rules.go)
+	// carrier: one of the peer's carriers (carrier.go), sent on by its
+	// own writer beside the best link, never retired (guarded by n.mu).
+	carrier bool
 	// lastRecv is when a frame last came in on it (unix nanoseconds),
 	// set by its reader.
 	lastRecv atomic.Int64
@@ -156,6 +159,11 @@ func (n *Network) retireDue(p *peer, l *link) {
 	// just what was in flight as both ends switched.
 	late := last > l.retiredAt+int64(connGrace/2)
 	usedBest := best != nil && best.lastRecv.Load() > l.retiredAt
+	for _, o := range p.links {
+		if o.carrier && o.lastRecv.Load() > l.retiredAt {
+			usedBest = true // the peer sends on the best link's carriers
+		}
+	}
 	switch {
 	case late && !usedBest && best != nil:
 		n.switchLocked(p, l)
@@ -192,6 +200,9 @@ func (n *Network) linkEnded(p *peer, conn net.Conn, why error) {
 	delete(p.links, conn)
 	delete(n.conns, conn)
 	l.stopRetire()
+	if l.carrier {
+		n.removeCarrierLocked(p, conn) // its flows hash onto the others
+	}
 	if p.down || p.conn != conn {
 		n.mu.Unlock()
 		conn.Close()
@@ -204,6 +215,10 @@ func (n *Network) linkEnded(p *peer, conn net.Conn, why error) {
 		}
 	}
 	if best != nil {
+		if best.carrier { // the main connection from now on
+			best.carrier = false
+			n.removeCarrierLocked(p, best.conn)
+		}
 		n.switchLocked(p, best)
 		n.mu.Unlock()
 		conn.Close()

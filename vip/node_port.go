@@ -9,3 +9,9 @@ package vip
 // admits a connection only after both ends proved their identity (and,
 // with a grid CA, their certificates).
 const Port = 12
+
+// CarrierPort is the virtual port of a node's carriers (carrier.go): the
+// more connections to a peer that flows are hashed onto, each starting
+// with the carrier hello. A node hands what it accepts there to
+// AcceptCarrier. A node older than carriers does not listen on it.
+const CarrierPort = 13

@@ -1,7 +1,6 @@
 package vip
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"io"
@@ -19,9 +18,9 @@ import (
 const (
 	// maxBatch is the most packets written to a peer before a flush.
 	maxBatch = 256
-	// writeTimeout bounds one flush: a peer that takes no bytes for this
-	// long is taken for dead (its queue dropped, the next packet dials
-	// again).
+	// writeTimeout bounds one batch's write (half of it at least): a
+	// peer that takes no bytes for this long is taken for dead (its
+	// queue dropped, the next packet dials again).
 	writeTimeout = 30 * time.Second
 )
 
@@ -36,7 +35,7 @@ type peer struct {
 	n     *Network
 	id    identity.ID
 	c     *counters
-	queue chan []byte
+	queue chan *pbuf
 	done  chan struct{} // closed when down
 	wake  chan struct{} // (capacity 1) the connection to send on changed
 
@@ -47,6 +46,15 @@ type peer struct {
 	links    map[net.Conn]*link // every connection to the peer, conn's included
 	since    time.Time          // when conn became the one sent on
 	shortcut shortcutState      // the background tries of a more direct path (shortcut.go)
+	// carriers are the more connections flows are hashed onto
+	// (carrier.go); carrierMax is the most connections agreed with the
+	// peer (0: not asked yet, 1: one); flowMask the flows seen since
+	// flowSince.
+	carriers       []*carrier
+	carrierMax     int
+	carrierDialing bool
+	flowMask       uint64
+	flowSince      time.Time
 }
 
 func (n *Network) countersLocked(id identity.ID) *counters {
@@ -63,7 +71,7 @@ func (n *Network) countersLocked(id identity.ID) *counters {
 func (n *Network) newPeerLocked(id identity.ID) *peer {
 	p := &peer{
 		n: n, id: id, c: n.countersLocked(id),
-		queue: make(chan []byte, n.queueLen),
+		queue: make(chan *pbuf, n.queueLen),
 		done:  make(chan struct{}),
 		wake:  make(chan struct{}, 1),
 		links: map[net.Conn]*link{},
@@ -88,16 +96,26 @@ func (n *Network) peerLocked(id identity.ID) *peer {
 
 // enqueueLocked queues pkt for the peer, or drops it when the queue is
 // full or the peer down: it never waits.
-func (p *peer) enqueueLocked(pkt []byte) {
+func (p *peer) enqueueLocked(pkt *pbuf) {
 	if p.down {
+		pkt.release()
 		p.n.drop(dropNoConnection, "")
 		return
 	}
 	p.shortcut.activeLocked(p)
+	q := p.queue
+	if pkt.flow != 0 {
+		if k := len(p.carriers); k > 0 {
+			if i := carrierIndex(pkt.flow, k); i > 0 {
+				q = p.carriers[i-1].queue
+			}
+		}
+		p.noteFlowLocked(pkt.flow, time.Now())
+	}
 	select {
-	case p.queue <- pkt:
+	case q <- pkt:
 	default:
-		release(pkt)
+		pkt.release()
 		p.c.queueFull.Add(1)
 		p.n.drop(dropQueueFull, "packets to a peer whose queue is full", "peer", p.id.Short())
 	}
@@ -139,7 +157,8 @@ func (p *peer) run() {
 	n := p.n
 	defer n.wg.Done()
 	var cur net.Conn
-	w := bufio.NewWriterSize(nil, writeBuffer)
+	var w frameWriter
+	batch := make([]*pbuf, 0, maxBatch)
 	for {
 		n.mu.Lock()
 		c, down := p.conn, p.down
@@ -147,11 +166,8 @@ func (p *peer) run() {
 		if down {
 			return
 		}
-		if c != cur {
-			cur = c
-			w.Reset(c) // empty: every batch was flushed
-		}
-		var pkt []byte
+		cur = c
+		var pkt *pbuf
 		if cur == nil { // dialing
 			select {
 			case <-p.done:
@@ -173,32 +189,48 @@ func (p *peer) run() {
 			continue
 		case pkt = <-p.queue:
 		}
-		cur.SetWriteDeadline(time.Now().Add(writeTimeout)) // for the whole batch (bufio writes when full)
-		pkts, bytes := 0, 0
-		for {
-			writeFrame(w, pkt) // its error is Flush's too
-			pkts++
-			bytes += len(pkt)
-			release(pkt) // w copied it, or wrote it out
-			if pkts == maxBatch {
-				break
-			}
-			select {
-			case pkt = <-p.queue:
-				continue
-			default:
-			}
-			break
-		}
-		if err := w.Flush(); err != nil {
-			p.c.connLost.Add(uint64(pkts))
-			n.drops[dropConnLost].Add(uint64(pkts))
+		if err := p.writeBatch(&w, cur, p.queue, pkt, batch); err != nil {
 			n.linkEnded(p, cur, err) // another link takes over, or the peer goes down
-			continue
 		}
-		p.c.sentPackets.Add(uint64(pkts))
-		p.c.sentBytes.Add(uint64(bytes))
 	}
+}
+
+// writeBatch writes first and what else queue holds (maxBatch packets
+// at most) to c in one batch, and counts them: sent, or lost with the
+// connection when the write fails.
+func (p *peer) writeBatch(w *frameWriter, c net.Conn, queue chan *pbuf, first *pbuf, batch []*pbuf) error {
+	// A batch has writeTimeout/2 at least: the deadline is moved (a
+	// timer reset, each time) only once half of it is gone.
+	if now := time.Now(); c != w.dlConn || w.deadline.Sub(now) < writeTimeout/2 {
+		w.dlConn, w.deadline = c, now.Add(writeTimeout)
+		c.SetWriteDeadline(w.deadline)
+	}
+	batch = append(batch[:0], first)
+	bytes := first.n
+gather:
+	for len(batch) < maxBatch {
+		select {
+		case pkt := <-queue:
+			batch = append(batch, pkt)
+			bytes += pkt.n
+		default:
+			break gather
+		}
+	}
+	err := w.write(c, batch)
+	pkts := len(batch)
+	for i, pkt := range batch {
+		pkt.release()
+		batch[i] = nil
+	}
+	if err != nil {
+		p.c.connLost.Add(uint64(pkts))
+		p.n.drops[dropConnLost].Add(uint64(pkts))
+		return err
+	}
+	p.c.sentPackets.Add(uint64(pkts))
+	p.c.sentBytes.Add(uint64(bytes))
+	return nil
 }
 
 // peerDown takes p down: its connections closed, its queue dropped and
@@ -222,17 +254,26 @@ func (n *Network) peerDown(p *peer, hold time.Duration, why error) {
 		l.stopRetire()
 		conns = append(conns, c)
 	}
+	queues := []chan *pbuf{p.queue}
+	for _, c := range p.carriers {
+		close(c.done)
+		queues = append(queues, c.queue)
+	}
+	p.carriers = nil
 	n.mu.Unlock()
 	for _, c := range conns {
 		c.Close()
 	}
 	lost := 0
-	for drained := false; !drained; {
-		select {
-		case <-p.queue:
-			lost++
-		default:
-			drained = true
+	for _, q := range queues {
+		for drained := false; !drained; {
+			select {
+			case pkt := <-q:
+				pkt.release()
+				lost++
+			default:
+				drained = true
+			}
 		}
 	}
 	if hold > 0 { // never connected
@@ -258,7 +299,7 @@ func (n *Network) receive(p *peer, l *link) {
 		conn.Close()
 		n.linkEnded(p, conn, err)
 	}()
-	r := bufio.NewReaderSize(conn, readBuffer)
+	r := newFrameReader(conn, readBuffer)
 	bs := n.dev.BatchSize()
 	bufs := make([][]byte, bs)
 	batch := make([][]byte, 0, bs)
@@ -269,7 +310,7 @@ func (n *Network) receive(p *peer, l *link) {
 		for len(batch) < bs {
 			i := len(batch)
 			var size int
-			bufs[i], size, err = readFrame(r, bufs[i], tun.Offset)
+			bufs[i], size, err = r.readFrame(bufs[i], tun.Offset)
 			if err != nil {
 				break
 			}
@@ -277,7 +318,7 @@ func (n *Network) receive(p *peer, l *link) {
 			if n.inbound(p, l, srcs, bufs[i][tun.Offset:tun.Offset+size]) {
 				batch = append(batch, bufs[i][:tun.Offset+size])
 			}
-			if !frameReady(r) {
+			if !r.ready() {
 				break
 			}
 		}

@@ -23,15 +23,18 @@ type route struct {
 	id         identity.ID // when resolved
 	at         time.Time   // when id was resolved
 	none       time.Time   // when not zero: no node holds it until then
-	pending    [][]byte    // packets waiting for the first lookup
+	pending    []*pbuf     // packets waiting for the first lookup
 }
 
-// outbound takes one packet read from the device (pkt is the device
-// buffer's: copied before it is kept). A packet larger than the tunnel
+// outbound takes one packet read from the device, in the device's read
+// buffer rb, and reports whether it kept rb (then the reader reads into
+// a fresh one; a small packet is copied instead, buf.go). A packet
+// larger than the tunnel
 // MTU is answered with fragmentation needed / packet too big, IPv4
 // packets without DF too: the tunnel never fragments, and the kernel
 // lowers its path MTU on the answer and fragments or resegments itself.
-func (n *Network) outbound(pkt []byte) {
+func (n *Network) outbound(rb *pbuf) (kept bool) {
+	pkt := rb.pkt()
 	h, err := Parse(pkt)
 	switch {
 	case err != nil:
@@ -53,16 +56,18 @@ func (n *Network) outbound(pkt []byte) {
 			n.flows.sent(h, t) // its answers pass the rules
 		}
 	}
-	if n.route(h, pkt) {
+	unreachable, kept := n.route(h, rb)
+	if unreachable {
 		n.drop(dropNoRoute, "")
 		n.writeICMP(icmpUnreachable(h, pkt))
 	}
+	return kept
 }
 
-// route queues pkt for the peer holding its destination, or for the
-// lookup of that peer; it reports whether no node holds it (the caller
-// answers, outside the lock).
-func (n *Network) route(h Header, pkt []byte) (unreachable bool) {
+// route queues the packet in rb for the peer holding its destination, or
+// for the lookup of that peer; it reports whether no node holds it (the
+// caller answers, outside the lock) and whether it kept rb itself.
+func (n *Network) route(h Header, rb *pbuf) (unreachable, kept bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	r := n.routes[h.Dst]
@@ -74,7 +79,7 @@ func (n *Network) route(h Header, pkt []byte) (unreachable bool) {
 			n.forgetRoutesLocked()
 			if len(n.routes) >= maxRoutes {
 				n.drop(dropNoRoute, "a packet: too many destinations", "dst", h.Dst)
-				return false
+				return false, false
 			}
 		}
 		r = &route{resolving: true}
@@ -86,21 +91,26 @@ func (n *Network) route(h Header, pkt []byte) (unreachable bool) {
 	case r.resolving:
 		if len(r.pending) >= maxPending || n.pending >= maxPendingAll {
 			n.drop(dropQueueFull, "")
-			return false
+			return false, false
 		}
-		r.pending = append(r.pending, clone(pkt))
+		rb.flow = flowHash(h, rb.pkt())
+		pkt := own(rb)
+		r.pending = append(r.pending, pkt)
 		n.pending++
+		return false, pkt == rb
 	case !r.none.IsZero():
-		return true
+		return true, false
 	default:
 		if !r.refreshing && time.Since(r.at) > routeTTL {
 			r.refreshing = true
 			n.wg.Add(1)
 			go n.resolve(h.Dst, r)
 		}
-		n.peerLocked(r.id).enqueueLocked(clone(pkt))
+		rb.flow = flowHash(h, rb.pkt())
+		pkt := own(rb)
+		n.peerLocked(r.id).enqueueLocked(pkt)
+		return false, pkt == rb
 	}
-	return false
 }
 
 // forgetRoutesLocked drops the destinations known to be no node's and
@@ -154,9 +164,10 @@ func (n *Network) resolve(dst netip.Addr, r *route) {
 		for _, pkt := range pending {
 			n.drop(dropNoRoute, "")
 			if unreachable {
-				h, _ := Parse(pkt)
-				n.writeICMP(icmpUnreachable(h, pkt))
+				h, _ := Parse(pkt.pkt())
+				n.writeICMP(icmpUnreachable(h, pkt.pkt()))
 			}
+			pkt.release()
 		}
 		return
 	}

@@ -77,6 +77,7 @@ type PeerStats struct {
 	Since    time.Time `json:"since,omitzero"`
 	Switches uint64    `json:"switches"` // times the connection sent on changed to another one
 	Conns    int       `json:"conns"`    // connections to it now (a replaced one lingers for connGrace)
+	Carriers int       `json:"carriers"` // of them, the carriers flows are hashed onto beside the main one (carrier.go)
 	// ShortcutTries counts the tries of a more direct path (ShortcutDialer)
 	// and ShortcutError is the last one's failure, if it failed.
 	ShortcutTries uint64 `json:"shortcut_tries,omitempty"`
@@ -142,6 +143,7 @@ func (n *Network) Stats() Stats {
 			ps.Connected = p.conn != nil
 			ps.Queued = len(p.queue)
 			ps.Conns = len(p.links)
+			ps.Carriers = len(p.carriers)
 			if l := p.links[p.conn]; l != nil {
 				ps.Method, ps.Since = string(l.method), p.since
 			}

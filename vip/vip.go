@@ -73,6 +73,12 @@ type Config struct {
 	// Rules are this node's access rules, applied to every packet a peer
 	// sends it; zero: every member may reach everything (see Rules).
 	Rules Rules
+	// Carriers is the most connections to one peer (carrier.go: while
+	// packets of several flows go to a peer on a shortcut, more
+	// connections to its CarrierPort, a flow on each, as many as both
+	// ends agree on); zero: DefaultCarriers; 1: one connection per peer
+	// (a peer's carriers are refused). At most 255.
+	Carriers int
 }
 
 // Network is one node's packet path of the virtual IP network: it reads
@@ -87,13 +93,15 @@ type Network struct {
 	mtu      atomic.Int64 // tunnel MTU: Config.MTU, or the device's
 	devMTU   atomic.Int64 // the device's, followed through its EventMTUUpdate (mtu.go)
 	queueLen int
-	ctx      context.Context
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	drops    [numReasons]atomic.Uint64
-	devMu    sync.Mutex // serializes writes to the device
-	rules    atomic.Pointer[Rules]
-	flows    conntrack // this node's flows, when there are rules (conntrack.go)
+	// maxCarriers is Config.Carriers or its default.
+	maxCarriers int
+	ctx         context.Context
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
+	drops       [numReasons]atomic.Uint64
+	devMu       sync.Mutex // serializes writes to the device
+	rules       atomic.Pointer[Rules]
+	flows       conntrack // this node's flows, when there are rules (conntrack.go)
 
 	mu       sync.Mutex
 	closed   bool
@@ -133,6 +141,12 @@ func New(cfg Config) (*Network, error) {
 	n.setMTU(devMTU)
 	if n.queueLen <= 0 {
 		n.queueLen = DefaultQueueLen
+	}
+	switch n.maxCarriers = cfg.Carriers; {
+	case n.maxCarriers <= 0:
+		n.maxCarriers = DefaultCarriers
+	case n.maxCarriers > maxCarriers:
+		n.maxCarriers = maxCarriers
 	}
 	n.quiet = direct.NewQuiet(0, 0, func(reason string, more int, since time.Time) {
 		n.log.Info("vip: more drops not logged", "reason", reason, "count", more, "since", since.Format(time.TimeOnly))
@@ -239,6 +253,7 @@ func (n *Network) writeICMP(msg []byte) {
 func (n *Network) readDevice() {
 	defer n.wg.Done()
 	bs := n.dev.BatchSize()
+	rbs := make([]*pbuf, bs) // the buffers read into (buf.go)
 	bufs := make([][]byte, bs)
 	size := 0
 	sizes := make([]int, bs)
@@ -249,12 +264,17 @@ func (n *Network) readDevice() {
 		if want := tun.Offset + int(max(n.devMTU.Load(), n.mtu.Load(), minReadBuffer)); want > size {
 			size = want
 			for i := range bufs {
-				bufs[i] = make([]byte, size)
+				rbs[i] = bigBuf(size)
+				bufs[i] = rbs[i].b[:size]
 			}
 		}
 		cnt, err := n.dev.Read(bufs, sizes, tun.Offset)
 		for i := range cnt {
-			n.outbound(bufs[i][tun.Offset : tun.Offset+sizes[i]])
+			rbs[i].n = sizes[i]
+			if n.outbound(rbs[i]) { // a queue has it now
+				rbs[i] = bigBuf(size)
+				bufs[i] = rbs[i].b[:size]
+			}
 		}
 		if err != nil {
 			if errors.Is(err, os.ErrClosed) || n.ctx.Err() != nil {
@@ -264,31 +284,5 @@ func (n *Network) readDevice() {
 				n.log.Warn("vip: reading the device", "err", err)
 			}
 		}
-	}
-}
-
-// Packets on their way to a peer are copies of the device's buffers,
-// taken from a pool and given back once written to the connection (or
-// dropped for a full queue); those dropped elsewhere are left to the
-// garbage collector.
-const pooledPacket = 2048
-
-var packetPool = sync.Pool{New: func() any { b := make([]byte, 0, pooledPacket); return &b }}
-
-// clone copies b, into a pooled buffer when it fits one.
-func clone(b []byte) []byte {
-	if len(b) > pooledPacket {
-		return append([]byte(nil), b...)
-	}
-	bp := packetPool.Get().(*[]byte)
-	return append((*bp)[:0], b...)
-}
-
-// release gives a packet made by clone back to the pool; the caller
-// holds no reference to it any more.
-func release(b []byte) {
-	if cap(b) == pooledPacket {
-		b = b[:0]
-		packetPool.Put(&b)
 	}
 }
