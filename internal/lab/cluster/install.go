@@ -14,6 +14,9 @@ var (
 	SSHPackages = []string{"openssh-server", "openssh-client"}
 	// MPIPackages: Open MPI's mpirun and orted, and mpi4py for the job.
 	MPIPackages = []string{"openmpi-bin", "python3-mpi4py"}
+	// MPICHPackages: MPICH's mpiexec.hydra and hydra_pmi_proxy, and
+	// mpicc.mpich for the job in C.
+	MPICHPackages = []string{"mpich", "libmpich-dev"}
 	// SSHFSPackages: sshfs and FUSE's fusermount3.
 	SSHFSPackages = []string{"sshfs", "fuse3"}
 	// NFSPackages: the NFS server's user-space half (rpc.nfsd, exportfs)
@@ -31,6 +34,13 @@ func Install(ctx context.Context, pkgs ...string) error {
 		return nil
 	}
 	env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
+	// packages with daemons (munge, slurmctld, slurmd) must not start
+	// them in the root namespace: invoke-rc.d asks policy-rc.d first
+	if _, err := os.Lstat(policyRCD); os.IsNotExist(err) {
+		if err := os.WriteFile(policyRCD, []byte("#!/bin/sh\n# package cluster: no services started while it installs\nexit 101\n"), 0o755); err == nil {
+			defer os.Remove(policyRCD)
+		}
+	}
 	for _, argv := range [][]string{
 		{"apt-get", "update", "-qq"},
 		append([]string{"apt-get", "install", "-y", "-qq", "--no-install-recommends", "-o", "DPkg::Lock::Timeout=300"}, missing...),
@@ -46,6 +56,10 @@ func Install(ctx context.Context, pkgs ...string) error {
 	}
 	return nil
 }
+
+// policyRCD is Debian's hook that invoke-rc.d asks before it starts a
+// package's service (exit 101: not now).
+const policyRCD = "/usr/sbin/policy-rc.d"
 
 // Missing lists those of pkgs that dpkg does not have installed.
 func Missing(pkgs ...string) []string {

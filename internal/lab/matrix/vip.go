@@ -29,6 +29,12 @@ type Options struct {
 	// NodeArgs, if set, are more arguments for the node agent on h
 	// (e.g. access rules of the virtual network).
 	NodeArgs func(h *topology.Host) []string
+	// Wrap, if set, is a command line the node agent on h runs under
+	// inside its namespace: argv that ends by running the rest (e.g.
+	// unshare and a shell that sets a host name, then exec "$@").
+	// Whatever the agent starts (gridlink exec's commands) runs under it
+	// too.
+	Wrap func(h *topology.Host) []string
 }
 
 func (opts Options) hosts(t *topology.Topology) []*topology.Host {

@@ -1,0 +1,56 @@
+package gridlink
+
+import (
+	"os/exec"
+	"reflect"
+	"testing"
+)
+
+// squeue's lines in Jobs' format: names may hold the separator; headers,
+// blank lines and warnings are skipped.
+func TestParseJobs(t *testing.T) {
+	out := "squeue: warning: something\n  17|COMPLETED|alice|0:01|g5k-n1|None|hello|world\n18_3|PENDING|alice|0:00||Resources|x\n\n"
+	want := []Job{
+		{ID: "17", State: "COMPLETED", User: "alice", Time: "0:01", Nodes: "g5k-n1", Reason: "None", Name: "hello|world"},
+		{ID: "18_3", State: "PENDING", User: "alice", Time: "0:00", Nodes: "", Reason: "Resources", Name: "x"},
+	}
+	if got := parseJobs(out); !reflect.DeepEqual(got, want) {
+		t.Errorf("parseJobs:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// sbatch --parsable's answers.
+func TestJobIDAnswer(t *testing.T) {
+	for in, want := range map[string][2]string{"42": {"42", ""}, "42;g5k": {"42", "g5k"}, "7_1": {"7_1", ""}} {
+		m := jobIDRE.FindStringSubmatch(in)
+		if m == nil || m[1] != want[0] || m[2] != want[1] {
+			t.Errorf("%q: %q", in, m)
+		}
+	}
+	for _, bad := range []string{"", "Submitted batch job 42", "42;", "42 43"} {
+		if jobIDRE.MatchString(bad) {
+			t.Errorf("%q taken for a job ID", bad)
+		}
+	}
+}
+
+// Options reach sbatch as the words they were, whatever they hold: the
+// quoting survives a real shell.
+func TestShellQuote(t *testing.T) {
+	words := []string{"-N", "2", "--job-name=my job", "--output=out-%j.txt", "it's", "$HOME", "`id`", "a\"b", "", "x;y", "--export=ALL,A=1"}
+	line := "printf '%s\\n'"
+	for _, w := range words {
+		line += " " + shellQuote(w)
+	}
+	out, err := exec.Command("sh", "-c", line).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ""
+	for _, w := range words {
+		want += w + "\n"
+	}
+	if string(out) != want {
+		t.Errorf("through sh: %q, want %q", out, want)
+	}
+}
