@@ -45,7 +45,7 @@ var execHosts = []string{"das3v-n1", "g5k-n1", "hiroshi-n1", "desktop-pc"}
 // gridlink submit from das3v-n1 queues a job there that runs and whose
 // output comes back; gridlink jobs follows it.
 func TestClusterExec(t *testing.T) {
-	need(t, cluster.MPIPackages...)
+	need(t, append(append(append([]string{}, cluster.MPIPackages...), cluster.MPICHPackages...), cluster.SlurmPackages...)...)
 	acct := newAccount(t)
 	work := openTempDir(t)
 	// the binary where the account can run it, and gridlink-exec beside it
@@ -162,7 +162,6 @@ func TestClusterExec(t *testing.T) {
 		}
 	})
 	t.Run("MPICH", func(t *testing.T) {
-		needNow(t, cluster.MPICHPackages...)
 		start := time.Now()
 		r, warnings, err := c.MPIRun(ctx, cluster.MPIJob{MPI: cluster.MPICH, Launcher: names[0], Hosts: names, User: acct.name,
 			MaxBytes: 256 << 10, Vector: 4096, Iface: gridlink.DefaultVIPDevice})
@@ -180,7 +179,6 @@ func TestClusterExec(t *testing.T) {
 		jobLogged(t, "hydra_pmi_proxy")
 	})
 	t.Run("Slurm", func(t *testing.T) {
-		needNow(t, cluster.SlurmPackages...)
 		defer slurm.Close()
 		if err := slurm.Start(ctx); err != nil {
 			t.Fatal(err)
@@ -216,24 +214,6 @@ func TestClusterExec(t *testing.T) {
 			t.Errorf("a refused sbatch: exit %d, %q; want its words", code, errs)
 		}
 	})
-}
-
-// needNow installs Debian packages a subtest needs while the lab is up
-// (make deps installs them beforehand); a machine that cannot skips the
-// subtest, CI fails it.
-func needNow(t *testing.T, pkgs ...string) {
-	t.Helper()
-	if len(cluster.Missing(pkgs...)) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	if err := cluster.Install(ctx, pkgs...); err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
 }
 
 // lanAddr is h's address on its site's lan.

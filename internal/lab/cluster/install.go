@@ -5,7 +5,12 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gridlink/gridlink/internal/lab"
 )
 
 // Debian packages of what the cluster runs.
@@ -26,13 +31,34 @@ var (
 )
 
 // Install installs those of pkgs that are not installed yet, the way
-// `make deps` does (apt-get, no recommends, quietly), and does nothing
-// when all are there. Call it before timing anything.
+// `make deps` does (apt-get, no recommends, quietly, no service started),
+// and does nothing when all are there. It holds the lab lock while
+// apt-get runs (10 minutes at most, from when it has the lock), so call
+// it before labtest.Up (and before timing anything).
 func Install(ctx context.Context, pkgs ...string) error {
 	missing := Missing(pkgs...)
 	if len(missing) == 0 {
 		return nil
 	}
+	// no lab may be up meanwhile: a lab's guard in the root namespace
+	// refuses the documentation prefixes, where the package mirror may
+	// answer (labtest.Up takes the same lock)
+	if err := os.MkdirAll(lab.StateDir, 0o755); err != nil {
+		return err
+	}
+	lock, err := os.OpenFile(filepath.Join(lab.StateDir, "test.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return err
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		return err
+	}
+	if missing = Missing(pkgs...); len(missing) == 0 {
+		return nil // installed meanwhile
+	}
+	ctx, cancel := context.WithTimeout(ctx, installTimeout)
+	defer cancel()
 	env := append(os.Environ(), "DEBIAN_FRONTEND=noninteractive")
 	// packages with daemons (munge, slurmctld, slurmd) must not start
 	// them in the root namespace: invoke-rc.d asks policy-rc.d first
@@ -56,6 +82,10 @@ func Install(ctx context.Context, pkgs ...string) error {
 	}
 	return nil
 }
+
+// installTimeout bounds apt-get's work, from when Install has the lab
+// lock (waiting for it may take as long as others' lab tests).
+const installTimeout = 10 * time.Minute
 
 // policyRCD is Debian's hook that invoke-rc.d asks before it starts a
 // package's service (exit 101: not now).
