@@ -36,9 +36,9 @@ type MPIJob struct {
 	// the cluster's agent runs them as (with gridlink exec: the account
 	// the target's grid-mapfile maps the launching user to).
 	User string
-	// Iface is the network interface MPICH's ranks talk over (its
-	// libfabric providers pick addresses by interface, not by prefix);
-	// empty: as MPICH picks. Open MPI is pinned by Config.Net.
+	// Iface is the network interface MPICH's ranks talk over (UCX,
+	// which Debian's MPICH runs on, picks devices, not prefixes); empty:
+	// as MPICH picks. Open MPI is pinned by Config.Net.
 	Iface string
 	// MaxBytes is the largest ping-pong message, 4 MiB by default;
 	// Vector the length of the reduced vectors, 65536 by default.

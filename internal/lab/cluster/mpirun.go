@@ -137,7 +137,10 @@ func (c *Cluster) mpichArgs(ctx context.Context, dir string, job MPIJob) (argv, 
 	}
 	argv = append(argv, "-hosts", strings.Join(job.Hosts, ","), "-n", strconv.Itoa(len(job.Hosts)))
 	if job.Iface != "" {
-		argv = append(argv, "-iface", job.Iface, "-genv", "FI_TCP_IFACE", job.Iface, "-genv", "FI_SOCKETS_IFACE", job.Iface)
+		// Debian builds MPICH on UCX (ch4:ucx): its TCP transport on the
+		// interface, and no shared memory, which would join ranks that
+		// only share this machine's kernel
+		argv = append(argv, "-iface", job.Iface, "-genv", "UCX_NET_DEVICES", job.Iface, "-genv", "UCX_TLS", "self,tcp")
 	}
 	argv = append(argv, bin)
 	if job.MaxBytes > 0 {

@@ -118,7 +118,11 @@ func PrepareSlurm(cfg SlurmConfig) (*Slurm, error) {
 		return nil, errors.New("cluster: a Slurm cluster needs a name, a controller, nodes and a scratch directory")
 	}
 	s := &Slurm{cfg: cfg}
-	for _, d := range []string{"etc", "munge", "state", "spool", "run", "log"} {
+	dirs := []string{"etc", "munge", "state", "spool", "run", "log"}
+	for _, n := range cfg.Nodes {
+		dirs = append(dirs, filepath.Join("spool", n.Name))
+	}
+	for _, d := range dirs {
 		if err := os.MkdirAll(s.path(d), 0o755); err != nil {
 			return nil, err
 		}
@@ -218,15 +222,21 @@ func (s *Slurm) Run(ctx context.Context, argv ...string) ([]byte, error) {
 	return out, nil
 }
 
-// start starts argv on h under SlurmWrap, logging to Log(name).
+// start starts the daemon argv on h, logging to Log(name): in h's network
+// namespace (nsenter, not `ip netns exec`, which mounts a sysfs of the
+// namespace's own, where no cgroup file system is: slurmd refuses to
+// start without one, "No filesystem mounted on /sys/fs/cgroup", even
+// with no cgroup plugin configured), under h's name and with Etc as
+// /etc/slurm in a mount namespace of its own.
 func (s *Slurm) start(h Host, name string, argv []string) error {
 	logf, err := os.OpenFile(s.path("log", name+".out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
 	defer logf.Close()
-	full := append(append([]string{"netns", "exec", h.NS}, SlurmWrap(h.Name, s.Etc(), "")...), argv...)
-	cmd := exec.Command("ip", full...)
+	wrap := SlurmWrap(h.Name, s.Etc(), "")
+	full := append(append([]string{"--net=" + filepath.Join("/run/netns", h.NS), "--", "unshare", "--mount"}, wrap[1:]...), argv...)
+	cmd := exec.Command("nsenter", full...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
