@@ -87,7 +87,7 @@ func TestClusterExec(t *testing.T) {
 		NodeArgs: func(*topology.Host) []string { return []string{"--allow-exec", "--grid-mapfile", mapfile} },
 		Wrap: func(h *topology.Host) []string {
 			if h == fe {
-				return cluster.SlurmWrap(h.ID(), slurm.Etc(), "")
+				return cluster.SlurmWrap(h.ID(), slurm.Etc(), slurm.HostsFile())
 			}
 			return cluster.HostWrap(h.ID()+".grid", hostsFile)
 		}})

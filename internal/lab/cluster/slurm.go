@@ -94,6 +94,9 @@ func (s *Slurm) path(p ...string) string { return filepath.Join(append([]string{
 // Etc is the directory the frontend's processes see as /etc/slurm.
 func (s *Slurm) Etc() string { return s.path("etc") }
 
+// HostsFile names the controller and the nodes (for SlurmWrap).
+func (s *Slurm) HostsFile() string { return s.path("run", "hosts") }
+
 // Conf is slurm.conf.
 func (s *Slurm) Conf() string { return s.path("etc", "slurm.conf") }
 
@@ -136,6 +139,15 @@ func PrepareSlurm(cfg SlurmConfig) (*Slurm, error) {
 	}
 	conf := fmt.Sprintf(slurmConf, cfg.Name, cfg.Controller.Name, cfg.Controller.Addr, cfg.Dir, nodes.String())
 	if err := os.WriteFile(s.Conf(), []byte(conf), 0o644); err != nil {
+		return nil, err
+	}
+	// the daemons look their own names up (munged its origin address):
+	// a hosts file answers, and a resolver that fails at once, not a
+	// name server the lab's namespace cannot reach
+	if err := os.WriteFile(s.HostsFile(), hostsText(append([]Host{cfg.Controller}, cfg.Nodes...)), 0o644); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(s.path("run", "resolv.conf"), []byte("# written by package cluster\nnameserver 127.0.0.1\noptions timeout:1 attempts:1\n"), 0o644); err != nil {
 		return nil, err
 	}
 	// munged wants its key and directories its own user's, not readable
@@ -214,7 +226,7 @@ func (s *Slurm) Start(ctx context.Context) error {
 // returns its output.
 func (s *Slurm) Run(ctx context.Context, argv ...string) ([]byte, error) {
 	h := s.cfg.Controller
-	full := append(append([]string{"netns", "exec", h.NS}, SlurmWrap(h.Name, s.Etc(), "")...), argv...)
+	full := append(append([]string{"netns", "exec", h.NS}, SlurmWrap(h.Name, s.Etc(), s.HostsFile())...), argv...)
 	out, err := exec.CommandContext(ctx, "ip", full...).CombinedOutput()
 	if err != nil {
 		return out, &RunError{Host: h.Name, Argv: argv, Err: err, Stderr: strings.TrimSpace(string(out))}
@@ -227,15 +239,17 @@ func (s *Slurm) Run(ctx context.Context, argv ...string) ([]byte, error) {
 // namespace's own, where no cgroup file system is: slurmd refuses to
 // start without one, "No filesystem mounted on /sys/fs/cgroup", even
 // with no cgroup plugin configured), under h's name and with Etc as
-// /etc/slurm in a mount namespace of its own.
+// /etc/slurm, HostsFile as /etc/hosts and a resolver that fails at once
+// in a mount namespace of its own.
 func (s *Slurm) start(h Host, name string, argv []string) error {
 	logf, err := os.OpenFile(s.path("log", name+".out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
 	defer logf.Close()
-	wrap := SlurmWrap(h.Name, s.Etc(), "")
-	full := append(append([]string{"--net=" + filepath.Join("/run/netns", h.NS), "--", "unshare", "--mount"}, wrap[1:]...), argv...)
+	script := `hostname "$1" && mount --bind "$2" /etc/slurm && mount --bind "$3" /etc/hosts && mount --bind "$4" /etc/resolv.conf && shift 4 && exec "$@"`
+	full := append([]string{"--net=" + filepath.Join("/run/netns", h.NS), "--", "unshare", "--mount", "--uts", "--",
+		"sh", "-c", script, "sh", h.Name, s.Etc(), s.HostsFile(), s.path("run", "resolv.conf")}, argv...)
 	cmd := exec.Command("nsenter", full...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
