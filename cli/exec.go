@@ -288,7 +288,7 @@ func (o *execOpts) addEnv(s string) {
 
 func execCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:                "exec [-tTn] [-l ACCOUNT] [-e NAME] NODE [--] [COMMAND [ARG...]]",
+		Use:                "exec [-tTn] [-l ACCOUNT] [-e NAME] HOST [--] [COMMAND [ARG...]]",
 		Short:              "run a command on another node as ssh does, as the account its grid-mapfile maps you to",
 		Long:               execUsage,
 		DisableFlagParsing: true,
