@@ -65,6 +65,7 @@ bench: deps build
 	bench/security.sh
 	bench/flood.sh
 	bench/vip.sh
+	bench/exec.sh
 
 # Longer fuzzing of every fuzz target, FUZZTIME each.
 fuzz:
