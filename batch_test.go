@@ -3,6 +3,7 @@ package gridlink
 import (
 	"os/exec"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -53,4 +54,25 @@ func TestShellQuote(t *testing.T) {
 	if string(out) != want {
 		t.Errorf("through sh: %q, want %q", out, want)
 	}
+}
+
+// squeue's output comes from the frontend: whatever it holds, parseJobs
+// keeps only lines of its format, with IDs that are job IDs.
+func FuzzParseJobs(f *testing.F) {
+	f.Add("17|COMPLETED|alice|0:01|g5k-n1|None|hello|world\n")
+	f.Add("18_3|PENDING|alice|0:00||Resources|x\n\nsqueue: error: x\n")
+	f.Add("|||||||\n1|2|3|4|5|6\n")
+	f.Fuzz(func(t *testing.T, out string) {
+		for _, j := range parseJobs(out) {
+			if !jobArgRE.MatchString(j.ID) {
+				t.Fatalf("job ID %q from %q", j.ID, out)
+			}
+			if strings.ContainsAny(j.State+j.User+j.Time+j.Nodes+j.Reason, "|\n") {
+				t.Fatalf("a field holds the separator: %+v", j)
+			}
+		}
+		if m := jobIDRE.FindStringSubmatch(strings.TrimSpace(out)); m != nil && !jobArgRE.MatchString(m[1]) {
+			t.Fatalf("sbatch's answer %q gave job ID %q", out, m[1])
+		}
+	})
 }
