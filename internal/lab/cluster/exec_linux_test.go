@@ -375,6 +375,9 @@ func (x *userRun) agent(ctx context.Context, o *matrix.Overlay, h *topology.Host
 	t.Cleanup(func() {
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
 		_ = cmd.Wait()
+		// the account's default control socket's directory (the account
+		// goes when the test ends; its uid may come back)
+		_ = os.RemoveAll(filepath.Join(os.TempDir(), fmt.Sprintf("gridlink-%d", x.acct.uid)))
 		if t.Failed() {
 			b, _ := os.ReadFile(logPath)
 			t.Logf("alice's agent on %s:\n%s", h.ID(), tail(b, 3000))
