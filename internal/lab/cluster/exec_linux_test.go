@@ -183,8 +183,11 @@ func TestClusterExec(t *testing.T) {
 		if err := slurm.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
+		// stage-in by gridlink cp: a transfer service of the account's
+		// home at the frontend, a copy from das3v-n1 with alice's proxy
+		stageIn(ctx, t, o, bin, fe, hs[0], acct, "input.txt", "staged by gridlink cp\n")
 		script := filepath.Join(x.dir(), "job.sh")
-		if err := os.WriteFile(script, []byte("#!/bin/sh\n#SBATCH --job-name=issue21\necho \"job $SLURM_JOB_ID on $(hostname) as $(id -un)\"\n"), 0o644); err != nil {
+		if err := os.WriteFile(script, []byte("#!/bin/sh\n#SBATCH --job-name=issue21\necho \"job $SLURM_JOB_ID on $(hostname) as $(id -un)\"\ncat input.txt\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		code, out, errs := x.run(ctx, nil, "submit", fe.ID(), "-N", "1", script)
@@ -206,7 +209,7 @@ func TestClusterExec(t *testing.T) {
 			t.Errorf("gridlink jobs: %+v; want job %s COMPLETED on a node of g5k, as %s", job, id, acct.name)
 		}
 		code, out, errs = x.exec(ctx, nil, fe.ID(), "cat", "slurm-"+id+".out")
-		if want := fmt.Sprintf("job %s on %s as %s\n", id, job.Nodes, acct.name); code != 0 || out != want {
+		if want := fmt.Sprintf("job %s on %s as %s\nstaged by gridlink cp\n", id, job.Nodes, acct.name); code != 0 || out != want {
 			t.Errorf("the job's output: %d %q %q; want %q\n%s", code, out, errs, want, slurm.Logs())
 		}
 		code, _, errs = x.run(ctx, nil, "submit", fe.ID(), "--no-such-option", script)
@@ -214,6 +217,56 @@ func TestClusterExec(t *testing.T) {
 			t.Errorf("a refused sbatch: exit %d, %q; want its words", code, errs)
 		}
 	})
+}
+
+// stageIn copies a file of content into the account's home at the
+// frontend fe with gridlink cp from host from, as alice: gridlink serve
+// runs there as the account (so the job's files are its own), serving
+// its home.
+func stageIn(ctx context.Context, t *testing.T, o *matrix.Overlay, bin string, fe, from *topology.Host, acct account, name, content string) {
+	t.Helper()
+	i, err := o.Issue(fe.ID() + "-data")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(i.Key, acct.uid, acct.gid); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"netns", "exec", lab.HostNS(fe), "setpriv", "--reuid=" + strconv.Itoa(acct.uid), "--regid=" + strconv.Itoa(acct.gid), "--clear-groups",
+		bin, "serve", "--name", fe.ID() + "-data", "--hub", matrix.HubAddr(fe), "--root", acct.home}, i.Args()...)
+	serve := exec.Command("ip", args...)
+	logPath := filepath.Join(t.TempDir(), "serve.log")
+	logf, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer logf.Close()
+	serve.Stdout, serve.Stderr = logf, logf
+	serve.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Kill(-serve.Process.Pid, syscall.SIGTERM); _ = serve.Wait() })
+	testwait.Until(t, "gridlink serve on "+fe.ID(), 20*time.Second, func() bool {
+		b, _ := os.ReadFile(logPath)
+		return bytes.Contains(b, []byte("serving"))
+	})
+	src := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(src, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cred, err := o.IssueUser("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := append(append([]string{"netns", "exec", lab.HostNS(from), bin, "cp", "--quiet", "--hub", matrix.HubAddr(from)}, cred.Args()...), src, fe.ID()+"-data:"+name)
+	if out, err := exec.CommandContext(ctx, "ip", cp...).CombinedOutput(); err != nil {
+		b, _ := os.ReadFile(logPath)
+		t.Fatalf("gridlink cp %s to %s: %v %s\nserve:\n%s", name, fe.ID(), err, out, b)
+	}
+	if b, err := os.ReadFile(filepath.Join(acct.home, name)); err != nil || string(b) != content {
+		t.Fatalf("staged %s at %s: %q %v", name, fe.ID(), b, err)
+	}
 }
 
 // lanAddr is h's address on its site's lan.
