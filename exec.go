@@ -65,7 +65,15 @@ type (
 	ExecStatus       = exec.Status
 	ExecRefusedError = exec.RefusedError
 	ExecEndedError   = exec.EndedError
+	ExecTarget       = exec.Target
+	ExecTargetError  = exec.TargetError
 )
+
+// ParseExecTarget reads gridlink exec's host argument as ssh reads its
+// own: NODE, NODE.grid, NODE@HUB, USER@NODE.grid, USER@NODE@HUB,
+// ssh://[USER@]HOST[:PORT] (exec.ParseTarget). A virtual IP address is
+// turned into its node by ExecTarget.Resolve.
+func ParseExecTarget(s string) (ExecTarget, error) { return exec.ParseTarget(s) }
 
 // Signals Exec forwards (ExecIO.Signals).
 const (

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -27,7 +28,7 @@ func Root() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(versionCmd(), hubCmd(), nodeCmd(), pingCmd(), statusCmd(), doctorCmd(), perfCmd(),
-		socksCmd(), exposeCmd(), forwardCmd(), ncCmd(), execCmd(), serveCmd(), cpCmd(), caCmd(), certCmd(), proxyCmd(), vipCmd(), dashboardCmd())
+		socksCmd(), exposeCmd(), forwardCmd(), ncCmd(), execCmd(), submitCmd(), jobsCmd(), serveCmd(), cpCmd(), caCmd(), certCmd(), proxyCmd(), vipCmd(), dashboardCmd())
 	addLogFormat(root)
 	return root
 }
@@ -36,6 +37,10 @@ func Root() *cobra.Command {
 func Main() {
 	if len(os.Args) > 1 && os.Args[1] == gridlink.VIPChildArg {
 		gridlink.VIPNamespaceChild(os.Args[2:]) // gridlink vip exec's namespace
+	}
+	if filepath.Base(os.Args[0]) == ExecName {
+		// a launcher's one-program ssh (MPICH's -launcher-exec)
+		os.Exit(runExec(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	if err := Root().Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "gridlink:", err)

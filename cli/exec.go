@@ -8,8 +8,10 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -18,16 +20,21 @@ import (
 	"github.com/gridlink/gridlink/agent/control"
 )
 
-const execUsage = `usage: gridlink exec [-tTn] [-l ACCOUNT] [-e NAME[=VALUE]]... [--dir DIR] [--control SOCKET] NODE [--] [COMMAND [ARG...]]
+const execUsage = `usage: gridlink exec [-tTn] [-l ACCOUNT] [-e NAME[=VALUE]]... [--dir DIR] [--control SOCKET] HOST [--] [COMMAND [ARG...]]
 
-exec runs COMMAND on NODE as ssh runs it on a host: NODE's agent (run with
---allow-exec) maps your certificate or proxy subject to a local account
-through its grid-mapfile and runs the words joined with spaces with that
-account's shell (-c); no COMMAND: a login shell. Your own agent (gridlink
-node --proxy ...) makes the connection, as for gridlink nc. stdin,
-stdout and stderr are streamed (stdin's end reaches the command), INT,
-TERM and HUP are forwarded, and exec exits with the command's status
+exec runs COMMAND on a node as ssh runs it on a host: the node's agent (run
+with --allow-exec) maps your certificate or proxy subject to a local
+account through its grid-mapfile and runs the words joined with spaces
+with that account's shell (-c); no COMMAND: a login shell. Your own agent
+(gridlink node --proxy ...) makes the connection, as for gridlink nc.
+stdin, stdout and stderr are streamed (stdin's end reaches the command),
+INT, TERM and HUP are forwarded, and exec exits with the command's status
 (128+N when signal N killed it); 255 when exec itself fails or is refused.
+
+HOST is the node: NODE (its name or ID), NODE.grid (its name on the
+virtual network), NODE@HUB; USER@NODE.grid, USER@NODE@HUB or
+ssh://[USER@]HOST[:PORT] ask for account USER; a virtual IP address is the
+node its name server names for it.
 
   -t            a pseudo-terminal (default: only for a login shell on a terminal)
   -T            no pseudo-terminal
@@ -38,11 +45,20 @@ TERM and HUP are forwarded, and exec exits with the command's status
   --dir DIR     working directory (default: the account's home)
   --control S   agent control socket (default: your agent's, then the system agent's)
 
-Accepted and ignored, as launchers written for ssh pass them: -x -a -k -q -4
--6 -C -A, and -o OPTION -p PORT -i FILE -F FILE (with their argument);
--X and -Y (X11 forwarding) are refused.
-Options may also follow NODE, until the first word that is not one
-(or --). NODE may be NODE@HUB.`
+As ssh: -o User=ACCOUNT, -o RequestTTY=yes|force|no|auto, -o SendEnv=PATTERN
+(names with * and ?), -o SetEnv=NAME=VALUE; other -o options are ignored.
+Accepted and ignored, as launchers written for ssh pass them: -1 -2 -4 -6
+-a -A -C -g -k -K -q -v -x -y, and -b -B -c -E -F -i -I -J -m -p -P -S with
+their argument. Refused, naming why: -X -Y (X11), -D -L -R -w -W (forwarding),
+-f -N -s -M -G -V -O -Q. Short options combine (-tx); options may also
+follow HOST, until the first word that is not one (or --). Called as
+gridlink-exec (a link to gridlink), it is gridlink exec: launchers that
+take one program as their ssh (MPICH's -launcher-exec) run it so.`
+
+// ExecName is the name under which the gridlink binary is gridlink exec
+// (a link to it), for launchers that take a single program where they
+// would run ssh.
+const ExecName = "gridlink-exec"
 
 // execOpts are gridlink exec's parsed arguments.
 type execOpts struct {
@@ -51,12 +67,39 @@ type execOpts struct {
 	pty     int // 1 -t, -1 -T, 0 unset
 	null    bool
 	control string
+	// account is -l's or -o User's; it wins over USER@HOST, as in ssh
+	account string
+	target  gridlink.ExecTarget
 }
 
-// parseExecArgs parses ssh-style arguments: options, NODE, options, then
+// ssh's options, by what gridlink exec does with them.
+const (
+	sshIgnored    = "1246aACgkKqvxy" // no argument, nothing to do in a grid
+	sshIgnoredArg = "bBcEFiIJmpPS"   // an argument, nothing to do in a grid
+	sshRefused    = "XYfNsMGV"       // no argument, not supported
+	sshRefusedArg = "DLRwWOQ"        // an argument, not supported
+)
+
+// sshRefusal says why an ssh option is refused.
+func sshRefusal(c byte) string {
+	switch c {
+	case 'X', 'Y':
+		return "X11 forwarding is not supported"
+	case 'D', 'L', 'R', 'w', 'W':
+		return "forwarding is not exec's (gridlink forward, expose, socks and vip are)"
+	case 'f', 'N':
+		return "exec runs a command in the foreground"
+	case 's':
+		return "subsystems are not supported"
+	}
+	return "an ssh client's own option, not supported"
+}
+
+// parseExecArgs parses ssh-style arguments: options, HOST, options, then
 // the command.
 func parseExecArgs(args []string) (*execOpts, error) {
 	o := &execOpts{}
+	host := ""
 	i := 0
 	next := func(flag string) (string, error) {
 		if i+1 >= len(args) {
@@ -69,20 +112,20 @@ func parseExecArgs(args []string) (*execOpts, error) {
 		a := args[i]
 		if a == "--" {
 			i++
-			if o.node == "" {
+			if host == "" {
 				if i >= len(args) {
-					return nil, errors.New("no NODE")
+					return nil, errors.New("no HOST")
 				}
-				o.node = args[i]
+				host = args[i]
 				i++
 			}
 			break
 		}
 		if !strings.HasPrefix(a, "-") || a == "-" {
-			if o.node != "" {
+			if host != "" {
 				break // the command
 			}
-			o.node = a
+			host = a
 			continue
 		}
 		if long, ok := strings.CutPrefix(a, "--"); ok {
@@ -114,20 +157,19 @@ func parseExecArgs(args []string) (*execOpts, error) {
 		// short options, possibly combined (-tx), an argument attached or next
 		for j := 1; j < len(a); j++ {
 			c := a[j]
-			switch c {
-			case 't':
+			switch {
+			case c == 't':
 				o.pty = 1
-			case 'T':
+			case c == 'T':
 				o.pty = -1
-			case 'n':
+			case c == 'n':
 				o.null = true
-			case 'x', 'a', 'k', 'q', '4', '6', 'C', 'A':
-				// ssh's X11 and agent forwarding off/on, quiet, address family, compression
-			case 'X', 'Y':
-				return nil, fmt.Errorf("-%c: X11 forwarding is not supported", c)
-			case 'h':
+			case c == 'h':
 				return nil, errHelp
-			case 'l', 'e', 'o', 'p', 'i', 'F':
+			case strings.IndexByte(sshIgnored, c) >= 0:
+			case strings.IndexByte(sshRefused, c) >= 0:
+				return nil, fmt.Errorf("-%c: %s", c, sshRefusal(c))
+			case c == 'l' || c == 'e' || c == 'o' || strings.IndexByte(sshIgnoredArg+sshRefusedArg, c) >= 0:
 				val := a[j+1:]
 				if val == "" {
 					v, err := next("-" + string(c))
@@ -136,11 +178,17 @@ func parseExecArgs(args []string) (*execOpts, error) {
 					}
 					val = v
 				}
-				switch c {
-				case 'l':
-					o.req.Account = val
-				case 'e':
+				switch {
+				case c == 'l':
+					o.account = val
+				case c == 'e':
 					o.addEnv(val)
+				case c == 'o':
+					if err := o.sshOption(val); err != nil {
+						return nil, err
+					}
+				case strings.IndexByte(sshRefusedArg, c) >= 0:
+					return nil, fmt.Errorf("-%c: %s", c, sshRefusal(c))
 				}
 				j = len(a)
 			default:
@@ -148,11 +196,80 @@ func parseExecArgs(args []string) (*execOpts, error) {
 			}
 		}
 	}
-	if o.node == "" {
-		return nil, errors.New("no NODE")
+	if host == "" {
+		return nil, errors.New("no HOST")
+	}
+	t, err := gridlink.ParseExecTarget(host)
+	if err != nil {
+		return nil, err
+	}
+	o.target = t
+	o.node, o.req.Account = t.Node, t.Account
+	if o.account != "" {
+		o.req.Account = o.account
 	}
 	o.req.Command = append([]string(nil), args[min(i, len(args)):]...)
 	return o, o.req.Check()
+}
+
+// sshOption takes an ssh -o option (KEY=VALUE or KEY VALUE; keys in any
+// case): the few that mean something for exec, the others ignored.
+func (o *execOpts) sshOption(s string) error {
+	key, val, ok := strings.Cut(strings.TrimSpace(s), "=")
+	if !ok {
+		key, val, _ = strings.Cut(strings.TrimSpace(s), " ")
+	}
+	key, val = strings.ToLower(strings.TrimSpace(key)), strings.TrimSpace(val)
+	switch key {
+	case "user":
+		o.account = val
+	case "requesttty":
+		switch strings.ToLower(val) {
+		case "yes", "force":
+			o.pty = 1
+		case "no":
+			o.pty = -1
+		case "auto":
+			o.pty = 0
+		default:
+			return fmt.Errorf("-o RequestTTY=%s: want yes, force, no or auto", val)
+		}
+	case "sendenv":
+		for _, pat := range strings.Fields(val) {
+			o.sendEnv(pat)
+		}
+	case "setenv":
+		for _, kv := range strings.Fields(val) {
+			if !strings.Contains(kv, "=") {
+				return fmt.Errorf("-o SetEnv=%s: want NAME=VALUE", kv)
+			}
+			o.req.Env = append(o.req.Env, kv)
+		}
+	}
+	return nil
+}
+
+// sendEnv passes the variables of this environment whose names match
+// pattern (ssh's SendEnv: * and ?).
+func (o *execOpts) sendEnv(pattern string) {
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		if ok, err := path.Match(pattern, name); err == nil && ok && validEnvName(name) {
+			o.req.Env = append(o.req.Env, kv)
+		}
+	}
+}
+
+// validEnvName says whether name may be passed: letters, digits and '_',
+// not starting with a digit (the environment may hold others, such as
+// bash's exported functions).
+func validEnvName(name string) bool {
+	for i, r := range name {
+		if !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || i > 0 && r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return name != ""
 }
 
 var errHelp = errors.New("help")
@@ -171,7 +288,7 @@ func (o *execOpts) addEnv(s string) {
 
 func execCmd() *cobra.Command {
 	return &cobra.Command{
-		Use:                "exec [-tTn] [-l ACCOUNT] [-e NAME] NODE [--] [COMMAND [ARG...]]",
+		Use:                "exec [-tTn] [-l ACCOUNT] [-e NAME] HOST [--] [COMMAND [ARG...]]",
 		Short:              "run a command on another node as ssh does, as the account its grid-mapfile maps you to",
 		Long:               execUsage,
 		DisableFlagParsing: true,
@@ -192,6 +309,14 @@ func runExec(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gridlink exec: %v\n%s\n", err, strings.SplitN(execUsage, "\n", 2)[0])
 		return 255
 	}
+	rctx, rcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	t, err := o.target.Resolve(rctx, nil) // a virtual IP address: its node
+	rcancel()
+	if err != nil {
+		fmt.Fprintf(stderr, "gridlink exec: %v\n", err)
+		return 255
+	}
+	o.node = t.Node
 	onTerm := term.IsTerminal(int(stdin.Fd()))
 	o.req.Pty = o.pty == 1 || (o.pty == 0 && len(o.req.Command) == 0 && onTerm)
 	var in io.Reader = stdin

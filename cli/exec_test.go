@@ -42,6 +42,14 @@ func TestParseExecArgs(t *testing.T) {
 		{args: []string{"--", "n1", "ls", "-l"}, node: "n1", cmd: []string{"ls", "-l"}},
 		{args: []string{"n1", "-l", "physics", "-tx", "top"}, node: "n1", cmd: []string{"top"}, pty: 1, acct: "physics"},
 		{args: []string{"-e", "OMPI_MCA_x", "-e", "A=1 2", "--env", "B=2", "--env=UNSET_HERE", "-tt", "n1@das3v"}, node: "n1@das3v", env: []string{"OMPI_MCA_x=7", "A=1 2", "B=2"}, pty: 1},
+		// hostfile names on the virtual network, ssh's USER@HOST and URI forms
+		{args: []string{"g5k-n1.grid", "orted"}, node: "g5k-n1", cmd: []string{"orted"}},
+		{args: []string{"alice@g5k-n1.grid", "-p", "2222", "(", "test", "!", "-r", "./.profile", "||", ".", "./.profile;", "orted", ")"}, node: "g5k-n1", acct: "alice", cmd: []string{"(", "test", "!", "-r", "./.profile", "||", ".", "./.profile;", "orted", ")"}},
+		{args: []string{"-l", "bob", "alice@n1@das3v", "id"}, node: "n1@das3v", acct: "bob", cmd: []string{"id"}},
+		{args: []string{"ssh://carol@hiroshi-n1:22", "id"}, node: "hiroshi-n1", acct: "carol", cmd: []string{"id"}},
+		// ssh's -o options that mean something here, and ones that do not
+		{args: []string{"-o", "User=bob", "-oRequestTTY=force", "-o", "SendEnv OMPI_MCA_*", "-o", "SetEnv=X=1 Y=2", "-o", "ServerAliveInterval=5", "n1", "top"}, node: "n1", acct: "bob", pty: 1, env: []string{"OMPI_MCA_x=7", "X=1", "Y=2"}, cmd: []string{"top"}},
+		{args: []string{"-vqy46", "-J", "jump", "-c", "aes128-ctr", "-i", "key", "-F", "/dev/null", "-E", "log", "n1", "-oRequestTTY=no", "true"}, node: "n1", pty: -1, cmd: []string{"true"}},
 	} {
 		o, err := parseExecArgs(tc.args)
 		if err != nil {
@@ -52,7 +60,9 @@ func TestParseExecArgs(t *testing.T) {
 			t.Errorf("%q: node %q command %q env %q pty %d account %q", tc.args, o.node, o.req.Command, o.req.Env, o.pty, o.req.Account)
 		}
 	}
-	for _, bad := range [][]string{{}, {"-x"}, {"-Z", "n1"}, {"-o"}, {"--nosuch", "n1"}, {"-e", "1BAD=x", "n1"}, {"--dir", "relative", "n1"}, {"-l", "../root", "n1", "id"}, {"-X", "n1", "xterm"}} {
+	for _, bad := range [][]string{{}, {"-x"}, {"-Z", "n1"}, {"-o"}, {"--nosuch", "n1"}, {"-e", "1BAD=x", "n1"}, {"--dir", "relative", "n1"}, {"-l", "../root", "n1", "id"}, {"-X", "n1", "xterm"},
+		{"-L", "80:x:80", "n1"}, {"-N", "n1"}, {"-f", "n1", "sleep"}, {"-D1080", "n1"}, {"-o", "RequestTTY=maybe", "n1"}, {"-o", "SetEnv=X", "n1"},
+		{"a@b@c@d", "id"}, {"../x@n1.grid", "id"}, {"n1:22", "id"}, {"ssh://n1:0", "id"}} {
 		if o, err := parseExecArgs(bad); err == nil {
 			t.Errorf("%q accepted: %+v", bad, o)
 		}

@@ -160,7 +160,7 @@ func (e *EndedError) Unwrap() error { return e.Cause }
 // the agent saw it (a refusal in the handshake: a proxy restricted to
 // other services, a revoked certificate).
 func RunThrough(ctx context.Context, c *control.Client, node string, lo control.LinkOptions, req Request, stdio IO) (Status, error) {
-	s, err := c.Open(ctx, control.ConnectRequest{Addr: fmt.Sprintf("%s:%d", node, Port), Link: lo})
+	s, err := c.Open(ctx, control.ConnectRequest{Addr: dialAddr(node), Link: lo})
 	if err != nil {
 		return Status{}, err
 	}
@@ -207,7 +207,7 @@ const probeWait = 2 * time.Second
 func probe(ctx context.Context, c *control.Client, node string, lo control.LinkOptions) error {
 	pctx, cancel := context.WithTimeout(ctx, probeWait+5*time.Second)
 	defer cancel()
-	s, err := c.Open(pctx, control.ConnectRequest{Addr: fmt.Sprintf("%s:%d", node, Port), Link: lo})
+	s, err := c.Open(pctx, control.ConnectRequest{Addr: dialAddr(node), Link: lo})
 	if err != nil {
 		return fmt.Errorf("a new connection: %w", err)
 	}

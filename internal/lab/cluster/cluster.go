@@ -74,6 +74,12 @@ type Config struct {
 	// the virtual network). By default the cluster's hosts file is
 	// bind-mounted over /etc/hosts.
 	SystemNames bool
+	// Agent, if set, is the remote shell MPI launches its daemons with
+	// in place of ssh, as argv (e.g. gridlink exec): Start then starts
+	// no sshd and makes no ssh key, and the hosts must already run what
+	// the agent reaches (gridlink node --allow-exec, under HostWrap so
+	// that what it starts has the host's name and the hosts file).
+	Agent []string
 }
 
 // Cluster is a running set of sshds and the files that make the hosts
@@ -118,6 +124,11 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		seen[h.Name] = true
 	}
 	c := &Cluster{cfg: cfg}
+	if len(cfg.Agent) > 0 {
+		// no ssh: only the hosts file, written in place (an agent's
+		// namespace may have it bind-mounted already)
+		return c, c.writeFile(hostsFile, hostsText(cfg.Hosts), 0o644)
+	}
 	if err := c.writeFiles(); err != nil {
 		return nil, err
 	}
@@ -191,13 +202,33 @@ func (c *Cluster) Command(ctx context.Context, name string, argv ...string) (*ex
 // gives a mount namespace of its own (its mounts do not leave it),
 // unshare a UTS namespace for the host name.
 func (c *Cluster) wrap(h Host, argv []string) []string {
-	script := `hostname "$1" && mount --bind "$2" /etc/hosts && shift 2 && exec "$@"`
+	hosts := c.HostsFile()
 	if c.cfg.SystemNames {
+		hosts = ""
+	}
+	return append(append([]string{"netns", "exec", h.NS}, HostWrap(h.Name, hosts)...), argv...)
+}
+
+// HostWrap is the command line, to run inside a host's namespace (after
+// `ip netns exec NS`), that runs the words after it as the cluster runs
+// everything on host name: in a UTS namespace of its own with name as
+// its host name, and with hostsFile bind-mounted over /etc/hosts ("":
+// /etc/hosts left alone). Everything the process starts inherits both:
+// a node agent started so (matrix.Options.Wrap) runs gridlink exec's
+// commands as on that host. The hosts file may be written later, in
+// place (Start does so), but it must exist.
+func HostWrap(name, hostsFile string) []string {
+	script := `hostname "$1" && mount --bind "$2" /etc/hosts && shift 2 && exec "$@"`
+	if hostsFile == "" {
 		script = `hostname "$1" && shift 2 && exec "$@"`
 	}
-	return append([]string{"netns", "exec", h.NS, "unshare", "--uts", "--",
-		"sh", "-c", script, "sh", h.Name, c.HostsFile()}, argv...)
+	return []string{"unshare", "--uts", "--", "sh", "-c", script, "sh", name, hostsFile}
 }
+
+// HostsFileIn is the path of the hosts file a cluster with scratch
+// directory dir writes (Start), for HostWrap before the cluster starts:
+// create it first.
+func HostsFileIn(dir string) string { return filepath.Join(dir, hostsFile) }
 
 // Run runs argv on host name and returns its standard output; an error
 // carries its standard error.

@@ -32,9 +32,7 @@ var sites4Hosts = []string{"das3v-n1", "g5k-n1", "hiroshi-n1", "desktop-pc"}
 func need(t *testing.T, pkgs ...string) {
 	t.Helper()
 	labtest.RequireRoot(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	if err := cluster.Install(ctx, pkgs...); err != nil {
+	if err := cluster.Install(context.Background(), pkgs...); err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatal(err)
 		}

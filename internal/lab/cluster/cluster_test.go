@@ -69,6 +69,12 @@ func TestMPIRunArgs(t *testing.T) {
 			t.Errorf("mpirun command line lacks %q:\n%s", want, argv)
 		}
 	}
+	// another agent than ssh: plm_rsh_agent is it, and no ssh configuration
+	c.cfg.Agent = []string{"/opt/gridlink", "exec"}
+	argv = strings.Join(c.MPIRunArgs("/scratch/hostfile", "/scratch/allreduce.py", MPIJob{Hosts: []string{"a", "b"}}), " ")
+	if !strings.Contains(argv, "--mca plm_rsh_agent /opt/gridlink exec --mca plm_rsh_no_tree_spawn 1 ") || strings.Contains(argv, "ssh") {
+		t.Errorf("mpirun command line with gridlink exec as the agent:\n%s", argv)
+	}
 	if got := string(hostfileText([]string{"g5k-n1.grid", "desktop-pc.grid"})); got != "g5k-n1.grid slots=1\ndesktop-pc.grid slots=1\n" {
 		t.Errorf("hostfile: %q", got)
 	}

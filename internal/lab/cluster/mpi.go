@@ -2,22 +2,44 @@ package cluster
 
 import (
 	"bytes"
-	"context"
 	_ "embed"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
 	"strings"
 )
 
 //go:embed mpi/allreduce.py
 var allreducePy []byte
 
+//go:embed mpi/allreduce.c
+var allreduceC []byte
+
+// MPI implementations a job may run on.
+const (
+	// OpenMPI is Debian's Open MPI (openmpi-bin): mpirun.openmpi, the
+	// job in Python (mpi4py, built for it).
+	OpenMPI = "openmpi"
+	// MPICH is Debian's MPICH (mpich, libmpich-dev): mpiexec.hydra, the
+	// job in C (mpi/allreduce.c, built with mpicc.mpich for the run).
+	MPICH = "mpich"
+)
+
 // MPIJob is an mpirun of the allreduce program.
 type MPIJob struct {
+	// MPI is the implementation: OpenMPI (the default) or MPICH.
+	MPI      string
 	Launcher string   // the host mpirun runs on
 	Hosts    []string // one rank on each, in rank order
+	// User runs the launcher as this local account (setpriv, with a
+	// login environment of its own) instead of root; the job's files go
+	// to a directory in its home. The ranks elsewhere run as whatever
+	// the cluster's agent runs them as (with gridlink exec: the account
+	// the target's grid-mapfile maps the launching user to).
+	User string
+	// Iface is the network interface MPICH's ranks talk over (UCX,
+	// which Debian's MPICH runs on, picks devices, not prefixes); empty:
+	// as MPICH picks. Open MPI is pinned by Config.Net.
+	Iface string
 	// MaxBytes is the largest ping-pong message, 4 MiB by default;
 	// Vector the length of the reduced vectors, 65536 by default.
 	MaxBytes, Vector int
@@ -44,10 +66,13 @@ func (c *Cluster) MPIRunArgs(hostfile, program string, job MPIJob) []string {
 	if python == "" {
 		python = "/usr/bin/python3"
 	}
-	argv := []string{"mpirun", "--allow-run-as-root",
-		"--hostfile", hostfile, "--np", fmt.Sprint(len(job.Hosts)), "--map-by", "node",
-		"--mca", "plm_rsh_agent", "ssh",
-		"--mca", "plm_rsh_args", "-F " + c.SSHConfig(),
+	agent := []string{"--mca", "plm_rsh_agent", "ssh", "--mca", "plm_rsh_args", "-F " + c.SSHConfig()}
+	if len(c.cfg.Agent) > 0 {
+		agent = []string{"--mca", "plm_rsh_agent", strings.Join(c.cfg.Agent, " ")}
+	}
+	argv := append([]string{"mpirun.openmpi", "--allow-run-as-root",
+		"--hostfile", hostfile, "--np", fmt.Sprint(len(job.Hosts)), "--map-by", "node"}, agent...)
+	argv = append(argv,
 		"--mca", "plm_rsh_no_tree_spawn", "1",
 		"--mca", "orte_keep_fqdn_hostnames", "1",
 		"--mca", "pml", "ob1",
@@ -55,7 +80,7 @@ func (c *Cluster) MPIRunArgs(hostfile, program string, job MPIJob) []string {
 		"--mca", "mpi_yield_when_idle", "1",
 		"--mca", "btl_tcp_if_include", cidr,
 		"--mca", "oob_tcp_if_include", cidr,
-		python, program}
+		python, program)
 	if job.MaxBytes > 0 {
 		argv = append(argv, "--max-bytes", fmt.Sprint(job.MaxBytes))
 	}
@@ -72,38 +97,6 @@ func hostfileText(hosts []string) []byte {
 		fmt.Fprintf(&b, "%s slots=1\n", h)
 	}
 	return []byte(b.String())
-}
-
-// MPIRun runs job and returns its parsed result and mpirun's standard
-// error (Open MPI's warnings, if any).
-func (c *Cluster) MPIRun(ctx context.Context, job MPIJob) (*MPIResult, string, error) {
-	if _, err := exec.LookPath("mpirun"); err != nil {
-		return nil, "", &MissingError{What: "mpirun", Package: "openmpi-bin"}
-	}
-	for _, h := range append([]string{job.Launcher}, job.Hosts...) {
-		if _, err := c.Host(h); err != nil {
-			return nil, "", err
-		}
-	}
-	program, hostfile := c.path("allreduce.py"), c.path("hostfile")
-	if err := os.WriteFile(program, allreducePy, 0o644); err != nil {
-		return nil, "", err
-	}
-	if err := os.WriteFile(hostfile, hostfileText(job.Hosts), 0o644); err != nil {
-		return nil, "", err
-	}
-	cmd, err := c.Command(ctx, job.Launcher, c.MPIRunArgs(hostfile, program, job)...)
-	if err != nil {
-		return nil, "", err
-	}
-	cmd.Env = append(os.Environ(), "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return nil, errb.String(), &RunError{Host: job.Launcher, Argv: cmd.Args, Err: err, Stderr: lastLines(errb.String()+out.String(), 30)}
-	}
-	r, err := ParseMPIResult(out.Bytes())
-	return r, errb.String(), err
 }
 
 // MPIResult is what the allreduce program's rank 0 prints.

@@ -219,7 +219,11 @@ func StartOverlayWith(ctx context.Context, t *topology.Topology, bin string, opt
 		}
 		args = append(args, opts.nodeArgs(h)...)
 		if args, err = o.certified(ca.Node, h.ID(), args); err == nil {
-			err = o.start(h, "node", args)
+			var wrap []string
+			if opts.Wrap != nil {
+				wrap = opts.Wrap(h)
+			}
+			err = o.startWrapped(h, "node", wrap, args)
 		}
 		if err != nil {
 			o.Stop()
@@ -242,13 +246,20 @@ func LogFile(h *topology.Host, role string) string {
 }
 
 func (o *Overlay) start(h *topology.Host, role string, args []string) error {
+	return o.startWrapped(h, role, nil, args)
+}
+
+// startWrapped starts gridlink ROLE ARGS on h under the command line wrap
+// (none if nil).
+func (o *Overlay) startWrapped(h *topology.Host, role string, wrap, args []string) error {
 	logPath := LogFile(h, role)
 	logf, err := os.Create(logPath)
 	if err != nil {
 		return err
 	}
 	defer logf.Close()
-	cmd := exec.Command("ip", append([]string{"netns", "exec", lab.HostNS(h), o.bin}, args...)...)
+	argv := append(append(append([]string{"netns", "exec", lab.HostNS(h)}, wrap...), o.bin), args...)
+	cmd := exec.Command("ip", argv...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {

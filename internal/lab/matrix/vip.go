@@ -34,6 +34,12 @@ type Options struct {
 	// dashboard's test reads all six); else the default, abstract and per
 	// namespace (which Overlay.HubStatus and WaitStable ask).
 	HubControl func(site string) string
+	// Wrap, if set, is a command line the node agent on h runs under
+	// inside its namespace: argv that ends by running the rest (e.g.
+	// unshare and a shell that sets a host name, then exec "$@").
+	// Whatever the agent starts (gridlink exec's commands) runs under it
+	// too.
+	Wrap func(h *topology.Host) []string
 }
 
 func (opts Options) hosts(t *topology.Topology) []*topology.Host {
