@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/direct"
+	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/vconn"
 )
 
@@ -266,8 +267,9 @@ func (s *session) failLocked(err error) {
 const maxRedialBackoff = 500 * time.Millisecond
 
 // redialLoop sets up connections again until one is back, the link fails
-// or closes. A refusal (the acceptor no longer has the link) fails the
-// link at once: waiting cannot help.
+// or closes. A refusal (the acceptor no longer has the link) or a denial
+// in the peer's handshake (this end is no longer admitted there, e.g.
+// revoked) fails the link at once: waiting cannot help.
 func (s *session) redialLoop() {
 	defer s.wg.Done()
 	backoff := 20 * time.Millisecond
@@ -291,7 +293,7 @@ func (s *session) redialLoop() {
 		}
 		s.mu.Lock()
 		s.redialErr = err
-		if errors.Is(err, direct.ErrRefused) && s.err == nil && !s.closed && s.last != nil {
+		if (errors.Is(err, direct.ErrRefused) || errors.Is(err, pki.ErrDenied)) && s.err == nil && !s.closed && s.last != nil {
 			e := *s.last
 			e.Redial = err
 			s.failLocked(&e)

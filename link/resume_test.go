@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gridlink/gridlink/pki"
 	"io"
 	"math/rand/v2"
 	"net"
@@ -18,10 +19,11 @@ import (
 // accepting one, as a Listener would, while the network is up. Its
 // connections may be slowed down, as pairs.random does.
 type pipeLink struct {
-	a, b *session
-	rng  *rand.Rand
-	mu   sync.Mutex
-	down bool // redials fail
+	a, b    *session
+	rng     *rand.Rand
+	mu      sync.Mutex
+	down    bool  // redials fail
+	downErr error // with this error (nil: errNetworkDown)
 }
 
 var errNetworkDown = errors.New("test network down")
@@ -68,6 +70,11 @@ func (l *pipeLink) redial(ctx context.Context) (net.Conn, error) {
 		select { // a dial that takes a while to fail
 		case <-time.After(50 * time.Millisecond):
 		case <-ctx.Done():
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		if l.downErr != nil {
+			return nil, l.downErr
 		}
 		return nil, errNetworkDown
 	}
@@ -217,6 +224,35 @@ func resumeRound(t *testing.T, seed uint64) {
 		t.Logf("%d+%d bytes, window %d, block %d, %s: %s; kept up to %d, resent %d blocks; held up to %d, %d duplicates",
 			len(ab), len(ba), window, cfg.BlockSize, cfg.Compression, what, ws.MaxKept, ws.Resent, rs.MaxBuffered, rs.Duplicates)
 	}
+}
+
+// A redial that the peer's handshake refuses (the caller was revoked
+// since the link began) fails the link at once, naming the refusal:
+// waiting out ResumeTimeout cannot help (an exec stream of a revoked
+// user waited 30 s).
+func TestResumeRedialDenied(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		rng := rand.New(rand.NewPCG(3, 4))
+		l := newPipeLink(t, rng, Config{ResumeTimeout: 30 * time.Second}, minWindow, 1)
+		denied := &pki.DeniedError{Peer: "node b", Reason: "revoked"}
+		l.mu.Lock()
+		l.down, l.downErr = true, denied
+		l.mu.Unlock()
+		start := time.Now()
+		l.kill(true)
+		_, err := l.a.r.Read(make([]byte, 1))
+		var le *LostError
+		if !errors.As(err, &le) || !errors.Is(le.Redial, pki.ErrDenied) {
+			t.Fatalf("read after a denied redial: %v, want a LostError naming the denial", err)
+		}
+		if took := time.Since(start); took >= time.Second {
+			t.Errorf("the link failed %s after its connection died, want at once", took)
+		}
+		t.Log(err)
+		for _, s := range []*session{l.a, l.b} {
+			s.close(time.Second)
+		}
+	})
 }
 
 // A link whose connections are all gone for longer than ResumeTimeout
