@@ -147,3 +147,20 @@ func (c *Conn) bestMethod() vconn.Method {
 	}
 	return best
 }
+
+// Path is the most direct method among the link's connections now; a
+// link that is not resumable keeps its first connection's.
+func (c *Conn) Path() vconn.Method {
+	if c.rs == nil {
+		return c.Method()
+	}
+	return c.bestMethod()
+}
+
+// Upgrading says whether the link looks for a more direct connection
+// (Options.Upgrade on a resumable link that did not start direct).
+func (c *Conn) Upgrading() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.up != nil
+}
