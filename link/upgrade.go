@@ -46,6 +46,7 @@ type upgrader struct {
 
 	mu       sync.Mutex
 	switches []PathSwitch
+	ended    bool // the search is over (direct, or the link failed or closed)
 }
 
 // startUpgrade begins looking for more direct connections, unless the
@@ -73,6 +74,11 @@ func (u *upgrader) halt() {
 
 func (c *Conn) upgradeLoop(u *upgrader) {
 	defer u.wg.Done()
+	defer func() {
+		u.mu.Lock()
+		u.ended = true
+		u.mu.Unlock()
+	}()
 	wait := upgradeFirst
 	for {
 		select {
@@ -158,9 +164,15 @@ func (c *Conn) Path() vconn.Method {
 }
 
 // Upgrading says whether the link looks for a more direct connection
-// (Options.Upgrade on a resumable link that did not start direct).
+// now (Options.Upgrade on a resumable link that is not direct yet).
 func (c *Conn) Upgrading() bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.up != nil
+	u := c.up
+	c.mu.Unlock()
+	if u == nil {
+		return false
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return !u.ended
 }

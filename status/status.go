@@ -62,7 +62,7 @@ type StreamLink struct {
 	// direct, reverse, splice or routed.
 	Method    string `json:"method"`
 	Resumable bool   `json:"resumable"`
-	Upgrade   bool   `json:"upgrade"` // it looks for a more direct path
+	Upgrade   bool   `json:"upgrade"` // it looks for a more direct path now
 	// Switches are its live path upgrades, the oldest first.
 	Switches []PathSwitch `json:"switches,omitempty"`
 }
