@@ -77,6 +77,8 @@ type Agent struct {
 	setups setupQueue
 	// ends remembers why connect streams ended (streamend.go).
 	ends streamEnds
+	// links are the connect streams' links while they run (links.go).
+	links streamLinks
 	// refused logs a refused control request.
 	refused func(format string, args ...any)
 	// more adds what services above the agent report (SetStatus).
@@ -194,6 +196,7 @@ func (a *Agent) status(w http.ResponseWriter, r *http.Request) {
 	for hub, m := range a.node.CachedMethods() {
 		st.Cache[hub.Short()] = string(m)
 	}
+	st.Links = a.links.status()
 	a.more.fill(&st)
 	writeJSON(w, st)
 }

@@ -132,6 +132,7 @@ func (a *Agent) connect(w http.ResponseWriter, r *http.Request) {
 	}
 	p, _ := r.Context().Value(peerKey{}).(peerCreds)
 	id, end := a.ends.add(p.uid)
+	defer a.links.add(id, req.Addr, up)()
 	named := fmt.Sprintf("%s: %d\r\n", control.StreamHeader, id)
 	if req.Handoff && handoffSupported {
 		c, err := upgrade(w, control.HandoffHeader+": "+control.HandoffFDs+"\r\n"+named)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gridlink/gridlink"
 	"github.com/gridlink/gridlink/agent/control"
+	"github.com/gridlink/gridlink/status"
 )
 
 func signalContext() (context.Context, context.CancelFunc) {
@@ -328,6 +329,7 @@ func statusCmd() *cobra.Command {
 			for _, c := range st.Conns {
 				fmt.Printf("  %s -> %s  %s\n", c.Local, c.Remote, c.Method)
 			}
+			printStreamLinks(st.Links)
 			for h, m := range st.Cache {
 				fmt.Printf("cached: hub %s -> %s\n", h, m)
 			}
@@ -340,4 +342,30 @@ func statusCmd() *cobra.Command {
 	c.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	c.Flags().BoolVar(&ofHub, "hub", false, "show the hub running on this host")
 	return c
+}
+
+// printStreamLinks prints the links of the agent's streams, each with its
+// path now and its live path upgrades.
+func printStreamLinks(links []status.StreamLink) {
+	if len(links) == 0 {
+		return
+	}
+	fmt.Printf("stream links: %d\n", len(links))
+	for _, l := range links {
+		var more []string
+		if l.Resumable {
+			more = append(more, "resumable")
+		}
+		if l.Upgrade {
+			more = append(more, "upgrading")
+		}
+		fmt.Printf("  stream %d -> %s  %s", l.Stream, l.Remote, l.Method)
+		if len(more) > 0 {
+			fmt.Printf(" (%s)", strings.Join(more, ", "))
+		}
+		fmt.Println()
+		for _, sw := range l.Switches {
+			fmt.Printf("    switched %s -> %s at %s\n", sw.From, sw.To, sw.At.Format("15:04:05.000"))
+		}
+	}
 }

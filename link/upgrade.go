@@ -46,6 +46,7 @@ type upgrader struct {
 
 	mu       sync.Mutex
 	switches []PathSwitch
+	ended    bool // the search is over (direct, or the link failed or closed)
 }
 
 // startUpgrade begins looking for more direct connections, unless the
@@ -73,6 +74,11 @@ func (u *upgrader) halt() {
 
 func (c *Conn) upgradeLoop(u *upgrader) {
 	defer u.wg.Done()
+	defer func() {
+		u.mu.Lock()
+		u.ended = true
+		u.mu.Unlock()
+	}()
 	wait := upgradeFirst
 	for {
 		select {
@@ -146,4 +152,27 @@ func (c *Conn) bestMethod() vconn.Method {
 		}
 	}
 	return best
+}
+
+// Path is the most direct method among the link's connections now; a
+// link that is not resumable keeps its first connection's.
+func (c *Conn) Path() vconn.Method {
+	if c.rs == nil {
+		return c.Method()
+	}
+	return c.bestMethod()
+}
+
+// Upgrading says whether the link looks for a more direct connection
+// now (Options.Upgrade on a resumable link that is not direct yet).
+func (c *Conn) Upgrading() bool {
+	c.mu.Lock()
+	u := c.up
+	c.mu.Unlock()
+	if u == nil {
+		return false
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return !u.ended
 }

@@ -65,8 +65,8 @@ func TestLinkUpgrade(t *testing.T) {
 		return twin.DialMachineVia(ctx, b.Machine(), 7000, vconn.Direct)
 	}}
 	c := dial(t, a, "b:7000", o)
-	if c.Method() != vconn.Routed {
-		t.Fatalf("the link began %s, want routed", c.Method())
+	if c.Method() != vconn.Routed || c.Path() != vconn.Routed || !c.Upgrading() {
+		t.Fatalf("the link began %s (path %s, upgrading %v), want routed and upgrading", c.Method(), c.Path(), c.Upgrading())
 	}
 	// data flows before, while and after the upgrade
 	data := TextData(3, 8<<20)
@@ -116,6 +116,10 @@ func TestLinkUpgrade(t *testing.T) {
 		live := c.liveConns()
 		return len(live) == 1 && live[0].Method() == vconn.Direct
 	})
+	if c.Path() != vconn.Direct {
+		t.Errorf("path %s after the upgrade, want direct", c.Path())
+	}
+	testwait.Until(t, "the search to end once direct", 5*time.Second, func() bool { return !c.Upgrading() })
 	close(stop)
 	write(data[<-wrote:])
 	if err := c.CloseWrite(); err != nil {

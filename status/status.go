@@ -14,7 +14,11 @@
 // overlay (internal/archtest holds it to that).
 package status
 
-import "github.com/gridlink/gridlink/identity"
+import (
+	"time"
+
+	"github.com/gridlink/gridlink/identity"
+)
 
 // Agent is the node agent's status, the answer of GET /status.
 type Agent struct {
@@ -27,6 +31,9 @@ type Agent struct {
 	Observed string `json:"observed,omitempty"`
 	// Conns are the open virtual connections.
 	Conns []Conn `json:"conns"`
+	// Links are the links of the agent's connect streams (nc, forward,
+	// socks), the oldest first.
+	Links []StreamLink `json:"links,omitempty"`
 	// Cache is the per-site method cache: target hub (short ID) → method.
 	Cache   map[string]string `json:"cache"`
 	NAT     NAT               `json:"nat"`
@@ -44,6 +51,27 @@ type Conn struct {
 	// it so far (TLS overhead not included).
 	SentBytes     uint64 `json:"sent_bytes"`
 	ReceivedBytes uint64 `json:"received_bytes"`
+}
+
+// StreamLink is the link of one of the agent's connect streams: the path
+// it takes now and, with --upgrade, its moves to more direct ones.
+type StreamLink struct {
+	Stream uint64 `json:"stream"` // the stream's ID (Gridlink-Stream)
+	Remote string `json:"remote"` // NODE:PORT as asked
+	// Method is the most direct method among the link's connections now:
+	// direct, reverse, splice or routed.
+	Method    string `json:"method"`
+	Resumable bool   `json:"resumable"`
+	Upgrade   bool   `json:"upgrade"` // it looks for a more direct path now
+	// Switches are its live path upgrades, the oldest first.
+	Switches []PathSwitch `json:"switches,omitempty"`
+}
+
+// PathSwitch is a link's move from one method to a more direct one.
+type PathSwitch struct {
+	From string    `json:"from"`
+	To   string    `json:"to"`
+	At   time.Time `json:"at"`
 }
 
 // Ping is the answer of POST /ping: Dials connections set up one after

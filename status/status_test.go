@@ -12,8 +12,10 @@ import (
 // answer, and what the lab and other programs parse. Changing a name
 // here changes the wire format; a quantity's name ends in its unit.
 var schema = map[reflect.Type][]string{
-	reflect.TypeFor[Agent]():       {"node", "attach", "observed", "conns", "cache", "nat", "port_map", "vip"},
+	reflect.TypeFor[Agent]():       {"node", "attach", "observed", "conns", "links", "cache", "nat", "port_map", "vip"},
 	reflect.TypeFor[Conn]():        {"local", "remote", "method", "sent_bytes", "received_bytes"},
+	reflect.TypeFor[StreamLink]():  {"stream", "remote", "method", "resumable", "upgrade", "switches"},
+	reflect.TypeFor[PathSwitch]():  {"from", "to", "at"},
 	reflect.TypeFor[Ping]():        {"addr", "peer", "method", "methods", "setup_ms", "spare", "rtt_ms", "error"},
 	reflect.TypeFor[Perf]():        {"addr", "method", "bytes", "seconds", "mbit_per_s", "error"},
 	reflect.TypeFor[Diagnosis]():   {"node", "host", "nat", "port_map", "target", "methods", "verdict", "lookup_ms"},
