@@ -96,8 +96,15 @@ func runIn(t *testing.T, ctx context.Context, h *topology.Host, stdin []byte, ar
 	return out
 }
 
+// tryIn runs argv in host h with stdin and returns its stdout, its
+// stderr and how it ended.
 func tryIn(ctx context.Context, h *topology.Host, stdin []byte, argv ...string) ([]byte, []byte, error) {
-	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", lab.HostNS(h)}, argv...)...)
+	return tryInNS(ctx, lab.HostNS(h), stdin, argv...)
+}
+
+// tryInNS is tryIn in the namespace ns (a gateway's, say).
+func tryInNS(ctx context.Context, ns string, stdin []byte, argv ...string) ([]byte, []byte, error) {
+	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", ns}, argv...)...)
 	var out, errb bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(stdin), &out, &errb
 	err := cmd.Run()

@@ -19,6 +19,7 @@ import (
 	"github.com/gridlink/gridlink/internal/lab/labtest"
 	"github.com/gridlink/gridlink/internal/lab/netns"
 	"github.com/gridlink/gridlink/internal/lab/topology"
+	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/pki/ca"
 	"github.com/gridlink/gridlink/status"
 )
@@ -135,7 +136,7 @@ func TestNATHubsVIP(t *testing.T) {
 	L.startHub(hub1, "pub1", L.issue(ca.Hub, "pub1"))
 	L.startHub(eastHub, "east", L.issue(ca.Hub, "east"), hub1)
 	L.startHub(westHub, "west", L.issue(ca.Hub, "west"), hub1)
-	waitUntil(t, "east's and west's hubs to route to each other", 30*time.Second, func() bool {
+	testwait.Until(t, "east's and west's hubs to route to each other", 30*time.Second, func() bool {
 		return L.reachable(eastHub, "west", [32]byte{}) && L.reachable(westHub, "east", [32]byte{})
 	})
 	pub := startVIPNode(t, bin, L.host("pub-n"), "pub-n", hubAddr(hub1), L.issue(ca.Node, "pub-n").Args()...)
