@@ -243,10 +243,9 @@ func LogFile(h *topology.Host, role string) string {
 	return filepath.Join(lab.StateDir, fmt.Sprintf("gridlink-%s-%s.log", h.ID(), role))
 }
 
-// start starts gridlink role (hub, node) with args in host h, its output
-// in LogFile(h, role); waitAgents waits for node agents to answer.
 func (o *Overlay) start(h *topology.Host, role string, args []string) error {
-	logf, err := os.Create(LogFile(h, role))
+	logPath := LogFile(h, role)
+	logf, err := os.Create(logPath)
 	if err != nil {
 		return err
 	}
