@@ -70,7 +70,9 @@ func checkDoctor(t *testing.T, ctx context.Context, o *matrix.Overlay, src, dst 
 // non-routed end is this host, not the public target), toward the NATed
 // desktop (behind a NAT, not non-routed), toward a non-routed node (the
 // target has no route back), and from and to the ssh-only site hiroshi
-// (TestGrid6Overlay).
+// (TestGrid6Overlay). The four cases run side by side: each doctor waits
+// out its tries' 5 s where a try hangs (a SYN dropped), none depends on
+// another's.
 func (g *grid6Overlay) doctorReasons(t *testing.T) {
 	topo, o := g.topo, g.o
 	ctx := context.Background()
@@ -79,6 +81,7 @@ func (g *grid6Overlay) doctorReasons(t *testing.T) {
 
 	nonRoutedHere := reason{method: "direct", end: "this host", has: []string{"this host has no route", "non-routed"}, hasNot: []string{"the target is", "NAT"}}
 	t.Run("public target", func(t *testing.T) {
+		t.Parallel()
 		checkDoctor(t, ctx, o, g5k, das3v, false, []reason{
 			nonRoutedHere,
 			// das3v-n1 calls back to g5k-n1's private address: this host's
@@ -88,6 +91,7 @@ func (g *grid6Overlay) doctorReasons(t *testing.T) {
 		})
 	})
 	t.Run("NATed target", func(t *testing.T) {
+		t.Parallel()
 		checkDoctor(t, ctx, o, das3v, desktop, true, []reason{
 			{method: "direct", end: "target", has: []string{"the target is behind a NAT", "198.51.100.161"}, hasNot: []string{"non-routed", "this host"}},
 			{method: "reverse", ok: true},
@@ -100,9 +104,11 @@ func (g *grid6Overlay) doctorReasons(t *testing.T) {
 		{method: "routed", ok: true},
 	}
 	t.Run("non-routed target", func(t *testing.T) {
+		t.Parallel()
 		checkDoctor(t, ctx, o, das3v, g5k, false, nonRoutedThere)
 	})
 	t.Run("ssh-only site", func(t *testing.T) {
+		t.Parallel()
 		checkDoctor(t, ctx, o, das3v, hiroshi, false, nonRoutedThere)
 		checkDoctor(t, ctx, o, hiroshi, das3v, false, []reason{nonRoutedHere,
 			{method: "splice", end: "this host", has: []string{"this host's NAT could not be classified"}, hasNot: []string{"the target"}},
