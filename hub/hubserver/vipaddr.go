@@ -1,6 +1,7 @@
 package hubserver
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"time"
@@ -294,13 +295,15 @@ func (h *Hub) runClaim(p *peer, v *wire.Virtual) {
 				Msg: &wire.Message{Kind: wire.KAddrClaim, AddrClaim: &wire.AddrClaim{Query: qids[i], Addr: cl.addr, Holding: cl.holding}}})
 		}
 	}
-	t := time.NewTimer(lookupWait)
-	defer t.Stop()
+	// one wait of lookupWait for the answers to all of them: once it is
+	// over, none is waited for (a hub that never answers, its trunk gone
+	// silent or its answer lost, holds up no verdict).
+	wait, cancel := context.WithTimeout(h.ctx, lookupWait)
+	defer cancel()
 	for _, cl := range cls {
 		select {
 		case <-cl.done:
-		case <-t.C:
-		case <-h.ctx.Done():
+		case <-wait.Done():
 		}
 	}
 

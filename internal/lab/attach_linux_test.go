@@ -13,6 +13,7 @@ import (
 	"github.com/gridlink/gridlink/internal/lab"
 	"github.com/gridlink/gridlink/internal/lab/labtest"
 	"github.com/gridlink/gridlink/internal/lab/topology"
+	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/pki/ca"
 	"github.com/gridlink/gridlink/status"
 )
@@ -81,15 +82,10 @@ func (L *attachLab) ping(h *topology.Host, node string, extra ...string) (status
 	return p, d
 }
 
+// waitFor waits, at most d, until ok holds (testwait.Until on L's test).
 func (L *attachLab) waitFor(what string, d time.Duration, ok func() bool) {
 	L.t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			L.t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	testwait.Until(L.t, what, d, ok)
 }
 
 // waitAttached waits until the agent in h is attached to hub.

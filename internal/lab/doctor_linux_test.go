@@ -69,21 +69,19 @@ func checkDoctor(t *testing.T, ctx context.Context, o *matrix.Overlay, src, dst 
 // (issue 17): on grid6 toward a public target from a non-routed node (the
 // non-routed end is this host, not the public target), toward the NATed
 // desktop (behind a NAT, not non-routed), toward a non-routed node (the
-// target has no route back), and from and to the ssh-only site hiroshi.
-func TestGrid6DoctorReasons(t *testing.T) {
-	bin := gridlinkBin(t)
-	topo := labtest.Up(t, "grid6", nil)
+// target has no route back), and from and to the ssh-only site hiroshi
+// (TestGrid6Overlay). The four cases run side by side: each doctor waits
+// out its tries' 5 s where a try hangs (a SYN dropped), none depends on
+// another's.
+func (g *grid6Overlay) doctorReasons(t *testing.T) {
+	topo, o := g.topo, g.o
 	ctx := context.Background()
-	o, err := matrix.StartOverlay(ctx, topo, bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.Stop()
 	h := func(name string) *topology.Host { return labtest.Host(t, topo, name) }
 	das3v, g5k, hiroshi, desktop := h("das3v-n1"), h("g5k-n1"), h("hiroshi-n1"), h("desktop-pc")
 
 	nonRoutedHere := reason{method: "direct", end: "this host", has: []string{"this host has no route", "non-routed"}, hasNot: []string{"the target is", "NAT"}}
 	t.Run("public target", func(t *testing.T) {
+		t.Parallel()
 		checkDoctor(t, ctx, o, g5k, das3v, false, []reason{
 			nonRoutedHere,
 			// das3v-n1 calls back to g5k-n1's private address: this host's
@@ -93,6 +91,7 @@ func TestGrid6DoctorReasons(t *testing.T) {
 		})
 	})
 	t.Run("NATed target", func(t *testing.T) {
+		t.Parallel()
 		checkDoctor(t, ctx, o, das3v, desktop, true, []reason{
 			{method: "direct", end: "target", has: []string{"the target is behind a NAT", "198.51.100.161"}, hasNot: []string{"non-routed", "this host"}},
 			{method: "reverse", ok: true},
@@ -105,9 +104,11 @@ func TestGrid6DoctorReasons(t *testing.T) {
 		{method: "routed", ok: true},
 	}
 	t.Run("non-routed target", func(t *testing.T) {
+		t.Parallel()
 		checkDoctor(t, ctx, o, das3v, g5k, false, nonRoutedThere)
 	})
 	t.Run("ssh-only site", func(t *testing.T) {
+		t.Parallel()
 		checkDoctor(t, ctx, o, das3v, hiroshi, false, nonRoutedThere)
 		checkDoctor(t, ctx, o, hiroshi, das3v, false, []reason{nonRoutedHere,
 			{method: "splice", end: "this host", has: []string{"this host's NAT could not be classified"}, hasNot: []string{"the target"}},
@@ -117,17 +118,10 @@ func TestGrid6DoctorReasons(t *testing.T) {
 
 // Random-port NATs at either end of a splice (issue 17): the diagnosis
 // names the end whose NAT picks its ports at random; a host without NAT
-// never hears that its own NAT does.
-func TestNATZooDoctorReasons(t *testing.T) {
-	bin := gridlinkBin(t)
-	topo := labtest.Up(t, "nat-zoo", nil)
+// never hears that its own NAT does (TestNATZooOverlay).
+func natZooDoctorReasons(t *testing.T, topo *topology.Topology, o *matrix.Overlay) {
 	ctx := context.Background()
 	pub := labtest.Host(t, topo, "public-server")
-	o, _, err := matrix.StartTraversalOverlay(ctx, topo, bin, pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.Stop()
 	random, preserve := labtest.Host(t, topo, "random-h"), labtest.Host(t, topo, "preserve-h")
 	t.Run("random NAT at the target", func(t *testing.T) {
 		checkDoctor(t, ctx, o, preserve, random, false, []reason{

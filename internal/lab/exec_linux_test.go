@@ -205,25 +205,14 @@ func (x *execLab) exec(host, sock string, stdin io.Reader, args ...string) (int,
 // ssh reaches its site): output, exit status, Ctrl-C, a tar stream
 // byte-exact; an unmapped user is refused with the reason, which the
 // target's log says too. No sshd or ssh key is involved on the way.
-func TestGrid6Exec(t *testing.T) {
-	bin := gridlinkBin(t)
+// (TestGrid6Overlay: g5k-n1's and hiroshi-n1's agents offer exec, and
+// read the grid-mapfile written here.)
+func (g *grid6Overlay) exec(t *testing.T) {
+	topo, bin, o, mapDir, mapfile := g.topo, g.bin, g.o, g.mapDir, g.mapfile
 	acct := newExecAccount(t)
-	topo := labtest.Up(t, "grid6", nil)
-	mapDir := openDir(t)
-	mapfile := filepath.Join(mapDir, "grid-mapfile")
 	if err := os.WriteFile(mapfile, []byte(fmt.Sprintf("# issue 21's lab test\n\"/O=%s/OU=user/CN=alice\" %s\n", lab.CAName, acct.name)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	o, err := matrix.StartOverlayWith(context.Background(), topo, bin, matrix.Options{NodeArgs: func(h *topology.Host) []string {
-		if h.ID() == "g5k-n1" || h.ID() == "hiroshi-n1" {
-			return []string{"--allow-exec", "--grid-mapfile", mapfile}
-		}
-		return nil
-	}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.Stop()
 	x := &execLab{t: t, topo: topo, bin: bin, o: o, acct: acct}
 	alice := x.userAgent("das3v-n1", "alice")
 

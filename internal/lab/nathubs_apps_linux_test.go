@@ -20,6 +20,7 @@ import (
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/internal/lab"
 	"github.com/gridlink/gridlink/internal/lab/labtest"
+	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/pki/ca"
 	"github.com/gridlink/gridlink/status"
 )
@@ -317,7 +318,7 @@ func (L *natHubs) hubDeath(t *testing.T, s natStreams) {
 		t.Errorf("nc pub-n -> west-n:7 (through the public hubs) stopped when east's hub died: %d then %d bytes, %v %q", otherAt, now, s.other.why(), errs)
 	}
 	// and east-n reaches west-n again, through hub1
-	waitUntil(t, "east-n to reach west-n through hub1", 30*time.Second, func() bool {
+	testwait.Until(t, "east-n to reach west-n through hub1", 30*time.Second, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		out, _, _ := tryIn(ctx, L.host("east-n"), []byte("again\n"), L.bin, "nc", "west-n:7")
@@ -341,7 +342,7 @@ func (L *natHubs) restartedHub(t *testing.T) {
 	L.startHub(L.host("east-hub"), "east", fresh, L.host("pub-hub1"))
 	others := []string{"pub-hub1", "pub-hub2", "west-hub"}
 	for _, h := range others {
-		waitUntil(t, h+" to reach the restarted east", 30*time.Second, func() bool { return L.reachable(L.host(h), "east", newID) })
+		testwait.Until(t, h+" to reach the restarted east", 30*time.Second, func() bool { return L.reachable(L.host(h), "east", newID) })
 	}
 	reached := time.Now()
 	stale := func() []string {

@@ -12,6 +12,7 @@ import (
 	"github.com/gridlink/gridlink/internal/lab"
 	"github.com/gridlink/gridlink/internal/lab/labtest"
 	"github.com/gridlink/gridlink/internal/lab/topology"
+	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/pki/ca"
 	"github.com/gridlink/gridlink/status"
 )
@@ -86,17 +87,6 @@ func (L *natHubs) routes(h *topology.Host) ([]status.Route, error) {
 		return nil, fmt.Errorf("status --hub on %s: %v: %s", h.ID(), err, out)
 	}
 	return st.Routes, nil
-}
-
-func waitUntil(t *testing.T, what string, d time.Duration, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 // reachable reports whether the hub in h has a route to a hub named name
@@ -183,7 +173,7 @@ func TestNATHubs(t *testing.T) {
 	time.Sleep(8 * time.Second)
 	L.startHub(second.h, second.name, second.i, first.h)
 	since := time.Now()
-	waitUntil(t, "the public hubs to link", 15*time.Second, func() bool {
+	testwait.Until(t, "the public hubs to link", 15*time.Second, func() bool {
 		return L.reachable(first.h, second.name, identity.ID{}) && L.reachable(second.h, first.name, identity.ID{})
 	})
 

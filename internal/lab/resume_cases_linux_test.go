@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/gridlink/gridlink/internal/testwait"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,7 +38,7 @@ func (L *resumeLab) hubDeath(t *testing.T) {
 	cp := L.cp(t, ctx, "--limit", fmt.Sprint(L.size/5), "b-data:big", dst)
 	scpArgs := append(append([]string{"scp", "-q", "-P", "2222", "-l", "160000"}, L.ssh...), payload, "root@b-n.grid:"+remote)
 	scp := startRun(t, ctx, L.an, "scp", scpArgs...)
-	waitUntil(t, "cp to copy a fifth and scp to begin", time.Minute, func() bool {
+	testwait.Until(t, "cp to copy a fifth and scp to begin", time.Minute, func() bool {
 		st, _ := os.Stat(remote)
 		return cp.ended() || scp.ended() || cp.progress() >= L.size/5 && st != nil && st.Size() > 0
 	})
@@ -163,7 +164,7 @@ func (L *resumeLab) cut(t *testing.T) {
 	dst := t.TempDir()
 	cp := L.cp(t, ctx, "--limit", fmt.Sprint(size/4), "b-data:cut", dst)
 	p := L.perf(t, ctx, "a-perf2", "-t", "14")
-	waitUntil(t, "cp to copy a tenth", time.Minute, func() bool { return cp.ended() || cp.progress() >= size/10 })
+	testwait.Until(t, "cp to copy a tenth", time.Minute, func() bool { return cp.ended() || cp.progress() >= size/10 })
 	restore := L.cutPath(t)
 	time.Sleep(10 * time.Second)
 	restore()
@@ -197,7 +198,7 @@ func (L *resumeLab) cutTooLong(t *testing.T) {
 	serveLog, perfLog := len(L.serve.output()), len(L.perfSrv.output())
 	cp := L.cp(t, ctx, "--limit", fmt.Sprint(size/8), "--retries", "0", "--resume-timeout", "2s", "b-data:long", t.TempDir())
 	p := L.perf(t, ctx, "a-perf3", "-t", "60", "--resume-timeout", "2s")
-	waitUntil(t, "cp to copy a tenth", time.Minute, func() bool { return cp.ended() || cp.progress() >= size/10 })
+	testwait.Until(t, "cp to copy a tenth", time.Minute, func() bool { return cp.ended() || cp.progress() >= size/10 })
 	L.cutPath(t)
 	cutAt := time.Now()
 	cpErr, perfErr := cp.wait(t, time.Minute), p.wait(t, time.Minute)
@@ -228,7 +229,7 @@ func (L *resumeLab) cutTooLong(t *testing.T) {
 		from int
 	}{{"gridlink serve", L.serve, serveLog}, {"gridlink perf --serve", L.perfSrv, perfLog}} {
 		var line string
-		waitUntil(t, c.what+" to log the lost link", 30*time.Second, func() bool {
+		testwait.Until(t, c.what+" to log the lost link", 30*time.Second, func() bool {
 			for _, l := range strings.Split(c.p.output()[c.from:], "\n") {
 				if strings.Contains(l, "lost at the acceptor's end") {
 					line = l

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
+	"github.com/gridlink/gridlink/internal/testwait"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -120,7 +121,7 @@ func TestHubPathsResume(t *testing.T) {
 	L.startHub(a1, "a1", L.issue(ca.Hub, "a1"), b1)
 	L.startHub(a2, "a2", L.issue(ca.Hub, "a2"), a1, b2)
 	square := map[*topology.Host][]string{a1: {"a2", "b1", "b2"}, a2: {"a1", "b1", "b2"}, b1: {"a1", "a2", "b2"}, b2: {"a1", "a2", "b1"}}
-	waitUntil(t, "the hubs to link in a square", 30*time.Second, func() bool {
+	testwait.Until(t, "the hubs to link in a square", 30*time.Second, func() bool {
 		for h, names := range square {
 			for _, n := range names {
 				if !L.reachable(h, n, identity.ID{}) {

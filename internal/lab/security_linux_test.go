@@ -133,23 +133,17 @@ func exited(t *testing.T, p *proc, timeout time.Duration) int {
 // service that refused it name the same reason. Routed, the outsider goes
 // through a hub that lets anyone attach (a grid hub's certificate, no CA
 // of its own: a compromised hub): the service refuses it end to end. The
-// seven run side by side, each in its own processes, in one lab.
-func TestGrid6Outsiders(t *testing.T) {
-	bin := gridlinkBin(t)
+// seven run side by side, each in its own processes, in one lab
+// (TestGrid6Overlay: the lab CA's revocation list named the revoked one
+// before the overlay started).
+func (g *grid6Overlay) outsiders(t *testing.T) {
+	bin, tbin, topo, o, outs := g.bin, g.tbin, g.topo, g.o, g.outs
 	// the outsiders run a testing build: a shipped one refuses the aid
-	tbin := testingBin(t)
 	if out, err := exec.Command(bin, "hub", "--testing-unchecked-cert").CombinedOutput(); err == nil || !strings.Contains(string(out), "unknown flag: --testing-unchecked-cert") {
 		t.Fatalf("%s accepts the testing aid: %v\n%s", bin, err, out)
 	}
-	topo := labtest.Up(t, "grid6", nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	outs := labOutsiders(t)
-	o, err := matrix.StartOverlay(ctx, topo, bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.Stop()
 	host := func(name string) *topology.Host { return labtest.Host(t, topo, name) }
 	// the grid's das3v hub and node, a g5k node reached only routed; the
 	// outsiders run on das3v-n2, the probe and the lax hub on das3d-n2.

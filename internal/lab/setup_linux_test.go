@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridlink/gridlink/internal/lab/labtest"
 	"github.com/gridlink/gridlink/internal/lab/matrix"
 )
 
@@ -16,16 +15,11 @@ import (
 // ports) to every other site, the first connection is set up within one
 // routed round trip (the echo round trip measured on it) + 10 ms, the
 // bound the issue states. The head start is 50 ms, so today's setups take
-// a round trip + 50 ms and more.
-func TestGrid6RoutedSetupNoHeadStart(t *testing.T) {
-	bin := gridlinkBin(t)
-	topo := labtest.Up(t, "grid6", nil)
+// a round trip + 50 ms and more. (TestGrid6Overlay: the first
+// measurement of each pair is GridlinkMatrix's, when it ran.)
+func (grid *grid6Overlay) routedSetupNoHeadStart(t *testing.T) {
+	topo, o := grid.topo, grid.o
 	ctx := context.Background()
-	o, err := matrix.StartOverlay(ctx, topo, bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.Stop()
 	for _, from := range []string{"g5k", "hiroshi"} {
 		src := topo.Site(from).MatrixHost()
 		for _, s := range topo.Sites {
@@ -45,7 +39,11 @@ func TestGrid6RoutedSetupNoHeadStart(t *testing.T) {
 			// setup: measure again (and say so) before calling it slow.
 			var g matrix.GridlinkResult
 			for try := 0; try < 3; try++ {
-				g = o.Ping(ctx, src, dst)
+				if r, ok := grid.pings[from+"->"+s.Name]; ok && try == 0 {
+					g = r
+				} else {
+					g = o.Ping(ctx, src, dst)
+				}
 				t.Logf("%s -> %s: %s, uncached %.1f ms, cached %.1f ms, routed round trip %.1f ms", src.ID(), dst.ID(), g.Method, g.FirstMS, g.CachedMS, g.RTTMS)
 				if g.OK && g.Method == "routed" && g.FirstMS <= g.RTTMS+10 {
 					break

@@ -18,16 +18,9 @@ import (
 // outgoing connections), it splices; every pair's median setup is within
 // the uncached bound of the connectivity core (3 RTT + 100 ms). `gridlab
 // traversal` makes 20 attempts per pair; this test makes 4 to stay quick.
-func TestNATZooTraversal(t *testing.T) {
-	bin := gridlinkBin(t)
-	topo := labtest.Up(t, "nat-zoo", nil)
+// (TestNATZooOverlay.)
+func natZooTraversal(t *testing.T, topo *topology.Topology, o *matrix.Overlay, hub *topology.Host, hosts []*topology.Host) {
 	ctx := context.Background()
-	hub := labtest.Host(t, topo, "public-server")
-	o, hosts, err := matrix.StartTraversalOverlay(ctx, topo, bin, hub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.Stop()
 	var log strings.Builder
 	rep := o.Traversal(ctx, hub, hosts, 4, &log)
 	t.Log("\n" + log.String())
@@ -59,6 +52,24 @@ func TestNATZooTraversal(t *testing.T) {
 	if rep.Summary.SpliceRate < 0.95 {
 		t.Errorf("splicing succeeded in %.1f%% of the attempts where expected, want at least 95%%", 100*rep.Summary.SpliceRate)
 	}
+}
+
+// TestNATZooOverlay runs the nat-zoo cases that share one overlay (a hub
+// on public-server, a node agent on every host: matrix.StartTraversalOverlay),
+// each a subtest: the doctor's reasons, then the traversal measurement
+// (the doctor's failed splices toward the random NAT leave only pairs
+// that are routed anyway backing off).
+func TestNATZooOverlay(t *testing.T) {
+	bin := gridlinkBin(t)
+	topo := labtest.Up(t, "nat-zoo", nil)
+	hub := labtest.Host(t, topo, "public-server")
+	o, hosts, err := matrix.StartTraversalOverlay(context.Background(), topo, bin, hub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(o.Stop)
+	t.Run("DoctorReasons", func(t *testing.T) { natZooDoctorReasons(t, topo, o) })
+	t.Run("Traversal", func(t *testing.T) { natZooTraversal(t, topo, o, hub, hosts) })
 }
 
 // Hubs behind NATs and firewalls (dropping and rejecting) that can only

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"github.com/gridlink/gridlink/internal/testwait"
 	"os/exec"
 	"strings"
 	"sync"
@@ -210,7 +211,7 @@ func TestWanUpgrade(t *testing.T) {
 	N.startNode(a, "na", a)
 	N.startNode(b, "nb", a)
 	for _, h := range []*topology.Host{a, b} {
-		waitUntil(t, h.ID()+"'s agent attached", 20*time.Second, func() bool {
+		testwait.Until(t, h.ID()+"'s agent attached", 20*time.Second, func() bool {
 			st, err := agentStatus(ctx, N.bin, h)
 			return err == nil && st.Attach == ""
 		})
@@ -221,7 +222,7 @@ func TestWanUpgrade(t *testing.T) {
 
 	// the upgrading stream: routed while the firewall stands
 	var f *upgradeFlow
-	waitUntil(t, "an nc stream a-a -> nb:9000", 30*time.Second, func() bool {
+	testwait.Until(t, "an nc stream a-a -> nb:9000", 30*time.Second, func() bool {
 		f = startFlow(t, N.bin, a, "nb:9000", "--upgrade")
 		deadline := time.Now().Add(5 * time.Second)
 		for time.Now().Before(deadline) {
@@ -253,7 +254,7 @@ func TestWanUpgrade(t *testing.T) {
 	// bound is the issue's. From reverse it goes on to direct (the next
 	// try, 1 s later).
 	var first status.PathSwitch
-	waitUntil(t, "a switch in a-a's status", 20*time.Second, func() bool {
+	testwait.Until(t, "a switch in a-a's status", 20*time.Second, func() bool {
 		st, err := agentStatus(ctx, N.bin, a)
 		if err != nil || len(st.Links) != 1 || len(st.Links[0].Switches) == 0 {
 			return false
@@ -269,7 +270,7 @@ func TestWanUpgrade(t *testing.T) {
 	if took > 2*time.Second {
 		t.Errorf("the switch came %v after the firewall was lifted, want within 2 s", took)
 	}
-	waitUntil(t, "a-a -> nb:9000 direct", 10*time.Second, func() bool {
+	testwait.Until(t, "a-a -> nb:9000 direct", 10*time.Second, func() bool {
 		st, err := agentStatus(ctx, N.bin, a)
 		if err != nil || len(st.Links) != 1 {
 			return false

@@ -160,15 +160,9 @@ func openDir(t *testing.T) string {
 }
 
 // Issue 8 in grid6: resume after a kill, a flipped byte, a routed-only
-// pair, a third-party transfer, and bad input.
-func TestGrid6Xfer(t *testing.T) {
-	bin := gridlinkBin(t)
-	topo := labtest.Up(t, "grid6", nil)
-	o, err := matrix.StartOverlay(context.Background(), topo, bin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer o.Stop()
+// pair, a third-party transfer, and bad input (TestGrid6Overlay).
+func (g *grid6Overlay) xfer(t *testing.T) {
+	topo, bin, o := g.topo, g.bin, g.o
 	x := &xferLab{t: t, topo: topo, bin: bin, o: o}
 	src := t.TempDir()
 	rootD, rootR, rootH := openDir(t), openDir(t), openDir(t)

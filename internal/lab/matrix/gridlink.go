@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -231,6 +232,10 @@ func StartOverlayWith(ctx context.Context, t *topology.Topology, bin string, opt
 		}
 		o.nodes = append(o.nodes, h)
 	}
+	if err := o.waitAgents(o.nodes); err != nil {
+		o.Stop()
+		return nil, err
+	}
 	if opts.VIP {
 		if err := o.waitVIP(ctx); err != nil {
 			o.Stop()
@@ -266,21 +271,36 @@ func (o *Overlay) startWrapped(h *topology.Host, role string, wrap, args []strin
 		return fmt.Errorf("start gridlink %s on %s: %w", role, h.ID(), err)
 	}
 	o.procs = append(o.procs, cmd)
-	if role != "node" {
-		return nil
+	return nil
+}
+
+// agentWait bounds the wait for a node agent to answer after its start.
+const agentWait = 20 * time.Second
+
+// waitAgents waits until the node agent on each of hs answers status,
+// all at once: an agent that does not within agentWait is an error
+// showing its log.
+func (o *Overlay) waitAgents(hs []*topology.Host) error {
+	errs := make([]error, len(hs))
+	var wg sync.WaitGroup
+	for i, h := range hs {
+		wg.Go(func() {
+			deadline := time.Now().Add(agentWait)
+			for {
+				if _, err := o.run(context.Background(), h, "status", "--json"); err == nil {
+					return
+				}
+				if time.Now().After(deadline) {
+					log, _ := os.ReadFile(LogFile(h, "node"))
+					errs[i] = fmt.Errorf("gridlink node on %s did not come up in %v:\n%s", h.ID(), agentWait, log)
+					return
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		})
 	}
-	// an agent is up when it answers status.
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := o.run(context.Background(), h, "status", "--json"); err == nil {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(logPath)
-			return fmt.Errorf("gridlink node on %s did not come up in 20s:\n%s", h.ID(), log)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	wg.Wait()
+	return errors.Join(errs...)
 }
 
 // run runs a gridlink command on host h and returns its output.

@@ -137,6 +137,10 @@ func StartTraversalOverlay(ctx context.Context, t *topology.Topology, bin string
 			hosts = append(hosts, h)
 		}
 	}
+	if err := o.waitAgents(hosts); err != nil {
+		o.Stop()
+		return nil, nil, err
+	}
 	return o, hosts, nil
 }
 
