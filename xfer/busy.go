@@ -26,12 +26,21 @@ type holder struct {
 // busyWait is how long a session waits for another to let go of a file.
 const busyWait = 15 * time.Second
 
+// takeoverGrace is how long a resumed session lets a holder of the same
+// owner finish on its own before ending it: a holder whose client was cut
+// still stores what reached it before the cut (ending it at once threw
+// that away, and the resumed copy sent it again), and one waiting on a
+// resumable link for its client, which is not coming back, is ended.
+const takeoverGrace = time.Second
+
 // acquire takes name for owner, waiting up to busyWait for whoever holds
-// it; with takeover, a holder of the same owner is ended first. stop
-// ends the acquiring session, should another take its file over.
+// it; with takeover, a holder of the same owner that has not let go
+// within takeoverGrace is ended. stop ends the acquiring session, should
+// another take its file over.
 func (b *busySet) acquire(name, owner string, takeover bool, stop func()) bool {
 	deadline := time.NewTimer(busyWait)
 	defer deadline.Stop()
+	var grace <-chan time.Time // set while waiting out a holder of the same owner
 	for {
 		b.mu.Lock()
 		if b.m == nil {
@@ -44,7 +53,12 @@ func (b *busySet) acquire(name, owner string, takeover bool, stop func()) bool {
 			return true
 		}
 		var end func()
-		if takeover && h.owner == owner && h.stop != nil {
+		ours := takeover && h.owner == owner && h.stop != nil
+		if ours && grace == nil {
+			t := time.NewTimer(takeoverGrace)
+			defer t.Stop()
+			grace = t.C
+		} else if ours && grace == closedTime {
 			end, h.stop = h.stop, nil
 		}
 		b.mu.Unlock()
@@ -53,11 +67,16 @@ func (b *busySet) acquire(name, owner string, takeover bool, stop func()) bool {
 		}
 		select {
 		case <-h.done:
+		case <-grace:
+			grace = closedTime // the grace is over: end the holder next round
 		case <-deadline.C:
 			return false
 		}
 	}
 }
+
+// closedTime is a channel that never delivers: acquire's grace once spent.
+var closedTime = make(<-chan time.Time)
 
 func (b *busySet) release(name string) {
 	b.mu.Lock()
