@@ -43,6 +43,7 @@ SETTINGS=${SETTINGS:-new old cubic}
 STREAMS=${STREAMS:-1 8 auto}
 SECS=${SECS:-10}
 OMIT=${OMIT:-3}
+PERF_ARGS=${PERF_ARGS:-} # more flags for the perf client, e.g. --resume-timeout 0 (a link that is not resumable)
 RUNS=${RUNS:-2}
 QUIET=${QUIET:-30}
 QUIET_WAIT=${QUIET_WAIT:-60}
@@ -116,7 +117,7 @@ except Exception as e:
 print(json.dumps(rec))' "$rtt" "$setting" "$round" "$bg" "$trunk" <<<"$out" >>"$tmp/results"
       for s in $STREAMS; do
         bg=$(quiet)
-        out=$($GRIDLAB exec a-n1 -- "${EP[@]}" timeout $LIMIT "$GRIDLINK" perf b --hub $A_HUB --streams "$s" --data random --time $((SECS + OMIT)) --omit "$OMIT" --json 2>>"$tmp/perf.err" || true)
+        out=$($GRIDLAB exec a-n1 -- "${EP[@]}" timeout $LIMIT "$GRIDLINK" perf b --hub $A_HUB ${PERF_ARGS:-} --streams "$s" --data random --time $((SECS + OMIT)) --omit "$OMIT" --json 2>>"$tmp/perf.err" || true)
         python3 -c '
 import json, sys
 rtt, setting, rnd, bg, trunk, s = sys.argv[1:7]
