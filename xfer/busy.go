@@ -41,6 +41,7 @@ func (b *busySet) acquire(name, owner string, takeover bool, stop func()) bool {
 	deadline := time.NewTimer(busyWait)
 	defer deadline.Stop()
 	var grace <-chan time.Time // set while waiting out a holder of the same owner
+	graceOver := false
 	for {
 		b.mu.Lock()
 		if b.m == nil {
@@ -58,7 +59,7 @@ func (b *busySet) acquire(name, owner string, takeover bool, stop func()) bool {
 			t := time.NewTimer(takeoverGrace)
 			defer t.Stop()
 			grace = t.C
-		} else if ours && grace == closedTime {
+		} else if ours && graceOver {
 			end, h.stop = h.stop, nil
 		}
 		b.mu.Unlock()
@@ -68,15 +69,12 @@ func (b *busySet) acquire(name, owner string, takeover bool, stop func()) bool {
 		select {
 		case <-h.done:
 		case <-grace:
-			grace = closedTime // the grace is over: end the holder next round
+			graceOver = true // end the holder next round
 		case <-deadline.C:
 			return false
 		}
 	}
 }
-
-// closedTime is a channel that never delivers: acquire's grace once spent.
-var closedTime = make(<-chan time.Time)
 
 func (b *busySet) release(name string) {
 	b.mu.Lock()
