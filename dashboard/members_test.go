@@ -531,3 +531,51 @@ func TestMembersConfig(t *testing.T) {
 		}
 	}
 }
+
+// A member cannot pause, cancel or start the user's transfers on a real
+// grid: refused in words, the running push goes on untouched.
+func TestMemberCannotTouchRunningTransfer(t *testing.T) {
+	pg := pkitest.New(t, "testgrid")
+	self := pg.Member(t, ca.Node, "dashnode")
+	g := newGridWith(t, func(c *Config) { c.Members = MembersConfig{Listen: "127.0.0.1:0", Creds: self} })
+	d := &memberDash{s: g.dash, log: g.log, grid: pg, self: self}
+	c := g.client(t)
+	ch := g.events(t, c)
+	randomFile(t, g.src, "b", 8<<20)
+	var res map[string]string
+	if code := g.post(t, c, "/api/transfers", TransferRequest{Srcs: []string{"srcsvc:b"}, Dst: "dstsvc:b", LimitBytesPerS: 1 << 20}, &res); code != http.StatusOK {
+		t.Fatalf("the user's push: %d %v", code, res)
+	}
+	id := res["id"]
+	until(t, ch, "the push moving", func(st State) bool {
+		v, _ := transferOf(st, id)
+		return v.State == StateRunning && v.Bytes > 0
+	})
+	alice := d.member(t, userCert(pg.User(t, "alice")))
+	code, page := d.get(t, alice, "/")
+	if code != http.StatusOK {
+		t.Fatalf("alice: %d %q", code, page)
+	}
+	tok := pageToken(t, page)
+	var st State
+	if _, body := d.get(t, alice, "/api/state"); json.Unmarshal([]byte(body), &st) != nil || len(st.Transfers) != 1 || st.Transfers[0].ID != id {
+		t.Errorf("alice does not see the push: %+v", st.Transfers)
+	}
+	for _, a := range []string{"pause", "cancel"} {
+		mark := len(d.log.String())
+		code, body := d.post(t, alice, "/api/transfers/action", tok, "application/json", `{"action":"`+a+`","ids":["`+id+`"]}`)
+		d.refusedBoth(t, "alice's "+a, code, body, RefusedMemberChange, mark)
+	}
+	mark := len(d.log.String())
+	code, body := d.post(t, alice, "/api/transfers", tok, "application/json", `{"srcs":["srcsvc:b"],"dst":"dstsvc:c"}`)
+	d.refusedBoth(t, "alice's push", code, body, RefusedMemberChange, mark)
+	st = g.state(t, c)
+	if v, _ := transferOf(st, id); len(st.Transfers) != 1 || v.State != StateRunning || g.srcSvc.Holding() != 0 {
+		t.Errorf("after alice's refused changes: %+v, %d held; want the one push running", st.Transfers, g.srcSvc.Holding())
+	}
+	var ar ActionResult
+	if code := g.post(t, c, "/api/transfers/action", ActionRequest{Action: "cancel", IDs: []string{id}}, &ar); code != http.StatusOK || ar.Results[id] != "" {
+		t.Errorf("the user's cancel: %d %v", code, ar)
+	}
+	until(t, ch, "the push cancelled by the user", inState(id, StateCanceled))
+}
