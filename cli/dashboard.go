@@ -15,7 +15,7 @@ import (
 
 func dashboardCmd() *cobra.Command {
 	var nf nodeFlags
-	var listen, control, members, membersMap string
+	var listen, control, members, membersMap, membersCert, membersKey string
 	var hubs []string
 	var port int
 	var noBrowser bool
@@ -43,7 +43,9 @@ transfer runs (--hub, --ca, --proxy, ...) are gridlink cp's.
 ADDR: a member signs on with a grid user certificate or a proxy of one
 (checked against --ca and --crl; a proxy restricted to services must
 allow "dashboard"), and sees what you see but changes nothing; the
-dashboard presents the certificate of --cert/--key or --proxy. Members
+dashboard presents the certificate of --cert/--key or --proxy, or, for
+browsers (which do not take the grid's Ed25519 certificates), the host's
+web server certificate (--members-cert, --members-key). Members
 whose subject --members-mapfile (a grid-mapfile) maps to your account
 may start, pause and cancel transfers too. A refused member gets the
 reason (403), which the dashboard logs in the same words.`,
@@ -61,7 +63,7 @@ reason (403), which the dashboard logs in the same words.`,
 			}
 			d, err := dashboard.New(dashboard.Config{Listen: listen, Control: control, Hubs: hubs, Interval: interval, Logger: logger(),
 				Copy:    gridlink.CopyConfig{Node: cfg, ProxyFile: nf.sec.proxyFile, Port: port},
-				Members: dashboard.MembersConfig{Listen: members, MapFile: membersMap}})
+				Members: dashboard.MembersConfig{Listen: members, MapFile: membersMap, CertFile: membersCert, KeyFile: membersKey}})
 			switch {
 			case errors.Is(err, dashboard.ErrNotLoopback):
 				return fmt.Errorf("--listen %q: the dashboard listens on loopback only (127.0.0.1:PORT, [::1]:PORT, localhost:PORT)", listen)
@@ -91,6 +93,8 @@ reason (403), which the dashboard logs in the same words.`,
 	f.IntVar(&port, "port", gridlink.TransferPort, "virtual port of the transfer services")
 	f.BoolVar(&noBrowser, "no-browser", false, "do not open a browser")
 	f.StringVar(&members, "members", "", "also serve the grid's members over HTTPS at this address, signed on with their grid certificates (read only; off by default)")
+	f.StringVar(&membersCert, "members-cert", "", "the certificate (PEM) the members' listener presents instead of the grid's, for browsers: e.g. the host's web server certificate")
+	f.StringVar(&membersKey, "members-key", "", "the key (PEM) of --members-cert")
 	f.StringVar(&membersMap, "members-mapfile", "", `a grid-mapfile ("SUBJECT" ACCOUNT[,ACCOUNT...]): members it maps to your account may change transfers too`)
 	f.DurationVar(&interval, "interval", time.Second, "how often the page is updated")
 	return withConfigFile(c)

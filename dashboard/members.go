@@ -65,9 +65,13 @@ import (
 //     that rebinds its name to this address cannot complete TLS, since
 //     the dashboard's certificate does not certify that name.
 //
-// The grid's certificates are Ed25519: Go clients and OpenSSL 3's (curl
-// --cert) take them in TLS; a browser must do Ed25519 in TLS too, for the
-// server's certificate and the user's.
+// The grid's hub, node and proxy certificates are Ed25519: Go clients
+// and OpenSSL 3's (curl --cert) take them in TLS, browsers (chromium) do
+// not. For browsers, the listener presents another certificate
+// (MembersConfig.CertFile: the host's web server certificate, ECDSA or
+// RSA), and the member a user certificate for an ECDSA key (the grid's CA
+// certifies users' ECDSA P-256 and P-384 keys), imported into the
+// browser.
 
 // DashboardService is the name of the dashboard in proxy restrictions.
 const DashboardService = gridlink.DashboardService
@@ -132,6 +136,12 @@ type MembersConfig struct {
 	// whose revocation list is reread when it changes. An open grid's
 	// credentials are refused (ErrMembersNeedGrid).
 	Creds *pki.Credentials
+	// CertFile and KeyFile (PEM), if set, are the certificate the
+	// listener presents instead of Creds': for browsers, which do not
+	// take the grid's Ed25519 certificates in TLS, e.g. the host's web
+	// server certificate (ECDSA or RSA, naming the host). Members are
+	// still admitted by Creds' trust.
+	CertFile, KeyFile string
 }
 
 // ErrMembersNeedGrid is a members' listener without a grid CA to admit
@@ -148,6 +158,7 @@ type members struct {
 	account string
 	secret  []byte // keys the members' tokens
 	watch   bool   // reread the revocation list file (Trust.Watch)
+	cert    tls.Certificate
 }
 
 // newMembers loads the credentials and listens; nil without
@@ -178,6 +189,14 @@ func newMembers(cfg Config) (*members, error) {
 		return nil, ErrMembersNeedGrid
 	}
 	m.node = m.creds.Key.ID()
+	m.cert = m.creds.Certificate()
+	if mc.CertFile != "" || mc.KeyFile != "" {
+		c, err := tls.LoadX509KeyPair(mc.CertFile, mc.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("dashboard: members: the listener's certificate: %w", err)
+		}
+		m.cert = c
+	}
 	if m.account == "" {
 		u, err := user.Current()
 		if err != nil {
@@ -199,7 +218,7 @@ func newMembers(cfg Config) (*members, error) {
 // whatever comes: the requests are judged, in words (admit).
 func (m *members) tlsConfig() *tls.Config {
 	return &tls.Config{
-		Certificates:           []tls.Certificate{m.creds.Certificate()},
+		Certificates:           []tls.Certificate{m.cert},
 		MinVersion:             tls.VersionTLS13,
 		ClientAuth:             tls.RequestClientCert,
 		SessionTicketsDisabled: true,

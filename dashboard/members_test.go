@@ -3,13 +3,20 @@ package dashboard
 import (
 	"bufio"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"math/big"
+	"net"
 	"net/http"
 	"os"
 	"os/user"
@@ -578,4 +585,62 @@ func TestMemberCannotTouchRunningTransfer(t *testing.T) {
 		t.Errorf("the user's cancel: %d %v", code, ar)
 	}
 	until(t, ch, "the push cancelled by the user", inState(id, StateCanceled))
+}
+
+// For browsers, the listener presents another certificate (an ECDSA one
+// naming the host, as a web server's), and admits users' certificates
+// for ECDSA keys, which browsers sign with, by the grid's CA all the same.
+func TestMembersBrowserCertificate(t *testing.T) {
+	g := pkitest.New(t, "testgrid")
+	dir := t.TempDir()
+	hostKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "frontend"}, IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, hostKey.Public(), hostKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, _ := x509.MarshalPKCS8PrivateKey(hostKey)
+	certFile, keyFile := filepath.Join(dir, "host.pem"), filepath.Join(dir, "host.key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	log := &syncBuffer{}
+	s, err := New(Config{Control: "@gridlink-dash-test-none", Hubs: []string{}, Logger: slog.New(slog.NewTextHandler(log, nil)),
+		Members: MembersConfig{Listen: "127.0.0.1:0", Creds: g.Member(t, ca.Node, "dashnode"), CertFile: certFile, KeyFile: keyFile}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serve(t, s)
+	host, _ := x509.ParseCertificate(der)
+	roots := x509.NewCertPool()
+	roots.AddCert(host)
+	browser := func(cert *tls.Certificate) *http.Client {
+		cfg := &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS13} // the host's certificate, checked as a browser does
+		if cert != nil {
+			cfg.Certificates = []tls.Certificate{*cert}
+		}
+		tr := &http.Transport{TLSClientConfig: cfg}
+		t.Cleanup(tr.CloseIdleConnections)
+		return &http.Client{Transport: tr, Timeout: 30 * time.Second}
+	}
+	d := &memberDash{s: s, log: log, grid: g}
+	erinKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	erin, err := g.CA.Issue(ca.Request{Role: ca.User, Name: "erin", Key: erinKey.Public(), Start: time.Now().Add(-time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, page := d.get(t, browser(&tls.Certificate{Certificate: [][]byte{erin.Raw}, PrivateKey: erinKey}), "/")
+	if code != http.StatusOK || !strings.Contains(page, "signed on as CN=erin,OU=user,O=testgrid") {
+		t.Errorf("erin (ECDSA) at the host's certificate: %d %q", code, page)
+	}
+	if code, body := d.get(t, browser(userCert(g.User(t, "alice"))), "/api/state"); code != http.StatusOK {
+		t.Errorf("alice (Ed25519): %d %q", code, body)
+	}
+	mark := len(log.String())
+	code, body := d.get(t, browser(nil), "/")
+	d.refusedBoth(t, "a browser without a certificate", code, body, RefusedNoCert, mark)
 }
