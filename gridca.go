@@ -349,12 +349,18 @@ type RestrictionError struct {
 func (e *RestrictionError) Error() string { return e.Err.Error() }
 func (e *RestrictionError) Unwrap() error { return e.Err }
 
+// DashboardService is the name proxy restrictions give a dashboard's
+// members' listener (gridlink dashboard --members): not a virtual port,
+// but a service a proxy may be restricted to all the same.
+const DashboardService = "dashboard"
+
 // CheckRestriction checks an entry of a proxy's restriction: a service
-// restrictions can name (echo, port-N), alone or as SERVICE@NODEID.
+// restrictions can name (echo, port-N, dashboard), alone or as
+// SERVICE@NODEID.
 func CheckRestriction(e string) error {
 	svc, _ := proxy.SplitEntry(e)
-	if _, err := vconn.ParseService(svc); err != nil {
-		return &RestrictionError{Entry: e, Err: fmt.Errorf("%w; SERVICE@NODEID limits it to the node with that ID", err)}
+	if _, err := vconn.ParseService(svc); err != nil && svc != DashboardService {
+		return &RestrictionError{Entry: e, Err: fmt.Errorf("%w; or %s (a dashboard's members); SERVICE@NODEID limits it to the node with that ID", err, DashboardService)}
 	}
 	if err := proxy.CheckEntry(e); err != nil {
 		return &RestrictionError{Entry: e, Err: err}

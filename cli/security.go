@@ -312,7 +312,7 @@ func proxyInitCmd() *cobra.Command {
 	f.StringVar(&out, "out", gridlink.DefaultProxyFile(), "proxy credential file to write (mode 0600)")
 	f.Float64Var(&hours, "hours", 12, "lifetime")
 	f.DurationVar(&maxLife, "max-lifetime", gridlink.DefaultMaxProxyLifetime, "the longest lifetime --hours may ask for")
-	f.StringSliceVar(&restrict, "restrict", nil, "limit the proxy to these services (comma-separated): echo, exec, port-N, or SERVICE@NODEID for the service at that node only")
+	f.StringSliceVar(&restrict, "restrict", nil, "limit the proxy to these services (comma-separated): echo, exec, port-N, dashboard (a dashboard's members), or SERVICE@NODEID for the service at that node only")
 	_ = c.MarkFlagRequired("cert")
 	_ = c.MarkFlagRequired("key")
 	return c

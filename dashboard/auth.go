@@ -12,7 +12,9 @@ import (
 	"strings"
 )
 
-// Who may use the dashboard: the user who started it, and no one else.
+// Who may use the dashboard: the user who started it, on loopback (this
+// file), and, only if asked for, the grid's members with their
+// certificates, on a listener of their own (members.go).
 //
 //   - It listens on loopback only (Config.Listen must name a loopback
 //     address): nothing off the host reaches it.
@@ -61,8 +63,12 @@ const (
 // Refusal is a request the dashboard refused, and why.
 type Refusal struct {
 	Reason string
-	Detail string // the facts: the Host given, the uids
+	Detail string // the facts: the Host given, the uids, the chain's fault
+	Cause  error  // what refused it, if an error did (a member's chain: package chain's *Error)
 }
+
+// Unwrap is the cause, so errors.Is(ref, chain.ErrRevoked) works.
+func (r *Refusal) Unwrap() error { return r.Cause }
 
 func (r *Refusal) Error() string {
 	if r.Detail == "" {
@@ -146,11 +152,7 @@ func (s *Server) hostOK(host string) bool {
 func (s *Server) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if ref := s.authorize(r); ref != nil {
-			s.log.Warn("dashboard: refused", "reason", ref.Reason, "detail", ref.Detail, "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
-			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-			w.Header().Set("Cache-Control", "no-store")
-			w.WriteHeader(http.StatusForbidden)
-			fmt.Fprintln(w, ref.Error())
+			s.refuse(w, r, ref)
 			return
 		}
 		if r.URL.Query().Has(TokenParam) && r.Method == http.MethodGet {
@@ -162,11 +164,27 @@ func (s *Server) guard(next http.Handler) http.Handler {
 			http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther)
 			return
 		}
-		w.Header().Set("Cache-Control", "no-store")
-		w.Header().Set("X-Frame-Options", "DENY")
-		w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'")
+		secureHeaders(w)
 		next.ServeHTTP(w, r)
 	})
+}
+
+// refuse answers a refused request with 403 and the reason, and logs the
+// same words.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, ref *Refusal) {
+	s.log.Warn("dashboard: refused", "reason", ref.Reason, "detail", ref.Detail, "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusForbidden)
+	fmt.Fprintln(w, ref.Error())
+}
+
+// secureHeaders are an admitted request's: not cached, not framed, the
+// page's own resources only.
+func secureHeaders(w http.ResponseWriter) {
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Frame-Options", "DENY")
+	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'")
 }
 
 // peerUIDKey keys the uid of a connection's peer in its requests'

@@ -3,6 +3,7 @@ package dashboard
 import (
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 )
@@ -16,6 +17,14 @@ import (
 //
 // followed by a blank line. A page that reads slowly misses states, never
 // gets old ones late: each subscriber holds the newest only.
+//
+// A member's stream is checked again whenever the grid's trust takes a
+// new revocation list, and when its chain expires; if the member is no
+// longer admitted, the stream
+// ends with the reason, which the dashboard logs in the same words:
+//
+//	event: refused
+//	data: dashboard: refused: certificate revoked (...)
 
 // broker hands the newest state to every subscriber.
 type broker struct {
@@ -113,8 +122,30 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 	fl.Flush()
 	ch := s.events.subscribe()
 	defer s.events.unsubscribe(ch)
+	var changed <-chan struct{}
+	var expires <-chan time.Time
+	who := memberOf(r.Context())
+	if who != nil {
+		changed = s.members.trust.Changed()
+		t := time.NewTimer(time.Until(who.chain.NotAfter) + time.Second)
+		defer t.Stop()
+		expires = t.C
+		if s.memberGone(w, r, who) { // a list taken since the request was admitted
+			return
+		}
+	}
 	for {
 		select {
+		case <-changed:
+			changed = s.members.trust.Changed()
+			if s.memberGone(w, r, who) {
+				fl.Flush()
+				return
+			}
+		case <-expires:
+			s.memberGone(w, r, who) // expired: refused
+			fl.Flush()
+			return
 		case msg := <-ch:
 			if _, err := w.Write(msg); err != nil {
 				return
@@ -126,4 +157,16 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// memberGone checks a member's chain again; if it is refused now, it logs
+// why and tells the page in a last event.
+func (s *Server) memberGone(w http.ResponseWriter, r *http.Request, who *member) bool {
+	_, ref := s.members.check(who.certs)
+	if ref == nil {
+		return false
+	}
+	s.log.Warn("dashboard: refused", "reason", ref.Reason, "detail", ref.Detail, "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr)
+	fmt.Fprintf(w, "event: refused\ndata: %s\n\n", strings.ReplaceAll(ref.Error(), "\n", " "))
+	return true
 }

@@ -58,6 +58,13 @@ var testCtx = context.Background()
 
 func newGrid(t *testing.T) *grid {
 	t.Helper()
+	return newGridWith(t, nil)
+}
+
+// newGridWith is newGrid with the dashboard's configuration changed by
+// change (if not nil).
+func newGridWith(t *testing.T, change func(*Config)) *grid {
+	t.Helper()
 	g := &grid{src: t.TempDir(), dst: t.TempDir(), log: &syncBuffer{}}
 	g.hubSock = fmt.Sprintf("@gridlink-dash-test-hub-%d-%s", os.Getpid(), rand.Text()[:8])
 	h, err := gridlink.NewHub(gridlink.HubConfig{Name: "site", Listen: "127.0.0.1:0", Control: g.hubSock})
@@ -101,8 +108,12 @@ func newGrid(t *testing.T) *grid {
 			*svc.keep = s
 		}
 	}
-	d, err := New(Config{Control: g.control, Hubs: []string{g.hubSock}, Interval: 100 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(g.log, nil)), Copy: gridlink.CopyConfig{Node: node("dash")}})
+	dc := Config{Control: g.control, Hubs: []string{g.hubSock}, Interval: 100 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(g.log, nil)), Copy: gridlink.CopyConfig{Node: node("dash")}}
+	if change != nil {
+		change(&dc)
+	}
+	d, err := New(dc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,6 +50,9 @@ type Config struct {
 	History int
 	// Logger receives refusals and failures; nil: slog.Default().
 	Logger *slog.Logger
+	// Members opens the dashboard to the grid's members too, over HTTPS
+	// with their certificates (members.go); zero: the local user only.
+	Members MembersConfig
 }
 
 // Server is a running dashboard.
@@ -63,8 +66,10 @@ type Server struct {
 	xfers  *transfers
 	page   *template.Template
 	events *broker
-	ctx    context.Context
-	stop   context.CancelFunc
+	// members is the grid members' listener; nil without Config.Members.
+	members *members
+	ctx     context.Context
+	stop    context.CancelFunc
 }
 
 // New listens and prepares the dashboard; Serve serves it.
@@ -99,8 +104,15 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	mem, err := newMembers(cfg)
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
+		if mem != nil {
+			mem.ln.Close()
+		}
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}
 	_, port, _ = net.SplitHostPort(ln.Addr().String())
@@ -117,7 +129,7 @@ func New(cfg Config) (*Server, error) {
 	base.Node.Name = name
 	base.Progress, base.Hold = nil, nil
 	s := &Server{cfg: cfg, ln: ln, port: port, token: cfg.Token, log: log, agent: control.Dial(cfg.Control), page: page,
-		xfers: newTransfers(ctx, base, cfg.History, gridlink.Copy), events: newBroker(), ctx: ctx, stop: stop}
+		xfers: newTransfers(ctx, base, cfg.History, gridlink.Copy), events: newBroker(), members: mem, ctx: ctx, stop: stop}
 	return s, nil
 }
 
@@ -140,19 +152,30 @@ func (s *Server) Serve(ctx context.Context) error {
 			return ctx
 		}}
 	go s.publish()
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(s.ln) }()
+	servers := []*http.Server{hs}
+	if s.members != nil {
+		ms := &http.Server{Handler: s.membersHandler(), ReadHeaderTimeout: 10 * time.Second, TLSConfig: s.members.tlsConfig(),
+			ErrorLog: slog.NewLogLogger(s.log.Handler(), slog.LevelDebug)}
+		servers = append(servers, ms)
+		go func() { errc <- ms.ServeTLS(s.members.ln, "", "") }()
+		if s.members.watch {
+			go s.members.trust.Watch(s.ctx, 0, func(f string, args ...any) { s.log.Info("dashboard: members: " + fmt.Sprintf(f, args...)) })
+		}
+	}
+	var err error
 	select {
 	case <-ctx.Done():
-	case err := <-errc:
-		s.close()
-		return err
+	case err = <-errc:
 	}
 	s.close()
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	_ = hs.Shutdown(sctx)
-	return nil
+	for _, h := range servers {
+		_ = h.Shutdown(sctx)
+	}
+	return err
 }
 
 // close stops the updates and the transfers.
@@ -165,6 +188,12 @@ func (s *Server) close() {
 // Handler is the dashboard's HTTP handler, every route behind the token
 // (guard).
 func (s *Server) Handler() http.Handler {
+	return s.guard(s.routes())
+}
+
+// routes are the dashboard's pages and API, for the local user (Handler)
+// and members (membersHandler) alike.
+func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(assets, "assets")
 	mux.HandleFunc("GET /{$}", s.index)
@@ -173,12 +202,25 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /events", s.stream)
 	mux.HandleFunc("POST /api/transfers", s.startTransfer)
 	mux.HandleFunc("POST /api/transfers/action", s.actTransfers)
-	return s.guard(mux)
+	return mux
+}
+
+// pageData is what the page is made with: the token its script sends
+// with changes; for a member, who signed on and whether it may change
+// transfers.
+type pageData struct {
+	Token    string
+	Member   string
+	ReadOnly bool
 }
 
 func (s *Server) index(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := s.page.Execute(w, map[string]string{"Token": s.token}); err != nil {
+	data := pageData{Token: s.token}
+	if m := memberOf(r.Context()); m != nil {
+		data = pageData{Token: m.token, Member: m.chain.Subject(), ReadOnly: s.members.mayChange(m.chain) != ""}
+	}
+	if err := s.page.Execute(w, data); err != nil {
 		s.log.Error("dashboard: page", "err", err)
 	}
 }
@@ -214,7 +256,7 @@ func (s *Server) startTransfer(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err)
 		return
 	}
-	s.log.Info("dashboard: transfer started", "id", id, "srcs", req.Srcs, "dst", req.Dst)
+	s.log.Info("dashboard: transfer started", "id", id, "srcs", req.Srcs, "dst", req.Dst, "by", by(r))
 	s.events.kick()
 	writeJSON(w, http.StatusOK, map[string]string{"id": id})
 }
@@ -230,9 +272,17 @@ func (s *Server) actTransfers(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err)
 		return
 	}
-	s.log.Info("dashboard: transfers", "action", req.Action, "ids", req.IDs, "results", res.Results)
+	s.log.Info("dashboard: transfers", "action", req.Action, "ids", req.IDs, "results", res.Results, "by", by(r))
 	s.events.kick()
 	writeJSON(w, http.StatusOK, res)
+}
+
+// by names who asked for a change: the local user, or a member's subject.
+func by(r *http.Request) string {
+	if m := memberOf(r.Context()); m != nil {
+		return m.chain.Subject()
+	}
+	return "the local user"
 }
 
 // errorBody is an API error's JSON form.

@@ -3,6 +3,7 @@
 "use strict";
 
 const token = document.querySelector('meta[name="gridlink-token"]').content;
+const readOnly = document.querySelector('meta[name="gridlink-read-only"]').content === "true"; // a grid member who may only look
 const $ = (sel) => document.querySelector(sel);
 const svgNS = "http://www.w3.org/2000/svg";
 let last = null;                 // the newest state
@@ -171,12 +172,12 @@ function renderTransfers(st) {
     const bar = el("progress", { max: Math.max(t.total_bytes, 1), value: t.bytes });
     const live = t.state === "running" || t.state === "paused" || t.state === "starting";
     const acts = el("td", { class: "actions" });
-    if (live && t.pausable) {
+    if (live && t.pausable && !readOnly) {
       const b = el("button", { class: t.state === "paused" ? "resume" : "pause" }, t.state === "paused" ? "Resume" : "Pause");
       b.addEventListener("click", () => act(t.state === "paused" ? "resume" : "pause", [t.id]));
       acts.append(b, " ");
     }
-    if (live) {
+    if (live && !readOnly) {
       const c = el("button", { class: "cancel" }, "Cancel");
       c.addEventListener("click", () => act("cancel", [t.id]));
       acts.append(c);
@@ -229,6 +230,11 @@ function connect() {
     render(last);
     $("#live").className = "live on";
     $("#live").textContent = "live " + new Date(last.time).toLocaleTimeString();
+  });
+  es.addEventListener("refused", (ev) => { // a member no longer admitted (revoked, expired)
+    es.close();
+    $("#live").className = "live off";
+    $("#live").textContent = ev.data;
   });
   es.onerror = () => { $("#live").className = "live off"; $("#live").textContent = "reconnecting…"; };
 }
