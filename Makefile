@@ -17,7 +17,7 @@ DEBS     += openmpi-bin python3-mpi4py sshfs fuse3
 # packages (policy-rc.d refuses while deps installs).
 DEBS     += mpich libmpich-dev slurmctld slurmd slurm-client munge
 
-.PHONY: all build deps test unit lab-test demo bench fuzz down clean
+.PHONY: all build deps test unit lab-test demo bench fuzz down clean scale
 all: build
 # prometheus brings promtool, which checks the /metrics output
 # (TestMetricsScrapedDuringTraffic); its server is not used.
@@ -70,6 +70,19 @@ bench: deps build
 	bench/vip.sh
 	bench/routed.sh
 	bench/exec.sh
+
+# Scale (issue 23; not part of test): an overlay of HUBS hubs in one
+# process (in-memory network, latencies of sites up to 20 ms apart) and
+# NODES nodes in another, attached over loopback TCP; prints a table of
+# route convergence when a hub dies and returns, control traffic idle and
+# during churn, lookup and setup times, hub memory per node and circuit.
+# Smaller: make scale HUBS=20 NODES=1000 IDLE=5s.
+HUBS  ?= 100
+NODES ?= 10000
+IDLE  ?= 10s
+scale:
+	set -o pipefail; GRIDLINK_SCALE=1 SCALE_HUBS=$(HUBS) SCALE_NODES=$(NODES) SCALE_IDLE=$(IDLE) SCALE_CHURN_FOR=$(IDLE) \
+	  $(GO) test -run '^TestScale$$' -count 1 -timeout 60m -v ./hub/hubserver/ | grep --line-buffered -v '^=== RUN\|^--- PASS\|^PASS$$\|^ok '
 
 # Longer fuzzing of every fuzz target, FUZZTIME each.
 fuzz:

@@ -80,7 +80,17 @@ type Trunk struct {
 	samples  [rttSamples]time.Duration
 	nsamples int
 	lastPing atomic.Int64 // monotime of the last ping sent
+
+	// control, if set (CountControl), adds the bytes of every trunk-level
+	// frame queued: control messages and the trunk's own pings and pongs
+	// (circuit 0), sealed, header included; not circuit frames.
+	control *atomic.Uint64
 }
+
+// CountControl makes the trunk add the bytes of the trunk-level frames
+// it sends (control messages, the trunk's pings and pongs) to c. Call it
+// before the trunk is used.
+func (l *Trunk) CountControl(c *atomic.Uint64) { l.control = c }
 
 // NewTrunk starts a trunk on conn after its handshake and hellos. sealer
 // seals its control frames (nil: unsealed, for tests over pipes); desc
@@ -131,6 +141,9 @@ func (l *Trunk) Send(t wire.Type, flags uint8, circuit uint32, payload []byte) b
 	}
 	if l.sealer != nil && t != wire.TData {
 		l.scratch = l.sealer.Append(l.scratch[:0], t, flags, circuit, payload)
+		if l.control != nil && circuit == 0 {
+			l.control.Add(uint64(len(l.scratch)))
+		}
 		l.appendLocked(l.scratch)
 		if cap(l.scratch) > 4<<10 {
 			l.scratch = nil // a rare big control message: do not keep its buffer
@@ -138,6 +151,9 @@ func (l *Trunk) Send(t wire.Type, flags uint8, circuit uint32, payload []byte) b
 	} else {
 		var h [wire.HeaderSize]byte
 		wire.PutHeaderFlags(h[:], t, flags, circuit, len(payload))
+		if l.control != nil && circuit == 0 {
+			l.control.Add(uint64(len(h) + len(payload)))
+		}
 		l.appendLocked(h[:])
 		l.appendLocked(payload)
 	}
