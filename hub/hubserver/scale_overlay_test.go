@@ -31,6 +31,7 @@ type overlay struct {
 	interval  time.Duration
 	maxOneWay time.Duration
 	tcp       bool
+	maxLinks  int // every hub's Config.MaxLinks (0: a full mesh)
 	logf      func(string, ...any)
 
 	hubs   []*ovHub
@@ -54,8 +55,8 @@ type ovHub struct {
 	past   uint64 // control bytes sent in earlier lives
 }
 
-func newOverlay(t testing.TB, n int, interval, maxOneWay time.Duration, tcp bool) *overlay {
-	o := &overlay{t: t, interval: interval, maxOneWay: maxOneWay, tcp: tcp, byAddr: map[string]int{}, logf: func(string, ...any) {}}
+func newOverlay(t testing.TB, n int, interval, maxOneWay time.Duration, tcp bool, maxLinks int) *overlay {
+	o := &overlay{t: t, interval: interval, maxOneWay: maxOneWay, tcp: tcp, maxLinks: maxLinks, byAddr: map[string]int{}, logf: func(string, ...any) {}}
 	rng := rand.New(rand.NewPCG(23, uint64(n)))
 	for i := range n {
 		oh := &ovHub{i: i, site: [2]float64{rng.Float64(), rng.Float64()}, creds: creds(t)}
@@ -116,6 +117,7 @@ func (o *overlay) start(i int) {
 		Logf:     o.logf,
 		NoSplice: true,
 		Lanes:    1,
+		MaxLinks: o.maxLinks,
 		Dial:     func(ctx context.Context, spec string) (net.Conn, error) { return o.dialFrom(ctx, i, spec) },
 	})
 	if err != nil {

@@ -23,57 +23,92 @@ import (
 // finds one of them. On an in-memory network in a synctest bubble: the
 // times are the protocol's, not the machine's load.
 func TestOverlayRoutesConverge(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		t.Cleanup(func() { time.Sleep(time.Minute) }) // last: trunks' closing goroutines end
-		const hubs, nodes = 10, 200
-		bound := 2*time.Second + testInterval
-		o := newOverlay(t, hubs, testInterval, 20*time.Millisecond, false)
-		if _, err := o.converge(time.Now(), 10*time.Millisecond, time.Minute); err != nil {
-			t.Fatalf("overlay of %d hubs: %v", hubs, err)
-		}
-		sessions := make([][]*hub.Session, hubs)
-		for k := range nodes {
-			i := k % hubs
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			s, err := hub.Attach(ctx, hub.SessionConfig{Creds: creds(t), Machine: identity.Machine{Name: fmt.Sprintf("n%03d", k)},
-				Hubs: []string{o.hubs[i].addr}, Dial: o.mem.Dial, Logf: func(string, ...any) {}})
-			cancel()
-			if err != nil {
-				t.Fatalf("attach node %d: %v", k, err)
+	synctest.Test(t, func(t *testing.T) { testOverlayConverge(t, 0) })
+}
+
+// The same with Config.MaxLinks 3: hubs stop dialling the hubs they
+// learn of at 3 trunks (each dials at most 2 configured peers besides),
+// so the overlay is no full mesh, routes span several hops, and they
+// converge within the same bound.
+func TestOverlayMaxLinksConverge(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) { testOverlayConverge(t, 3) })
+}
+
+func testOverlayConverge(t *testing.T, maxLinks int) {
+	t.Cleanup(func() { time.Sleep(time.Minute) }) // last: trunks' closing goroutines end
+	const hubs, nodes = 10, 200
+	bound := 2*time.Second + testInterval
+	o := newOverlay(t, hubs, testInterval, 20*time.Millisecond, false, maxLinks)
+	if _, err := o.converge(time.Now(), 10*time.Millisecond, time.Minute); err != nil {
+		t.Fatalf("overlay of %d hubs: %v", hubs, err)
+	}
+	if maxLinks > 0 {
+		time.Sleep(10 * testInterval) // learned hubs dialled, if any were to be
+		trunks, far := 0, 0
+		for i := range hubs {
+			dialled := 0
+			for _, l := range o.hub(i).Links() {
+				trunks++
+				if l.Dialed {
+					dialled++
+				}
 			}
-			t.Cleanup(func() { s.Close() })
-			sessions[i] = append(sessions[i], s)
-		}
-		const victim = hubs / 2
-		died := time.Now()
-		o.stop(victim, true)
-		d, err := o.converge(died, 10*time.Millisecond, time.Minute)
-		if err != nil || d > bound {
-			t.Fatalf("after hub %d died: routes right after %v (%v); want within %v", victim, d, err, bound)
-		}
-		t.Logf("hub %d died: routes right after %v", victim, d)
-		time.Sleep(5 * time.Second)
-		back := time.Now()
-		o.start(victim)
-		d, err = o.converge(back, 10*time.Millisecond, time.Minute)
-		if err != nil || d > bound {
-			t.Fatalf("after hub %d returned: routes right after %v (%v); want within %v", victim, d, err, bound)
-		}
-		t.Logf("hub %d returned: routes right after %v", victim, d)
-		for len(o.hub(victim).Nodes()) < nodes/hubs {
-			if time.Since(back) > time.Minute {
-				t.Fatalf("hub %d has %d of its %d nodes back a minute after it returned", victim, len(o.hub(victim).Nodes()), nodes/hubs)
+			if dialled > maxLinks+len(o.hubs[i].peers) {
+				t.Errorf("hub %d dialled %d trunks; MaxLinks %d and %d configured peers", i, dialled, maxLinks, len(o.hubs[i].peers))
 			}
-			time.Sleep(100 * time.Millisecond)
+			for _, r := range o.hub(i).Routes() {
+				if r.Hops > 1 && r.Reachable() {
+					far++
+				}
+			}
 		}
-		want := sessions[victim][0].Machine().Name
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		ms, err := sessions[0][0].Lookup(ctx, want)
-		if err != nil || len(ms) != 1 || ms[0].Hub != o.hubs[victim].creds.Key.ID() {
-			t.Fatalf("lookup of %s (at the returned hub) from hub 0: %v, %v", want, ms, err)
+		if trunks/2 >= hubs*(hubs-1)/2 || far == 0 {
+			t.Fatalf("MaxLinks %d: %d trunks, %d routes of several hops: a full mesh", maxLinks, trunks/2, far)
 		}
-	})
+		t.Logf("MaxLinks %d: %d trunks of a full mesh's %d, %d routes of several hops", maxLinks, trunks/2, hubs*(hubs-1)/2, far)
+	}
+	sessions := make([][]*hub.Session, hubs)
+	for k := range nodes {
+		i := k % hubs
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		s, err := hub.Attach(ctx, hub.SessionConfig{Creds: creds(t), Machine: identity.Machine{Name: fmt.Sprintf("n%03d", k)},
+			Hubs: []string{o.hubs[i].addr}, Dial: o.mem.Dial, Logf: func(string, ...any) {}})
+		cancel()
+		if err != nil {
+			t.Fatalf("attach node %d: %v", k, err)
+		}
+		t.Cleanup(func() { s.Close() })
+		sessions[i] = append(sessions[i], s)
+	}
+	const victim = hubs / 2
+	died := time.Now()
+	o.stop(victim, true)
+	d, err := o.converge(died, 10*time.Millisecond, time.Minute)
+	if err != nil || d > bound {
+		t.Fatalf("after hub %d died: routes right after %v (%v); want within %v", victim, d, err, bound)
+	}
+	t.Logf("hub %d died: routes right after %v", victim, d)
+	time.Sleep(5 * time.Second)
+	back := time.Now()
+	o.start(victim)
+	d, err = o.converge(back, 10*time.Millisecond, time.Minute)
+	if err != nil || d > bound {
+		t.Fatalf("after hub %d returned: routes right after %v (%v); want within %v", victim, d, err, bound)
+	}
+	t.Logf("hub %d returned: routes right after %v", victim, d)
+	for len(o.hub(victim).Nodes()) < nodes/hubs {
+		if time.Since(back) > time.Minute {
+			t.Fatalf("hub %d has %d of its %d nodes back a minute after it returned", victim, len(o.hub(victim).Nodes()), nodes/hubs)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	want := sessions[victim][0].Machine().Name
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ms, err := sessions[0][0].Lookup(ctx, want)
+	if err != nil || len(ms) != 1 || ms[0].Hub != o.hubs[victim].creds.Key.ID() {
+		t.Fatalf("lookup of %s (at the returned hub) from hub 0: %v, %v", want, ms, err)
+	}
 }
 
 // scaleParams are TestScale's sizes: environment variables, defaults
@@ -84,6 +119,7 @@ type scaleParams struct {
 	idle, churnFor    time.Duration
 	churnRate         int
 	lookups, circuits int
+	maxLinks          int // 0: a full mesh
 }
 
 func scaleFromEnv() scaleParams {
@@ -104,6 +140,7 @@ func scaleFromEnv() scaleParams {
 		interval: dur("SCALE_INTERVAL", time.Second), oneWay: dur("SCALE_ONEWAY", 20*time.Millisecond),
 		idle: dur("SCALE_IDLE", 10*time.Second), churnFor: dur("SCALE_CHURN_FOR", 10*time.Second),
 		churnRate: i("SCALE_CHURN", 20), lookups: i("SCALE_LOOKUPS", 100), circuits: i("SCALE_CIRCUITS", 1000),
+		maxLinks: i("SCALE_MAXLINKS", 0),
 	}
 }
 
@@ -141,12 +178,12 @@ func TestScale(t *testing.T) {
 		rows = append(rows, [4]string{what, value, target, loadavg()})
 		fmt.Printf("  %-58s %-28s %-18s load %s\n", what, value, target, loadavg())
 	}
-	fmt.Printf("scale: %d hubs, %d nodes, gossip interval %v, one-way latency up to %v, GOMAXPROCS %d, load %s\n",
-		p.hubs, p.nodes, p.interval, p.oneWay, runtime.GOMAXPROCS(0), loadavg())
+	fmt.Printf("scale: %d hubs (MaxLinks %d), %d nodes, gossip interval %v, one-way latency up to %v, GOMAXPROCS %d, load %s\n",
+		p.hubs, p.maxLinks, p.nodes, p.interval, p.oneWay, runtime.GOMAXPROCS(0), loadavg())
 	perHubRate := func(b uint64, d time.Duration) float64 { return float64(b) / float64(p.hubs) / d.Seconds() }
 
 	start := time.Now()
-	o := newOverlay(t, p.hubs, p.interval, p.oneWay, true)
+	o := newOverlay(t, p.hubs, p.interval, p.oneWay, true, p.maxLinks)
 	d, err := o.converge(start, 20*time.Millisecond, 10*time.Minute)
 	if err != nil {
 		t.Fatal(err)
@@ -232,7 +269,7 @@ func TestScale(t *testing.T) {
 	time.Sleep(max(0, 10*time.Second-time.Since(t0)))
 	row("control bytes per hub per s, the 10 s after it returned", fmt.Sprintf("%.0f", perHubRate(o.controlSent()-c0, time.Since(t0))), "")
 
-	fmt.Printf("\n| measure (%d hubs, %d nodes, interval %v) | value | target | load |\n|---|---|---|---|\n", p.hubs, p.nodes, p.interval)
+	fmt.Printf("\n| measure (%d hubs, MaxLinks %d, %d nodes, interval %v) | value | target | load |\n|---|---|---|---|\n", p.hubs, p.maxLinks, p.nodes, p.interval)
 	for _, r := range rows {
 		fmt.Printf("| %s | %s | %s | %s |\n", r[0], r[1], r[2], r[3])
 	}
