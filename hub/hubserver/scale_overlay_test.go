@@ -58,15 +58,16 @@ type ovHub struct {
 func newOverlay(t testing.TB, n int, interval, maxOneWay time.Duration, tcp bool, maxLinks int) *overlay {
 	o := &overlay{t: t, interval: interval, maxOneWay: maxOneWay, tcp: tcp, maxLinks: maxLinks, byAddr: map[string]int{}, logf: func(string, ...any) {}}
 	rng := rand.New(rand.NewPCG(23, uint64(n)))
-	for i := range n {
-		oh := &ovHub{i: i, site: [2]float64{rng.Float64(), rng.Float64()}, creds: creds(t)}
+	for i := range n { // all first: running hubs read the list
+		o.hubs = append(o.hubs, &ovHub{i: i, site: [2]float64{rng.Float64(), rng.Float64()}, creds: creds(t)})
+	}
+	for i, oh := range o.hubs {
 		if i > 0 {
 			oh.peers = append(oh.peers, o.hubs[i-1].addr)
 			if j := rng.IntN(i); j != i-1 {
 				oh.peers = append(oh.peers, o.hubs[j].addr)
 			}
 		}
-		o.hubs = append(o.hubs, oh)
 		o.start(i)
 	}
 	t.Cleanup(func() {
