@@ -76,12 +76,17 @@ bench: deps build
 # NODES nodes in another, attached over loopback TCP; prints a table of
 # route convergence when a hub dies and returns, control traffic idle and
 # during churn, lookup and setup times, hub memory per node and circuit.
-# Smaller: make scale HUBS=20 NODES=1000 IDLE=5s.
-HUBS  ?= 100
-NODES ?= 10000
-IDLE  ?= 10s
+# MAXLINKS is every hub's Config.MaxLinks (0: a full mesh, the product's
+# default; 100 hubs in a full mesh would send about 200 MB/s of tables
+# in all, more than this machine computes). Smaller, full mesh:
+# make scale HUBS=20 NODES=1000 IDLE=5s MAXLINKS=0.
+HUBS     ?= 100
+NODES    ?= 10000
+IDLE     ?= 10s
+MAXLINKS ?= 8
+INTERVAL ?= 1s
 scale:
-	set -o pipefail; GRIDLINK_SCALE=1 SCALE_HUBS=$(HUBS) SCALE_NODES=$(NODES) SCALE_IDLE=$(IDLE) SCALE_CHURN_FOR=$(IDLE) \
+	set -o pipefail; GRIDLINK_SCALE=1 SCALE_HUBS=$(HUBS) SCALE_NODES=$(NODES) SCALE_IDLE=$(IDLE) SCALE_CHURN_FOR=$(IDLE) SCALE_MAXLINKS=$(MAXLINKS) SCALE_INTERVAL=$(INTERVAL) \
 	  $(GO) test -run '^TestScale$$' -count 1 -timeout 60m -v ./hub/hubserver/ | grep --line-buffered -v '^=== RUN\|^--- PASS\|^PASS$$\|^ok '
 
 # Longer fuzzing of every fuzz target, FUZZTIME each.
