@@ -232,7 +232,7 @@ func TestScale(t *testing.T) {
 	g1, r1 = memNow()
 	open, _ := strconv.Atoi(cc["open"])
 	if open > 0 {
-		row("hub memory per active circuit (2 hubs), KiB (Go/RSS)", fmt.Sprintf("%.1f / %.1f", float64(g1-g0)/float64(open), float64(r1-r0)/float64(open)), "stated")
+		row("hub memory per open circuit (all hubs on its path), KiB (Go/RSS)", fmt.Sprintf("%.1f / %.1f", float64(g1-g0)/float64(open), float64(r1-r0)/float64(open)), "stated")
 	}
 	f.do("uncircuit")
 
