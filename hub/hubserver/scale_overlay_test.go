@@ -37,6 +37,7 @@ type overlay struct {
 	hubs   []*ovHub
 	mu     sync.Mutex
 	byAddr map[string]int // a hub's in-memory address -> its index (stable across restarts), under mu
+	cut    map[int]bool   // hubs whose trunks lose every byte, the end of the stream too (vanish), under mu
 }
 
 // ovHub is one hub of the overlay, kept across its lives.
@@ -56,7 +57,7 @@ type ovHub struct {
 }
 
 func newOverlay(t testing.TB, n int, interval, maxOneWay time.Duration, tcp bool, maxLinks int) *overlay {
-	o := &overlay{t: t, interval: interval, maxOneWay: maxOneWay, tcp: tcp, maxLinks: maxLinks, byAddr: map[string]int{}, logf: func(string, ...any) {}}
+	o := &overlay{t: t, interval: interval, maxOneWay: maxOneWay, tcp: tcp, maxLinks: maxLinks, byAddr: map[string]int{}, cut: map[int]bool{}, logf: func(string, ...any) {}}
 	rng := rand.New(rand.NewPCG(23, uint64(n)))
 	for i := range n { // all first: running hubs read the list
 		o.hubs = append(o.hubs, &ovHub{i: i, site: [2]float64{rng.Float64(), rng.Float64()}, creds: creds(t)})
@@ -87,6 +88,9 @@ func (o *overlay) oneWay(i, j int) time.Duration {
 
 // start starts hub i (again, with the same key and addresses).
 func (o *overlay) start(i int) {
+	o.mu.Lock()
+	delete(o.cut, i)
+	o.mu.Unlock()
 	oh := o.hubs[i]
 	addr := oh.addr
 	if addr == "" {
@@ -151,7 +155,23 @@ func (o *overlay) dialFrom(ctx context.Context, i int, spec string) (net.Conn, e
 	if err != nil {
 		return nil, err
 	}
-	return delayed(c, o.oneWay(i, j)), nil
+	return delayed(c, o.oneWay(i, j), func() bool { return o.isCut(i) || o.isCut(j) }), nil
+}
+
+func (o *overlay) isCut(i int) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.cut[i]
+}
+
+// vanish kills hub i as a machine or network lost would: from now on its
+// trunks lose every byte, and their ends too (no FIN, no reset): the
+// other hubs learn it only from the silence. start brings it back.
+func (o *overlay) vanish(i int) {
+	o.mu.Lock()
+	o.cut[i] = true
+	o.mu.Unlock()
+	o.stop(i, true)
 }
 
 // hub is hub i's current life (nil while it is down).
@@ -257,17 +277,19 @@ func (o *overlay) converge(since time.Time, step, limit time.Duration) (time.Dur
 
 // delayed is c with every byte delivered d later, both ways: a pipe
 // whose far end two pumps join to c, each holding what it read for d.
-func delayed(c net.Conn, d time.Duration) net.Conn {
+// While cut says so, both ways lose everything.
+func delayed(c net.Conn, d time.Duration, cut func() bool) net.Conn {
 	local, remote := c.LocalAddr().(*net.TCPAddr).AddrPort(), c.RemoteAddr().(*net.TCPAddr).AddrPort()
 	near, far := memnet.Pipe(local, remote)
-	go pump(c, far, d)
-	go pump(far, c, d)
+	go pump(c, far, d, cut)
+	go pump(far, c, d, cut)
 	return near
 }
 
 // pump copies src to dst, each read delivered d after it was read; when
-// either side fails both are closed (as a connection's end does).
-func pump(dst, src net.Conn, d time.Duration) {
+// either side fails both are closed (as a connection's end does), unless
+// the path is cut: then bytes and end are lost.
+func pump(dst, src net.Conn, d time.Duration, cut func() bool) {
 	type chunk struct {
 		at time.Time
 		b  []byte
@@ -289,6 +311,9 @@ func pump(dst, src net.Conn, d time.Duration) {
 	}()
 	for c := range ch {
 		time.Sleep(time.Until(c.at))
+		if cut() {
+			continue
+		}
 		if c.b == nil {
 			break
 		}
@@ -296,7 +321,9 @@ func pump(dst, src net.Conn, d time.Duration) {
 			break
 		}
 	}
-	dst.Close()
+	if !cut() {
+		dst.Close()
+	}
 	src.Close()
 	for range ch { // let the reader end
 	}

@@ -269,6 +269,18 @@ func TestScale(t *testing.T) {
 	time.Sleep(max(0, 10*time.Second-time.Since(t0)))
 	row("control bytes per hub per s, the 10 s after it returned", fmt.Sprintf("%.0f", perHubRate(o.controlSent()-c0, time.Since(t0))), "")
 
+	// A hub whose machine or network is lost: no FIN, no reset; its
+	// neighbours learn it from the silence (hubSilence: 6 intervals, at
+	// least 3 s).
+	lost := p.hubs / 3
+	t0 = time.Now()
+	o.vanish(lost)
+	d, err = o.converge(t0, 20*time.Millisecond, 5*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row("routes right after a hub vanished (no FIN: machine lost), s", fmt.Sprintf("%.2f", d.Seconds()), fmt.Sprintf("≤ %.1f", bound.Seconds()))
+
 	fmt.Printf("\n| measure (%d hubs, MaxLinks %d, %d nodes, interval %v) | value | target | load |\n|---|---|---|---|\n", p.hubs, p.maxLinks, p.nodes, p.interval)
 	for _, r := range rows {
 		fmt.Printf("| %s | %s | %s | %s |\n", r[0], r[1], r[2], r[3])
