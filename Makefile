@@ -17,7 +17,7 @@ DEBS     += openmpi-bin python3-mpi4py sshfs fuse3
 # packages (policy-rc.d refuses while deps installs).
 DEBS     += mpich libmpich-dev slurmctld slurmd slurm-client munge
 
-.PHONY: all build deps test unit lab-test demo bench fuzz down clean
+.PHONY: all build deps test unit lab-test demo bench fuzz down clean scale
 all: build
 # prometheus brings promtool, which checks the /metrics output
 # (TestMetricsScrapedDuringTraffic); its server is not used.
@@ -70,6 +70,27 @@ bench: deps build
 	bench/vip.sh
 	bench/routed.sh
 	bench/exec.sh
+
+# Scale (issue 23; not part of test): an overlay of HUBS hubs in one
+# process (in-memory network, latencies of sites up to 20 ms apart) and
+# NODES nodes in another, attached over loopback TCP; prints a table of
+# route convergence when a hub dies and returns, control traffic idle and
+# during churn, lookup and setup times, hub memory per node and circuit.
+# MAXLINKS is every hub's Config.MaxLinks (0: a full mesh, the product's
+# default; 100 hubs in a full mesh would send about 200 MB/s of tables
+# in all, more than this machine computes); INTERVAL the gossip interval
+# (the product's default is 1s: 100 hubs then send 5 times the tables,
+# about 22 MB/s in all, more than the one core a shared machine leaves
+# the run). Smaller, full mesh:
+# make scale HUBS=20 NODES=1000 IDLE=5s MAXLINKS=0 INTERVAL=1s.
+HUBS     ?= 100
+NODES    ?= 10000
+IDLE     ?= 10s
+MAXLINKS ?= 8
+INTERVAL ?= 5s
+scale:
+	set -o pipefail; GRIDLINK_SCALE=1 SCALE_HUBS=$(HUBS) SCALE_NODES=$(NODES) SCALE_IDLE=$(IDLE) SCALE_CHURN_FOR=$(IDLE) SCALE_MAXLINKS=$(MAXLINKS) SCALE_INTERVAL=$(INTERVAL) \
+	  $(GO) test -run '^TestScale$$' -count 1 -timeout 60m -v ./hub/hubserver/ | grep --line-buffered -v '^=== RUN\|^--- PASS\|^PASS$$\|^ok '
 
 # Longer fuzzing of every fuzz target, FUZZTIME each.
 fuzz:

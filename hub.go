@@ -64,6 +64,10 @@ type HubConfig struct {
 	// where the kernel has it, "default" the kernel's default, or a name
 	// (hubserver.Config.Congestion).
 	TrunkCongestion string
+	// MaxLinks bounds the trunks to other hubs at which this hub stops
+	// dialling the hubs it learns of: 0 dials every one (a full mesh);
+	// see hubserver.Config.MaxLinks.
+	MaxLinks int
 }
 
 // HubControl is the hub's status socket (abstract, per network namespace)
@@ -122,7 +126,7 @@ func NewHub(cfg HubConfig) (*Hub, error) {
 	}
 	d := &direct.Dialer{Creds: creds, SSH: cfg.SSH}
 	h, err := hubserver.New(hubserver.Config{Name: cfg.Name, Creds: creds, Listen: cfg.Listen, Peers: cfg.Peers, Dial: d.Transport, Logf: logf,
-		Lanes: cfg.TrunkConnections, Congestion: cfg.TrunkCongestion})
+		Lanes: cfg.TrunkConnections, Congestion: cfg.TrunkCongestion, MaxLinks: cfg.MaxLinks})
 	if err == nil && ms != nil {
 		err = ms.Serve(hubMetrics(h))
 	}

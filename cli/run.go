@@ -26,7 +26,7 @@ func hubCmd() *cobra.Command {
 	var name, listen, keyFile, sshCfg, known, control, metricsAddr string
 	var peers, ids []string
 	var useSSH, verbose, announce bool
-	var trunkConns int
+	var trunkConns, maxLinks int
 	var trunkCC string
 	var sf secFlags
 	c := &cobra.Command{
@@ -42,7 +42,7 @@ func hubCmd() *cobra.Command {
 			}
 			hc := gridlink.HubConfig{FallbackName: name, KeyFile: keyFile, Credentials: creds, Listen: listen, Peers: peers,
 				SSH: sshConfig(useSSH, sshCfg, known, ids), Control: control, Announce: announce, Metrics: metricsAddr,
-				TrunkConnections: trunkConns, TrunkCongestion: trunkCC,
+				TrunkConnections: trunkConns, TrunkCongestion: trunkCC, MaxLinks: maxLinks,
 				Logger: logger()} // a hub logs its links, routes and refusals always (-v or not)
 			if cmd.Flags().Changed("name") {
 				hc.Name = name // else a hub certificate's name
@@ -74,6 +74,7 @@ func hubCmd() *cobra.Command {
 	f.StringVar(&metricsAddr, "metrics", "", metricsUsage)
 	f.IntVar(&trunkConns, "trunk-connections", 0, "TCP connections per trunk this hub dials to another hub: 0 by the trunk's round trip (one per 10 ms, up to 8), 1 one (and refuse others' further ones)")
 	f.StringVar(&trunkCC, "trunk-cc", "", `TCP congestion control between hubs: "" bbr where the kernel has it, "default" the kernel's, or a name`)
+	f.IntVar(&maxLinks, "max-links", 0, "stop dialling the hubs learned through gossip at this many trunks to other hubs (0: dial every one, a full mesh); --peer hubs are dialled anyway")
 	sf.add(c)
 	return withConfigFile(c)
 }

@@ -50,6 +50,10 @@ type hubCounters struct {
 	bytes   atomic.Uint64 // circuit payload bytes passed on
 	opened  atomic.Uint64 // circuits opened through this hub
 	refused [len(refusalKinds)]atomic.Uint64
+	// control is the bytes of trunk-level frames sent to other hubs
+	// (hub.Trunk.CountControl): gossip, routed messages, lookups,
+	// claims, revocation lists, trunk pings and pongs.
+	control atomic.Uint64
 }
 
 func (c *hubCounters) refuse(r refusal) {
@@ -95,3 +99,8 @@ func (h *Hub) Counters() status.HubCounters {
 	}
 	return out
 }
+
+// ControlSent is how many bytes of trunk-level frames (control messages,
+// trunk pings and pongs; not circuit frames) the hub sent to other hubs
+// since it started: what routing, lookups and names cost on trunks.
+func (h *Hub) ControlSent() uint64 { return h.counts.control.Load() }

@@ -174,9 +174,13 @@ func (h *Hub) dialPeer(ctx context.Context, spec string) {
 }
 
 // maybeDialLocked starts dialling a hub learned through gossip if there is
-// no link to it and no dialler yet.
+// no link to it and no dialler yet, and the hub has fewer trunks than
+// Config.MaxLinks (counting those being dialled).
 func (h *Hub) maybeDialLocked(r *route) {
 	if r.next == nil || h.hubs[r.hub] != nil || h.dialing[r.hub] || len(r.addrs) == 0 || h.ctx == nil || h.ctx.Err() != nil {
+		return
+	}
+	if h.cfg.MaxLinks > 0 && len(h.hubs)+len(h.dialing) >= h.cfg.MaxLinks {
 		return
 	}
 	h.dialing[r.hub] = true

@@ -28,6 +28,10 @@ func TestMain(m *testing.M) {
 		runHelper()
 		return
 	}
+	if os.Getenv(scaleNodesEnv) != "" {
+		runScaleNodes() // scale_nodes_test.go
+		return
+	}
 	labtest.Main(m)
 }
 

@@ -95,6 +95,16 @@ type Config struct {
 	// further connections of trunks others dial. Spliced trunks, trunks
 	// through ssh tunnels and trunks to older hubs keep one.
 	Lanes int
+	// MaxLinks bounds the trunks to other hubs at which this hub stops
+	// dialling the hubs it learns of through gossip: 0, the default, dials
+	// every one (a full mesh, as SmartSockets does); N > 0 dials learned
+	// hubs only while it has fewer than N trunks. Its configured Peers are
+	// dialled anyway, and trunks other hubs dial are accepted. Routes
+	// through the others carry what a missing trunk would. In a full mesh
+	// of H hubs every hub sends H-1 neighbours its table of H routes every
+	// Interval (make scale: about 200 bytes a route), so what a hub sends
+	// grows with H²; with MaxLinks, with MaxLinks·H.
+	MaxLinks int
 	// Congestion is the TCP congestion control of connections between
 	// hubs: "" is "bbr", and a kernel without it (or that forbids it)
 	// silently leaves its default; "default" leaves the kernel's default;

@@ -68,6 +68,9 @@ func (h *Hub) newPeer(c net.Conn, sealer *wire.Sealer, hello *wire.Hello, dialed
 	// knows it (direct.Nagle); the accepting end learns it from its hello.
 	tunnel := p.isHub && (nagle || hello.Tunnel)
 	p.t = hub.NewTrunk(c, sealer, fmt.Sprintf("%s %s (%s)", role, p.name, c.RemoteAddr()), tunnel)
+	if p.isHub && !h.counts.off {
+		p.t.CountControl(&h.counts.control)
+	}
 	p.tunnel = tunnel
 	p.main = &lane{t: p.t}
 	p.lanes = []*lane{p.main}

@@ -17,10 +17,15 @@ import (
 //
 //   - every hub originates even state numbers for itself, increasing every
 //     Interval (starting from the clock, so a restarted hub's are newer);
-//   - every Interval, and soon after any change of reachability or next
-//     hop, a hub sends each neighbour its whole table: for every hub it
-//     knows, the state number, hop count, accumulated latency, name,
-//     listen addresses and node count;
+//   - every Interval, and soon after a hub becomes reachable or
+//     unreachable, a hub sends each neighbour its whole table: for every
+//     hub it knows, the state number, hop count, accumulated latency,
+//     name, listen addresses and node count. A next hop that changes
+//     between two working routes waits for the next Interval: on a mesh
+//     of sites at similar distances a hub's newer state number reaches a
+//     hub first by one path or another at random, and sending the tables
+//     at each such change had 20 hubs each send them about 20 times a
+//     second instead of once (issue 23, make scale);
 //   - a route is taken when its state number is newer, or equal at a
 //     markedly lower cost (latency plus a per-hop charge);
 //   - routes through a neighbour are advertised to that neighbour as
@@ -116,10 +121,14 @@ func (h *Hub) applyGossip(p *peer, g *wire.Gossip) {
 		ad := &g.Routes[i]
 		r := h.routes[ad.Hub]
 		was := r != nil && r.next != nil
-		if h.applyAdLocked(p, ad, now) {
-			changed = true
-		}
-		if r = h.routes[ad.Hub]; !was && r != nil && r.next != nil {
+		h.applyAdLocked(p, ad, now)
+		r = h.routes[ad.Hub]
+		is := r != nil && r.next != nil
+		// Only a change of reachability is sent at once; a next hop
+		// that changes between two working routes waits for the next
+		// Interval (see the package's routing rules).
+		changed = changed || was != is
+		if !was && is {
 			met = append(met, ad.Hub)
 		}
 	}
