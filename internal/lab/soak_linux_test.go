@@ -66,14 +66,14 @@ func TestSoak(t *testing.T) {
 		}
 	}
 	t.Logf("soak for %v, chaos seed %d (GRIDLINK_SOAK_SEED)", dur, seed)
-	// Ctrl-C ends the soak early with its report, and the lab comes
-	// down as after any test.
-	sigCtx, stopSig := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stopSig()
-
 	S := &soak{t: t, bin: gridlinkBin(t), rng: rand.New(rand.NewPCG(seed, seed^0x50a4)), seed: seed,
 		stats: map[string]*opStats{}, series: map[string][]*series{}}
 	S.topo = labtest.Up(t, "grid6", nil)
+	// Ctrl-C (once the lab is up: before, it ends the test at once)
+	// ends the soak early with its report, and the lab comes down as
+	// after any test.
+	sigCtx, stopSig := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stopSig()
 	S.up(sigCtx)
 
 	ctx, cancel := context.WithTimeout(sigCtx, dur)
