@@ -8,9 +8,11 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/gridlink/gridlink/internal/lab"
@@ -21,8 +23,10 @@ import (
 
 // What the soak samples of its long-running processes every 10 s: RSS
 // and threads (/proc/PID/status), open file descriptors (/proc/PID/fd),
-// goroutines (go_goroutines of the process's metrics, scraped on its
-// namespace's loopback); and the report at the end, with each figure's
+// goroutines and the Go heap in use (go_goroutines and
+// go_memstats_heap_inuse_bytes of the process's metrics, scraped on its
+// namespace's loopback: RSS alone cannot tell a leak from memory the Go
+// runtime has not returned yet); and the report at the end, with each figure's
 // slope over the run by a least-squares line.
 
 // sampleEvery is the time between samples.
@@ -43,8 +47,9 @@ type series struct {
 }
 
 type procSample struct {
-	at                       time.Time
-	rssKiB, threads, fds, gr int64 // gr: goroutines, -1 if not scraped
+	at                   time.Time
+	rssKiB, threads, fds int64
+	gr, heap             int64 // goroutines and Go heap in use (bytes), -1 if not scraped
 }
 
 func hubHostOf(s *topology.Site) *topology.Host { return matrix.HubHost(s) }
@@ -101,10 +106,10 @@ func (S *soak) sampleOnce() {
 		if !ok {
 			continue
 		}
-		smp.gr = -1
+		smp.gr, smp.heap = -1, -1
 		if p.metrics > 0 {
-			if g, err := goroutines(p.h, p.metrics); err == nil {
-				smp.gr = g
+			if g, b, err := scrape(p.h, p.metrics); err == nil {
+				smp.gr, smp.heap = g, b
 			}
 		}
 		S.mu.Lock()
@@ -151,9 +156,9 @@ func readProc(pid int) (procSample, bool) {
 	return s, true
 }
 
-// goroutines scrapes go_goroutines from the metrics on port of h's
-// loopback (inside h's namespace).
-func goroutines(h *topology.Host, port int) (int64, error) {
+// scrape reads go_goroutines and go_memstats_heap_inuse_bytes from the
+// metrics on port of h's loopback (inside h's namespace).
+func scrape(h *topology.Host, port int) (goroutines, heap int64, err error) {
 	tr := &http.Transport{DisableKeepAlives: true, DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
 		var c net.Conn
 		err := netns.Do(lab.HostNS(h), func() (err error) {
@@ -166,17 +171,34 @@ func goroutines(h *topology.Host, port int) (int64, error) {
 	cl := &http.Client{Transport: tr, Timeout: 5 * time.Second}
 	resp, err := cl.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(io.LimitReader(resp.Body, 4<<20))
+	m := metricValues(io.LimitReader(resp.Body, 4<<20), "go_goroutines", "go_memstats_heap_inuse_bytes")
+	g, ok1 := m["go_goroutines"]
+	b, ok2 := m["go_memstats_heap_inuse_bytes"]
+	if !ok1 || !ok2 {
+		return 0, 0, fmt.Errorf("the metrics of %s:%d lack go_goroutines or go_memstats_heap_inuse_bytes", h.ID(), port)
+	}
+	return int64(g), int64(b), nil
+}
+
+// metricValues reads the named unlabelled samples of a Prometheus text
+// exposition.
+func metricValues(r io.Reader, names ...string) map[string]float64 {
+	out := map[string]float64{}
+	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
-			return strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		name, v, ok := strings.Cut(sc.Text(), " ")
+		if !ok || !slices.Contains(names, name) {
+			continue
+		}
+		if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+			out[name] = f
 		}
 	}
-	return 0, fmt.Errorf("no go_goroutines in the metrics of %s:%d", h.ID(), port)
+	return out
 }
 
 // slope is the least-squares slope of ys over the samples' times, per
@@ -226,8 +248,8 @@ func (S *soak) resources(w io.Writer) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	fmt.Fprintln(w, "| process | runs | samples (after warm-up) | RSS MiB first → last | RSS MiB/h | goroutines first → last | goroutines/h | fds first → last | fds/h |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| process | runs | samples (after warm-up) | RSS MiB first → last | RSS MiB/h | Go heap in use MiB first → last | heap MiB/h | goroutines first → last | goroutines/h | fds first → last | fds/h |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, n := range names {
 		var best *series
 		for _, s := range S.series[n] {
@@ -237,27 +259,54 @@ func (S *soak) resources(w io.Writer) {
 		}
 		ws := S.warm(best)
 		if len(ws) < 3 {
-			fmt.Fprintf(w, "| %s | %d | %d | | | | | | |\n", n, len(S.series[n]), len(ws))
+			fmt.Fprintf(w, "| %s | %d | %d | | | | | | | | |\n", n, len(S.series[n]), len(ws))
 			continue
 		}
 		first, last := ws[0], ws[len(ws)-1]
 		rss, _ := slope(ws, func(s procSample) float64 { return float64(s.rssKiB) / 1024 })
 		fds, _ := slope(ws, func(s procSample) float64 { return float64(s.fds) })
-		gr := "n/a (threads " + fmt.Sprint(first.threads, " → ", last.threads) + ")"
-		grSlope := "n/a"
-		if first.gr >= 0 && last.gr >= 0 {
-			gr = fmt.Sprint(first.gr, " → ", last.gr)
-			var kept []procSample
-			for _, s := range ws {
-				if s.gr >= 0 {
-					kept = append(kept, s)
-				}
-			}
-			if g, ok := slope(kept, func(s procSample) float64 { return float64(s.gr) }); ok {
-				grSlope = fmt.Sprintf("%+.1f", g)
+		gr, grSlope, heap, heapSlope := fmt.Sprint("n/a (threads ", first.threads, " → ", last.threads, ")"), "n/a", "n/a", "n/a"
+		var scraped []procSample
+		for _, s := range ws {
+			if s.gr >= 0 {
+				scraped = append(scraped, s)
 			}
 		}
-		fmt.Fprintf(w, "| %s | %d | %d | %.1f → %.1f | %+.2f | %s | %s | %d → %d | %+.1f |\n", n, len(S.series[n]), len(ws),
-			float64(first.rssKiB)/1024, float64(last.rssKiB)/1024, rss, gr, grSlope, first.fds, last.fds, fds)
+		if len(scraped) >= 3 {
+			f, l := scraped[0], scraped[len(scraped)-1]
+			gr = fmt.Sprint(f.gr, " → ", l.gr)
+			heap = fmt.Sprintf("%.1f → %.1f", float64(f.heap)/(1<<20), float64(l.heap)/(1<<20))
+			g, _ := slope(scraped, func(s procSample) float64 { return float64(s.gr) })
+			hp, _ := slope(scraped, func(s procSample) float64 { return float64(s.heap) / (1 << 20) })
+			grSlope, heapSlope = fmt.Sprintf("%+.1f", g), fmt.Sprintf("%+.2f", hp)
+		}
+		fmt.Fprintf(w, "| %s | %d | %d | %.1f → %.1f | %+.2f | %s | %s | %s | %s | %d → %d | %+.1f |\n", n, len(S.series[n]), len(ws),
+			float64(first.rssKiB)/1024, float64(last.rssKiB)/1024, rss, heap, heapSlope, gr, grSlope, first.fds, last.fds, fds)
+	}
+}
+
+// The soak reads a process's goroutines and heap from its /metrics text:
+// the unlabelled samples named, in any float form, and nothing of
+// labelled series, comments or names that only begin alike.
+func TestSoakMetricValues(t *testing.T) {
+	text := `# HELP go_goroutines Number of goroutines that currently exist.
+# TYPE go_goroutines gauge
+go_goroutines 42
+go_goroutines_total{x="1"} 7
+# TYPE go_memstats_heap_inuse_bytes gauge
+go_memstats_heap_inuse_bytes 1.2345678e+07
+gridlink_bytes_total{path="direct"} 99
+`
+	got := metricValues(strings.NewReader(text), "go_goroutines", "go_memstats_heap_inuse_bytes", "gridlink_bytes_total")
+	want := map[string]float64{"go_goroutines": 42, "go_memstats_heap_inuse_bytes": 12345678}
+	if len(got) != len(want) || got["go_goroutines"] != 42 || got["go_memstats_heap_inuse_bytes"] != 12345678 {
+		t.Errorf("metricValues = %v, want %v", got, want)
+	}
+	ss := []procSample{}
+	for i := range 5 {
+		ss = append(ss, procSample{at: time.Unix(0, 0).Add(time.Duration(i) * 15 * time.Minute), rssKiB: int64(100 + 10*i)})
+	}
+	if s, ok := slope(ss, func(p procSample) float64 { return float64(p.rssKiB) }); !ok || s < 39.999 || s > 40.001 {
+		t.Errorf("slope of 10 per quarter hour = %v (%v), want 40 per hour", s, ok)
 	}
 }
