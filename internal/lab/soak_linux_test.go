@@ -191,7 +191,7 @@ func (S *soak) up(ctx context.Context) {
 
 // fail records a failed operation.
 func (S *soak) fail(op string, from time.Time, reason string) {
-	reason = strings.TrimSpace(reason)
+	reason = strings.Join(strings.Fields(reason), " ") // one line, for the report's table
 	if len(reason) > 400 {
 		reason = reason[:400] + "..."
 	}
