@@ -17,7 +17,7 @@ DEBS     += openmpi-bin python3-mpi4py sshfs fuse3
 # packages (policy-rc.d refuses while deps installs).
 DEBS     += mpich libmpich-dev slurmctld slurmd slurm-client munge
 
-.PHONY: all build deps test unit lab-test demo bench fuzz down clean soak
+.PHONY: all build deps test unit lab-test demo bench fuzz down clean
 all: build
 # prometheus brings promtool, which checks the /metrics output
 # (TestMetricsScrapedDuringTraffic); its server is not used.
@@ -71,6 +71,14 @@ bench: deps build
 	bench/routed.sh
 	bench/exec.sh
 
+# Longer fuzzing of every fuzz target, FUZZTIME each.
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
 # Soak (issue 23; not part of test, needs root): grid6 with its overlay
 # under steady traffic (cp checked byte for byte, ping loops, an ssh
 # session through gridlink nc, virtual-network streams) while nodes
@@ -83,17 +91,10 @@ bench: deps build
 SOAK        ?= 1h
 SOAK_SEED   ?=
 SOAK_REPORT ?= $(CURDIR)/soak-report.md
+.PHONY: soak
 soak: deps build
 	GRIDLINK_SOAK=$(SOAK) GRIDLINK_SOAK_SEED=$(SOAK_SEED) GRIDLINK_SOAK_REPORT=$(SOAK_REPORT) GRIDLINK_BIN=$(CURDIR)/$(BIN)/gridlink \
 	  $(GO) test -run '^TestSoak$$' -count 1 -timeout 0 -v ./internal/lab/
-
-# Longer fuzzing of every fuzz target, FUZZTIME each.
-fuzz:
-	@for pkg in $$($(GO) list ./...); do \
-	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
-	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
-	  done; \
-	done
 
 down:
 	-$(BIN)/gridlab down
