@@ -48,12 +48,20 @@ type Overlay struct {
 	opts  Options
 	nodes []*topology.Host       // the hosts running node agents
 	vip   map[*topology.Host]VIP // their virtual addresses (Options.VIP)
+
+	// what each hub and node agent was started with, to start it again
+	// (restart.go)
+	hubArgv  map[string][]string
+	nodeArgv map[*topology.Host][]string
+	nodeWrap map[*topology.Host][]string
+	nodeCmd  map[*topology.Host]*exec.Cmd
 }
 
 // newOverlay is an overlay of no processes yet, with the lab's CA unless
 // open.
 func newOverlay(t *topology.Topology, bin string, open bool) (*Overlay, error) {
-	o := &Overlay{t: t, bin: bin, hubs: map[string]*exec.Cmd{}}
+	o := &Overlay{t: t, bin: bin, hubs: map[string]*exec.Cmd{}, hubArgv: map[string][]string{},
+		nodeArgv: map[*topology.Host][]string{}, nodeWrap: map[*topology.Host][]string{}, nodeCmd: map[*topology.Host]*exec.Cmd{}}
 	if !open {
 		c, err := lab.OpenCA()
 		if err != nil {
@@ -204,7 +212,11 @@ func StartOverlayWith(ctx context.Context, t *topology.Topology, bin string, opt
 		if opts.HubControl != nil {
 			args = append(args, "--control", opts.HubControl(s.Name))
 		}
+		if opts.HubArgs != nil {
+			args = append(args, opts.HubArgs(s.Name)...)
+		}
 		if args, err = o.certified(ca.Hub, s.Name, args); err == nil {
+			o.hubArgv[s.Name] = args
 			err = o.start(HubHost(s), "hub", args)
 		}
 		if err != nil {
@@ -224,12 +236,14 @@ func StartOverlayWith(ctx context.Context, t *topology.Topology, bin string, opt
 			if opts.Wrap != nil {
 				wrap = opts.Wrap(h)
 			}
+			o.nodeArgv[h], o.nodeWrap[h] = args, wrap
 			err = o.startWrapped(h, "node", wrap, args)
 		}
 		if err != nil {
 			o.Stop()
 			return nil, err
 		}
+		o.nodeCmd[h] = o.procs[len(o.procs)-1]
 		o.nodes = append(o.nodes, h)
 	}
 	if err := o.waitAgents(o.nodes); err != nil {
@@ -257,8 +271,14 @@ func (o *Overlay) start(h *topology.Host, role string, args []string) error {
 // startWrapped starts gridlink ROLE ARGS on h under the command line wrap
 // (none if nil).
 func (o *Overlay) startWrapped(h *topology.Host, role string, wrap, args []string) error {
+	return o.startLogged(h, role, wrap, args, os.O_TRUNC)
+}
+
+// startLogged is startWrapped with the log file opened with flag
+// (os.O_TRUNC, or os.O_APPEND for a restart).
+func (o *Overlay) startLogged(h *topology.Host, role string, wrap, args []string, flag int) error {
 	logPath := LogFile(h, role)
-	logf, err := os.Create(logPath)
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|flag, 0o644)
 	if err != nil {
 		return err
 	}

@@ -34,6 +34,9 @@ type Options struct {
 	// dashboard's test reads all six); else the default, abstract and per
 	// namespace (which Overlay.HubStatus and WaitStable ask).
 	HubControl func(site string) string
+	// HubArgs, if set, are more arguments for the hub of each site
+	// (e.g. --metrics).
+	HubArgs func(site string) []string
 	// Wrap, if set, is a command line the node agent on h runs under
 	// inside its namespace: argv that ends by running the rest (e.g.
 	// unshare and a shell that sets a host name, then exec "$@").
