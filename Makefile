@@ -70,6 +70,7 @@ bench: deps build
 	bench/vip.sh
 	bench/routed.sh
 	bench/exec.sh
+	bench/setup.sh
 
 # Longer fuzzing of every fuzz target, FUZZTIME each.
 fuzz:

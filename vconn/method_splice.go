@@ -53,9 +53,12 @@ func (spliceMethod) plausible(_ *Node, target identity.Machine, r reach) bool {
 	return true
 }
 
+// attempt: through a spliced spare kept for the target if there is one
+// (spare.go), else splicing in up to tries attempts.
 func (spliceMethod) attempt(ctx context.Context, n *Node, target identity.Machine, port uint16, tries int) (net.Conn, bool, error) {
-	c, err := n.splice(ctx, target, port, tries)
-	return c, false, err
+	return n.spareSetup(ctx, target, port, Splice, func(ctx context.Context) (net.Conn, error) {
+		return n.splice(ctx, target, port, tries)
+	})
 }
 
 func (spliceMethod) cause(n *Node, err error) (End, error, bool) {

@@ -178,7 +178,12 @@ func (n *Node) answerSplice(m *wire.Routed) {
 		fail("", "splice offer for another node or from a node it does not name")
 		return
 	}
-	if n.listener(s.Port) == nil {
+	if s.Port == wire.SparePort { // its port is asked later (spare.go)
+		if err := n.spareRoom(); err != nil {
+			fail(wire.FailPortRefused, err.Error())
+			return
+		}
+	} else if n.listener(s.Port) == nil {
 		fail(wire.FailPortRefused, n.refusal(s.Port))
 		return
 	}
@@ -294,6 +299,10 @@ func (n *Node) takeSplice(c *direct.Conn, token uint64) {
 	n.rdv.mu.Unlock()
 	if p == nil || p.peer != c.Peer || p.goes == nil {
 		c.Close()
+		return
+	}
+	if p.port == wire.SparePort {
+		n.holdOthersSpare(c, identity.Machine{ID: c.Peer}, Splice)
 		return
 	}
 	n.deliver(c, Splice, identity.Machine{ID: c.Peer}, p.port)
