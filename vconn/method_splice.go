@@ -25,6 +25,12 @@ func (spliceMethod) headStarts() int { return 0 }
 // setupTrips: rendezvous (one and a half round trips), connect, handshake.
 func (spliceMethod) setupTrips() int { return 7 }
 
+// fastestTrips: answered early (nat.Reply.Early), the rendezvous takes a
+// round trip: three in all. The race reads the path's round trip from a
+// splice that won by this count, so as not to take it for shorter than it
+// is (and cut short the wait for a more direct method).
+func (spliceMethod) fastestTrips() int { return 6 }
+
 // possible: not toward a site where splicing failed recently, nor from
 // behind a NAT whose ports cannot be predicted.
 func (spliceMethod) possible(n *Node, target identity.Machine) error {
