@@ -32,11 +32,11 @@ import (
 //
 // Early answers (nat.Reply.Early): when the two sites' hubs are linked to
 // each other, the first attempt's offer carries their link's round trip
-// (spliceRTT) and the target, instead of waiting for the go, connects half
-// of it after its reply, when the reply reaches the dialler, which
-// connects on it and sends no go: the SYNs leave, and the connection is
-// up, half a round trip sooner (three round trips in all, not three and a
-// half).
+// (spliceRTT) and the target, instead of waiting for the go, connects
+// about half of it after its reply (three quarters: nat.AnswerEarly says
+// why), when the reply reaches the dialler, which connects on it and
+// sends no go: the connection is up half a round trip sooner (three round
+// trips in all, not three and a half).
 //
 // An attempt that does not connect within its time-out is retried with
 // new ports, up to spliceAttempts times. The identity check of the

@@ -59,7 +59,8 @@ type Splice struct {
 	HeldUs int64 `json:"held_us,omitempty"`
 	// RTTUs, in an offer, is the dialler's estimate of the round trip
 	// between the two ends (µs), asking for an early answer: the target
-	// connects half of it after its reply, without waiting for the go.
+	// connects about half of it after its reply (nat.AnswerEarly: three
+	// quarters), without waiting for the go.
 	RTTUs int64 `json:"rtt_us,omitempty"`
 	// Early, in a reply, says the target answers early (RTTUs): the
 	// dialler connects at once and sends no go.
