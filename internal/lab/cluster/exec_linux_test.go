@@ -43,7 +43,9 @@ var execHosts = []string{"das3v-n1", "g5k-n1", "hiroshi-n1", "desktop-pc"}
 // each target's log naming the daemon it ran for her. Then Slurm: munged,
 // slurmctld on g5k-fe and slurmd on g5k-n1 and g5k-n2 (non-routed), and
 // gridlink submit from das3v-n1 queues a job there that runs and whose
-// output comes back; gridlink jobs follows it.
+// output comes back; gridlink jobs follows it. Then a two-site job: one
+// Slurm cluster over the virtual network, slurmctld on g5k-fe and slurmd
+// on g5k-n1 and hiroshi-n1, a job with a task on each (slurmTwoSites).
 func TestClusterExec(t *testing.T) {
 	need(t, append(append(append([]string{}, cluster.MPIPackages...), cluster.MPICHPackages...), cluster.SlurmPackages...)...)
 	acct := newAccount(t)
@@ -241,6 +243,12 @@ func TestClusterExec(t *testing.T) {
 		if code == 0 || !strings.Contains(errs, "sbatch at "+fe.ID()) {
 			t.Errorf("a refused sbatch: exit %d, %q; want its words", code, errs)
 		}
+	})
+	// after Slurm (whose cluster it closed): one cluster across two sites
+	// on the virtual network, the frontend's configuration replaced
+	t.Run("SlurmTwoSites", func(t *testing.T) {
+		agentLogs(t)
+		slurmTwoSites(subCtx(t, 4*time.Minute), t, twoSites{o: o, x: x, fe: fe, nodes: []*topology.Host{nodes[0], host("hiroshi-n1")}, etc: slurm.Etc()})
 	})
 }
 
