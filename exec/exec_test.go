@@ -60,6 +60,31 @@ func TestExecStdinExact(t *testing.T) {
 	if !bytes.Equal([]byte(out), in) {
 		t.Fatalf("cat returned %d bytes, not the %d sent", len(out), len(in))
 	}
+	// stdin from a pipe (as gridlink exec's usually is: grown to a
+	// frame's size, read in place after the frame's header) and output
+	// and error output both in bulk, through the buffers the data path
+	// reuses: byte-exact, stdout and stderr kept apart
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for off := 0; off < len(in); off += 100 << 10 { // writes that straddle frames
+			if _, err := pw.Write(in[off:min(off+100<<10, len(in))]); err != nil {
+				break
+			}
+		}
+		pw.Close()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var outb, errb bytes.Buffer
+	st, err = execAt(ctx, alice, Request{Command: []string{"tee /dev/stderr"}}, IO{Stdin: pr, Stdout: &outb, Stderr: &errb})
+	pr.Close()
+	if err != nil || st.Code != 0 || !bytes.Equal(outb.Bytes(), in) || !bytes.Equal(errb.Bytes(), in) {
+		t.Fatalf("tee from a pipe: %v %v; %d and %d bytes back, %d sent, equal %v %v", st, err, outb.Len(), errb.Len(), len(in),
+			bytes.Equal(outb.Bytes(), in), bytes.Equal(errb.Bytes(), in))
+	}
 	// a command that reads only part of its stdin still ends, and so
 	// does the client
 	out, _, st, err = output(t, alice, Request{Command: []string{"head", "-c", "5"}}, in)
