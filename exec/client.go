@@ -69,7 +69,12 @@ func Run(ctx context.Context, c net.Conn, node string, req Request, stdio IO) (S
 	defer cr.close()
 	quit := make(chan struct{})
 	defer close(quit)
-	go sendStdin(stdio.Stdin, w, cr)
+	go func() {
+		if f, ok := stdio.Stdin.(*os.File); ok && spliceStdin(f, c, w, cr) {
+			return
+		}
+		sendStdin(stdio.Stdin, w, cr)
+	}()
 	go func() {
 		for {
 			select {

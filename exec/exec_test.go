@@ -7,7 +7,10 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -79,11 +82,33 @@ func TestExecStdinExact(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var outb, errb bytes.Buffer
+	spliced := splicedFrames.Load()
 	st, err = execAt(ctx, alice, Request{Command: []string{"tee /dev/stderr"}}, IO{Stdin: pr, Stdout: &outb, Stderr: &errb})
 	pr.Close()
 	if err != nil || st.Code != 0 || !bytes.Equal(outb.Bytes(), in) || !bytes.Equal(errb.Bytes(), in) {
 		t.Fatalf("tee from a pipe: %v %v; %d and %d bytes back, %d sent, equal %v %v", st, err, outb.Len(), errb.Len(), len(in),
 			bytes.Equal(outb.Bytes(), in), bytes.Equal(errb.Bytes(), in))
+	}
+	if runtime.GOOS == "linux" && splicedFrames.Load()-spliced < int64(len(in)/MaxData) {
+		t.Errorf("%d frames spliced from the pipe, want %d or more", splicedFrames.Load()-spliced, len(in)/MaxData)
+	}
+	// stdin from a regular file (spliced, as a pipe is) and from a
+	// socket (copied): byte-exact both
+	file := filepath.Join(t.TempDir(), "in")
+	if err := os.WriteFile(file, in, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fin, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fin.Close()
+	for name, stdin := range map[string]io.Reader{"a regular file": fin, "a socket": socketWith(t, in)} {
+		outb.Reset()
+		st, err = execAt(ctx, alice, Request{Command: []string{"cat"}}, IO{Stdin: stdin, Stdout: &outb})
+		if err != nil || st.Code != 0 || !bytes.Equal(outb.Bytes(), in) {
+			t.Fatalf("cat from %s: %v %v; %d bytes back of %d", name, st, err, outb.Len(), len(in))
+		}
 	}
 	// a command that reads only part of its stdin still ends, and so
 	// does the client
@@ -96,6 +121,31 @@ func TestExecStdinExact(t *testing.T) {
 	if err != nil || strings.TrimSpace(out) != "0" {
 		t.Errorf("wc -c without stdin: %q %v", out, err)
 	}
+}
+
+// socketWith is the read end of a unix socket pair whose other end sends
+// b and closes (an *os.File: what gridlink exec's stdin is when a socket).
+func socketWith(t *testing.T, b []byte) *os.File {
+	t.Helper()
+	// close-on-exec before any fork: a command holding the write end
+	// would never read its end
+	syscall.ForkLock.RLock()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err == nil {
+		syscall.CloseOnExec(fds[0])
+		syscall.CloseOnExec(fds[1])
+	}
+	syscall.ForkLock.RUnlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w := os.NewFile(uintptr(fds[0]), "r"), os.NewFile(uintptr(fds[1]), "w")
+	t.Cleanup(func() { r.Close() })
+	go func() {
+		_, _ = w.Write(b)
+		w.Close()
+	}()
+	return r
 }
 
 // INT, TERM and HUP reach the command's process group.
