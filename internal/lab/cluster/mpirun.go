@@ -116,17 +116,9 @@ func (c *Cluster) jobDir(name string) (string, []string, error) {
 // the ranks' traffic on that interface. env is what the launcher's
 // environment needs besides.
 func (c *Cluster) mpichArgs(ctx context.Context, dir string, job MPIJob) (argv, env []string, err error) {
-	src, bin := filepath.Join(dir, "allreduce.c"), filepath.Join(dir, "allreduce-mpich")
-	if err := os.WriteFile(src, allreduceC, 0o644); err != nil {
+	bin, err := BuildMPICH(ctx, dir)
+	if err != nil {
 		return nil, nil, err
-	}
-	if _, err := exec.LookPath("mpicc.mpich"); err != nil {
-		return nil, nil, &MissingError{What: "mpicc.mpich", Package: "libmpich-dev"}
-	}
-	cctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	if out, err := exec.CommandContext(cctx, "mpicc.mpich", "-O2", "-o", bin, src).CombinedOutput(); err != nil {
-		return nil, nil, fmt.Errorf("cluster: build %s: %v\n%s", src, err, out)
 	}
 	argv = []string{"mpiexec.hydra", "-launcher", "ssh"}
 	switch {
@@ -163,4 +155,24 @@ func (c *Cluster) mpichArgs(ctx context.Context, dir string, job MPIJob) (argv, 
 		argv = append(argv, "--vector", strconv.Itoa(job.Vector))
 	}
 	return argv, env, nil
+}
+
+// BuildMPICH builds the allreduce program in C (mpi/allreduce.c) for
+// MPICH in dir with mpicc.mpich and returns its path; its arguments are
+// --max-bytes and --vector (MPIJob's), its output what ParseMPIResult
+// reads.
+func BuildMPICH(ctx context.Context, dir string) (string, error) {
+	src, bin := filepath.Join(dir, "allreduce.c"), filepath.Join(dir, "allreduce-mpich")
+	if err := os.WriteFile(src, allreduceC, 0o644); err != nil {
+		return "", err
+	}
+	if _, err := exec.LookPath("mpicc.mpich"); err != nil {
+		return "", &MissingError{What: "mpicc.mpich", Package: "libmpich-dev"}
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(cctx, "mpicc.mpich", "-O2", "-o", bin, src).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("cluster: build %s: %v\n%s", src, err, out)
+	}
+	return bin, os.Chmod(bin, 0o755)
 }

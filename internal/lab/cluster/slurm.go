@@ -301,14 +301,20 @@ func (s *Slurm) Run(ctx context.Context, argv ...string) ([]byte, error) {
 // start without one, "No filesystem mounted on /sys/fs/cgroup", even
 // with no cgroup plugin configured), under h's name and with Etc as
 // /etc/slurm, HostsFile as /etc/hosts and a resolver that fails at once
-// in a mount namespace of its own.
+// in a mount namespace of its own. That namespace gets a sysfs of h's
+// network namespace too, with the machine's cgroup mounts moved onto it:
+// the jobs' programs find h's network devices under /sys/class/net (UCX,
+// which Debian's MPICH runs on, takes only the devices it finds there: in
+// the machine's sysfs, h's gridlink0 is "not available").
 func (s *Slurm) start(h Host, name string, argv []string) (*daemon, error) {
 	logf, err := os.OpenFile(s.path("log", name+".out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	defer logf.Close()
-	script := `hostname "$1" && mount --bind "$2" /etc/slurm && mount --bind "$3" /etc/hosts && mount --bind "$4" /etc/resolv.conf && shift 4 && exec "$@"`
+	script := `hostname "$1" && mount --bind "$2" /etc/slurm && mount --bind "$3" /etc/hosts && mount --bind "$4" /etc/resolv.conf &&
+c=$(mktemp -d) && mount --rbind /sys/fs/cgroup "$c" && umount -l /sys && mount -t sysfs sysfs /sys && mount --move "$c" /sys/fs/cgroup && rmdir "$c" &&
+shift 4 && exec "$@"`
 	full := append([]string{"--net=" + filepath.Join("/run/netns", h.NS), "--", "unshare", "--mount", "--uts", "--",
 		"sh", "-c", script, "sh", h.Name, s.Etc(), s.HostsFile(), s.path("run", "resolv.conf")}, argv...)
 	cmd := exec.Command("nsenter", full...)

@@ -40,7 +40,8 @@ type twoSites struct {
 // COMPLETED on both, its output (a line from each task, under its node's
 // name) comes back through exec, and g5k-n1 has no route to hiroshi-n1's
 // own address: the tasks' traffic crossed the firewalls on the virtual
-// network.
+// network. Then an MPI job (MPICH, hydra's proxies started by srun in the
+// allocation) with a rank on each site's node: allreduce right.
 func slurmTwoSites(ctx context.Context, t *testing.T, s twoSites) {
 	vip := func(h *topology.Host) cluster.Host {
 		v, ok := s.o.VIP(h)
@@ -108,6 +109,51 @@ func slurmTwoSites(ctx context.Context, t *testing.T, s twoSites) {
 		t.Errorf("the two-site job's output: %d %q %q; want the lines %q", code, out, errs, want)
 	}
 	t.Logf("two-site job %s at %s: %s on %s; its output:\n%s", id, s.fe.ID(), j.State, j.Nodes, strings.TrimSpace(out))
+
+	// an MPI job on the same allocation's kind: MPICH's mpiexec.hydra in
+	// the batch script launches its proxies with srun (hydra's slurm
+	// launcher, the nodes from the allocation), one rank on each site's
+	// node, the ranks talking over the virtual network's device
+	mpiDir := filepath.Join(s.x.dir(), "mpi-two-sites")
+	if err := os.MkdirAll(mpiDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	prog, err := cluster.BuildMPICH(ctx, mpiDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mpiScript := filepath.Join(s.x.dir(), "two-sites-mpi.sh")
+	job = fmt.Sprintf("#!/bin/sh\n#SBATCH --job-name=two-sites-mpi\nexec mpiexec.hydra -launcher slurm -n %d -ppn 1 -iface %s -genv UCX_NET_DEVICES %s -genv UCX_TLS self,tcp %s --max-bytes 65536 --vector 4096\n",
+		len(names), gridlink.DefaultVIPDevice, gridlink.DefaultVIPDevice, prog)
+	if err := os.WriteFile(mpiScript, []byte(job), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs = s.x.run(ctx, nil, "submit", s.fe.ID(), "-N", fmt.Sprint(len(names)), mpiScript)
+	mpiID := strings.TrimSpace(out)
+	if code != 0 || mpiID == "" {
+		t.Fatalf("gridlink submit of the MPI job: %d %q %q", code, out, errs)
+	}
+	testwait.Until(t, "MPI job "+mpiID+" finished, as gridlink jobs shows it", 2*time.Minute, func() bool {
+		code, out, _ := s.x.run(ctx, nil, "jobs", "--json", s.fe.ID(), mpiID)
+		var jobs []gridlink.Job
+		if code != 0 || json.Unmarshal([]byte(out), &jobs) != nil || len(jobs) != 1 {
+			return false
+		}
+		j = jobs[0]
+		return j.State == "COMPLETED" || j.State == "FAILED" || j.State == "CANCELLED" || j.State == "TIMEOUT" || j.State == "NODE_FAIL"
+	})
+	code, out, errs = s.x.exec(ctx, nil, s.fe.ID(), "cat", "slurm-"+mpiID+".out")
+	if j.State != "COMPLETED" || code != 0 {
+		t.Fatalf("the two-site MPI job %s: %+v; its output (%d %q):\n%s", mpiID, j, code, errs, out)
+	}
+	r, err := cluster.ParseMPIResult([]byte(out))
+	if err == nil {
+		err = r.Check(names)
+	}
+	if err != nil {
+		t.Fatalf("the two-site MPI job %s: %v\n%s", mpiID, err, out)
+	}
+	t.Logf("two-site MPI job %s (MPICH, proxies by srun) on %s: allreduce over %d ranks right; ping-pong:\n%s", mpiID, j.Nodes, r.Size, r.Table())
 
 	// without the virtual network the two nodes do not reach each other:
 	// g5k-n1 has no route to hiroshi-n1's own address
