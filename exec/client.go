@@ -178,11 +178,14 @@ func RunThrough(ctx context.Context, c *control.Client, node string, lo control.
 
 // runStream is RunThrough on the stream s the agent c opened.
 func runStream(ctx context.Context, c *control.Client, s *control.Stream, node string, lo control.LinkOptions, req Request, stdio IO) (Status, error) {
-	conn, err := s.Conn()
+	conn, err := streamConn(s)
 	if err != nil {
 		s.Close()
 		return Status{}, err
 	}
+	// the control connection: conn itself, or, with the pipes handed to
+	// the agent, what keeps the stream alive until Run is done with it
+	defer s.Close()
 	st, err := Run(ctx, conn, node, req, stdio)
 	var ee *EndedError
 	if errors.As(err, &ee) && ee.Cause == nil {

@@ -82,7 +82,7 @@ func TestExecStdinExact(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var outb, errb bytes.Buffer
-	spliced := splicedFrames.Load()
+	spliced, handed := splicedFrames.Load(), handedStreams.Load()
 	st, err = execAt(ctx, alice, Request{Command: []string{"tee /dev/stderr"}}, IO{Stdin: pr, Stdout: &outb, Stderr: &errb})
 	pr.Close()
 	if err != nil || st.Code != 0 || !bytes.Equal(outb.Bytes(), in) || !bytes.Equal(errb.Bytes(), in) {
@@ -91,6 +91,9 @@ func TestExecStdinExact(t *testing.T) {
 	}
 	if runtime.GOOS == "linux" && splicedFrames.Load()-spliced < int64(len(in)/MaxData) {
 		t.Errorf("%d frames spliced from the pipe, want %d or more", splicedFrames.Load()-spliced, len(in)/MaxData)
+	}
+	if runtime.GOOS == "linux" && handedStreams.Load() == handed {
+		t.Errorf("the frames went through the control socket: the agent took no pipes")
 	}
 	// stdin from a regular file (spliced, as a pipe is) and from a
 	// socket (copied): byte-exact both

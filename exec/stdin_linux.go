@@ -18,11 +18,11 @@ import (
 // left of the cost is the kernel's, as when gridlink nc hands its stdin
 // to the agent. in must be a pipe or a regular file, c a TCP or unix
 // socket (the control socket a stream of the caller's agent goes
-// through); otherwise, or if the kernel refuses the first splice,
+// through) or the pipe handed to the agent (streamConn); otherwise, or if the kernel refuses the first splice,
 // spliceStdin sends nothing and returns false, and the caller copies.
 func spliceStdin(in *os.File, c net.Conn, w *frameWriter, cr *credit) bool {
 	switch c.(type) {
-	case *net.UnixConn, *net.TCPConn:
+	case *net.UnixConn, *net.TCPConn, *pipeConn:
 	default:
 		return false
 	}
