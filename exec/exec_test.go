@@ -231,3 +231,38 @@ func TestExecUserAgentOnlyItsUser(t *testing.T) {
 		t.Errorf("alice mapped to root at a user's agent: %v; want %q on both ends", err, why)
 	}
 }
+
+// MPICH's hydra runs gridlink exec with a pipe as stdin that it never
+// writes or closes: the command's exit still ends the client at once, its
+// output whole (stdin spliced from the pipe, the frames through the pipes
+// handed to the agent).
+func TestExecStdinNeverClosed(t *testing.T) {
+	gr := newGrid(t, aliceMap, false)
+	alice := gr.user(t, "alice")
+	// a pipe as Go makes it (non-blocking, polled) and one in blocking
+	// mode, as a shell gives gridlink exec its stdin
+	for _, blocking := range []bool{false, true} {
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if blocking {
+			var fds [2]int
+			if err := syscall.Pipe(fds[:]); err != nil {
+				t.Fatal(err)
+			}
+			pr.Close()
+			pw.Close()
+			pr, pw = os.NewFile(uintptr(fds[0]), "r"), os.NewFile(uintptr(fds[1]), "w")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		var out bytes.Buffer
+		st, err := execAt(ctx, alice, Request{Command: []string{"sleep 0.2; echo proxy done; exit 7"}}, IO{Stdin: pr, Stdout: &out})
+		cancel()
+		pw.Close() // (ends the blocked read of stdin left behind)
+		pr.Close()
+		if err != nil || st.Code != 7 || out.String() != "proxy done\n" {
+			t.Fatalf("a command whose stdin stays open (blocking %v): %v %v %q", blocking, st, err, out.String())
+		}
+	}
+}
