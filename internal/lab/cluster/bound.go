@@ -74,8 +74,9 @@ func runBounded(ctx context.Context, timeout time.Duration, host string, argv []
 		ps = snap
 		mu.Unlock()
 		err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		// the job's account's processes that left the group (a daemon,
-		// an exec client in a group of its own): only a test's account
+		// the job's own processes of its account that left the group (MPI's
+		// daemons, proxies and ranks in groups of their own), never the
+		// account's others (its gridlink agent, which later steps use)
 		for _, pid := range left {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
@@ -99,7 +100,8 @@ func runBounded(ctx context.Context, timeout time.Duration, host string, argv []
 // group, user's processes (if user is not "" or root), and every process
 // of gridlink, MPI, Slurm or munge on the machine (the lab's hosts share
 // this machine's process table), with their state and what they wait in;
-// and the IDs of user's processes outside the group.
+// and the IDs of user's processes outside the group that are a job's
+// (jobLeftover: MPI's, Slurm's commands), to be killed with it.
 func jobProcesses(pgid int, user string) (string, []int) {
 	out, err := exec.Command("ps", "-e", "-o", "pid,ppid,pgid,user:16,etime,stat,wchan:22,args", "--forest").Output()
 	if err != nil {
@@ -117,7 +119,7 @@ func jobProcesses(pgid int, user string) (string, []int) {
 		if f[2] == strconv.Itoa(pgid) || mine || jobProgram.MatchString(strings.Join(f[7:], " ")) {
 			keep = append(keep, l)
 		}
-		if pid, err := strconv.Atoi(f[0]); err == nil && mine && f[2] != strconv.Itoa(pgid) {
+		if pid, err := strconv.Atoi(f[0]); err == nil && mine && f[2] != strconv.Itoa(pgid) && jobLeftover.MatchString(strings.Join(f[7:], " ")) {
 			left = append(left, pid)
 		}
 	}
@@ -126,6 +128,11 @@ func jobProcesses(pgid int, user string) (string, []int) {
 	}
 	return strings.Join(keep, "\n"), left
 }
+
+// jobLeftover matches the command lines of a job's processes that may
+// outlive its launcher's group: MPI's daemons, proxies and ranks, Slurm's
+// commands. Not gridlink: the account's own agent serves later steps.
+var jobLeftover = regexp.MustCompile(`(^|[\s/"])(hydra_pmi_proxy|mpiexec(\.hydra)?|mpirun(\.openmpi)?|orted|allreduce[-a-z.]*|srun|sbatch)("|\s|$)`)
 
 // jobProgram matches the command lines jobProcesses lists.
 var jobProgram = regexp.MustCompile(`gridlink|hydra|mpiexec|mpirun|orted|allreduce|slurm|srun|sbatch|munge`)

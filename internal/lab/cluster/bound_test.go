@@ -109,3 +109,25 @@ func zombie(pid int) bool {
 	b, err := exec.Command("ps", "-o", "stat=", "-p", strconv.Itoa(pid)).Output()
 	return err != nil || strings.HasPrefix(strings.TrimSpace(string(b)), "Z")
 }
+
+// What a timeout kills beyond the launcher's group: the job's MPI and
+// Slurm processes of its account, never the account's gridlink agent
+// (the CI run of 00:54: the MPICH job's timeout killed alice's agent,
+// and the Slurm subtests after it failed, "agent of uid 0 refuses uid
+// 1001").
+func TestJobLeftover(t *testing.T) {
+	for line, want := range map[string]bool{
+		`\_ sh -c "/usr/bin/hydra_pmi_proxy" --control-port 100.110.217.97:38119 --rmk user`:                true,
+		`|       \_ /usr/bin/hydra_pmi_proxy --control-port 100.110.217.97:38119 --rmk user --launcher ssh`: true,
+		`|           \_ /tmp/T/001/cluster-mpi-333804695/allreduce-mpich --max-bytes 262144 --vector 4096`:  true,
+		`\_ mpiexec.hydra -launcher ssh -launcher-exec /tmp/T/002/gridlink-exec -hosts das3v-n1.grid`:       true,
+		`\_ orted --daemonize -mca ess "env"`: true,
+		`\_ /tmp/T/002/gridlink node --name alice-das3v-n1 --hub 198.51.100.10:7946 --ca /tmp/T/001/alice/ca.pem`: false,
+		`\_ /tmp/T/002/gridlink exec g5k-fe cat slurm-1.out`:                                                      false,
+		`\_ -sh`: false,
+	} {
+		if got := jobLeftover.MatchString(line); got != want {
+			t.Errorf("%q: killed with the job %v, want %v", line, got, want)
+		}
+	}
+}
