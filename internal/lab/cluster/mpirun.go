@@ -147,13 +147,7 @@ func (c *Cluster) mpichArgs(ctx context.Context, dir string, job MPIJob) (argv, 
 		// only share this machine's kernel
 		argv = append(argv, "-iface", job.Iface, "-genv", "UCX_NET_DEVICES", job.Iface, "-genv", "UCX_TLS", "self,tcp")
 	}
-	// the ranks at the lowest CPU priority: MPICH's ranks spin in its
-	// progress loop (it has no yield when idle, Open MPI's
-	// mpi_yield_when_idle), and on this machine's shared cores four of
-	// them starve the gridlink agents that carry their messages: a job
-	// stalled in CI with its ranks running (R) and its proxies and
-	// launcher waiting, until its bound (TestClusterExec/MPICH)
-	argv = append(argv, "nice", "-n", "19", bin)
+	argv = append(argv, bin)
 	if job.MaxBytes > 0 {
 		argv = append(argv, "--max-bytes", strconv.Itoa(job.MaxBytes))
 	}

@@ -113,8 +113,7 @@ func slurmTwoSites(ctx context.Context, t *testing.T, s twoSites) {
 	// an MPI job on the same allocation's kind: MPICH's mpiexec.hydra in
 	// the batch script launches its proxies with srun (hydra's slurm
 	// launcher, the nodes from the allocation), one rank on each site's
-	// node, the ranks talking over the virtual network's device, at the
-	// lowest CPU priority (as MPIRun runs MPICH's: they spin)
+	// node, the ranks talking over the virtual network's device
 	mpiDir := filepath.Join(s.x.dir(), "mpi-two-sites")
 	if err := os.MkdirAll(mpiDir, 0o755); err != nil {
 		t.Fatal(err)
@@ -124,7 +123,7 @@ func slurmTwoSites(ctx context.Context, t *testing.T, s twoSites) {
 		t.Fatal(err)
 	}
 	mpiScript := filepath.Join(s.x.dir(), "two-sites-mpi.sh")
-	job = fmt.Sprintf("#!/bin/sh\n#SBATCH --job-name=two-sites-mpi\nexec mpiexec.hydra -launcher slurm -n %d -ppn 1 -iface %s -genv UCX_NET_DEVICES %s -genv UCX_TLS self,tcp nice -n 19 %s --max-bytes 65536 --vector 4096\n",
+	job = fmt.Sprintf("#!/bin/sh\n#SBATCH --job-name=two-sites-mpi\nexec mpiexec.hydra -launcher slurm -n %d -ppn 1 -iface %s -genv UCX_NET_DEVICES %s -genv UCX_TLS self,tcp %s --max-bytes 65536 --vector 4096\n",
 		len(names), gridlink.DefaultVIPDevice, gridlink.DefaultVIPDevice, prog)
 	if err := os.WriteFile(mpiScript, []byte(job), 0o644); err != nil {
 		t.Fatal(err)
