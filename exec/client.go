@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"sync"
 	"time"
 
@@ -54,7 +55,7 @@ func Run(ctx context.Context, c net.Conn, node string, req Request, stdio IO) (S
 	if err := w.send(FrameRequest, body); err != nil {
 		return Status{}, orCtx(ctx, fmt.Errorf("exec at %s: sending the request: %w", node, err))
 	}
-	br := bufio.NewReaderSize(c, frameHeader+MaxData)
+	br := bufio.NewReaderSize(c, readBuffer)
 	f, err := ReadFrame(br, FromService)
 	switch {
 	case err != nil:
@@ -68,7 +69,12 @@ func Run(ctx context.Context, c net.Conn, node string, req Request, stdio IO) (S
 	defer cr.close()
 	quit := make(chan struct{})
 	defer close(quit)
-	go sendStdin(stdio.Stdin, w, cr)
+	go func() {
+		if f, ok := stdio.Stdin.(*os.File); ok && spliceStdin(f, c, w, cr) {
+			return
+		}
+		sendStdin(stdio.Stdin, w, cr)
+	}()
 	go func() {
 		for {
 			select {
@@ -86,8 +92,11 @@ func Run(ctx context.Context, c net.Conn, node string, req Request, stdio IO) (S
 		}
 	}()
 	out, errw := orDiscard(stdio.Stdout), orDiscard(stdio.Stderr)
+	// output is written before the next frame is read: one buffer serves
+	data := make([]byte, MaxData)
+	reuse := func(int) []byte { return data }
 	for {
-		f, err := ReadFrame(br, FromService)
+		f, err := readFrame(br, FromService, reuse)
 		if err != nil {
 			return Status{}, orCtx(ctx, readFailed(node, true, err))
 		}
@@ -169,11 +178,14 @@ func RunThrough(ctx context.Context, c *control.Client, node string, lo control.
 
 // runStream is RunThrough on the stream s the agent c opened.
 func runStream(ctx context.Context, c *control.Client, s *control.Stream, node string, lo control.LinkOptions, req Request, stdio IO) (Status, error) {
-	conn, err := s.Conn()
+	conn, err := streamConn(s)
 	if err != nil {
 		s.Close()
 		return Status{}, err
 	}
+	// the control connection: conn itself, or, with the pipes handed to
+	// the agent, what keeps the stream alive until Run is done with it
+	defer s.Close()
 	st, err := Run(ctx, conn, node, req, stdio)
 	var ee *EndedError
 	if errors.As(err, &ee) && ee.Cause == nil {
@@ -246,18 +258,24 @@ func orDiscard(w io.Writer) io.Writer {
 }
 
 // sendStdin sends in as stdin frames within the credit, then its end.
+// Each frame is read in place after its header and goes out in one
+// write; a pipe as stdin is grown to carry whole frames (as nc grows its
+// own), so that reads are a frame's size, not the pipe's default 64 KiB.
 func sendStdin(in io.Reader, w *frameWriter, cr *credit) {
 	if in != nil {
-		buf := make([]byte, MaxData)
+		if f, ok := in.(*os.File); ok {
+			growPipe(f)
+		}
+		buf := make([]byte, frameHeader+MaxData)
 		for {
 			n, ok := cr.take(MaxData)
 			if !ok {
 				return
 			}
-			m, err := in.Read(buf[:n])
+			m, err := in.Read(buf[frameHeader : frameHeader+n])
 			cr.giveBack(n - m)
 			if m > 0 {
-				if w.send(FrameStdin, buf[:m]) != nil {
+				if w.sendBuilt(FrameStdin, buf[:frameHeader+m]) != nil {
 					return
 				}
 			}

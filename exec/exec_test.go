@@ -7,7 +7,10 @@ import (
 	"errors"
 	"io"
 	"os"
+	"path/filepath"
+	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -60,6 +63,56 @@ func TestExecStdinExact(t *testing.T) {
 	if !bytes.Equal([]byte(out), in) {
 		t.Fatalf("cat returned %d bytes, not the %d sent", len(out), len(in))
 	}
+	// stdin from a pipe (as gridlink exec's usually is: grown to a
+	// frame's size, read in place after the frame's header) and output
+	// and error output both in bulk, through the buffers the data path
+	// reuses: byte-exact, stdout and stderr kept apart
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		for off := 0; off < len(in); off += 100 << 10 { // writes that straddle frames
+			if _, err := pw.Write(in[off:min(off+100<<10, len(in))]); err != nil {
+				break
+			}
+		}
+		pw.Close()
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var outb, errb bytes.Buffer
+	spliced, handed := splicedFrames.Load(), handedStreams.Load()
+	st, err = execAt(ctx, alice, Request{Command: []string{"tee /dev/stderr"}}, IO{Stdin: pr, Stdout: &outb, Stderr: &errb})
+	pr.Close()
+	if err != nil || st.Code != 0 || !bytes.Equal(outb.Bytes(), in) || !bytes.Equal(errb.Bytes(), in) {
+		t.Fatalf("tee from a pipe: %v %v; %d and %d bytes back, %d sent, equal %v %v", st, err, outb.Len(), errb.Len(), len(in),
+			bytes.Equal(outb.Bytes(), in), bytes.Equal(errb.Bytes(), in))
+	}
+	if runtime.GOOS == "linux" && splicedFrames.Load()-spliced < int64(len(in)/MaxData) {
+		t.Errorf("%d frames spliced from the pipe, want %d or more", splicedFrames.Load()-spliced, len(in)/MaxData)
+	}
+	if runtime.GOOS == "linux" && handedStreams.Load() == handed {
+		t.Errorf("the frames went through the control socket: the agent took no pipes")
+	}
+	// stdin from a regular file (spliced, as a pipe is) and from a
+	// socket (copied): byte-exact both
+	file := filepath.Join(t.TempDir(), "in")
+	if err := os.WriteFile(file, in, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fin, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fin.Close()
+	for name, stdin := range map[string]io.Reader{"a regular file": fin, "a socket": socketWith(t, in)} {
+		outb.Reset()
+		st, err = execAt(ctx, alice, Request{Command: []string{"cat"}}, IO{Stdin: stdin, Stdout: &outb})
+		if err != nil || st.Code != 0 || !bytes.Equal(outb.Bytes(), in) {
+			t.Fatalf("cat from %s: %v %v; %d bytes back of %d", name, st, err, outb.Len(), len(in))
+		}
+	}
 	// a command that reads only part of its stdin still ends, and so
 	// does the client
 	out, _, st, err = output(t, alice, Request{Command: []string{"head", "-c", "5"}}, in)
@@ -71,6 +124,31 @@ func TestExecStdinExact(t *testing.T) {
 	if err != nil || strings.TrimSpace(out) != "0" {
 		t.Errorf("wc -c without stdin: %q %v", out, err)
 	}
+}
+
+// socketWith is the read end of a unix socket pair whose other end sends
+// b and closes (an *os.File: what gridlink exec's stdin is when a socket).
+func socketWith(t *testing.T, b []byte) *os.File {
+	t.Helper()
+	// close-on-exec before any fork: a command holding the write end
+	// would never read its end
+	syscall.ForkLock.RLock()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err == nil {
+		syscall.CloseOnExec(fds[0])
+		syscall.CloseOnExec(fds[1])
+	}
+	syscall.ForkLock.RUnlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, w := os.NewFile(uintptr(fds[0]), "r"), os.NewFile(uintptr(fds[1]), "w")
+	t.Cleanup(func() { r.Close() })
+	go func() {
+		_, _ = w.Write(b)
+		w.Close()
+	}()
+	return r
 }
 
 // INT, TERM and HUP reach the command's process group.
@@ -151,5 +229,40 @@ func TestExecUserAgentOnlyItsUser(t *testing.T) {
 	why := `the exec service of target runs as uid 65534, not as root: it runs commands only as uid 65534, and "/O=testgrid/OU=user/CN=alice" maps to root (uid 0)`
 	if !errors.As(err, &re) || re.Reason != why || !gr.log.has(why) {
 		t.Errorf("alice mapped to root at a user's agent: %v; want %q on both ends", err, why)
+	}
+}
+
+// MPICH's hydra runs gridlink exec with a pipe as stdin that it never
+// writes or closes: the command's exit still ends the client at once, its
+// output whole (stdin spliced from the pipe, the frames through the pipes
+// handed to the agent).
+func TestExecStdinNeverClosed(t *testing.T) {
+	gr := newGrid(t, aliceMap, false)
+	alice := gr.user(t, "alice")
+	// a pipe as Go makes it (non-blocking, polled) and one in blocking
+	// mode, as a shell gives gridlink exec its stdin
+	for _, blocking := range []bool{false, true} {
+		pr, pw, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if blocking {
+			var fds [2]int
+			if err := syscall.Pipe(fds[:]); err != nil {
+				t.Fatal(err)
+			}
+			pr.Close()
+			pw.Close()
+			pr, pw = os.NewFile(uintptr(fds[0]), "r"), os.NewFile(uintptr(fds[1]), "w")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		var out bytes.Buffer
+		st, err := execAt(ctx, alice, Request{Command: []string{"sleep 0.2; echo proxy done; exit 7"}}, IO{Stdin: pr, Stdout: &out})
+		cancel()
+		pw.Close() // (ends the blocked read of stdin left behind)
+		pr.Close()
+		if err != nil || st.Code != 7 || out.String() != "proxy done\n" {
+			t.Fatalf("a command whose stdin stays open (blocking %v): %v %v %q", blocking, st, err, out.String())
+		}
 	}
 }

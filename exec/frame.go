@@ -142,6 +142,14 @@ var frameBounds = map[byte]bounds{
 	FrameExit:     {FromService, 2, 2},
 }
 
+// putHeader writes a frame header for typ and n payload bytes into b
+// (frameHeader bytes): a frame built in place, its payload read straight
+// after the header, goes out in one write without a copy.
+func putHeader(b []byte, typ byte, n int) {
+	b[0] = typ
+	binary.BigEndian.PutUint32(b[1:frameHeader], uint32(n))
+}
+
 // AppendFrame appends a frame of type typ with payload data to b.
 func AppendFrame(b []byte, typ byte, data []byte) []byte {
 	b = append(b, typ)
@@ -152,7 +160,13 @@ func AppendFrame(b []byte, typ byte, data []byte) []byte {
 // ReadFrame reads one frame sent by side from r and checks it (type,
 // direction, length, payload rules). An EOF before the first byte is
 // io.EOF; any other fault a *ProtocolError or the read's error.
-func ReadFrame(r io.Reader, side Side) (Frame, error) {
+func ReadFrame(r io.Reader, side Side) (Frame, error) { return readFrame(r, side, nil) }
+
+// readFrame is ReadFrame with the payload read into buf(n) when buf is
+// not nil and the frame carries data (stdin, stdout, stderr): a buffer
+// of n bytes the caller reuses, so that bulk data is neither allocated
+// nor zeroed per frame. Every check is ReadFrame's.
+func readFrame(r io.Reader, side Side, buf func(n int) []byte) (Frame, error) {
 	var h [frameHeader]byte
 	if _, err := io.ReadFull(r, h[:1]); err != nil {
 		return Frame{}, err
@@ -172,7 +186,11 @@ func ReadFrame(r io.Reader, side Side) (Frame, error) {
 	if n < uint32(bd.min) || n > uint32(bd.max) {
 		return f, &ProtocolError{Type: f.Type, Msg: fmt.Sprintf("%d bytes, want %d..%d", n, bd.min, bd.max)}
 	}
-	f.Data = make([]byte, n)
+	if buf != nil && n > 0 && (f.Type == FrameStdin || f.Type == FrameStdout || f.Type == FrameStderr) {
+		f.Data = buf(int(n))[:n]
+	} else {
+		f.Data = make([]byte, n)
+	}
 	if _, err := io.ReadFull(r, f.Data); err != nil {
 		return f, fmt.Errorf("exec protocol: frame %q cut short: %w", f.Type, err)
 	}

@@ -33,6 +33,37 @@ func TestFrameRoundTrip(t *testing.T) {
 	}
 }
 
+// Data frames read into a caller's buffer land there, whole, and the
+// buffer serves the next frame; other frames are allocated as before.
+func TestReadFrameIntoBuffer(t *testing.T) {
+	buf := make([]byte, MaxData)
+	calls := 0
+	get := func(n int) []byte { calls++; return buf }
+	var stream []byte
+	stream = AppendFrame(stream, FrameStdin, bytes.Repeat([]byte{1}, MaxData))
+	stream = AppendFrame(stream, FrameStdin, []byte("two"))
+	stream = AppendFrame(stream, FrameSignal, []byte{SIGINT})
+	r := bytes.NewReader(stream)
+	f, err := readFrame(r, FromClient, get)
+	if err != nil || len(f.Data) != MaxData || &f.Data[0] != &buf[0] || f.Data[MaxData-1] != 1 {
+		t.Fatalf("a full stdin frame: %v, %d bytes, in the buffer %v", err, len(f.Data), err == nil && &f.Data[0] == &buf[0])
+	}
+	f, err = readFrame(r, FromClient, get)
+	if err != nil || string(f.Data) != "two" || &f.Data[0] != &buf[0] {
+		t.Fatalf("the next stdin frame: %v %q", err, f.Data)
+	}
+	f, err = readFrame(r, FromClient, get)
+	if err != nil || f.Type != FrameSignal || &f.Data[0] == &buf[0] || calls != 2 {
+		t.Fatalf("a signal frame: %v %q, %d buffers asked for", err, f.Data, calls)
+	}
+	// the pool's buffers come back whole
+	b := stdinBuf(10)
+	putStdinBuf(b)
+	if b2 := stdinBuf(MaxData); len(b2) != MaxData {
+		t.Fatalf("a pooled buffer of %d bytes", len(b2))
+	}
+}
+
 // Every malformed frame is refused as a *ProtocolError, never accepted.
 func TestFrameStrict(t *testing.T) {
 	for _, tc := range []struct {
@@ -120,6 +151,12 @@ func FuzzReadFrame(f *testing.F) {
 			side = FromClient
 		}
 		fr, err := ReadFrame(bytes.NewReader(b), side)
+		// read into a reused buffer (the data path's), it decodes the same
+		scratch := bytes.Repeat([]byte{0xa5}, MaxData)
+		fr2, err2 := readFrame(bytes.NewReader(b), side, func(int) []byte { return scratch })
+		if (err == nil) != (err2 == nil) || (err == nil && (fr2.Type != fr.Type || !bytes.Equal(fr2.Data, fr.Data))) {
+			t.Fatalf("read into a buffer: %q %x %v; ReadFrame: %q %x %v", fr2.Type, fr2.Data, err2, fr.Type, fr.Data, err)
+		}
 		if err != nil {
 			return
 		}

@@ -91,3 +91,19 @@ func (q *stdinQueue) empty() bool {
 	defer q.mu.Unlock()
 	return len(q.bufs) == 0
 }
+
+// stdinBufs are the buffers stdin frames are read into (MaxData bytes
+// each): the command takes a frame, and its buffer serves a later one,
+// instead of a new buffer allocated and zeroed for every frame.
+var stdinBufs = sync.Pool{New: func() any { b := make([]byte, MaxData); return &b }}
+
+// stdinBuf is a buffer for a stdin frame's n bytes (readFrame's buf).
+func stdinBuf(n int) []byte { return (*stdinBufs.Get().(*[]byte))[:n] }
+
+// putStdinBuf gives a frame's buffer back once the command took it.
+func putStdinBuf(b []byte) {
+	if cap(b) == MaxData {
+		b = b[:MaxData]
+		stdinBufs.Put(&b)
+	}
+}

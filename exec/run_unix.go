@@ -148,7 +148,7 @@ func (r *running) run(c io.Reader, w *frameWriter) (Status, error) {
 	go func() {
 		defer close(r.readerDone)
 		for {
-			f, err := ReadFrame(c, FromClient)
+			f, err := readFrame(c, FromClient, stdinBuf)
 			if err != nil {
 				r.mu.Lock()
 				exited := r.exited
@@ -213,17 +213,18 @@ func (r *running) run(c io.Reader, w *frameWriter) (Status, error) {
 			}
 			q.taken(len(b))
 			owed += len(b)
+			putStdinBuf(b)
 		}
 	}()
 	// stdout and stderr, until they end
 	var outs sync.WaitGroup
 	copyOut := func(f *os.File, typ byte) {
 		defer outs.Done()
-		buf := make([]byte, MaxData)
+		buf := make([]byte, frameHeader+MaxData) // the header's room, then the output
 		for {
-			n, err := f.Read(buf)
+			n, err := f.Read(buf[frameHeader:])
 			if n > 0 {
-				if w.send(typ, buf[:n]) != nil {
+				if w.sendBuilt(typ, buf[:frameHeader+n]) != nil {
 					fail(errClientGone)
 				}
 			}

@@ -121,7 +121,7 @@ func (s *Service) handle(c net.Conn) {
 	}
 	who := fmt.Sprintf("%s from node %s", describePeer(peer), from)
 	_ = c.SetReadDeadline(time.Now().Add(requestWait))
-	br := bufio.NewReaderSize(c, frameHeader+MaxData)
+	br := bufio.NewReaderSize(c, readBuffer)
 	f, err := ReadFrame(br, FromClient)
 	if err == nil && f.Type != FrameRequest {
 		err = &ProtocolError{Type: f.Type, Msg: "before the request"}
@@ -181,6 +181,12 @@ func (s *Service) handle(c net.Conn) {
 		}
 	}
 }
+
+// readBuffer is the size of both ends' buffered readers: small frames
+// (requests, credit, signals, exit) come whole from it, while the bulk of
+// a data frame's payload, read with a larger buffer than this, goes from
+// the link into the payload's buffer without a copy through it.
+const readBuffer = 32 << 10
 
 // drainWait bounds the wait for a caller to close after its exit status.
 const drainWait = 10 * time.Second
@@ -258,6 +264,19 @@ type frameWriter struct {
 	c   net.Conn
 	buf []byte
 	err error
+}
+
+// sendBuilt sends a frame built in place: b holds the header's room
+// (frameHeader bytes) and then the payload, which is not copied.
+func (w *frameWriter) sendBuilt(typ byte, b []byte) error {
+	putHeader(b, typ, len(b)-frameHeader)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return w.err
+	}
+	_, w.err = w.c.Write(b)
+	return w.err
 }
 
 func (w *frameWriter) send(typ byte, data []byte) error {

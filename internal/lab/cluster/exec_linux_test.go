@@ -43,7 +43,9 @@ var execHosts = []string{"das3v-n1", "g5k-n1", "hiroshi-n1", "desktop-pc"}
 // each target's log naming the daemon it ran for her. Then Slurm: munged,
 // slurmctld on g5k-fe and slurmd on g5k-n1 and g5k-n2 (non-routed), and
 // gridlink submit from das3v-n1 queues a job there that runs and whose
-// output comes back; gridlink jobs follows it.
+// output comes back; gridlink jobs follows it. Then a two-site job: one
+// Slurm cluster over the virtual network, slurmctld on g5k-fe and slurmd
+// on g5k-n1 and hiroshi-n1, a job with a task on each (slurmTwoSites).
 func TestClusterExec(t *testing.T) {
 	need(t, append(append(append([]string{}, cluster.MPIPackages...), cluster.MPICHPackages...), cluster.SlurmPackages...)...)
 	acct := newAccount(t)
@@ -120,6 +122,25 @@ func TestClusterExec(t *testing.T) {
 		})
 	}
 
+	// a subtest that fails shows what the gridlink agents said
+	agentLogs := func(t *testing.T) {
+		t.Cleanup(func() {
+			if t.Failed() {
+				for _, h := range append(append([]*topology.Host{}, hs...), fe) {
+					log, _ := os.ReadFile(matrix.LogFile(h, "node"))
+					t.Logf("--- the gridlink agent on %s (last lines) ---\n%s", h.ID(), tail(log, 2500))
+				}
+			}
+		})
+	}
+	// each subtest has a time of its own: one that runs out does not
+	// leave the next none (a hung MPI job once did, and Slurm's start
+	// then failed at once, blamed on munged)
+	subCtx := func(t *testing.T, d time.Duration) context.Context {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		t.Cleanup(cancel)
+		return ctx
+	}
 	jobLogged := func(t *testing.T, what string) {
 		t.Helper()
 		for _, h := range hs[1:] {
@@ -130,6 +151,8 @@ func TestClusterExec(t *testing.T) {
 		}
 	}
 	t.Run("OpenMPI", func(t *testing.T) {
+		agentLogs(t)
+		ctx := subCtx(t, 2*time.Minute)
 		peers, stop := watchRankPeers(ctx, hosts)
 		start := time.Now()
 		r, warnings, err := c.MPIRun(ctx, cluster.MPIJob{Launcher: names[0], Hosts: names, User: acct.name, MaxBytes: 256 << 10, Vector: 4096})
@@ -162,6 +185,8 @@ func TestClusterExec(t *testing.T) {
 		}
 	})
 	t.Run("MPICH", func(t *testing.T) {
+		agentLogs(t)
+		ctx := subCtx(t, 2*time.Minute)
 		start := time.Now()
 		r, warnings, err := c.MPIRun(ctx, cluster.MPIJob{MPI: cluster.MPICH, Launcher: names[0], Hosts: names, User: acct.name,
 			MaxBytes: 256 << 10, Vector: 4096, Iface: gridlink.DefaultVIPDevice})
@@ -179,6 +204,8 @@ func TestClusterExec(t *testing.T) {
 		jobLogged(t, "hydra_pmi_proxy")
 	})
 	t.Run("Slurm", func(t *testing.T) {
+		agentLogs(t)
+		ctx := subCtx(t, 3*time.Minute)
 		defer slurm.Close()
 		if err := slurm.Start(ctx); err != nil {
 			t.Fatal(err)
@@ -216,6 +243,12 @@ func TestClusterExec(t *testing.T) {
 		if code == 0 || !strings.Contains(errs, "sbatch at "+fe.ID()) {
 			t.Errorf("a refused sbatch: exit %d, %q; want its words", code, errs)
 		}
+	})
+	// after Slurm (whose cluster it closed): one cluster across two sites
+	// on the virtual network, the frontend's configuration replaced
+	t.Run("SlurmTwoSites", func(t *testing.T) {
+		agentLogs(t)
+		slurmTwoSites(subCtx(t, 4*time.Minute), t, twoSites{o: o, x: x, fe: fe, nodes: []*topology.Host{nodes[0], host("hiroshi-n1")}, etc: slurm.Etc()})
 	})
 }
 
@@ -375,6 +408,9 @@ func (x *userRun) run(ctx context.Context, stdin io.Reader, args ...string) (int
 	var out, errb bytes.Buffer
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdin, &out, &errb
 	err := cmd.Run()
+	if ctx.Err() != nil {
+		errb.WriteString(fmt.Sprintf("\n(gridlink %s: killed, no end after 90s)", strings.Join(args, " ")))
+	}
 	if ee, ok := err.(*exec.ExitError); ok {
 		return ee.ExitCode(), out.String(), errb.String()
 	} else if err != nil {

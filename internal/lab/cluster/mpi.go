@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 )
 
 //go:embed mpi/allreduce.py
@@ -43,6 +44,10 @@ type MPIJob struct {
 	// MaxBytes is the largest ping-pong message, 4 MiB by default;
 	// Vector the length of the reduced vectors, 65536 by default.
 	MaxBytes, Vector int
+	// Timeout bounds the job, DefaultJobTimeout if zero: then its
+	// launcher's process group is killed and MPIRun returns a
+	// *TimeoutError with its output and the job's processes.
+	Timeout time.Duration
 	// Python runs the program on every host: Debian's /usr/bin/python3 by
 	// default, the one python3-mpi4py is installed for (a python3 earlier
 	// in PATH, such as pyenv's, would not find mpi4py).

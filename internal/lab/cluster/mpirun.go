@@ -1,8 +1,8 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // MPIRun runs job and returns its parsed result and the launcher's
@@ -51,20 +52,30 @@ func (c *Cluster) MPIRun(ctx context.Context, job MPIJob) (*MPIResult, string, e
 	if as != nil {
 		as = append(as, env...) // after env -i
 	}
-	cmd, err := c.Command(ctx, job.Launcher, append(as, argv...)...)
+	timeout := job.Timeout
+	if timeout == 0 {
+		timeout = DefaultJobTimeout
+	}
+	full := append(as, argv...)
+	out, errb, err := runBounded(ctx, timeout, job.Launcher, full, job.User, func(ctx context.Context) (*exec.Cmd, error) {
+		cmd, err := c.Command(ctx, job.Launcher, full...)
+		if err != nil {
+			return nil, err
+		}
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+		cmd.Env = append(cmd.Env, env...)
+		return cmd, nil
+	})
+	var te *TimeoutError
+	if errors.As(err, &te) {
+		return nil, string(errb), err
+	}
 	if err != nil {
-		return nil, "", err
+		return nil, string(errb), &RunError{Host: job.Launcher, Argv: full, Err: err, Stderr: lastLines(string(errb)+string(out), 30)}
 	}
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
-	cmd.Env = append(cmd.Env, env...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return nil, errb.String(), &RunError{Host: job.Launcher, Argv: cmd.Args, Err: err, Stderr: lastLines(errb.String()+out.String(), 30)}
-	}
-	r, err := ParseMPIResult(out.Bytes())
-	return r, errb.String(), err
+	r, err := ParseMPIResult(out)
+	return r, string(errb), err
 }
 
 // jobDir is where a job's files go (the scratch directory, or for a
@@ -105,15 +116,9 @@ func (c *Cluster) jobDir(name string) (string, []string, error) {
 // the ranks' traffic on that interface. env is what the launcher's
 // environment needs besides.
 func (c *Cluster) mpichArgs(ctx context.Context, dir string, job MPIJob) (argv, env []string, err error) {
-	src, bin := filepath.Join(dir, "allreduce.c"), filepath.Join(dir, "allreduce-mpich")
-	if err := os.WriteFile(src, allreduceC, 0o644); err != nil {
+	bin, err := BuildMPICH(ctx, dir)
+	if err != nil {
 		return nil, nil, err
-	}
-	if _, err := exec.LookPath("mpicc.mpich"); err != nil {
-		return nil, nil, &MissingError{What: "mpicc.mpich", Package: "libmpich-dev"}
-	}
-	if out, err := exec.CommandContext(ctx, "mpicc.mpich", "-O2", "-o", bin, src).CombinedOutput(); err != nil {
-		return nil, nil, fmt.Errorf("cluster: build %s: %v\n%s", src, err, out)
 	}
 	argv = []string{"mpiexec.hydra", "-launcher", "ssh"}
 	switch {
@@ -150,4 +155,24 @@ func (c *Cluster) mpichArgs(ctx context.Context, dir string, job MPIJob) (argv, 
 		argv = append(argv, "--vector", strconv.Itoa(job.Vector))
 	}
 	return argv, env, nil
+}
+
+// BuildMPICH builds the allreduce program in C (mpi/allreduce.c) for
+// MPICH in dir with mpicc.mpich and returns its path; its arguments are
+// --max-bytes and --vector (MPIJob's), its output what ParseMPIResult
+// reads.
+func BuildMPICH(ctx context.Context, dir string) (string, error) {
+	src, bin := filepath.Join(dir, "allreduce.c"), filepath.Join(dir, "allreduce-mpich")
+	if err := os.WriteFile(src, allreduceC, 0o644); err != nil {
+		return "", err
+	}
+	if _, err := exec.LookPath("mpicc.mpich"); err != nil {
+		return "", &MissingError{What: "mpicc.mpich", Package: "libmpich-dev"}
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(cctx, "mpicc.mpich", "-O2", "-o", bin, src).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("cluster: build %s: %v\n%s", src, err, out)
+	}
+	return bin, os.Chmod(bin, 0o755)
 }

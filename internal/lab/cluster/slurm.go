@@ -36,12 +36,54 @@ type SlurmConfig struct {
 	// and be reachable by the jobs' users (Slurm writes their output
 	// where they submit, not here).
 	Dir string
+	// Etc is where slurm.conf and the hosts file go, Dir/etc by default:
+	// another cluster's Etc takes this cluster's configuration in its
+	// place once that one is closed, so that a frontend whose processes
+	// run under SlurmWrap with it (its node agent, whose exec service
+	// runs sbatch) now sees this cluster's (one cluster's at a time).
+	Etc string
 }
 
 // Slurm is a running Slurm cluster.
 type Slurm struct {
 	cfg   SlurmConfig
-	procs []*exec.Cmd
+	procs []*daemon
+}
+
+// daemon is a started daemon of the cluster: done is closed once it
+// exited, err is then how.
+type daemon struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+	err  error
+}
+
+// startWatched starts cmd in a process group of its own and waits for its
+// end in the background.
+func startWatched(name string, cmd *exec.Cmd) (*daemon, error) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	d := &daemon{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() { d.err = cmd.Wait(); close(d.done) }()
+	return d, nil
+}
+
+// stop ends the daemon's process group: SIGTERM, then SIGKILL after
+// grace.
+func (d *daemon) stop(grace time.Duration) {
+	_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-d.done:
+	case <-time.After(grace):
+		_ = syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
+		<-d.done
+	}
 }
 
 // SlurmPackages are the Debian packages a Slurm cluster needs.
@@ -92,13 +134,18 @@ SlurmdDebug=info
 func (s *Slurm) path(p ...string) string { return filepath.Join(append([]string{s.cfg.Dir}, p...)...) }
 
 // Etc is the directory the frontend's processes see as /etc/slurm.
-func (s *Slurm) Etc() string { return s.path("etc") }
+func (s *Slurm) Etc() string {
+	if s.cfg.Etc != "" {
+		return s.cfg.Etc
+	}
+	return s.path("etc")
+}
 
 // HostsFile names the controller and the nodes (for SlurmWrap).
-func (s *Slurm) HostsFile() string { return s.path("run", "hosts") }
+func (s *Slurm) HostsFile() string { return filepath.Join(s.Etc(), "hosts") }
 
 // Conf is slurm.conf.
-func (s *Slurm) Conf() string { return s.path("etc", "slurm.conf") }
+func (s *Slurm) Conf() string { return filepath.Join(s.Etc(), "slurm.conf") }
 
 // Log is a daemon's log: "slurmctld", "slurmd-NODE" or "munged-HOST".
 func (s *Slurm) Log(name string) string { return s.path("log", name+".log") }
@@ -121,12 +168,12 @@ func PrepareSlurm(cfg SlurmConfig) (*Slurm, error) {
 		return nil, errors.New("cluster: a Slurm cluster needs a name, a controller, nodes and a scratch directory")
 	}
 	s := &Slurm{cfg: cfg}
-	dirs := []string{"etc", "munge", "state", "spool", "run", "log"}
+	dirs := []string{s.Etc(), s.path("munge"), s.path("state"), s.path("spool"), s.path("run"), s.path("log")}
 	for _, n := range cfg.Nodes {
-		dirs = append(dirs, filepath.Join("spool", n.Name))
+		dirs = append(dirs, s.path("spool", n.Name))
 	}
 	for _, d := range dirs {
-		if err := os.MkdirAll(s.path(d), 0o755); err != nil {
+		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, err
 		}
 	}
@@ -188,24 +235,27 @@ func (s *Slurm) Start(ctx context.Context) error {
 	} else {
 		mungeArgs = append([]string{"/usr/sbin/munged"}, mungeArgs...)
 	}
-	if err := s.start(s.cfg.Controller, "munged", mungeArgs); err != nil {
+	munged, err := s.start(s.cfg.Controller, "munged", mungeArgs)
+	if err != nil {
 		return err
 	}
-	if err := waitFile(ctx, filepath.Join(munge, "munge.socket"), 10*time.Second); err != nil {
+	if err := waitFile(ctx, filepath.Join(munge, "munge.socket"), mungeWait, munged); err != nil {
 		return s.failed("munged", err)
 	}
-	if err := s.start(s.cfg.Controller, "slurmctld", []string{"slurmctld", "-D", "-i", "-f", s.Conf()}); err != nil {
+	if _, err := s.start(s.cfg.Controller, "slurmctld", []string{"slurmctld", "-D", "-i", "-f", s.Conf()}); err != nil {
 		return err
 	}
 	for _, n := range s.cfg.Nodes {
-		if err := s.start(n, "slurmd-"+n.Name, []string{"slurmd", "-D", "-f", s.Conf(), "-N", n.Name}); err != nil {
+		if _, err := s.start(n, "slurmd-"+n.Name, []string{"slurmd", "-D", "-f", s.Conf(), "-N", n.Name}); err != nil {
 			return err
 		}
 	}
 	// every node idle, as sinfo on the controller sees it
-	deadline := time.Now().Add(60 * time.Second)
+	deadline := time.Now().Add(idleWait)
+	ictx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
 	for {
-		out, err := s.Run(ctx, "sinfo", "--noheader", "--Node", "--format=%N %t")
+		out, err := s.Run(ictx, "sinfo", "--noheader", "--Node", "--format=%N %t")
 		idle := 0
 		for _, line := range strings.Split(string(out), "\n") {
 			if f := strings.Fields(line); len(f) == 2 && f[1] == "idle" {
@@ -216,18 +266,29 @@ func (s *Slurm) Start(ctx context.Context) error {
 			return nil
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return s.failed("slurmctld", fmt.Errorf("the nodes are not idle after 60s: sinfo: %v %s", err, out))
+			why := fmt.Errorf("the nodes are not idle after %v: sinfo: %v %s", idleWait, err, out)
+			if ctx.Err() != nil {
+				why = fmt.Errorf("the nodes are not idle when the caller's time ran out (%w): sinfo: %v %s", ctx.Err(), err, out)
+			}
+			return s.failed("slurmctld", fmt.Errorf("%w\n%s", why, s.Logs()))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 }
 
 // Run runs a Slurm command on the controller (under SlurmWrap) and
-// returns its output.
+// returns its output; SlurmCommandTimeout bounds it (a *TimeoutError).
 func (s *Slurm) Run(ctx context.Context, argv ...string) ([]byte, error) {
 	h := s.cfg.Controller
 	full := append(append([]string{"netns", "exec", h.NS}, SlurmWrap(h.Name, s.Etc(), s.HostsFile())...), argv...)
-	out, err := exec.CommandContext(ctx, "ip", full...).CombinedOutput()
+	out, errb, err := runBounded(ctx, SlurmCommandTimeout, h.Name, argv, "", func(ctx context.Context) (*exec.Cmd, error) {
+		return exec.CommandContext(ctx, "ip", full...), nil
+	})
+	out = append(out, errb...)
+	var te *TimeoutError
+	if errors.As(err, &te) {
+		return out, err
+	}
 	if err != nil {
 		return out, &RunError{Host: h.Name, Argv: argv, Err: err, Stderr: strings.TrimSpace(string(out))}
 	}
@@ -240,24 +301,31 @@ func (s *Slurm) Run(ctx context.Context, argv ...string) ([]byte, error) {
 // start without one, "No filesystem mounted on /sys/fs/cgroup", even
 // with no cgroup plugin configured), under h's name and with Etc as
 // /etc/slurm, HostsFile as /etc/hosts and a resolver that fails at once
-// in a mount namespace of its own.
-func (s *Slurm) start(h Host, name string, argv []string) error {
+// in a mount namespace of its own. That namespace gets a sysfs of h's
+// network namespace too, with the machine's cgroup mounts moved onto it:
+// the jobs' programs find h's network devices under /sys/class/net (UCX,
+// which Debian's MPICH runs on, takes only the devices it finds there: in
+// the machine's sysfs, h's gridlink0 is "not available").
+func (s *Slurm) start(h Host, name string, argv []string) (*daemon, error) {
 	logf, err := os.OpenFile(s.path("log", name+".out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer logf.Close()
-	script := `hostname "$1" && mount --bind "$2" /etc/slurm && mount --bind "$3" /etc/hosts && mount --bind "$4" /etc/resolv.conf && shift 4 && exec "$@"`
+	script := `hostname "$1" && mount --bind "$2" /etc/slurm && mount --bind "$3" /etc/hosts && mount --bind "$4" /etc/resolv.conf &&
+c=$(mktemp -d) && mount --rbind /sys/fs/cgroup "$c" && umount -l /sys && mount -t sysfs sysfs /sys && mount --move "$c" /sys/fs/cgroup && rmdir "$c" &&
+shift 4 && exec "$@"`
 	full := append([]string{"--net=" + filepath.Join("/run/netns", h.NS), "--", "unshare", "--mount", "--uts", "--",
 		"sh", "-c", script, "sh", h.Name, s.Etc(), s.HostsFile(), s.path("run", "resolv.conf")}, argv...)
 	cmd := exec.Command("nsenter", full...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("cluster: start %s on %s: %w", name, h.Name, err)
+	d, err := startWatched(name, cmd)
+	if err != nil {
+		return nil, fmt.Errorf("cluster: start %s on %s: %w", name, h.Name, err)
 	}
-	s.procs = append(s.procs, cmd)
-	return nil
+	s.procs = append(s.procs, d)
+	return d, nil
 }
 
 // failed is err with the tail of what daemon said.
@@ -286,22 +354,64 @@ func (s *Slurm) Logs() string {
 // Close stops the daemons, nodes first.
 func (s *Slurm) Close() error {
 	for i := len(s.procs) - 1; i >= 0; i-- {
-		stopGroup(s.procs[i], 5*time.Second)
+		s.procs[i].stop(5 * time.Second)
 	}
 	s.procs = nil
 	return nil
 }
 
-// waitFile waits until path exists.
-func waitFile(ctx context.Context, path string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
+// Bounds of Start's waits.
+const (
+	// mungeWait bounds munged's start, to its socket: it takes some
+	// 10-50 ms (the key read, the PRNG seeded from the seed file or
+	// /dev/urandom, the socket made), a few seconds on a loaded machine.
+	mungeWait = 10 * time.Second
+	// idleWait bounds the wait for every node to be idle.
+	idleWait = 60 * time.Second
+)
+
+// waitFile waits until d has made path, for at most timeout: an error
+// says which ended the wait, the timeout, ctx (the caller's time ran out,
+// which says nothing of the daemon) or d's exit.
+func waitFile(ctx context.Context, path string, timeout time.Duration, d *daemon) error {
+	start := time.Now()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
 	for {
 		if _, err := os.Stat(path); err == nil {
 			return nil
 		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no %s: the caller's time ran out %v into the wait: %w", path, time.Since(start).Round(time.Millisecond), ctx.Err())
+		case <-deadline.C:
 			return fmt.Errorf("no %s after %v", path, timeout)
+		case <-d.done:
+			if _, err := os.Stat(path); err == nil {
+				return nil
+			}
+			return &ExitedError{Daemon: d.name, Path: path, Err: d.err}
+		case <-tick.C:
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// ExitedError is a daemon that ended before it made the file the wait
+// was for.
+type ExitedError struct {
+	Daemon string
+	Path   string
+	Err    error // how it ended (nil: status 0)
+}
+
+func (e *ExitedError) Error() string {
+	how := "with status 0"
+	if e.Err != nil {
+		how = e.Err.Error()
+	}
+	return fmt.Sprintf("%s ended (%s) before it made %s", e.Daemon, how, e.Path)
+}
+
+func (e *ExitedError) Unwrap() error { return e.Err }
