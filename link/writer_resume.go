@@ -12,8 +12,11 @@ import (
 // has not acknowledged go on a resend list, which the connections left (or
 // joining later) take from before the queue. Write waits while the blocks
 // kept, counted as the Reader counts them (stream bytes plus BlockCost),
-// would exceed the window (Config.ResendBuffer as agreed). Acknowledged
-// blocks are dropped, not reused: a connection may still be sending one.
+// would exceed the window: 16 MiB at first, growing up to
+// Config.ResendBuffer as agreed while it holds the link back (growLocked).
+// Acknowledged blocks are reused once no connection is sending them. A
+// connection holding the oldest block not acknowledged while the window
+// is more than half full is held back as a straggler (holdBackLocked).
 //
 // Each connection's goroutine sends its end block once the queue is closed
 // and empty, then stays, for blocks to resend, until the peer has
@@ -54,13 +57,42 @@ type resumable struct {
 	ackSent  uint64 // the latest sent on some connection
 	next     int    // round robin of acks over the connections
 	acking   int    // acks being written
+	holds    int64  // connections held back as stragglers
+	// the window in use, growing (see growLocked) up to hooks.window
+	win      int
+	epochAt  time.Time     // the start of the window's measuring epoch
+	epochOff uint64        // acked then
+	epochWW  int64         // winWait then
+	minRTT   time.Duration // the least time from a block's send to its ack
+	grewRate float64       // the rate in the epoch before the last growth (0: none since the window last sufficed)
 }
+
+// startWindow is the window a resumable Writer starts with (or the one
+// agreed, if smaller); it grows up to the one agreed while the window
+// holds the link back (growLocked). A variable for tests.
+var startWindow = 16 << 20
+
+// The window's growth: each epoch (at least minEpoch and two round trips
+// of a block to its ack, at most maxEpoch) the Writer looks at how long
+// Write waited for room in the window. If it waited most of the epoch,
+// the window held the link back, and it doubles, up to the window agreed
+// in the hello (Config.ResendBuffer: 64 MiB by default), unless it grew
+// already and the rate (bytes acknowledged per second) did not rise by
+// growFactor since: then more room would only hold more (a peer that
+// reads slowly, a path that carries no more). It does not shrink: the
+// agreed window bounds what the Writer and the peer's Reader hold.
+const (
+	minEpoch   = 100 * time.Millisecond
+	maxEpoch   = time.Second
+	growFactor = 1.1
+)
 
 func (w *Writer) startResume() {
 	if w.cfg.resume == nil {
 		return
 	}
 	w.hooks = w.cfg.resume
+	w.win = min(w.hooks.window, startWindow)
 	w.wake = make(chan struct{})
 	w.finished = make(chan struct{})
 	w.wg.Add(1)
@@ -86,7 +118,7 @@ func (w *Writer) keep(b *outBlock, expired <-chan struct{}) putResult {
 			w.mu.Unlock()
 			return putDead
 		}
-		if len(w.kept) == 0 || w.keptCost+cost <= w.hooks.window {
+		if len(w.kept) == 0 || w.keptCost+cost <= w.win {
 			w.kept = append(w.kept, b)
 			w.keptCost += cost
 			w.maxKept = max(w.maxKept, w.keptCost)
@@ -94,6 +126,7 @@ func (w *Writer) keep(b *outBlock, expired <-chan struct{}) putResult {
 			w.mu.Unlock()
 			if !start.IsZero() {
 				w.blocked.Add(int64(time.Since(start)))
+				w.winWait.Add(int64(time.Since(start)))
 			}
 			return putDone
 		}
@@ -156,12 +189,21 @@ func (w *Writer) ack(off uint64) error {
 		return nil
 	}
 	w.acked = off
+	now := time.Now()
 	i := 0
 	for ; i < len(w.kept) && w.kept[i].end() <= off; i++ {
 		b := w.kept[i]
+		if !b.sentAt.IsZero() && b.end() == off {
+			if rtt := now.Sub(b.sentAt); w.minRTT == 0 || rtt < w.minRTT {
+				w.minRTT = rtt
+			}
+		}
 		w.keptCost -= len(b.raw) + BlockCost
 		w.kept[i] = nil
 		b.acked = true
+		if b.stream != nil {
+			b.stream.unacked--
+		}
 		if b.sends == 0 && b.stream != nil {
 			// sent, and no connection holds it: reused (a block never
 			// taken cannot be acknowledged; one in the resend list is
@@ -171,9 +213,33 @@ func (w *Writer) ack(off uint64) error {
 	}
 	w.kept = w.kept[i:]
 	w.resend = slices.DeleteFunc(w.resend, func(b *outBlock) bool { return b.end() <= off })
+	w.growLocked(now)
 	w.checkFinishedLocked()
 	w.signalLocked()
 	return nil
+}
+
+// growLocked ends the window's measuring epoch if it is over, and grows
+// the window if it held the link back (see startWindow).
+func (w *Writer) growLocked(now time.Time) {
+	if w.epochAt.IsZero() {
+		w.epochAt, w.epochOff, w.epochWW = now, w.acked, w.winWait.Load()
+		return
+	}
+	dt := now.Sub(w.epochAt)
+	if dt < min(max(minEpoch, 2*w.minRTT), maxEpoch) {
+		return
+	}
+	rate := float64(w.acked-w.epochOff) / dt.Seconds()
+	waited := time.Duration(w.winWait.Load() - w.epochWW)
+	switch {
+	case waited < dt/2:
+		w.grewRate = 0 // the window sufficed
+	case w.win < w.hooks.window && (w.grewRate == 0 || rate > growFactor*w.grewRate):
+		w.grewRate = rate
+		w.win = min(2*w.win, w.hooks.window)
+	}
+	w.epochAt, w.epochOff, w.epochWW = now, w.acked, w.winWait.Load()
 }
 
 // lose forgets s, which died: what it took and the peer has not
@@ -223,6 +289,7 @@ func (w *Writer) requeueLocked(s *wstream) {
 	for _, b := range w.kept {
 		if b.stream == s {
 			b.stream = nil
+			s.unacked--
 			w.resendLocked(b)
 		}
 	}
@@ -276,7 +343,7 @@ func (w *Writer) takeResumable(s *wstream) (*outBlock, takeEvent) {
 		}
 		wake := w.wake
 		var queue chan *outBlock
-		if !s.endSent {
+		if !s.endSent && !w.holdBackLocked(s) {
 			queue = w.queue
 		}
 		w.mu.Unlock()
@@ -340,9 +407,62 @@ func (w *Writer) claim(s *wstream, b *outBlock) takeEvent {
 		}
 		return takeLost
 	}
+	if b.stream != nil {
+		b.stream.unacked--
+	}
 	b.stream = s
+	b.sentAt = time.Now()
+	s.unacked++
 	return takeBlock
 }
+
+// holdBackLocked says whether s, which waits for a block, should take
+// none for now: it is a straggler. The peer acknowledges the stream in
+// order, so a block that arrives late holds up the acks of every block
+// after it, which the peer holds meanwhile, all counted against the
+// window. Connections that run at different speeds (circuits sharing a
+// hub trunk's connection unevenly, or crossing different hubs) but each
+// take the next block as soon as they have room, as a plain Writer's do,
+// end up with equal shares of the blocks; a slow one's blocks then queue
+// on its path, and the blocks that the fast ones delivered after them
+// fill the window until Write stalls: the link carries as many times the
+// slowest connection's rate as it has connections. (A plain Writer's
+// connections are held back by their own flow control, the peer's reorder
+// buffer backing up into them: a resumable link's window fills first.)
+//
+// So while the window is more than half full, a connection found holding
+// the oldest block not acknowledged is held back: it takes no new block
+// until at most half its share of the blocks kept (and at least
+// holdBackTo) are its, unacknowledged, while the others take them. A
+// connection alone (the others lost, retiring, or done) is never held
+// back. Blocks to resend are taken regardless.
+func (w *Writer) holdBackLocked(s *wstream) bool {
+	others := 0
+	for _, t := range w.streams {
+		if t != s && !t.gone && !t.retiring && !t.endSent {
+			others++
+		}
+	}
+	if others == 0 {
+		s.held = false
+		return false
+	}
+	release := max(holdBackTo, len(w.kept)/(2*(others+1)))
+	if s.held {
+		s.held = s.unacked > release
+		return s.held
+	}
+	if len(w.kept) == 0 || w.kept[0].stream != s || 2*w.keptCost <= w.win || s.unacked <= release {
+		return false
+	}
+	s.held = true
+	w.holds++
+	return true
+}
+
+// holdBackTo is the fewest blocks a straggler is held back to (see
+// holdBackLocked).
+const holdBackTo = 2
 
 // sent says a connection holds b no more; an acknowledged block is then
 // reused.
