@@ -27,9 +27,6 @@ type WriterStats struct {
 	// Window is the window in use now (it grows up to the one agreed
 	// while it holds the link back).
 	Window int
-	// HeldBack counts the times a connection was held back as a
-	// straggler (see Writer.holdBackLocked).
-	HeldBack int64
 }
 
 // CodecBlocks counts data blocks by how their payload went.
@@ -68,7 +65,7 @@ func (w *Writer) Stats() WriterStats {
 		st.Adaptive = w.auto.String()
 	}
 	st.Acked, st.Kept, st.MaxKept, st.Resent = int64(w.acked), w.keptCost, w.maxKept, w.resent
-	st.WindowWait, st.HeldBack, st.Window = time.Duration(w.winWait.Load()), w.holds, w.win
+	st.WindowWait, st.Window = time.Duration(w.winWait.Load()), w.win
 	for _, s := range w.streams {
 		st.Streams = append(st.Streams, StreamStat{Name: s.name, Blocks: s.blocks.Load(), Bytes: s.bytes.Load(), Wire: s.wire.Load()})
 	}

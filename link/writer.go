@@ -127,8 +127,6 @@ type wstream struct {
 	lost      chan struct{} // resumable: closed when it does
 	endSent   bool          // resumable: its end block is sent (under Writer.mu)
 	finalSent bool          // resumable: the final ack went on it (under Writer.mu)
-	unacked   int           // resumable: kept blocks it took last (under Writer.mu)
-	held      bool          // resumable: held back, a straggler (under Writer.mu)
 }
 
 // NewWriter returns a Writer sending over conns (possibly none yet: see

@@ -14,9 +14,7 @@ import (
 // kept, counted as the Reader counts them (stream bytes plus BlockCost),
 // would exceed the window: 16 MiB at first, growing up to
 // Config.ResendBuffer as agreed while it holds the link back (growLocked).
-// Acknowledged blocks are reused once no connection is sending them. A
-// connection holding the oldest block not acknowledged while the window
-// is more than half full is held back as a straggler (holdBackLocked).
+// Acknowledged blocks are reused once no connection is sending them.
 //
 // Each connection's goroutine sends its end block once the queue is closed
 // and empty, then stays, for blocks to resend, until the peer has
@@ -57,7 +55,6 @@ type resumable struct {
 	ackSent  uint64 // the latest sent on some connection
 	next     int    // round robin of acks over the connections
 	acking   int    // acks being written
-	holds    int64  // connections held back as stragglers
 	// the window in use, growing (see growLocked) up to hooks.window
 	win      int
 	epochAt  time.Time     // the start of the window's measuring epoch
@@ -201,9 +198,6 @@ func (w *Writer) ack(off uint64) error {
 		w.keptCost -= len(b.raw) + BlockCost
 		w.kept[i] = nil
 		b.acked = true
-		if b.stream != nil {
-			b.stream.unacked--
-		}
 		if b.sends == 0 && b.stream != nil {
 			// sent, and no connection holds it: reused (a block never
 			// taken cannot be acknowledged; one in the resend list is
@@ -289,7 +283,6 @@ func (w *Writer) requeueLocked(s *wstream) {
 	for _, b := range w.kept {
 		if b.stream == s {
 			b.stream = nil
-			s.unacked--
 			w.resendLocked(b)
 		}
 	}
@@ -343,7 +336,7 @@ func (w *Writer) takeResumable(s *wstream) (*outBlock, takeEvent) {
 		}
 		wake := w.wake
 		var queue chan *outBlock
-		if !s.endSent && !w.holdBackLocked(s) {
+		if !s.endSent {
 			queue = w.queue
 		}
 		w.mu.Unlock()
@@ -407,62 +400,10 @@ func (w *Writer) claim(s *wstream, b *outBlock) takeEvent {
 		}
 		return takeLost
 	}
-	if b.stream != nil {
-		b.stream.unacked--
-	}
 	b.stream = s
 	b.sentAt = time.Now()
-	s.unacked++
 	return takeBlock
 }
-
-// holdBackLocked says whether s, which waits for a block, should take
-// none for now: it is a straggler. The peer acknowledges the stream in
-// order, so a block that arrives late holds up the acks of every block
-// after it, which the peer holds meanwhile, all counted against the
-// window. Connections that run at different speeds (circuits sharing a
-// hub trunk's connection unevenly, or crossing different hubs) but each
-// take the next block as soon as they have room, as a plain Writer's do,
-// end up with equal shares of the blocks; a slow one's blocks then queue
-// on its path, and the blocks that the fast ones delivered after them
-// fill the window until Write stalls: the link carries as many times the
-// slowest connection's rate as it has connections. (A plain Writer's
-// connections are held back by their own flow control, the peer's reorder
-// buffer backing up into them: a resumable link's window fills first.)
-//
-// So while the window is more than half full, a connection found holding
-// the oldest block not acknowledged is held back: it takes no new block
-// until at most half its share of the blocks kept (and at least
-// holdBackTo) are its, unacknowledged, while the others take them. A
-// connection alone (the others lost, retiring, or done) is never held
-// back. Blocks to resend are taken regardless.
-func (w *Writer) holdBackLocked(s *wstream) bool {
-	others := 0
-	for _, t := range w.streams {
-		if t != s && !t.gone && !t.retiring && !t.endSent {
-			others++
-		}
-	}
-	if others == 0 {
-		s.held = false
-		return false
-	}
-	release := max(holdBackTo, len(w.kept)/(2*(others+1)))
-	if s.held {
-		s.held = s.unacked > release
-		return s.held
-	}
-	if len(w.kept) == 0 || w.kept[0].stream != s || 2*w.keptCost <= w.win || s.unacked <= release {
-		return false
-	}
-	s.held = true
-	w.holds++
-	return true
-}
-
-// holdBackTo is the fewest blocks a straggler is held back to (see
-// holdBackLocked).
-const holdBackTo = 2
 
 // sent says a connection holds b no more; an acknowledged block is then
 // reused.

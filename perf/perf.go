@@ -143,7 +143,6 @@ type Resume struct {
 	// seconds: the window, not the path, held the link back that long.
 	WindowWaitS float64 `json:"window_wait_s"`
 	Resent      int64   `json:"resent_blocks"`
-	HeldBack    int64   `json:"held_back"` // connections held back as stragglers
 }
 
 func (o Options) withDefaults() Options {
@@ -221,7 +220,7 @@ func Run(c *link.Conn, o Options, setup time.Duration) (Result, error) {
 	res.Tuning, res.TuneStop = c.Tuning()
 	res.Blocks, res.Adaptive = st.Writer.Blocks, st.Writer.Adaptive
 	if st.Window > 0 {
-		res.Resume = &Resume{Window: st.Window, Grown: st.Writer.Window, MaxKept: st.Writer.MaxKept, WindowWaitS: st.Writer.WindowWait.Seconds(), Resent: st.Writer.Resent, HeldBack: st.Writer.HeldBack}
+		res.Resume = &Resume{Window: st.Window, Grown: st.Writer.Window, MaxKept: st.Writer.MaxKept, WindowWaitS: st.Writer.WindowWait.Seconds(), Resent: st.Writer.Resent}
 	}
 	for _, s := range st.Writer.Streams {
 		res.StreamBytes = append(res.StreamBytes, s.Bytes)
