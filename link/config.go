@@ -43,7 +43,7 @@ type Config struct {
 	// ResendBuffer, on a resumable link (resume.go), bounds what its
 	// Writer keeps until the peer acknowledges it: queued, in flight and
 	// not yet read by the peer's application, each block counted as its
-	// stream bytes plus BlockCost (default 64 MiB, at least
+	// stream bytes plus BlockCost (default 128 MiB, at least
 	// 2*(MaxBlock+BlockCost), at most MaxWindow). The Writer keeps only
 	// what the path and the peer hold, so this is a cap, not an
 	// allocation; Write blocks, never drops, while it is full. It is also
@@ -57,7 +57,10 @@ type Config struct {
 	// trip, and on a path where connections stall unevenly (a loss on one
 	// of a hub trunk's connections) the blocks delivered after a late one
 	// wait in it too: 16 MiB held routed links at 40 ms to two thirds of
-	// what they carry without resuming (BENCHMARKS.md).
+	// what they carry without resuming, 64 MiB at 160 ms to 83%
+	// (BENCHMARKS.md). Memory: the Writer keeps at most its window, the
+	// peer's Reader holds at most the agreed one (a routed link's eight
+	// circuits may hold as much: 16 MiB each).
 	ResendBuffer int
 	// ResumeTimeout is how long a resumable link lives without any
 	// connection before it fails with a *LostError (default 30s, at most
@@ -83,7 +86,7 @@ const (
 	defaultSendQueue     = 4 << 20
 	defaultReorderBuffer = 16 << 20
 	reserve              = MaxBlock + BlockCost
-	defaultResendBuffer  = 64 << 20
+	defaultResendBuffer  = 128 << 20
 )
 
 // DefaultResumeTimeout is Config.ResumeTimeout's default.

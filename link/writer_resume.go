@@ -61,7 +61,9 @@ type resumable struct {
 	epochOff uint64        // acked then
 	epochWW  int64         // winWait then
 	minRTT   time.Duration // the least time from a block's send to its ack
-	grewRate float64       // the rate in the epoch before the last growth (0: none since the window last sufficed)
+	grewRate float64       // the best rate at the window before the last growth (0: none since the window last sufficed)
+	epochs   int           // epochs at the window in use
+	bestRate float64       // the best rate in them
 }
 
 // startWindow is the window a resumable Writer starts with (or the one
@@ -72,12 +74,14 @@ var startWindow = 16 << 20
 // The window's growth: each epoch (at least minEpoch and two round trips
 // of a block to its ack, at most maxEpoch) the Writer looks at how long
 // Write waited for room in the window. If it waited most of the epoch,
-// the window held the link back, and it doubles, up to the window agreed
-// in the hello (Config.ResendBuffer: 64 MiB by default), unless it grew
-// already and the rate (bytes acknowledged per second) did not rise by
-// growFactor since: then more room would only hold more (a peer that
-// reads slowly, a path that carries no more). It does not shrink: the
-// agreed window bounds what the Writer and the peer's Reader hold.
+// the window held the link back, and after two epochs at least at its
+// size it doubles, up to the window agreed in the hello
+// (Config.ResendBuffer: 128 MiB by default), unless it grew already and
+// the best rate (bytes acknowledged per second) of the epochs at this
+// size is not growFactor times that at the size before: then more room
+// would only hold more (a peer that reads slowly, a path that carries no
+// more). It does not shrink: the agreed window bounds what the Writer and
+// the peer's Reader hold.
 const (
 	minEpoch   = 100 * time.Millisecond
 	maxEpoch   = time.Second
@@ -226,12 +230,17 @@ func (w *Writer) growLocked(now time.Time) {
 	}
 	rate := float64(w.acked-w.epochOff) / dt.Seconds()
 	waited := time.Duration(w.winWait.Load() - w.epochWW)
+	w.epochs++
+	w.bestRate = max(w.bestRate, rate)
 	switch {
 	case waited < dt/2:
 		w.grewRate = 0 // the window sufficed
-	case w.win < w.hooks.window && (w.grewRate == 0 || rate > growFactor*w.grewRate):
-		w.grewRate = rate
+	case w.epochs >= 2 && w.win < w.hooks.window && (w.grewRate == 0 || w.bestRate > growFactor*w.grewRate):
+		// two epochs at least at each size: the first may have begun
+		// before the stream (or the last growth) took effect
+		w.grewRate = w.bestRate
 		w.win = min(2*w.win, w.hooks.window)
+		w.epochs, w.bestRate = 0, 0
 	}
 	w.epochAt, w.epochOff, w.epochWW = now, w.acked, w.winWait.Load()
 }
