@@ -43,15 +43,24 @@ type Config struct {
 	// ResendBuffer, on a resumable link (resume.go), bounds what its
 	// Writer keeps until the peer acknowledges it: queued, in flight and
 	// not yet read by the peer's application, each block counted as its
-	// stream bytes plus BlockCost (default 16 MiB, at least
+	// stream bytes plus BlockCost (default 128 MiB, at least
 	// 2*(MaxBlock+BlockCost), at most MaxWindow). The Writer keeps only
 	// what the path and the peer hold, so this is a cap, not an
 	// allocation; Write blocks, never drops, while it is full. It is also
 	// the window: the peer's Reader holds at most as much, whatever the
 	// number of connections. Each end proposes its own in the hello and
-	// the link uses the smaller for both directions. It bounds the
-	// throughput to ResendBuffer per round trip (16 MiB: 800 Mbit/s at
-	// 160 ms).
+	// the link uses the smaller for both directions. The Writer starts
+	// with 16 MiB of it (or all, if less) and grows its window up to it
+	// while the window holds the link back and more room raises the rate
+	// (writer_resume.go): a path that needs it gets it, a slow reader
+	// does not. The window bounds the throughput to window per round
+	// trip, and on a path where connections stall unevenly (a loss on one
+	// of a hub trunk's connections) the blocks delivered after a late one
+	// wait in it too: 16 MiB held routed links at 40 ms to two thirds of
+	// what they carry without resuming, 64 MiB at 160 ms to 83%
+	// (BENCHMARKS.md). Memory: the Writer keeps at most its window, the
+	// peer's Reader holds at most the agreed one (a routed link's eight
+	// circuits may hold as much: 16 MiB each).
 	ResendBuffer int
 	// ResumeTimeout is how long a resumable link lives without any
 	// connection before it fails with a *LostError (default 30s, at most
@@ -77,7 +86,7 @@ const (
 	defaultSendQueue     = 4 << 20
 	defaultReorderBuffer = 16 << 20
 	reserve              = MaxBlock + BlockCost
-	defaultResendBuffer  = 16 << 20
+	defaultResendBuffer  = 128 << 20
 )
 
 // DefaultResumeTimeout is Config.ResumeTimeout's default.

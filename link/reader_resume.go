@@ -19,7 +19,9 @@ import (
 // never be stuck behind one waiting for room.
 //
 // It acknowledges what Read has returned: whenever a quarter of the
-// window's worth of blocks (as counted) has been read since the last ack,
+// window's worth of blocks (as counted) has been read since the last ack
+// (of the window the peer's Writer starts with, startWindow, if smaller:
+// its window may be below the one agreed),
 // or the Reader holds nothing more, and with FlagFinal on every
 // connection once Read reached the end of the stream (acknowledge).
 
@@ -122,7 +124,7 @@ func (r *Reader) acknowledge() {
 		r.hooks.ack(r.readOff, true)
 		return
 	}
-	if r.readOff > r.ackedTo && (r.freed >= r.bound/4 || len(r.pending) == 0 || r.pending[0].off > r.readOff) {
+	if r.readOff > r.ackedTo && (r.freed >= min(r.bound, startWindow)/4 || len(r.pending) == 0 || r.pending[0].off > r.readOff) {
 		r.ackedTo, r.freed = r.readOff, 0
 		r.hooks.ack(r.readOff, false)
 	}

@@ -165,6 +165,11 @@ func resumeRound(t *testing.T, seed uint64) {
 	cfg := Config{BlockSize: 1 + rng.IntN(300<<10), SendQueue: rng.IntN(2 << 20),
 		Compression: []Compression{CompressOff, CompressS2}[rng.IntN(2)], ResumeTimeout: 30 * time.Second}
 	window := minWindow + rng.IntN(6<<20)
+	if rng.IntN(2) == 0 {
+		// the Writers start below the window and grow towards it
+		defer func(w int) { startWindow = w }(startWindow)
+		startWindow = minWindow
+	}
 	l := newPipeLink(t, rand.New(rand.NewPCG(seed, 3)), cfg, window, 1+rng.IntN(4))
 	ab := mixedData(rng, []int{0, 1, rng.IntN(1 << 20), rng.IntN(6 << 20)}[rng.IntN(4)])
 	ba := mixedData(rng, []int{0, rng.IntN(1000), rng.IntN(3 << 20)}[rng.IntN(3)])
@@ -218,11 +223,11 @@ func resumeRound(t *testing.T, seed uint64) {
 	}
 	for _, s := range []*session{l.a, l.b} {
 		ws, rs := s.w.Stats(), s.r.Stats()
-		if ws.MaxKept > window || rs.MaxBuffered > window {
-			t.Errorf("kept up to %d, held up to %d: window %d", ws.MaxKept, rs.MaxBuffered, window)
+		if ws.MaxKept > window || rs.MaxBuffered > window || ws.Window > window {
+			t.Errorf("kept up to %d, held up to %d, window in use %d: window %d", ws.MaxKept, rs.MaxBuffered, ws.Window, window)
 		}
-		t.Logf("%d+%d bytes, window %d, block %d, %s: %s; kept up to %d, resent %d blocks; held up to %d, %d duplicates",
-			len(ab), len(ba), window, cfg.BlockSize, cfg.Compression, what, ws.MaxKept, ws.Resent, rs.MaxBuffered, rs.Duplicates)
+		t.Logf("%d+%d bytes, window %d (in use %d), block %d, %s: %s; kept up to %d, resent %d blocks; held up to %d, %d duplicates",
+			len(ab), len(ba), window, ws.Window, cfg.BlockSize, cfg.Compression, what, ws.MaxKept, ws.Resent, rs.MaxBuffered, rs.Duplicates)
 	}
 }
 

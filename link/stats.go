@@ -1,5 +1,7 @@
 package link
 
+import "time"
+
 // WriterStats describes a Writer.
 type WriterStats struct {
 	Queued  int   // blocks queued that no connection has taken yet
@@ -13,12 +15,18 @@ type WriterStats struct {
 	Adaptive string
 	Streams  []StreamStat // the connections, in the order they were added
 	// Resumable links only: the bytes the peer acknowledged, what the
-	// Writer keeps (counted as against the window) now and at most, and
-	// the blocks it sent again after a connection died.
-	Acked   int64
-	Kept    int
-	MaxKept int
-	Resent  int64
+	// Writer keeps (counted as against the window) now and at most, the
+	// blocks it sent again after a connection died, and how long Write
+	// waited for room in the window (the window, not the path, held the
+	// link back that long).
+	Acked      int64
+	Kept       int
+	MaxKept    int
+	Resent     int64
+	WindowWait time.Duration
+	// Window is the window in use now (it grows up to the one agreed
+	// while it holds the link back).
+	Window int
 }
 
 // CodecBlocks counts data blocks by how their payload went.
@@ -57,6 +65,7 @@ func (w *Writer) Stats() WriterStats {
 		st.Adaptive = w.auto.String()
 	}
 	st.Acked, st.Kept, st.MaxKept, st.Resent = int64(w.acked), w.keptCost, w.maxKept, w.resent
+	st.WindowWait, st.Window = time.Duration(w.winWait.Load()), w.win
 	for _, s := range w.streams {
 		st.Streams = append(st.Streams, StreamStat{Name: s.name, Blocks: s.blocks.Load(), Bytes: s.bytes.Load(), Wire: s.wire.Load()})
 	}

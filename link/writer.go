@@ -86,6 +86,7 @@ type Writer struct {
 	codecs   [numCodecs]atomic.Int64
 	starved  atomic.Int64 // ns the connections waited for a block, summed
 	blocked  atomic.Int64 // ns Write waited for room
+	winWait  atomic.Int64 // resumable: ns Write waited for room in the window
 	nstreams atomic.Int64 // connections sending
 
 	resumable // nil hooks unless the link is resumable (writer_resume.go)
@@ -101,9 +102,10 @@ type outBlock struct {
 	buf   []byte        // room for a compressed payload
 	ready chan struct{} // a worker is done with a block it took
 
-	stream *wstream // resumable: the connection that took it last (under Writer.mu)
-	sends  int      // resumable: connections holding it to send (under Writer.mu)
-	acked  bool     // resumable: the peer acknowledged it (under Writer.mu)
+	stream *wstream  // resumable: the connection that took it last (under Writer.mu)
+	sends  int       // resumable: connections holding it to send (under Writer.mu)
+	acked  bool      // resumable: the peer acknowledged it (under Writer.mu)
+	sentAt time.Time // resumable: when a connection took it last (under Writer.mu)
 }
 
 func (b *outBlock) end() uint64 { return b.off + uint64(len(b.raw)) }

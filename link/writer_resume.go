@@ -12,8 +12,9 @@ import (
 // has not acknowledged go on a resend list, which the connections left (or
 // joining later) take from before the queue. Write waits while the blocks
 // kept, counted as the Reader counts them (stream bytes plus BlockCost),
-// would exceed the window (Config.ResendBuffer as agreed). Acknowledged
-// blocks are dropped, not reused: a connection may still be sending one.
+// would exceed the window: 16 MiB at first, growing up to
+// Config.ResendBuffer as agreed while it holds the link back (growLocked).
+// Acknowledged blocks are reused once no connection is sending them.
 //
 // Each connection's goroutine sends its end block once the queue is closed
 // and empty, then stays, for blocks to resend, until the peer has
@@ -54,13 +55,45 @@ type resumable struct {
 	ackSent  uint64 // the latest sent on some connection
 	next     int    // round robin of acks over the connections
 	acking   int    // acks being written
+	// the window in use, growing (see growLocked) up to hooks.window
+	win      int
+	epochAt  time.Time     // the start of the window's measuring epoch
+	epochOff uint64        // acked then
+	epochWW  int64         // winWait then
+	minRTT   time.Duration // the least time from a block's send to its ack
+	grewRate float64       // the best rate at the window before the last growth (0: none since the window last sufficed)
+	epochs   int           // epochs at the window in use
+	bestRate float64       // the best rate in them
 }
+
+// startWindow is the window a resumable Writer starts with (or the one
+// agreed, if smaller); it grows up to the one agreed while the window
+// holds the link back (growLocked). A variable for tests.
+var startWindow = 16 << 20
+
+// The window's growth: each epoch (at least minEpoch and two round trips
+// of a block to its ack, at most maxEpoch) the Writer looks at how long
+// Write waited for room in the window. If it waited most of the epoch,
+// the window held the link back, and after two epochs at least at its
+// size it doubles, up to the window agreed in the hello
+// (Config.ResendBuffer: 128 MiB by default), unless it grew already and
+// the best rate (bytes acknowledged per second) of the epochs at this
+// size is not growFactor times that at the size before: then more room
+// would only hold more (a peer that reads slowly, a path that carries no
+// more). It does not shrink: the agreed window bounds what the Writer and
+// the peer's Reader hold.
+const (
+	minEpoch   = 100 * time.Millisecond
+	maxEpoch   = time.Second
+	growFactor = 1.1
+)
 
 func (w *Writer) startResume() {
 	if w.cfg.resume == nil {
 		return
 	}
 	w.hooks = w.cfg.resume
+	w.win = min(w.hooks.window, startWindow)
 	w.wake = make(chan struct{})
 	w.finished = make(chan struct{})
 	w.wg.Add(1)
@@ -86,7 +119,7 @@ func (w *Writer) keep(b *outBlock, expired <-chan struct{}) putResult {
 			w.mu.Unlock()
 			return putDead
 		}
-		if len(w.kept) == 0 || w.keptCost+cost <= w.hooks.window {
+		if len(w.kept) == 0 || w.keptCost+cost <= w.win {
 			w.kept = append(w.kept, b)
 			w.keptCost += cost
 			w.maxKept = max(w.maxKept, w.keptCost)
@@ -94,6 +127,7 @@ func (w *Writer) keep(b *outBlock, expired <-chan struct{}) putResult {
 			w.mu.Unlock()
 			if !start.IsZero() {
 				w.blocked.Add(int64(time.Since(start)))
+				w.winWait.Add(int64(time.Since(start)))
 			}
 			return putDone
 		}
@@ -156,9 +190,15 @@ func (w *Writer) ack(off uint64) error {
 		return nil
 	}
 	w.acked = off
+	now := time.Now()
 	i := 0
 	for ; i < len(w.kept) && w.kept[i].end() <= off; i++ {
 		b := w.kept[i]
+		if !b.sentAt.IsZero() && b.end() == off {
+			if rtt := now.Sub(b.sentAt); w.minRTT == 0 || rtt < w.minRTT {
+				w.minRTT = rtt
+			}
+		}
 		w.keptCost -= len(b.raw) + BlockCost
 		w.kept[i] = nil
 		b.acked = true
@@ -171,9 +211,38 @@ func (w *Writer) ack(off uint64) error {
 	}
 	w.kept = w.kept[i:]
 	w.resend = slices.DeleteFunc(w.resend, func(b *outBlock) bool { return b.end() <= off })
+	w.growLocked(now)
 	w.checkFinishedLocked()
 	w.signalLocked()
 	return nil
+}
+
+// growLocked ends the window's measuring epoch if it is over, and grows
+// the window if it held the link back (see startWindow).
+func (w *Writer) growLocked(now time.Time) {
+	if w.epochAt.IsZero() {
+		w.epochAt, w.epochOff, w.epochWW = now, w.acked, w.winWait.Load()
+		return
+	}
+	dt := now.Sub(w.epochAt)
+	if dt < min(max(minEpoch, 2*w.minRTT), maxEpoch) {
+		return
+	}
+	rate := float64(w.acked-w.epochOff) / dt.Seconds()
+	waited := time.Duration(w.winWait.Load() - w.epochWW)
+	w.epochs++
+	w.bestRate = max(w.bestRate, rate)
+	switch {
+	case waited < dt/2:
+		w.grewRate = 0 // the window sufficed
+	case w.epochs >= 2 && w.win < w.hooks.window && (w.grewRate == 0 || w.bestRate > growFactor*w.grewRate):
+		// two epochs at least at each size: the first may have begun
+		// before the stream (or the last growth) took effect
+		w.grewRate = w.bestRate
+		w.win = min(2*w.win, w.hooks.window)
+		w.epochs, w.bestRate = 0, 0
+	}
+	w.epochAt, w.epochOff, w.epochWW = now, w.acked, w.winWait.Load()
 }
 
 // lose forgets s, which died: what it took and the peer has not
@@ -341,6 +410,7 @@ func (w *Writer) claim(s *wstream, b *outBlock) takeEvent {
 		return takeLost
 	}
 	b.stream = s
+	b.sentAt = time.Now()
 	return takeBlock
 }
 

@@ -125,7 +125,24 @@ type Result struct {
 	Adaptive string           `json:"adaptive,omitempty"`
 	TuneStop string           `json:"tune_stop,omitempty"`
 	SetupMS  float64          `json:"setup_ms"`
-	Error    string           `json:"error,omitempty"`
+	// StreamBytes is what each connection carried, in the order they
+	// came (those still there at the end).
+	StreamBytes []int64 `json:"stream_bytes,omitempty"`
+	// Resume describes the resend window of a resumable link (nil on a
+	// link that is not).
+	Resume *Resume `json:"resume,omitempty"`
+	Error  string  `json:"error,omitempty"`
+}
+
+// Resume is how a resumable link's window went in a run.
+type Resume struct {
+	Window  int `json:"window"`   // bytes, as agreed in the hello
+	Grown   int `json:"grown_to"` // the window in use at the end (it grows up to Window)
+	MaxKept int `json:"max_kept"` // the most the Writer kept unacknowledged
+	// WindowWaitS is how long Write waited for room in the window, in
+	// seconds: the window, not the path, held the link back that long.
+	WindowWaitS float64 `json:"window_wait_s"`
+	Resent      int64   `json:"resent_blocks"`
 }
 
 func (o Options) withDefaults() Options {
@@ -202,6 +219,12 @@ func Run(c *link.Conn, o Options, setup time.Duration) (Result, error) {
 	res.Streams = st.Streams
 	res.Tuning, res.TuneStop = c.Tuning()
 	res.Blocks, res.Adaptive = st.Writer.Blocks, st.Writer.Adaptive
+	if st.Window > 0 {
+		res.Resume = &Resume{Window: st.Window, Grown: st.Writer.Window, MaxKept: st.Writer.MaxKept, WindowWaitS: st.Writer.WindowWait.Seconds(), Resent: st.Writer.Resent}
+	}
+	for _, s := range st.Writer.Streams {
+		res.StreamBytes = append(res.StreamBytes, s.Bytes)
+	}
 	res.Bytes = int64(binary.BigEndian.Uint64(ans[:]))
 	if res.Bytes != sent {
 		return res, fmt.Errorf("perf: sent %d bytes, the server %s received %d", sent, res.Addr, res.Bytes)
