@@ -57,7 +57,7 @@ func Connect(cfg SessionConfig) (*Session, error) {
 	if cfg.Dial == nil {
 		cfg.Dial = DialTCP
 	}
-	s := &Session{cfg: cfg, machine: cfg.Machine, logf: cfg.Logf, ready: make(chan struct{}), lookups: map[uint64]chan []identity.Machine{}, hubQueries: map[uint64]chan []wire.RouteAd{},
+	s := &Session{cfg: cfg, machine: cfg.Machine, logf: cfg.Logf, ready: make(chan struct{}), lookups: map[uint64]chan *wire.Found{}, hubQueries: map[uint64]chan []wire.RouteAd{},
 		messages: make(chan *wire.Routed, messageQueue), incoming: make(chan *Incoming, incomingQueue), done: make(chan struct{}),
 		gaveUp: make(chan struct{}), firstRound: make(chan struct{}), since: time.Now(), cause: ErrFirstAttempt}
 	if s.logf == nil {

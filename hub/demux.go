@@ -21,7 +21,7 @@ func (sl *slink) handle(f wire.Frame) error {
 			s.mu.Lock()
 			if ch := s.lookups[m.Found.Query]; ch != nil {
 				select {
-				case ch <- m.Found.Matches:
+				case ch <- m.Found:
 				default:
 				}
 			}

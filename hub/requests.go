@@ -91,8 +91,8 @@ func (sl *slink) remove(c *Circuit) {
 }
 
 // Lookup asks the hubs for the nodes named node (a name or an ID text);
-// each Machine comes with Hub and HubName. No match is an error wrapping
-// ErrNotFound.
+// each Machine comes with Hub and HubName. No match is a *NotFoundError
+// (errors.Is ErrNotFound) naming the hubs that could not be asked.
 func (s *Session) Lookup(ctx context.Context, node string) ([]identity.Machine, error) {
 	if node == "" || len(node) > 64 {
 		return nil, fmt.Errorf("hub: lookup: bad node name %q", node)
@@ -101,7 +101,7 @@ func (s *Session) Lookup(ctx context.Context, node string) ([]identity.Machine, 
 	if err != nil {
 		return nil, err
 	}
-	ch := make(chan []identity.Machine, 1)
+	ch := make(chan *wire.Found, 1)
 	s.mu.Lock()
 	s.nextQ++
 	q := s.nextQ
@@ -114,11 +114,11 @@ func (s *Session) Lookup(ctx context.Context, node string) ([]identity.Machine, 
 	}()
 	sl.t.SendControl(&wire.Message{Kind: wire.KLookup, Lookup: &wire.Lookup{Query: q, Node: node}})
 	select {
-	case ms := <-ch:
-		if len(ms) == 0 {
-			return nil, fmt.Errorf("hub: lookup %s: %w on any hub", node, ErrNotFound)
+	case f := <-ch:
+		if len(f.Matches) == 0 {
+			return nil, &NotFoundError{Node: node, Hub: sl.hub.Name, Answered: f.Answered, Unreached: f.Unreached}
 		}
-		return ms, nil
+		return f.Matches, nil
 	case <-sl.t.Done():
 		return nil, fmt.Errorf("hub: lookup %s: hub link to %s lost", node, sl.hub.Name)
 	case <-s.done:

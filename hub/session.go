@@ -85,7 +85,7 @@ type Session struct {
 	closed     bool
 
 	// Requests waiting for the hub's answers (requests.go), under mu.
-	lookups    map[uint64]chan []identity.Machine
+	lookups    map[uint64]chan *wire.Found
 	hubQueries map[uint64]chan []wire.RouteAd
 	nextQ      uint64
 

@@ -53,12 +53,14 @@ func FuzzSessionFrames(f *testing.F) {
 	f.Add(wire.Append(nil, wire.TControl, 0, wire.Encode(&wire.Message{Kind: wire.KRouted, Routed: &wire.Routed{ToHub: someone, ToNode: someone, TTL: 2,
 		Msg: &wire.Message{Kind: wire.KReverse, Reverse: &wire.Reverse{Token: 1, From: identity.Machine{ID: someone}, Port: 1}}}})))
 	f.Add(wire.Append(nil, wire.TControl, 0, wire.Encode(&wire.Message{Kind: wire.KFound, Found: &wire.Found{Query: 1}})))
+	f.Add(wire.Append(nil, wire.TControl, 0, wire.Encode(&wire.Message{Kind: wire.KFound, Found: &wire.Found{Query: 1, Answered: 2,
+		Unreached: []wire.HubUnreached{{Hub: someone, Name: "das3v", Cause: wire.UnreachedRoute, SinceMs: 1}, {Hub: someone, Cause: wire.UnreachedNoAnswer, WaitMs: 2000}}}})))
 	f.Add(wire.Append(nil, wire.TControl, 0, wire.Encode(&wire.Message{Kind: wire.KMachine, Machine: &identity.Machine{ID: someone, Name: "node-peer"}})))
 	f.Add(wire.Append(nil, wire.TControl, 0, wire.Encode(&wire.Message{Kind: wire.KVirtualAck, VirtualAck: &wire.VirtualAck{V4: netip.MustParseAddr("100.96.0.1"),
 		Taken: []wire.AddrTaken{{Addr: netip.MustParseAddr("fd67:726c::1"), Holder: identity.Machine{ID: someone}, Reason: "held"}}}})))
 
 	f.Fuzz(func(t *testing.T, b []byte) {
-		s := &Session{cfg: SessionConfig{Machine: identity.Machine{ID: someone, Name: "n"}}, machine: identity.Machine{ID: someone, Name: "n"}, logf: quiet, lookups: map[uint64]chan []identity.Machine{},
+		s := &Session{cfg: SessionConfig{Machine: identity.Machine{ID: someone, Name: "n"}}, machine: identity.Machine{ID: someone, Name: "n"}, logf: quiet, lookups: map[uint64]chan *wire.Found{},
 			messages: make(chan *wire.Routed, 1), incoming: make(chan *Incoming, 1), done: make(chan struct{})}
 		a, c := net.Pipe()
 		go io.Copy(io.Discard, c)

@@ -62,11 +62,18 @@ func (e *AddrTakenError) Error() string {
 func (e *AddrTakenError) Unwrap() []error { return []error{ErrAddrTaken, direct.ErrRefused} }
 
 // AddrNotFoundError is a lookup of a virtual address no node holds on any
-// hub that answered; it wraps ErrNotFound.
-type AddrNotFoundError struct{ Addr netip.Addr }
+// hub that answered; it wraps ErrNotFound. Unreached names the hubs that
+// could not be asked (empty from a hub older than wire.VersionUnreached).
+type AddrNotFoundError struct {
+	Addr      netip.Addr
+	Unreached []wire.HubUnreached
+}
 
 func (e *AddrNotFoundError) Error() string {
-	return fmt.Sprintf("hub: lookup %s: no node holds this virtual address on any hub", e.Addr)
+	if len(e.Unreached) == 0 {
+		return fmt.Sprintf("hub: lookup %s: no node holds this virtual address on any hub", e.Addr)
+	}
+	return fmt.Sprintf("hub: lookup %s: no node holds this virtual address on the hubs that answered; %s", e.Addr, unreachedText(e.Unreached))
 }
 
 func (e *AddrNotFoundError) Unwrap() error { return ErrNotFound }
@@ -221,7 +228,7 @@ func (s *Session) LookupAddr(ctx context.Context, a netip.Addr) (identity.Machin
 	if sl.version < wire.VersionVirtual {
 		return identity.Machine{}, fmt.Errorf("hub: lookup %s: hub %s speaks version %d: %w", a, sl.hub.Name, sl.version, ErrNoVirtual)
 	}
-	ch := make(chan []identity.Machine, 1)
+	ch := make(chan *wire.Found, 1)
 	s.mu.Lock()
 	s.nextQ++
 	q := s.nextQ
@@ -234,11 +241,11 @@ func (s *Session) LookupAddr(ctx context.Context, a netip.Addr) (identity.Machin
 	}()
 	sl.t.SendControl(&wire.Message{Kind: wire.KLookupAddr, LookupAddr: &wire.LookupAddr{Query: q, Addr: a}})
 	select {
-	case ms := <-ch:
-		if len(ms) == 0 {
-			return identity.Machine{}, &AddrNotFoundError{Addr: a}
+	case f := <-ch:
+		if len(f.Matches) == 0 {
+			return identity.Machine{}, &AddrNotFoundError{Addr: a, Unreached: f.Unreached}
 		}
-		return ms[0], nil
+		return f.Matches[0], nil
 	case <-sl.t.Done():
 		return identity.Machine{}, fmt.Errorf("hub: lookup %s: hub link to %s lost", a, sl.hub.Name)
 	case <-s.done:

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/wire"
 )
 
 // A hub of a version before wire.VersionVirtual would close the link over
@@ -17,7 +18,7 @@ import (
 func TestVirtualOnOlderHub(t *testing.T) {
 	someone := creds(t).Key.ID()
 	me := identity.Machine{ID: someone, Name: "n"}
-	s := &Session{cfg: SessionConfig{Machine: me}, machine: me, logf: quiet, lookups: map[uint64]chan []identity.Machine{},
+	s := &Session{cfg: SessionConfig{Machine: me}, machine: me, logf: quiet, lookups: map[uint64]chan *wire.Found{},
 		ready: make(chan struct{}), done: make(chan struct{})}
 	a, c := net.Pipe()
 	sent := make(chan int64, 1)

@@ -35,8 +35,9 @@ const (
 )
 
 // Version is the protocol version hellos carry (2: virtual addresses,
-// vipaddr.go; 3: trunks of several connections between hubs, lane.go).
-const Version = VersionLanes
+// vipaddr.go; 3: trunks of several connections between hubs, lane.go;
+// 4: a lookup's answer names the hubs it could not ask, unreached.go).
+const Version = VersionUnreached
 
 // Limits on decoded messages.
 const (
@@ -136,10 +137,12 @@ type Lookup struct {
 	Node  string `json:"node"`
 }
 
-// Found answers a Lookup.
+// Found answers a Lookup. Answered and Unreached: unreached.go.
 type Found struct {
-	Query   uint64             `json:"query"`
-	Matches []identity.Machine `json:"matches,omitempty"`
+	Query     uint64             `json:"query"`
+	Matches   []identity.Machine `json:"matches,omitempty"`
+	Answered  int                `json:"answered,omitempty"`
+	Unreached []HubUnreached     `json:"unreached,omitempty"`
 }
 
 // Reverse asks the target node to dial the sender back.
@@ -339,6 +342,9 @@ func (m *Message) check(depth int) error {
 	case KFound:
 		ok = m.Found != nil && len(m.Found.Matches) <= maxMatches
 		if ok {
+			if err := m.Found.checkUnreached(); err != nil {
+				return err
+			}
 			for i := range m.Found.Matches {
 				if err := checkMachine(&m.Found.Matches[i]); err != nil {
 					return err

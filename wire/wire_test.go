@@ -197,6 +197,7 @@ func FuzzDecode(f *testing.F) {
 	withVirtual := m
 	withVirtual.Virtual = []netip.Addr{netip.MustParseAddr("100.96.0.5"), netip.MustParseAddr("fd67:726c::5")}
 	f.Add(Encode(&Message{Kind: KFound, Found: &Found{Query: 1, Matches: []identity.Machine{withVirtual}}}))
+	f.Add(Encode(unreachedFound()))
 	f.Add(Encode(&Message{Kind: KRouted, Routed: &Routed{FromHub: m.ID, ToHub: m.ID, Msg: &Message{Kind: KClaimed, Claimed: &Claimed{Query: 1, Holders: []Holding{{Node: m, Owner: "o", Bound: true, Attached: true}}}}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		msg, err := Decode(b)

@@ -3,6 +3,7 @@ package hubserver
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -182,6 +183,10 @@ type query struct {
 	waiting map[identity.ID]bool
 	matches []identity.Machine
 	timer   *time.Timer
+	// for an answer without match (wire.Found.Answered, Unreached): the
+	// hubs asked, by name, and those without a route when asked.
+	names   map[identity.ID]string
+	noRoute []wire.HubUnreached
 }
 
 // lookup answers a node's lookup from the attached nodes, or else asks
@@ -201,16 +206,23 @@ func (h *Hub) askHubs(p *peer, nodeQ uint64, local []identity.Machine, ask func(
 		p.send(&wire.Message{Kind: wire.KFound, Found: &wire.Found{Query: nodeQ, Matches: local}})
 		return
 	}
-	q := &query{node: p, nodeQ: nodeQ, waiting: map[identity.ID]bool{}}
+	q := &query{node: p, nodeQ: nodeQ, waiting: map[identity.ID]bool{}, names: map[identity.ID]string{}}
 	h.mu.Lock()
 	for id, r := range h.routes {
 		if r.next != nil {
 			q.waiting[id] = true
+			q.names[id] = r.name
+		} else if len(q.noRoute) < wire.MaxUnreached {
+			u := wire.HubUnreached{Hub: id, Name: r.name, Cause: wire.UnreachedRoute}
+			if !r.updated.IsZero() {
+				u.SinceMs = r.updated.UnixMilli()
+			}
+			q.noRoute = append(q.noRoute, u)
 		}
 	}
 	h.mu.Unlock()
 	if len(q.waiting) == 0 {
-		p.t.SendControl(&wire.Message{Kind: wire.KFound, Found: &wire.Found{Query: nodeQ}})
+		p.send(&wire.Message{Kind: wire.KFound, Found: q.notFound()})
 		return
 	}
 	qid := h.queryID.Add(1)
@@ -260,5 +272,25 @@ func (h *Hub) finishQuery(qid uint64) {
 		return
 	}
 	q.timer.Stop()
-	q.node.send(&wire.Message{Kind: wire.KFound, Found: &wire.Found{Query: q.nodeQ, Matches: q.matches}})
+	f := &wire.Found{Query: q.nodeQ, Matches: q.matches}
+	if len(q.matches) == 0 {
+		f = q.notFound()
+	}
+	q.node.send(&wire.Message{Kind: wire.KFound, Found: f})
+}
+
+// notFound is q's answer without match: the hubs that answered (this one
+// included) and those that could not be asked, by name (no route when
+// asked, or still waited for: no answer within lookupWait). Its q is no
+// longer pending (or never was).
+func (q *query) notFound() *wire.Found {
+	f := &wire.Found{Query: q.nodeQ, Answered: 1 + len(q.names) - len(q.waiting)}
+	f.Unreached = append(f.Unreached, q.noRoute...)
+	for id := range q.waiting {
+		if len(f.Unreached) < wire.MaxUnreached {
+			f.Unreached = append(f.Unreached, wire.HubUnreached{Hub: id, Name: q.names[id], Cause: wire.UnreachedNoAnswer, WaitMs: lookupWait.Milliseconds()})
+		}
+	}
+	slices.SortFunc(f.Unreached, func(a, b wire.HubUnreached) int { return strings.Compare(a.Name, b.Name) })
+	return f
 }

@@ -88,9 +88,10 @@ func (h *Hub) newPeer(c net.Conn, sealer *wire.Sealer, hello *wire.Hello, dialed
 
 // send sends m on p's link as p's protocol version decodes it (a lookup's
 // answer without virtual addresses for a peer older than
-// wire.VersionVirtual: its strict decoder would close the link).
+// wire.VersionVirtual, without the hubs it could not ask for one older
+// than wire.VersionUnreached: its strict decoder would close the link).
 func (p *peer) send(m *wire.Message) bool {
-	return p.t.SendControl(wire.StripVirtual(m, p.version))
+	return p.t.SendControl(wire.StripUnreached(wire.StripVirtual(m, p.version), p.version))
 }
 
 // run starts a registered peer's link, reads it until it fails and cleans
