@@ -1,6 +1,7 @@
 package hubserver
 
 import (
+	"context"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -166,5 +167,57 @@ func testNameUnreachedHubSettledWhenMet(t *testing.T) {
 	expectErr(t, second.Refused(), hub.ErrNameTaken, first.Machine().ID.Short())
 	if first.Refused() != nil {
 		t.Errorf("the earlier holder was refused too: %v", first.Refused())
+	}
+}
+
+// A node claims its virtual addresses while a hub its hub routes to has
+// gone silent (a dying hub): once that hub's trunk closes, the claim
+// stops waiting for its answers and the node holds its addresses at once,
+// not after lookupWait. (On an in-memory network in a synctest bubble.)
+func TestVirtualClaimUnreachedHubNotWaited(t *testing.T) {
+	synctest.Test(t, testVirtualClaimUnreachedHubNotWaited)
+}
+
+func testVirtualClaimUnreachedHubNotWaited(t *testing.T) {
+	g := memGrid(t)
+	a := g.hub("a")
+	b := g.hub("b", "a")
+	testwait.Until(t, "routes between a and b", 10*time.Second, func() bool {
+		r, ok := a.route(b)
+		return ok && r.Reachable()
+	})
+	n := g.node("n", "a")
+	silenceTrunk(b, a)
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		done <- n.ClaimAddrs(ctx, v4a, v6a)
+	}()
+	for start := time.Now(); ; time.Sleep(time.Millisecond) {
+		if time.Since(start) > 10*time.Second {
+			t.Fatal("hub a never claimed n's addresses")
+		}
+		a.mu.Lock()
+		waiting := false
+		for _, cl := range a.vip.claims {
+			waiting = waiting || len(cl.waiting) > 0
+		}
+		a.mu.Unlock()
+		if waiting {
+			break
+		}
+	}
+	g.block("a", "b") // b stays away
+	start := time.Now()
+	closeTrunk(b, a)
+	if err := <-done; err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	if took := time.Since(start); took >= lookupWait/2 {
+		t.Errorf("the claim waited %v after b's trunk closed, want well under lookupWait (%v)", took, lookupWait)
+	}
+	if v4, v6, err := n.VirtualAddrs(); v4 != v4a || v6 != v6a || err != nil {
+		t.Errorf("n holds %v %v (%v), want %v %v", v4, v6, err, v4a, v6a)
 	}
 }

@@ -179,13 +179,27 @@ func (h *Hub) judgeLocked(c *wire.Holding, id identity.ID) (evict []*peer, lost 
 	return evict, nil
 }
 
-// unreachedLocked stops the claims waiting for hubs that have no
-// reachable route any more: such a hub counts as having answered with no
-// holder, as one that does not answer in time does. A holder there is
+// unreachedLocked stops the claims (of names, and of virtual addresses)
+// waiting for hubs that have no reachable route any more: such a hub
+// counts as having answered with no holder, as one that does not answer
+// in time does. A holder there is
 // found when the hub becomes reachable again (reclaim), and the rule
 // decides as for any claim. h.mu is held.
 func (h *Hub) unreachedLocked() {
 	for _, cl := range h.claims {
+		if cl.lost != nil || len(cl.waiting) == 0 {
+			continue
+		}
+		for id := range cl.waiting {
+			if r := h.routes[id]; r == nil || r.next == nil {
+				delete(cl.waiting, id)
+			}
+		}
+		if len(cl.waiting) == 0 {
+			close(cl.done)
+		}
+	}
+	for _, cl := range h.vip.claims { // virtual addresses alike (vipaddr.go)
 		if cl.lost != nil || len(cl.waiting) == 0 {
 			continue
 		}
