@@ -23,7 +23,9 @@ import (
 //     admitting, then asks every hub it has a route to (routed
 //     wire.KClaim), which judge their holders alike and answer
 //     (wire.KClaimed), for at most lookupWait: a hub that does not answer
-//     in time is not waited for;
+//     in time is not waited for, nor is one whose route becomes
+//     unreachable while the claim waits (unreachedLocked: a dead hub's
+//     stale route no longer holds a re-attaching node for lookupWait);
 //  3. admits the node unless a holder keeps the name (keeps), and refuses
 //     it naming the holder and its hub otherwise.
 //
@@ -175,6 +177,41 @@ func (h *Hub) judgeLocked(c *wire.Holding, id identity.ID) (evict []*peer, lost 
 		}
 	}
 	return evict, nil
+}
+
+// unreachedLocked stops the claims (of names, and of virtual addresses)
+// waiting for hubs that have no reachable route any more: such a hub
+// counts as having answered with no holder, as one that does not answer
+// in time does. A holder there is
+// found when the hub becomes reachable again (reclaim), and the rule
+// decides as for any claim. h.mu is held.
+func (h *Hub) unreachedLocked() {
+	for _, cl := range h.claims {
+		if cl.lost != nil || len(cl.waiting) == 0 {
+			continue
+		}
+		for id := range cl.waiting {
+			if r := h.routes[id]; r == nil || r.next == nil {
+				delete(cl.waiting, id)
+			}
+		}
+		if len(cl.waiting) == 0 {
+			close(cl.done)
+		}
+	}
+	for _, cl := range h.vip.claims { // virtual addresses alike (vipaddr.go)
+		if cl.lost != nil || len(cl.waiting) == 0 {
+			continue
+		}
+		for id := range cl.waiting {
+			if r := h.routes[id]; r == nil || r.next == nil {
+				delete(cl.waiting, id)
+			}
+		}
+		if len(cl.waiting) == 0 {
+			close(cl.done)
+		}
+	}
 }
 
 func (cl *claim) lose(e *hub.RefusedError) {

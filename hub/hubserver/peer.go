@@ -203,6 +203,7 @@ func (h *Hub) unregister(p *peer, cause error) {
 		if h.hubs[p.id] == p {
 			delete(h.hubs, p.id)
 			lost = h.linkLostLocked(p)
+			h.unreachedLocked() // names.go
 		}
 	} else {
 		if h.nodes[p.id] == p {

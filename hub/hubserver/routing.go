@@ -132,6 +132,9 @@ func (h *Hub) applyGossip(p *peer, g *wire.Gossip) {
 			met = append(met, ad.Hub)
 		}
 	}
+	if changed {
+		h.unreachedLocked() // names.go
+	}
 	h.mu.Unlock()
 	if changed {
 		h.triggerUpdate()
@@ -248,6 +251,9 @@ func (h *Hub) expireLocked(now time.Time) bool {
 		}
 	}
 	h.supersededLocked()
+	if changed {
+		h.unreachedLocked() // names.go
+	}
 	return changed
 }
 

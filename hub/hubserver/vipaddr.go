@@ -19,7 +19,8 @@ import (
 //     attached nodes that hold it and the claims of it under way;
 //  2. it asks every hub it has a route to (routed wire.KAddrClaim), which
 //     judge the claim alike and answer with their holders
-//     (wire.KAddrClaimed), for at most lookupWait;
+//     (wire.KAddrClaimed), for at most lookupWait and not for a hub
+//     whose route goes unreachable meanwhile (names.go's unreachedLocked);
 //  3. the node holds each address no other node keeps; the verdict
 //     (wire.KVirtualAck) names each address refused and its holder, in
 //     the words the hub logs.
