@@ -79,7 +79,7 @@ func (n *Node) acceptDirect() {
 			n.spares.held[c] = true
 			n.spares.mu.Unlock()
 			n.wg.Add(1)
-			go n.holdSpare(c, peer, Direct)
+			go n.holdSpare(c, peer)
 			continue
 		}
 		if r.reverse {

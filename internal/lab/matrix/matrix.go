@@ -59,11 +59,6 @@ type Matrix struct {
 // intended host: the listener names itself, since a private address may
 // belong to another machine than the one meant.
 func Plain(ctx context.Context, t *topology.Topology, timeout time.Duration) (*Matrix, error) {
-	return PlainPairs(ctx, t, timeout, nil)
-}
-
-// PlainPairs is Plain for the ordered pairs keep admits (nil: all).
-func PlainPairs(ctx context.Context, t *topology.Topology, timeout time.Duration, keep func(src, dst string) bool) (*Matrix, error) {
 	m := &Matrix{Topology: t.Name}
 	ports := map[string]uint16{}
 	for _, s := range t.Sites {
@@ -78,7 +73,7 @@ func PlainPairs(ctx context.Context, t *topology.Topology, timeout time.Duration
 	}
 	for _, src := range t.Sites {
 		for _, dst := range t.Sites {
-			if src != dst && (keep == nil || keep(src.Name, dst.Name)) {
+			if src != dst {
 				m.Pairs = append(m.Pairs, Pair{Src: src.Name, Dst: dst.Name})
 			}
 		}
