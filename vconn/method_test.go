@@ -22,10 +22,14 @@ func TestMethodTable(t *testing.T) {
 			t.Errorf("%s starts after %v, want %v", m, got, want)
 		}
 	}
-	for m, want := range map[Method]int{Direct: 5, Reverse: 5, Splice: 7, Routed: 2} {
+	for m, want := range map[Method]int{Direct: 5, Reverse: 6, Splice: 7, Routed: 2} {
 		if got := methods[m].setupTrips(); got != want {
 			t.Errorf("%s's setup takes %d half round trips, want %d", m, got, want)
 		}
+	}
+	// a splice answered early takes three round trips
+	if f, ok := methods[Splice].(interface{ fastestTrips() int }); !ok || f.fastestTrips() != 6 {
+		t.Errorf("splice's fastest setup is not 6 half round trips")
 	}
 	if r := Method("carrier-pigeon").rank(); r <= Routed.rank() {
 		t.Errorf("an unknown method ranks %d, before routed", r)

@@ -161,6 +161,9 @@ func (n *Node) settled(m Method, racing []Method, errs map[Method]error, target 
 // plus a margin. Zero or less: take best now.
 func (n *Node) graceFor(best *result, racing []Method, errs map[Method]error, startOf map[Method]time.Time) time.Duration {
 	bestTrips := methods[best.method].setupTrips()
+	if f, ok := methods[best.method].(interface{ fastestTrips() int }); ok {
+		bestTrips = f.fastestTrips() // the round trip read from it is then not too short
+	}
 	rtt := best.elapsed * 2 / time.Duration(bestTrips)
 	var until time.Time
 	for _, o := range racing {
