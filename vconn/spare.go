@@ -12,6 +12,7 @@ import (
 
 	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/nat"
 	"github.com/gridlink/gridlink/wire"
 )
 
@@ -146,7 +147,20 @@ type spareFlight struct {
 // are why there are spares at all) and two handshakes at once would both
 // finish later: on a short round trip the CPU the handshakes take is most
 // of a setup's time.
+//
+// Not spliced spares from behind a sequential NAT: a splice in the
+// background would take the port a splice of this node's predicts (each
+// new mapping takes the next port), so it would spoil the setups it is
+// meant to speed up.
 func (n *Node) refillSpare(target identity.Machine, m Method) {
+	if m == Splice {
+		n.self.mu.Lock()
+		seq := n.self.nat.class.Allocation == nat.Sequential
+		n.self.mu.Unlock()
+		if seq {
+			return
+		}
+	}
 	ttl := n.spareTTL()
 	n.spares.mu.Lock()
 	defer n.spares.mu.Unlock()
@@ -258,7 +272,8 @@ func (n *Node) directSetup(ctx context.Context, target identity.Machine, port ui
 // spareSetup makes a connection to port on target by method m: through
 // the spare by m kept for it; else, when a spare to it by m is on its
 // way, through whichever comes first, that spare or a fresh setup
-// (fresh); else a fresh setup. spared says whether a spare carried the
+// (fresh; a splice waits for the spare instead, then sets up afresh if
+// none came); else a fresh setup. spared says whether a spare carried the
 // connection (or the refusal).
 func (n *Node) spareSetup(ctx context.Context, target identity.Machine, port uint16, m Method, fresh func(context.Context) (net.Conn, error)) (c net.Conn, spared bool, err error) {
 	if sc := n.takeSpare(target.ID, m); sc != nil {
@@ -278,6 +293,26 @@ func (n *Node) spareSetup(ctx context.Context, target identity.Machine, port uin
 	}
 	n.spares.mu.Unlock()
 	if coming == nil {
+		c, err = fresh(ctx)
+		return c, false, err
+	}
+	if m == Splice {
+		// Two splices at once from one host spoil each other's port
+		// prediction (behind a sequential NAT the other's mapping takes
+		// the predicted port): wait for the spare on its way instead.
+		select {
+		case <-coming:
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
+		if sc := n.takeSpare(target.ID, m); sc != nil {
+			if c, err = useSpare(ctx, sc, port); !errors.Is(err, errSpareDead) {
+				if err == nil {
+					n.refillSpare(target, m)
+				}
+				return c, true, err
+			}
+		}
 		c, err = fresh(ctx)
 		return c, false, err
 	}

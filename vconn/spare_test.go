@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gridlink/gridlink/nat"
 	"io"
 	"strings"
 	"testing"
@@ -239,5 +240,29 @@ func TestSlowMethodSpares(t *testing.T) {
 	n := testNode(t, "c", nil)
 	if _, err := n.Listen(wire.SparePort); err == nil {
 		t.Errorf("listening on port %d, which names a spare", wire.SparePort)
+	}
+}
+
+// A node behind a sequential NAT sets up no spliced spares: a splice in
+// the background would take the port its next splice predicts. Behind a
+// port-preserving NAT it does.
+func TestNoSplicedSparesBehindSequentialNAT(t *testing.T) {
+	h := testHub(t, "site")
+	for _, tc := range []struct {
+		alloc nat.Allocation
+		want  int
+	}{{nat.Sequential, 0}, {nat.Preserving, 1}} {
+		a := testNode(t, "a-"+tc.alloc.String(), h, Splice)
+		b := testNode(t, "b-"+tc.alloc.String(), h, Splice)
+		a.self.mu.Lock()
+		a.self.nat.class = nat.Class{Allocation: tc.alloc, Delta: 1}
+		a.self.mu.Unlock()
+		a.refillSpare(b.Machine(), Splice)
+		a.spares.mu.Lock()
+		got := a.spares.inflight
+		a.spares.mu.Unlock()
+		if got != tc.want {
+			t.Errorf("behind a %s NAT: %d spliced spares set up, want %d", tc.alloc, got, tc.want)
+		}
 	}
 }
