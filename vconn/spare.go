@@ -148,18 +148,14 @@ type spareFlight struct {
 // finish later: on a short round trip the CPU the handshakes take is most
 // of a setup's time.
 //
-// Not spliced spares from behind a sequential NAT: a splice in the
-// background would take the port a splice of this node's predicts (each
-// new mapping takes the next port), so it would spoil the setups it is
-// meant to speed up.
+// Not spliced spares from behind a sequential NAT (nor to a node behind
+// one, which refuses them: answerSplice): a splice in the background
+// would take the port a splice of this node's predicts (each new mapping
+// takes the next port), so it would spoil the setups it is meant to
+// speed up.
 func (n *Node) refillSpare(target identity.Machine, m Method) {
-	if m == Splice {
-		n.self.mu.Lock()
-		seq := n.self.nat.class.Allocation == nat.Sequential
-		n.self.mu.Unlock()
-		if seq {
-			return
-		}
+	if m == Splice && n.sequentialNAT() {
+		return
 	}
 	ttl := n.spareTTL()
 	n.spares.mu.Lock()
@@ -469,4 +465,12 @@ func (n *Node) holdSpare(c *direct.Conn, peer identity.Machine, m Method) {
 	}
 	_ = c.SetWriteDeadline(time.Time{})
 	n.deliver(c, m, peer, port)
+}
+
+// sequentialNAT says this host's NAT was last classified as taking each
+// new mapping's port from the one before (nat.Sequential).
+func (n *Node) sequentialNAT() bool {
+	n.self.mu.Lock()
+	defer n.self.mu.Unlock()
+	return n.self.nat.class.Allocation == nat.Sequential
 }

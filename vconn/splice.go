@@ -221,6 +221,10 @@ func (n *Node) answerSplice(m *wire.Routed) {
 		return
 	}
 	if s.Port == wire.SparePort { // its port is asked later (spare.go)
+		if n.sequentialNAT() {
+			fail(wire.FailPortRefused, "no spliced spares to "+n.cfg.Name+": behind its sequential NAT a splice in the background would take the port another one predicts")
+			return
+		}
 		if err := n.spareRoom(); err != nil {
 			fail(wire.FailPortRefused, err.Error())
 			return
