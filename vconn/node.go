@@ -196,7 +196,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 func (n *Node) localMachine() identity.Machine {
 	m := n.withMapped(n.direct.Machine(n.cfg.Key.ID(), n.cfg.Name))
 	n.self.mu.Lock()
-	m.NAT, m.NonRouted = n.self.natExternal, n.self.nonRouted
+	m.NAT, m.NATSequential, m.NonRouted = n.self.natExternal, n.self.natSequential, n.self.nonRouted
 	n.self.mu.Unlock()
 	return m
 }

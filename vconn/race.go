@@ -168,7 +168,7 @@ func (n *Node) graceFor(best *result, racing []Method, errs map[Method]error, st
 	var until time.Time
 	for _, o := range racing {
 		if o.rank() < best.method.rank() && errs[o] == nil && n.plausible(o, best.target) {
-			trips := methods[o].setupTrips()
+			trips := n.setupTrips(o, best.target)
 			need := rtt * time.Duration(trips) / 2
 			if trips < bestTrips {
 				// a method that costs fewer round trips than the one that
@@ -182,6 +182,23 @@ func (n *Node) graceFor(best *result, racing []Method, errs map[Method]error, st
 		}
 	}
 	return time.Until(until)
+}
+
+// setupTrips is how many half round trips a setup by m to target takes:
+// the method's own count (setupTrips), and for a splice one round trip
+// more for each end behind a sequential NAT, which observes its NAT's
+// counter before it offers or answers (nat.Endpoints).
+func (n *Node) setupTrips(m Method, target identity.Machine) int {
+	trips := methods[m].setupTrips()
+	if m == Splice {
+		if n.sequentialNAT() {
+			trips += 2
+		}
+		if target.NATSequential {
+			trips += 2
+		}
+	}
+	return trips
 }
 
 // graceMargin covers processing time on the way (handshakes, hubs).

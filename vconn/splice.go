@@ -132,8 +132,8 @@ func (n *Node) spliceFailed(target identity.Machine) {
 // linked to each other, whose link's round trip is close to the ends';
 // zero (none) otherwise, or when the hub cannot say at once.
 func (n *Node) spliceRTT(ctx context.Context, target identity.Machine) time.Duration {
-	if target.Hub.IsZero() {
-		return 0
+	if target.Hub.IsZero() || target.Hub == n.Machine().Hub {
+		return 0 // no hub, or both on one: no hub link to read (and no question to wait for)
 	}
 	ctx, cancel := context.WithTimeout(ctx, spliceRTTWait)
 	defer cancel()

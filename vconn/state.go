@@ -63,8 +63,9 @@ type spares struct {
 // self is what this host knows of itself that its peers judge methods by
 // (natstate.go).
 type self struct {
-	mu          sync.Mutex
-	nat         natState
-	natExternal netip.Addr // the NAT this host is behind: its external address (publishNAT)
-	nonRouted   bool       // this host has no default route (publishRoute)
+	mu            sync.Mutex
+	nat           natState
+	natExternal   netip.Addr // the NAT this host is behind: its external address (publishNAT)
+	natSequential bool       // that NAT is sequential (publishNAT)
+	nonRouted     bool       // this host has no default route (publishRoute)
 }
