@@ -70,6 +70,7 @@ bench: deps build
 	bench/vip.sh
 	bench/routed.sh
 	bench/exec.sh
+	bench/setup.sh
 
 # Scale (issue 23; not part of test): an overlay of HUBS hubs in one
 # process (in-memory network, latencies of sites up to 20 ms apart) and

@@ -77,5 +77,5 @@ func (s *Session) self() identity.Machine {
 
 func machineEqual(a, b identity.Machine) bool {
 	return a.ID == b.ID && a.Name == b.Name && a.Hub == b.Hub && a.HubName == b.HubName &&
-		slices.Equal(a.Addrs, b.Addrs) && slices.Equal(a.Observed, b.Observed) && a.NAT == b.NAT && a.NonRouted == b.NonRouted
+		slices.Equal(a.Addrs, b.Addrs) && slices.Equal(a.Observed, b.Observed) && a.NAT == b.NAT && a.NonRouted == b.NonRouted && a.NATSequential == b.NATSequential
 }

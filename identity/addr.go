@@ -18,8 +18,12 @@ type Machine struct {
 	Observed  []netip.AddrPort `json:"observed,omitempty"`   // its address as hubs saw it (e.g. a NAT's)
 	NAT       netip.Addr       `json:"nat,omitzero"`         // the external address of the NAT it found itself behind, by classifying hubs' observations (zero: none, or not classified)
 	NonRouted bool             `json:"non_routed,omitempty"` // its routing table has no default route: it reaches only its own networks
-	Hub       ID               `json:"hub,omitzero"`         // the hub it is attached to
-	HubName   string           `json:"hub_name,omitempty"`   // that hub's name (its site)
+	// NATSequential: its NAT was classified as taking each new mapping's
+	// port from the one before; a splice to or from it first observes
+	// that NAT's counter, a round trip more (peers' races wait for it).
+	NATSequential bool   `json:"nat_sequential,omitempty"`
+	Hub           ID     `json:"hub,omitzero"`       // the hub it is attached to
+	HubName       string `json:"hub_name,omitempty"` // that hub's name (its site)
 	// Virtual lists the virtual addresses (issue 19: at most one IPv4 and
 	// one IPv6) the node holds in the hubs' directory. Only hubs fill it,
 	// in their answers to lookups (wire.KFound), and only for peers of

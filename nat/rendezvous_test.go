@@ -50,6 +50,45 @@ func TestOfferAnswer(t *testing.T) {
 	}
 }
 
+// An early answer (Reply.Early): the answering side connects half the
+// offer's round-trip estimate after its reply, the offering side at once
+// on the reply; neither sends nor waits for a go, and they connect.
+func TestOfferAnswerEarly(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	offers, replies := make(chan []netip.AddrPort, 1), make(chan []netip.AddrPort, 1)
+	type res struct {
+		c   net.Conn
+		err error
+	}
+	answered := make(chan res, 1)
+	const rtt = 40 * time.Millisecond
+	go func() {
+		peer := <-offers
+		c, err := AnswerEarly(ctx, time.Now(), peer, loopbackPredict,
+			func(eps []netip.AddrPort, held time.Duration) error {
+				go func() { time.Sleep(rtt / 2); replies <- eps }() // the reply's way back
+				return nil
+			}, rtt)
+		answered <- res{c, err}
+	}()
+	c, err := OfferTimed(ctx, loopbackPredict,
+		func(eps []netip.AddrPort) error { offers <- eps; return nil },
+		func(ctx context.Context) (Reply, error) { return Reply{Peer: <-replies, Early: true}, nil },
+		func() error { t.Error("an early offer sent go"); return nil })
+	a := <-answered
+	if err != nil || a.err != nil {
+		t.Fatalf("offer: %v, answer: %v", err, a.err)
+	}
+	defer c.Close()
+	defer a.c.Close()
+	go c.Write([]byte("spliced"))
+	buf := make([]byte, 7)
+	if _, err := io.ReadFull(a.c, buf); err != nil || string(buf) != "spliced" {
+		t.Fatalf("read %q, %v", buf, err)
+	}
+}
+
 // A prediction that fails is ErrPredict; the messenger's own errors come
 // back as they are; a peer that never connects is ErrPunch, in time.
 func TestOfferErrors(t *testing.T) {

@@ -79,7 +79,7 @@ func (n *Node) acceptDirect() {
 			n.spares.held[c] = true
 			n.spares.mu.Unlock()
 			n.wg.Add(1)
-			go n.holdSpare(c, peer)
+			go n.holdSpare(c, peer, Direct)
 			continue
 		}
 		if r.reverse {

@@ -10,6 +10,7 @@ import (
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/pki/proxy"
+	"github.com/gridlink/gridlink/wire"
 )
 
 // Access control. Every virtual connection is mutually authenticated end
@@ -140,8 +141,8 @@ func (n *Node) admitDirect(peer pki.Peer, req string, dialling bool) error {
 		n.rdv.mu.Lock()
 		port, ok := n.rdv.callbacks[r.token]
 		n.rdv.mu.Unlock()
-		if !ok {
-			return nil
+		if !ok || port == wire.SparePort {
+			return nil // a spare is judged when its port is asked
 		}
 		return n.access(port, peer)
 	case r.splice:
@@ -150,6 +151,9 @@ func (n *Node) admitDirect(peer pki.Peer, req string, dialling bool) error {
 		n.rdv.mu.Unlock()
 		if p == nil || p.goes == nil {
 			return nil // we dial: the target judges us
+		}
+		if p.port == wire.SparePort {
+			return nil // a spare is judged when its port is asked
 		}
 		return n.access(p.port, peer)
 	}

@@ -150,5 +150,10 @@ func (n *Node) commit(r result, target identity.Machine, port uint16, start time
 	if !n.cfg.NoCounters {
 		n.counts.dialled(r.method, setup)
 	}
+	if r.method == Reverse || r.method == Splice {
+		// pre-arranged connections for the next setups by this slow
+		// method, each then one round trip (spare.go).
+		n.refillSpare(target, r.method)
+	}
 	return n.track(&Conn{Conn: r.conn, method: r.method, local: Addr{Node: n.Machine()}, remote: Addr{Node: target, Port: port}, setup: setup, spare: r.spare}), nil
 }

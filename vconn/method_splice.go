@@ -25,6 +25,12 @@ func (spliceMethod) headStarts() int { return 0 }
 // setupTrips: rendezvous (one and a half round trips), connect, handshake.
 func (spliceMethod) setupTrips() int { return 7 }
 
+// fastestTrips: answered early (nat.Reply.Early), the rendezvous takes a
+// round trip: three in all. The race reads the path's round trip from a
+// splice that won by this count, so as not to take it for shorter than it
+// is (and cut short the wait for a more direct method).
+func (spliceMethod) fastestTrips() int { return 6 }
+
 // possible: not toward a site where splicing failed recently, nor from
 // behind a NAT whose ports cannot be predicted.
 func (spliceMethod) possible(n *Node, target identity.Machine) error {
@@ -53,9 +59,12 @@ func (spliceMethod) plausible(_ *Node, target identity.Machine, r reach) bool {
 	return true
 }
 
+// attempt: through a spliced spare kept for the target if there is one
+// (spare.go), else splicing in up to tries attempts.
 func (spliceMethod) attempt(ctx context.Context, n *Node, target identity.Machine, port uint16, tries int) (net.Conn, bool, error) {
-	c, err := n.splice(ctx, target, port, tries)
-	return c, false, err
+	return n.spareSetup(ctx, target, port, Splice, func(ctx context.Context) (net.Conn, error) {
+		return n.splice(ctx, target, port, tries)
+	})
 }
 
 func (spliceMethod) cause(n *Node, err error) (End, error, bool) {

@@ -1,11 +1,13 @@
 package vconn
 
 import (
+	"net/netip"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/nat"
 )
 
 // Every method has its entry, and the table keeps the race's order and
@@ -22,10 +24,14 @@ func TestMethodTable(t *testing.T) {
 			t.Errorf("%s starts after %v, want %v", m, got, want)
 		}
 	}
-	for m, want := range map[Method]int{Direct: 5, Reverse: 5, Splice: 7, Routed: 2} {
+	for m, want := range map[Method]int{Direct: 5, Reverse: 6, Splice: 7, Routed: 2} {
 		if got := methods[m].setupTrips(); got != want {
 			t.Errorf("%s's setup takes %d half round trips, want %d", m, got, want)
 		}
+	}
+	// a splice answered early takes three round trips
+	if f, ok := methods[Splice].(interface{ fastestTrips() int }); !ok || f.fastestTrips() != 6 {
+		t.Errorf("splice's fastest setup is not 6 half round trips")
 	}
 	if r := Method("carrier-pigeon").rank(); r <= Routed.rank() {
 		t.Errorf("an unknown method ranks %d, before routed", r)
@@ -34,5 +40,38 @@ func TestMethodTable(t *testing.T) {
 	n.cfg.Methods = []Method{"carrier-pigeon"}
 	if err := n.possible("carrier-pigeon", identity.Machine{}); err == nil {
 		t.Errorf("an unknown method is possible")
+	}
+}
+
+// A splice to or from a host behind a sequential NAT observes that NAT's
+// counter first, a round trip more per such end; the race waits for it
+// (CI: nat-zoo's sequential host lost its splices to routed when the race
+// gave it a plain splice's time), and a node tells its peers so.
+func TestSequentialSpliceTrips(t *testing.T) {
+	for _, tc := range []struct {
+		self, target bool
+		want         int
+	}{{false, false, 7}, {true, false, 9}, {false, true, 9}, {true, true, 11}} {
+		n := &Node{}
+		if tc.self {
+			n.self.nat.class = nat.Class{Allocation: nat.Sequential, Delta: 1}
+		}
+		if got := n.setupTrips(Splice, identity.Machine{NATSequential: tc.target}); got != tc.want {
+			t.Errorf("splice, this end sequential %v, the target's %v: %d half round trips, want %d", tc.self, tc.target, got, tc.want)
+		}
+		if got := n.setupTrips(Direct, identity.Machine{NATSequential: tc.target}); got != 5 {
+			t.Errorf("direct, this end sequential %v, the target's %v: %d half round trips, want 5", tc.self, tc.target, got)
+		}
+	}
+	h := testHub(t, "site")
+	a := testNode(t, "a", h, Splice)
+	ext := netip.MustParseAddr("203.0.113.19")
+	a.publishNAT(nat.Class{Allocation: nat.Sequential, Delta: 1, External: ext})
+	if m := a.Machine(); !m.NATSequential || m.NAT != ext {
+		t.Errorf("behind a sequential NAT, the node's identifier says NAT %v, sequential %v", m.NAT, m.NATSequential)
+	}
+	a.publishNAT(nat.Class{Allocation: nat.Preserving, External: ext})
+	if m := a.Machine(); m.NATSequential {
+		t.Errorf("behind a port-preserving NAT, the node's identifier still says sequential")
 	}
 }

@@ -110,16 +110,19 @@ func (n *Node) lie(eps []netip.AddrPort) []netip.AddrPort {
 }
 
 // publishNAT puts the external address of this host's NAT, if it is behind
-// one, in its machine identifier (identity.Machine.NAT), and tells the hub
-// when it changed: peers' diagnoses (Explain) say so then.
+// one, and whether it is sequential in its machine identifier
+// (identity.Machine.NAT, NATSequential), and tells the hub when it
+// changed: peers' diagnoses (Explain) say so then, and their races wait
+// for a splice as long as it takes (graceFor).
 func (n *Node) publishNAT(c nat.Class) {
 	ext := netip.Addr{}
 	if c.Allocation != nat.None && c.Allocation != nat.Unknown && c.External.IsValid() {
 		ext = c.External
 	}
+	seq := ext.IsValid() && c.Allocation == nat.Sequential
 	n.self.mu.Lock()
-	changed := n.self.natExternal != ext
-	n.self.natExternal = ext
+	changed := n.self.natExternal != ext || n.self.natSequential != seq
+	n.self.natExternal, n.self.natSequential = ext, seq
 	n.self.mu.Unlock()
 	if changed {
 		n.advertise()

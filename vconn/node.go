@@ -15,6 +15,7 @@ import (
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/nat"
 	"github.com/gridlink/gridlink/pki"
+	"github.com/gridlink/gridlink/wire"
 )
 
 // Config configures a node. The zero value works: a fresh key, the host
@@ -138,7 +139,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		conns:    openConns{set: map[*Conn]struct{}{}},
 		memo:     memory{methods: map[identity.ID]Method{}, names: map[string]nameEntry{}},
 		rdv:      rendezvous{reverses: map[uint64]*pendingReverse{}, callbacks: map[uint64]uint16{}, splices: map[uint64]*pendingSplice{}},
-		spares:   spares{byTarget: map[identity.ID][]*spare{}, flights: map[identity.ID]*spareFlight{}, held: map[*direct.Conn]bool{}},
+		spares:   spares{byTarget: map[identity.ID][]*spare{}, flights: map[spareKey]*spareFlight{}, held: map[*direct.Conn]bool{}},
 		noSplice: &nat.Backoff[identity.ID]{Min: spliceFailedFor},
 	}
 	n.dialer = &direct.Dialer{Creds: creds, Preferred: cfg.Preferred, SSH: cfg.SSH, Local: n.localPrefixes,
@@ -195,7 +196,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 func (n *Node) localMachine() identity.Machine {
 	m := n.withMapped(n.direct.Machine(n.cfg.Key.ID(), n.cfg.Name))
 	n.self.mu.Lock()
-	m.NAT, m.NonRouted = n.self.natExternal, n.self.nonRouted
+	m.NAT, m.NATSequential, m.NonRouted = n.self.natExternal, n.self.natSequential, n.self.nonRouted
 	n.self.mu.Unlock()
 	return m
 }
@@ -256,8 +257,11 @@ func (n *Node) Listen(port uint16) (*Listener, error) { return n.ListenAllow(por
 func (n *Node) ListenAllow(port uint16, allow func(pki.Peer) error) (*Listener, error) {
 	n.ports.mu.Lock()
 	defer n.ports.mu.Unlock()
+	if port == wire.SparePort {
+		return nil, fmt.Errorf("vconn: port %d is reserved: it names a spare connection's setup", port)
+	}
 	if port == 0 {
-		for p := uint16(49152); p != 0; p++ {
+		for p := uint16(49152); p != wire.SparePort; p++ {
 			if n.ports.listeners[p] == nil {
 				port = p
 				break

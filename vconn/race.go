@@ -161,11 +161,14 @@ func (n *Node) settled(m Method, racing []Method, errs map[Method]error, target 
 // plus a margin. Zero or less: take best now.
 func (n *Node) graceFor(best *result, racing []Method, errs map[Method]error, startOf map[Method]time.Time) time.Duration {
 	bestTrips := methods[best.method].setupTrips()
+	if f, ok := methods[best.method].(interface{ fastestTrips() int }); ok {
+		bestTrips = f.fastestTrips() // the round trip read from it is then not too short
+	}
 	rtt := best.elapsed * 2 / time.Duration(bestTrips)
 	var until time.Time
 	for _, o := range racing {
 		if o.rank() < best.method.rank() && errs[o] == nil && n.plausible(o, best.target) {
-			trips := methods[o].setupTrips()
+			trips := n.setupTrips(o, best.target)
 			need := rtt * time.Duration(trips) / 2
 			if trips < bestTrips {
 				// a method that costs fewer round trips than the one that
@@ -179,6 +182,23 @@ func (n *Node) graceFor(best *result, racing []Method, errs map[Method]error, st
 		}
 	}
 	return time.Until(until)
+}
+
+// setupTrips is how many half round trips a setup by m to target takes:
+// the method's own count (setupTrips), and for a splice one round trip
+// more for each end behind a sequential NAT, which observes its NAT's
+// counter before it offers or answers (nat.Endpoints).
+func (n *Node) setupTrips(m Method, target identity.Machine) int {
+	trips := methods[m].setupTrips()
+	if m == Splice {
+		if n.sequentialNAT() {
+			trips += 2
+		}
+		if target.NATSequential {
+			trips += 2
+		}
+	}
+	return trips
 }
 
 // graceMargin covers processing time on the way (handshakes, hubs).

@@ -12,9 +12,11 @@ import (
 
 	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/nat"
+	"github.com/gridlink/gridlink/wire"
 )
 
-// Spare direct connections.
+// Spare connections.
 //
 // A direct setup costs a TCP round trip, then a TLS 1.3 handshake: a second
 // round trip and about a millisecond of CPU on each end. After a direct
@@ -31,6 +33,16 @@ import (
 // and then, as on every direct connection, the commit byte. An acceptor
 // holds a spare that names no port for at most maxSpareHold, and at most
 // maxHeldSpares of them.
+//
+// Reverse and spliced setups cost more: two and a half and three and a
+// half round trips, where a routed one costs one. After a connection by
+// one of them is committed (or a spare of it taken), the node sets up
+// spares by that method too, pre-arranged: a reverse request or a splice
+// offer naming wire.SparePort instead of a port. The target holds the
+// connection it called back or spliced as it holds a direct spare, and
+// the next setup by that method takes it and asks for its port in one
+// round trip of the direct path, as above. A target that does not know
+// spares answers the port refused: the spare fails, nothing else.
 const (
 	defaultSpareTTL = 20 * time.Second
 	maxSpareTTL     = 50 * time.Second
@@ -48,8 +60,15 @@ const (
 var errSpareDead = errors.New("spare connection broke")
 
 type spare struct {
-	conn  *direct.Conn
-	timer *time.Timer
+	conn   *direct.Conn
+	method Method // how it was set up: direct, reverse or splice
+	timer  *time.Timer
+}
+
+// spareKey names the spares being set up to one target by one method.
+type spareKey struct {
+	target identity.ID
+	method Method
 }
 
 func (n *Node) spareTTL() time.Duration {
@@ -62,23 +81,37 @@ func (n *Node) spareTTL() time.Duration {
 	return min(n.cfg.SpareTTL, maxSpareTTL)
 }
 
-// takeSpare removes and returns a spare kept for target, if any.
-func (n *Node) takeSpare(target identity.ID) *direct.Conn {
+// takeSpare removes and returns a spare set up by method m kept for
+// target, if any.
+func (n *Node) takeSpare(target identity.ID, m Method) *direct.Conn {
 	n.spares.mu.Lock()
 	defer n.spares.mu.Unlock()
 	ss := n.spares.byTarget[target]
-	if len(ss) == 0 {
+	i := slices.IndexFunc(ss, func(s *spare) bool { return s.method == m })
+	if i < 0 {
 		return nil
 	}
-	s := ss[len(ss)-1]
+	s := ss[i]
 	if len(ss) == 1 {
 		delete(n.spares.byTarget, target)
 	} else {
-		n.spares.byTarget[target] = ss[:len(ss)-1]
+		n.spares.byTarget[target] = slices.Delete(ss, i, i+1)
 	}
 	n.spares.count--
 	s.timer.Stop()
 	return s.conn
+}
+
+// keptLocked counts the spares by method m kept for target.
+// n.spares.mu must be held.
+func (n *Node) keptLocked(target identity.ID, m Method) int {
+	k := 0
+	for _, s := range n.spares.byTarget[target] {
+		if s.method == m {
+			k++
+		}
+	}
+	return k
 }
 
 // dropSparesLocked closes every spare. n.spares.mu must be held.
@@ -107,49 +140,86 @@ type spareFlight struct {
 	settled chan struct{}
 }
 
-// refillSpare opens spares to target in the background, one after the
-// other, until sparesPerTarget are kept, unless spares are off, one fails,
-// or the node keeps too many. One at a time, because the next dial is
-// likely soon (back-to-back dials are why there are spares at all) and two
-// handshakes at once would both finish later: on a short round trip the
-// CPU the handshakes take is most of a setup's time.
-func (n *Node) refillSpare(target identity.Machine) {
+// refillSpare opens spares to target by method m (direct, reverse or
+// splice) in the background, one after the other, until sparesPerTarget
+// are kept, unless spares are off, one fails, or the node keeps too many.
+// One at a time, because the next dial is likely soon (back-to-back dials
+// are why there are spares at all) and two handshakes at once would both
+// finish later: on a short round trip the CPU the handshakes take is most
+// of a setup's time.
+//
+// Not spliced spares from behind a sequential NAT (nor to a node behind
+// one, which refuses them: answerSplice): a splice in the background
+// would take the port a splice of this node's predicts (each new mapping
+// takes the next port), so it would spoil the setups it is meant to
+// speed up.
+func (n *Node) refillSpare(target identity.Machine, m Method) {
+	if m == Splice && n.sequentialNAT() {
+		return
+	}
 	ttl := n.spareTTL()
 	n.spares.mu.Lock()
 	defer n.spares.mu.Unlock()
 	if ttl == 0 || n.ctx.Err() != nil {
 		return
 	}
-	f := n.spares.flights[target.ID]
+	key := spareKey{target.ID, m}
+	f := n.spares.flights[key]
 	if f == nil {
 		f = &spareFlight{settled: make(chan struct{})}
 	}
-	if f.n == 0 && len(n.spares.byTarget[target.ID]) < sparesPerTarget && n.spares.count+n.spares.inflight < maxSpares {
+	if f.n == 0 && n.keptLocked(target.ID, m) < sparesPerTarget && n.spares.count+n.spares.inflight < maxSpares {
 		f.n++
 		n.spares.inflight++
-		n.spares.flights[target.ID] = f
+		n.spares.flights[key] = f
 		n.wg.Add(1)
-		go n.openSpare(target, f, ttl)
+		go n.openSpare(target, m, f, ttl)
 	}
 }
 
-// openSpare sets up one spare to target and keeps it for ttl.
-func (n *Node) openSpare(target identity.Machine, f *spareFlight, ttl time.Duration) {
+// spareConn sets up one spare to target by method m: the handshake's
+// request names no port (direct), or the reverse request or splice offer
+// names wire.SparePort.
+func (n *Node) spareConn(ctx context.Context, target identity.Machine, m Method) (*direct.Conn, error) {
+	var c net.Conn
+	var err error
+	switch m {
+	case Reverse:
+		c, err = n.reverse(ctx, target, wire.SparePort)
+	case Splice:
+		c, err = n.splice(ctx, target, wire.SparePort, 1)
+	default:
+		return n.dialer.Dial(ctx, target, request{spare: true}.String())
+	}
+	if err != nil {
+		return nil, err
+	}
+	dc, ok := c.(*direct.Conn)
+	if !ok {
+		c.Close()
+		return nil, fmt.Errorf("a %s spare is a %T, not a direct connection", m, c)
+	}
+	return dc, nil
+}
+
+// openSpare sets up one spare to target by method m and keeps it for ttl.
+func (n *Node) openSpare(target identity.Machine, m Method, f *spareFlight, ttl time.Duration) {
 	defer n.wg.Done()
 	ctx, cancel := context.WithTimeout(n.ctx, 10*time.Second)
-	c, err := n.dialer.Dial(ctx, target, request{spare: true}.String())
+	c, err := n.spareConn(ctx, target, m)
 	cancel()
+	key := spareKey{target.ID, m}
 	n.spares.mu.Lock()
 	f.n--
 	n.spares.inflight--
 	close(f.settled)
 	f.settled = make(chan struct{})
 	if f.n == 0 {
-		delete(n.spares.flights, target.ID)
+		delete(n.spares.flights, key)
 	}
-	ok := err == nil && n.ctx.Err() == nil && len(n.spares.byTarget[target.ID]) < sparesPerTarget
+	ok := err == nil && n.ctx.Err() == nil && n.keptLocked(target.ID, m) < sparesPerTarget
 	if ok {
-		s := &spare{conn: c}
+		s := &spare{conn: c, method: m}
 		s.timer = time.AfterFunc(ttl, func() { n.expire(target.ID, s) })
 		n.spares.byTarget[target.ID] = append(n.spares.byTarget[target.ID], s)
 		n.spares.count++
@@ -158,8 +228,11 @@ func (n *Node) openSpare(target identity.Machine, f *spareFlight, ttl time.Durat
 	if err == nil && !ok {
 		c.Close()
 	}
+	if err != nil && m != Direct {
+		n.cfg.Logf("vconn: %s spare to %s: %v", m, target, err)
+	}
 	if ok {
-		n.refillSpare(target) // the next one
+		n.refillSpare(target, m) // the next one
 	}
 }
 
@@ -180,36 +253,62 @@ func (n *Node) expire(target identity.ID, s *spare) {
 	s.conn.Close()
 }
 
-// directSetup makes a direct connection to port on target: through the
-// spare kept for it; else, when a spare to it is on its way, through
-// whichever comes first, that spare or a fresh setup; else a fresh setup.
-// spared says whether a spare carried the connection (or the refusal).
-func (n *Node) directSetup(ctx context.Context, target identity.Machine, port uint16) (c net.Conn, spared bool, err error) {
-	if sc := n.takeSpare(target.ID); sc != nil {
-		c, err = useSpare(ctx, sc, port)
-		if !errors.Is(err, errSpareDead) {
-			if err == nil {
-				n.refillSpare(target)
-			}
-			return c, true, err
-		}
-		n.cfg.Logf("vconn: spare connection to %s: %v; dialling afresh", target, err)
-	}
-	var coming chan struct{}
-	n.spares.mu.Lock()
-	if f := n.spares.flights[target.ID]; f != nil {
-		coming = f.settled
-	}
-	n.spares.mu.Unlock()
-	fresh := func(ctx context.Context) (net.Conn, error) {
+// directSetup makes a direct connection to port on target (spareSetup).
+func (n *Node) directSetup(ctx context.Context, target identity.Machine, port uint16) (net.Conn, bool, error) {
+	return n.spareSetup(ctx, target, port, Direct, func(ctx context.Context) (net.Conn, error) {
 		dc, err := n.dialer.Dial(ctx, target, request{port: port}.String())
 		if err != nil {
 			return nil, err
 		}
-		n.refillSpare(target)
+		n.refillSpare(target, Direct)
 		return dc, nil
+	})
+}
+
+// spareSetup makes a connection to port on target by method m: through
+// the spare by m kept for it; else, when a spare to it by m is on its
+// way, through whichever comes first, that spare or a fresh setup
+// (fresh; a splice waits for the spare instead, then sets up afresh if
+// none came); else a fresh setup. spared says whether a spare carried the
+// connection (or the refusal).
+func (n *Node) spareSetup(ctx context.Context, target identity.Machine, port uint16, m Method, fresh func(context.Context) (net.Conn, error)) (c net.Conn, spared bool, err error) {
+	if sc := n.takeSpare(target.ID, m); sc != nil {
+		c, err = useSpare(ctx, sc, port)
+		if !errors.Is(err, errSpareDead) {
+			if err == nil {
+				n.refillSpare(target, m)
+			}
+			return c, true, err
+		}
+		n.cfg.Logf("vconn: %s spare connection to %s: %v; setting up afresh", m, target, err)
 	}
+	var coming chan struct{}
+	n.spares.mu.Lock()
+	if f := n.spares.flights[spareKey{target.ID, m}]; f != nil {
+		coming = f.settled
+	}
+	n.spares.mu.Unlock()
 	if coming == nil {
+		c, err = fresh(ctx)
+		return c, false, err
+	}
+	if m == Splice {
+		// Two splices at once from one host spoil each other's port
+		// prediction (behind a sequential NAT the other's mapping takes
+		// the predicted port): wait for the spare on its way instead.
+		select {
+		case <-coming:
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
+		if sc := n.takeSpare(target.ID, m); sc != nil {
+			if c, err = useSpare(ctx, sc, port); !errors.Is(err, errSpareDead) {
+				if err == nil {
+					n.refillSpare(target, m)
+				}
+				return c, true, err
+			}
+		}
 		c, err = fresh(ctx)
 		return c, false, err
 	}
@@ -226,14 +325,14 @@ func (n *Node) directSetup(ctx context.Context, target identity.Machine, port ui
 		return o.c, false, o.err
 	case <-coming:
 	}
-	if sc := n.takeSpare(target.ID); sc != nil {
+	if sc := n.takeSpare(target.ID, m); sc != nil {
 		if c, err = useSpare(ctx, sc, port); !errors.Is(err, errSpareDead) {
 			cancel()
 			if o := <-done; o.c != nil {
 				o.c.Close() // the fresh setup lost
 			}
 			if err == nil {
-				n.refillSpare(target)
+				n.refillSpare(target, m)
 			}
 			return c, true, err
 		}
@@ -309,9 +408,36 @@ func readSpareAsk(r io.Reader) (uint16, error) {
 	return port, nil
 }
 
-// holdSpare keeps an accepted spare until its dialler names a port, then
-// answers and hands the connection on like any direct one.
-func (n *Node) holdSpare(c *direct.Conn, peer identity.Machine) {
+// holdOthersSpare holds c, another node's spare set up by method m that
+// this node called back or spliced, until its port is asked (holdSpare);
+// it closes c when this node holds too many or is closing.
+func (n *Node) holdOthersSpare(c *direct.Conn, peer identity.Machine, m Method) {
+	n.spares.mu.Lock()
+	if n.ctx.Err() != nil || len(n.spares.held) >= maxHeldSpares {
+		n.spares.mu.Unlock()
+		c.Close()
+		return
+	}
+	n.spares.held[c] = true
+	n.spares.mu.Unlock()
+	n.wg.Add(1)
+	go n.holdSpare(c, peer, m)
+}
+
+// spareRoom says why this node holds no more spares of others, or nil.
+func (n *Node) spareRoom() error {
+	n.spares.mu.Lock()
+	defer n.spares.mu.Unlock()
+	if len(n.spares.held) >= maxHeldSpares {
+		return fmt.Errorf("%s holds %d spare connections already", n.cfg.Name, maxHeldSpares)
+	}
+	return nil
+}
+
+// holdSpare keeps an accepted spare (set up by method m) until its
+// dialler names a port, then answers and hands the connection on like any
+// other by m.
+func (n *Node) holdSpare(c *direct.Conn, peer identity.Machine, m Method) {
 	defer n.wg.Done()
 	_ = c.SetReadDeadline(time.Now().Add(maxSpareHold))
 	port, err := readSpareAsk(c)
@@ -324,7 +450,7 @@ func (n *Node) holdSpare(c *direct.Conn, peer identity.Machine) {
 	}
 	_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
 	if err := n.access(port, c.Conn.Peer); err != nil {
-		n.cfg.Logf("vconn: spare connection from %s to port %d refused: %v", peer, port, err)
+		n.cfg.Logf("vconn: spare %s connection from %s to port %d refused: %v", m, peer, port, err)
 		reason := err.Error()
 		if len(reason) > 255 {
 			reason = reason[:255]
@@ -338,5 +464,13 @@ func (n *Node) holdSpare(c *direct.Conn, peer identity.Machine) {
 		return
 	}
 	_ = c.SetWriteDeadline(time.Time{})
-	n.deliver(c, Direct, peer, port)
+	n.deliver(c, m, peer, port)
+}
+
+// sequentialNAT says this host's NAT was last classified as taking each
+// new mapping's port from the one before (nat.Sequential).
+func (n *Node) sequentialNAT() bool {
+	n.self.mu.Lock()
+	defer n.self.mu.Unlock()
+	return n.self.nat.class.Allocation == nat.Sequential
 }

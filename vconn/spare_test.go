@@ -4,12 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"github.com/gridlink/gridlink/nat"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/internal/testwait"
+	"github.com/gridlink/gridlink/wire"
 )
 
 func (n *Node) heldSpares() int {
@@ -164,5 +168,101 @@ func TestSpareBackToBack(t *testing.T) {
 	t.Logf("%d of 30 dials used a spare", spared)
 	if spared == 0 {
 		t.Error("no dial used a spare")
+	}
+}
+
+// After a reverse or spliced connection, the next setups by that method
+// take a spare set up in advance (pre-arranged: the target called back or
+// spliced it, and holds it), which asks only for the port; the acceptor
+// gets it as a connection by that method; a spare carries refusals too;
+// no virtual port is wire.SparePort.
+func TestSlowMethodSpares(t *testing.T) {
+	h := testHub(t, "site")
+	for _, m := range []Method{Reverse, Splice} {
+		t.Run(string(m), func(t *testing.T) {
+			a := testNode(t, "a-"+string(m), h, m)
+			b := testNode(t, "b-"+string(m), h, m)
+			l, err := b.Listen(7000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			methods := make(chan Method, 8)
+			go func() {
+				for {
+					c, err := l.Accept()
+					if err != nil {
+						return
+					}
+					methods <- c.(*Conn).Method()
+					go func() { defer c.Close(); _, _ = io.Copy(c, c); c.(*Conn).CloseWrite() }()
+				}
+			}()
+			waitResolvable(t, a, b.Name())
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			dial := func(port uint16) (*Conn, error) { return a.Dial(ctx, fmt.Sprintf("%s:%d", b.Name(), port)) }
+
+			c1, err := dial(7000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c1.Spare() || c1.Method() != m {
+				t.Fatalf("first connection: spare %v, method %s", c1.Spare(), c1.Method())
+			}
+			echoCheck(t, c1, 100<<10)
+			if got := <-methods; got != m {
+				t.Errorf("the acceptor got a %s connection, want %s", got, m)
+			}
+			testwait.Until(t, "a keeps "+string(m)+" spares to b", 0, func() bool {
+				return a.Spares() == sparesPerTarget && b.heldSpares() == sparesPerTarget
+			})
+
+			c2, err := dial(7000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !c2.Spare() || c2.Method() != m {
+				t.Fatalf("second connection: spare %v, method %s", c2.Spare(), c2.Method())
+			}
+			echoCheck(t, c2, 100<<10)
+			if got := <-methods; got != m {
+				t.Errorf("the acceptor got the spare as a %s connection, want %s", got, m)
+			}
+
+			testwait.Until(t, "the spare is replaced", 0, func() bool { return a.Spares() == sparesPerTarget })
+			_, err = dial(8)
+			if !errors.Is(err, direct.ErrRefused) || !strings.Contains(err.Error(), "no listener on port 8") {
+				t.Fatalf("dial to a closed port through a %s spare: %v", m, err)
+			}
+		})
+	}
+	n := testNode(t, "c", nil)
+	if _, err := n.Listen(wire.SparePort); err == nil {
+		t.Errorf("listening on port %d, which names a spare", wire.SparePort)
+	}
+}
+
+// A node behind a sequential NAT sets up no spliced spares: a splice in
+// the background would take the port its next splice predicts. Behind a
+// port-preserving NAT it does.
+func TestNoSplicedSparesBehindSequentialNAT(t *testing.T) {
+	h := testHub(t, "site")
+	for _, tc := range []struct {
+		alloc nat.Allocation
+		want  int
+	}{{nat.Sequential, 0}, {nat.Preserving, 1}} {
+		a := testNode(t, "a-"+tc.alloc.String(), h, Splice)
+		b := testNode(t, "b-"+tc.alloc.String(), h, Splice)
+		a.self.mu.Lock()
+		a.self.nat.class = nat.Class{Allocation: tc.alloc, Delta: 1}
+		a.self.mu.Unlock()
+		a.refillSpare(b.Machine(), Splice)
+		a.spares.mu.Lock()
+		got := a.spares.inflight
+		a.spares.mu.Unlock()
+		if got != tc.want {
+			t.Errorf("behind a %s NAT: %d spliced spares set up, want %d", tc.alloc, got, tc.want)
+		}
 	}
 }

@@ -30,6 +30,14 @@ import (
 //	wait rtt/2, connect
 //	TLS handshake as the client, request "x<token>" ─▶ handed to Accept
 //
+// Early answers (nat.Reply.Early): when the two sites' hubs are linked to
+// each other, the first attempt's offer carries their link's round trip
+// (spliceRTT) and the target, instead of waiting for the go, connects
+// about half of it after its reply (three quarters: nat.AnswerEarly says
+// why), when the reply reaches the dialler, which connects on it and
+// sends no go: the connection is up half a round trip sooner (three round
+// trips in all, not three and a half).
+//
 // An attempt that does not connect within its time-out is retried with
 // new ports, up to spliceAttempts times. The identity check of the
 // handshake still applies: a wrong prediction can at worst reach the wrong
@@ -73,21 +81,29 @@ func (n *Node) splice(ctx context.Context, target identity.Machine, port uint16,
 	var errs []error
 	punched := false
 	for attempt := 0; attempt < max(tries, 1); attempt++ {
-		c, err := n.spliceAttempt(ctx, target, port, token, attempt, p)
+		// the first attempt answers early when the round trip can be
+		// estimated (nat.Reply.Early), the others as measured
+		est := time.Duration(0)
+		if attempt == 0 {
+			est = n.spliceRTT(ctx, target)
+		}
+		c, err := n.spliceAttempt(ctx, target, port, token, attempt, p, est)
 		if err == nil {
 			return c, nil
 		}
 		if errors.Is(err, direct.ErrRefused) || ctx.Err() != nil || errors.Is(err, errSpliceImpossible) {
 			return nil, err
 		}
-		punched = punched || errors.Is(err, errPunch)
+		// a punch timed by an estimate that missed says nothing of the network
+		punched = punched || errors.Is(err, errPunch) && est == 0
 		errs = append(errs, fmt.Errorf("attempt %d: %w", attempt+1, err))
 		n.cfg.Logf("vconn: splice to %s, attempt %d: %v", target, attempt+1, err)
 	}
 	err := fmt.Errorf("splice to %s failed: %w", target, errors.Join(errs...))
-	if punched {
+	if punched && port != wire.SparePort {
 		// the network itself said no (not the hubs, not a busy moment):
-		// remember it for the site.
+		// remember it for the site. (A spare's failure, set up in the
+		// background, is only logged: the next setup tries again.)
 		n.spliceFailed(target)
 	}
 	return nil, err
@@ -110,7 +126,33 @@ func (n *Node) spliceFailed(target identity.Machine) {
 	n.noSplice.Failed(target.Hub, time.Now())
 }
 
-func (n *Node) spliceAttempt(ctx context.Context, target identity.Machine, port uint16, token uint64, attempt int, p *pendingSplice) (net.Conn, error) {
+// spliceRTT estimates the round trip between this node and target for an
+// early answer (nat.Reply.Early): the accumulated latency of the hubs'
+// route to the target's hub when it is one hop, the two sites' hubs
+// linked to each other, whose link's round trip is close to the ends';
+// zero (none) otherwise, or when the hub cannot say at once.
+func (n *Node) spliceRTT(ctx context.Context, target identity.Machine) time.Duration {
+	if target.Hub.IsZero() || target.Hub == n.Machine().Hub {
+		return 0 // no hub, or both on one: no hub link to read (and no question to wait for)
+	}
+	ctx, cancel := context.WithTimeout(ctx, spliceRTTWait)
+	defer cancel()
+	hubs, err := n.session.Hubs(ctx)
+	if err != nil {
+		return 0
+	}
+	for _, r := range hubs {
+		if r.Hub == target.Hub && r.Reachable() && r.Hops == 1 && r.LatencyUs > 0 {
+			return time.Duration(r.LatencyUs) * time.Microsecond
+		}
+	}
+	return 0
+}
+
+// spliceRTTWait bounds the question to this node's hub behind spliceRTT.
+const spliceRTTWait = 100 * time.Millisecond
+
+func (n *Node) spliceAttempt(ctx context.Context, target identity.Machine, port uint16, token uint64, attempt int, p *pendingSplice, est time.Duration) (net.Conn, error) {
 	start := time.Now()
 	send := func(kind string, sp *wire.Splice) error {
 		if err := n.session.Send(ctx, target.Hub, target.ID, &wire.Message{Kind: kind, Splice: sp}); err != nil {
@@ -120,37 +162,37 @@ func (n *Node) spliceAttempt(ctx context.Context, target identity.Machine, port 
 	}
 	me := n.Machine()
 	offer := func(eps []netip.AddrPort) error {
-		return send(wire.KSplice, &wire.Splice{Token: token, Attempt: attempt, From: &me, Port: port, Target: target.ID, Addrs: eps})
+		return send(wire.KSplice, &wire.Splice{Token: token, Attempt: attempt, From: &me, Port: port, Target: target.ID, Addrs: eps, RTTUs: est.Microseconds()})
 	}
-	await := func(ctx context.Context) ([]netip.AddrPort, time.Duration, error) {
+	await := func(ctx context.Context) (nat.Reply, error) {
 		wait := time.NewTimer(spliceReplyWait)
 		defer wait.Stop()
 		for {
 			select {
 			case r := <-p.reply:
 				if r.Attempt == attempt { // else a late answer to an earlier attempt
-					return r.Addrs, time.Duration(r.HeldUs) * time.Microsecond, nil
+					return nat.Reply{Peer: r.Addrs, Held: time.Duration(r.HeldUs) * time.Microsecond, Early: r.Early && est > 0}, nil
 				}
 			case f := <-p.fail:
 				fe := &failError{code: f.Code, reason: f.Reason}
 				switch f.Code {
 				case wire.FailPortRefused:
-					return nil, 0, fe
+					return nat.Reply{}, fe
 				case wire.FailNoHubRoute, wire.FailNotAttached: // a hub's words, naming it
-					return nil, 0, fmt.Errorf("%w: %w", errSpliceImpossible, fe)
+					return nat.Reply{}, fmt.Errorf("%w: %w", errSpliceImpossible, fe)
 				}
-				return nil, 0, fmt.Errorf("%w: %s says: %w", errSpliceImpossible, target, fe)
+				return nat.Reply{}, fmt.Errorf("%w: %s says: %w", errSpliceImpossible, target, fe)
 			case <-wait.C:
-				return nil, 0, fmt.Errorf("%s did not answer the splice offer within %v: %w", target, spliceReplyWait, errNoSpliceAnswer)
+				return nat.Reply{}, fmt.Errorf("%s did not answer the splice offer within %v: %w", target, spliceReplyWait, errNoSpliceAnswer)
 			case <-ctx.Done():
-				return nil, 0, ctx.Err()
+				return nat.Reply{}, ctx.Err()
 			}
 		}
 	}
 	sendGo := func() error {
 		return send(wire.KSpliceGo, &wire.Splice{Token: token, Attempt: attempt, Target: target.ID})
 	}
-	raw, err := nat.Offer(ctx, n.predictEndpoints, offer, await, sendGo)
+	raw, err := nat.OfferTimed(ctx, n.predictEndpoints, offer, await, sendGo)
 	if errors.Is(err, nat.ErrPredict) {
 		return nil, fmt.Errorf("%w: %w", errSpliceImpossible, err)
 	}
@@ -178,7 +220,16 @@ func (n *Node) answerSplice(m *wire.Routed) {
 		fail("", "splice offer for another node or from a node it does not name")
 		return
 	}
-	if n.listener(s.Port) == nil {
+	if s.Port == wire.SparePort { // its port is asked later (spare.go)
+		if n.sequentialNAT() {
+			fail(wire.FailPortRefused, "no spliced spares to "+n.cfg.Name+": behind its sequential NAT a splice in the background would take the port another one predicts")
+			return
+		}
+		if err := n.spareRoom(); err != nil {
+			fail(wire.FailPortRefused, err.Error())
+			return
+		}
+	} else if n.listener(s.Port) == nil {
 		fail(wire.FailPortRefused, n.refusal(s.Port))
 		return
 	}
@@ -223,7 +274,18 @@ func (n *Node) answerSplice(m *wire.Routed) {
 			}
 		}
 	}
-	raw, err := nat.Answer(ctx, got, s.Addrs, n.predictEndpoints, reply, awaitGo)
+	var raw net.Conn
+	var err error
+	if s.RTTUs > 0 { // an early answer: connect half the estimate after the reply
+		early := func(eps []netip.AddrPort, held time.Duration) error {
+			return n.session.Send(ctx, m.FromHub, m.FromNode, &wire.Message{Kind: wire.KSpliceReply,
+				Splice: &wire.Splice{Token: s.Token, Attempt: s.Attempt, Target: n.ID(), Addrs: eps, HeldUs: held.Microseconds(), Early: true}})
+		}
+		n.cfg.Logf("vconn: splice from %s, attempt %d: answering early (round trip estimated %v)", s.From, s.Attempt+1, time.Duration(s.RTTUs)*time.Microsecond)
+		raw, err = nat.AnswerEarly(ctx, got, s.Addrs, n.predictEndpoints, early, time.Duration(s.RTTUs)*time.Microsecond)
+	} else {
+		raw, err = nat.Answer(ctx, got, s.Addrs, n.predictEndpoints, reply, awaitGo)
+	}
 	if errors.Is(err, nat.ErrPredict) {
 		code := wire.FailNATUnknown
 		if n.natCause() == ErrRandomNAT {
@@ -294,6 +356,10 @@ func (n *Node) takeSplice(c *direct.Conn, token uint64) {
 	n.rdv.mu.Unlock()
 	if p == nil || p.peer != c.Peer || p.goes == nil {
 		c.Close()
+		return
+	}
+	if p.port == wire.SparePort {
+		n.holdOthersSpare(c, identity.Machine{ID: c.Peer}, Splice)
 		return
 	}
 	n.deliver(c, Splice, identity.Machine{ID: c.Peer}, p.port)

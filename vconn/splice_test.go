@@ -3,12 +3,15 @@ package vconn
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/internal/testwait"
 )
 
 // A wrong prediction (a hub that lied about the observed endpoint, or a
@@ -78,4 +81,45 @@ func mustAddr(t *testing.T, s string) identity.Addr {
 		t.Fatal(err)
 	}
 	return a
+}
+
+// Between nodes of two linked hubs the splice's first attempt answers
+// early (nat.Reply.Early: the target connects half the hubs' round trip
+// after its reply, the dialler on the reply, no go): the connection is
+// made, carries data, and the target logged the early answer.
+func TestSpliceEarly(t *testing.T) {
+	h1 := testHub(t, "one")
+	h2 := testHub(t, "two", h1.Addr().String())
+	var early atomic.Int32
+	b, err := Start(context.Background(), Config{Name: "b", Methods: []Method{Splice}, ListenAddr: "127.0.0.1", Hubs: []string{h2.Addr().String()},
+		Logf: func(format string, args ...any) {
+			if strings.Contains(fmt.Sprintf(format, args...), "answering early") {
+				early.Add(1)
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	a := testNode(t, "a", h1, Splice)
+	serveEcho(t, b, 7000)
+	waitResolvable(t, a, "b")
+	// until the hubs' routes to each other carry their latency
+	testwait.Until(t, "a's hub to know b's one hop away", 10*time.Second, func() bool {
+		return a.spliceRTT(context.Background(), b.Machine()) > 0
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, err := a.Dial(ctx, "b:7000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if c.Method() != Splice {
+		t.Fatalf("method %s, want splice", c.Method())
+	}
+	echoCheck(t, c, 100<<10)
+	if early.Load() == 0 {
+		t.Error("the target did not answer early")
+	}
 }

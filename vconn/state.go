@@ -49,22 +49,23 @@ type rendezvous struct {
 	splices   map[uint64]*pendingSplice  // by token
 }
 
-// spares are direct connections set up in advance (spare.go): ours to
-// targets, and those of others held for their port.
+// spares are connections set up in advance (spare.go): ours to targets
+// (direct, reverse or spliced), and those of others held for their port.
 type spares struct {
 	mu       sync.Mutex
 	byTarget map[identity.ID][]*spare
-	count    int                          // in byTarget, all targets
-	flights  map[identity.ID]*spareFlight // being set up, by target
-	inflight int                          // being set up, all targets
-	held     map[*direct.Conn]bool        // others' spares waiting for their port
+	count    int                       // in byTarget, all targets
+	flights  map[spareKey]*spareFlight // being set up, by target and method
+	inflight int                       // being set up, all targets
+	held     map[*direct.Conn]bool     // others' spares waiting for their port
 }
 
 // self is what this host knows of itself that its peers judge methods by
 // (natstate.go).
 type self struct {
-	mu          sync.Mutex
-	nat         natState
-	natExternal netip.Addr // the NAT this host is behind: its external address (publishNAT)
-	nonRouted   bool       // this host has no default route (publishRoute)
+	mu            sync.Mutex
+	nat           natState
+	natExternal   netip.Addr // the NAT this host is behind: its external address (publishNAT)
+	natSequential bool       // that NAT is sequential (publishNAT)
+	nonRouted     bool       // this host has no default route (publishRoute)
 }

@@ -149,9 +149,16 @@ type Found struct {
 type Reverse struct {
 	Token  uint64           `json:"token"`  // names the waiting dial on the sender
 	From   identity.Machine `json:"from"`   // whom to dial, at which addresses
-	Port   uint16           `json:"port"`   // the target's port the connection is for
+	Port   uint16           `json:"port"`   // the target's port the connection is for (SparePort: a spare)
 	Target identity.ID      `json:"target"` // the node that should dial back
 }
+
+// SparePort, as the port of a reverse request or a splice offer, asks for
+// a spare: a connection the target holds, once set up, until the asker
+// names the port it is for over the connection itself (package vconn,
+// spare.go: 'P', port; 'A' or 'R', reason). No virtual port is
+// SparePort; a target that does not know spares answers it refused.
+const SparePort uint16 = 0xffff
 
 // Fail reports a failed request: Reason in words for people, Code (one of
 // the Fail* constants, or empty: a cause none of them names) for the asker

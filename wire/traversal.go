@@ -24,7 +24,8 @@ const (
 	// target starts connecting when the go arrives.
 	KSpliceReply = "splice-reply"
 	// KSpliceGo tells the target to start connecting now; the dialler
-	// starts half the measured round trip later.
+	// starts half the measured round trip later. An early answer
+	// (Splice.RTTUs, Splice.Early) needs none.
 	KSpliceGo = "splice-go"
 	// KSpliceFail says the target cannot take part, and why (Fail).
 	KSpliceFail = "splice-fail"
@@ -56,6 +57,14 @@ type Splice struct {
 	// HeldUs, in a reply, is how long the target took to answer (µs): the
 	// dialler takes it off the round trip it measures.
 	HeldUs int64 `json:"held_us,omitempty"`
+	// RTTUs, in an offer, is the dialler's estimate of the round trip
+	// between the two ends (µs), asking for an early answer: the target
+	// connects about half of it after its reply (nat.AnswerEarly: three
+	// quarters), without waiting for the go.
+	RTTUs int64 `json:"rtt_us,omitempty"`
+	// Early, in a reply, says the target answers early (RTTUs): the
+	// dialler connects at once and sends no go.
+	Early bool `json:"early,omitempty"`
 }
 
 func (s *Splice) check(kind string) error {
@@ -64,6 +73,10 @@ func (s *Splice) check(kind string) error {
 		return fmt.Errorf("attempt %d", s.Attempt)
 	case s.HeldUs < 0 || s.HeldUs > 60e6:
 		return fmt.Errorf("held %d µs", s.HeldUs)
+	case s.RTTUs < 0 || s.RTTUs > 60e6 || s.RTTUs != 0 && kind != KSplice:
+		return fmt.Errorf("round trip estimate %d µs in a %s message", s.RTTUs, kind)
+	case s.Early && kind != KSpliceReply:
+		return fmt.Errorf("early in a %s message", kind)
 	case len(s.Addrs) > maxSpliceAddrs:
 		return fmt.Errorf("%d endpoints, more than %d", len(s.Addrs), maxSpliceAddrs)
 	case kind == KSplice && (s.From == nil || s.Port == 0 || len(s.Addrs) == 0):

@@ -16,6 +16,8 @@ func TestTraversalMessages(t *testing.T) {
 		{Kind: KHubList, HubList: &HubList{Query: 3, Hubs: []RouteAd{{Hub: m.ID, Name: "pub", State: 2, Addrs: ep}}}},
 		{Kind: KSplice, Splice: &Splice{Token: 7, From: &m, Port: 80, Target: m.ID, Addrs: ep}},
 		{Kind: KSpliceReply, Splice: &Splice{Token: 7, Attempt: 1, Target: m.ID, Addrs: ep[:1]}},
+		{Kind: KSplice, Splice: &Splice{Token: 7, From: &m, Port: SparePort, Target: m.ID, Addrs: ep, RTTUs: 192500}},
+		{Kind: KSpliceReply, Splice: &Splice{Token: 7, Target: m.ID, Addrs: ep[:1], Early: true}},
 		{Kind: KSpliceGo, Splice: &Splice{Token: 7, Attempt: 1, Target: m.ID}},
 		{Kind: KSpliceFail, Fail: &Fail{Token: 7, Reason: "this host's NAT allocates ports at random", Code: FailNATRandom}},
 		{Kind: KRouted, Routed: &Routed{FromHub: m.ID, ToHub: m.ID, TTL: 5, Msg: &Message{Kind: KSpliceGo, Splice: &Splice{Token: 1, Target: m.ID}}}},
@@ -28,13 +30,15 @@ func TestTraversalMessages(t *testing.T) {
 	}
 	id := m.ID.String()
 	bad := map[string]string{
-		`{"kind":"splice","splice":{"token":1,"target":"` + id + `","port":80,"addrs":["1.2.3.4:5"]}}`: "offer without its sender",
-		`{"kind":"splice-reply","splice":{"token":1,"target":"` + id + `"}}`:                           "reply without endpoints",
-		`{"kind":"splice-go","splice":{"token":1,"target":"` + id + `","from":{"id":"` + id + `"}}}`:   "sender in a splice-go",
-		`{"kind":"splice-reply","splice":{"token":1,"target":"` + id + `","addrs":["1.2.3.4:0"]}}`:     "bad endpoint",
-		`{"kind":"splice-go","splice":{"token":1,"attempt":99,"target":"` + id + `"}}`:                 "attempt 99",
-		`{"kind":"hub-list","hub_list":{"query":1,"hubs":[{"state":2}]}}`:                              "route without a hub",
-		`{"kind":"hubs","splice":{"token":1}}`:                                                         "missing or malformed body",
+		`{"kind":"splice","splice":{"token":1,"target":"` + id + `","port":80,"addrs":["1.2.3.4:5"]}}`:                                                                                             "offer without its sender",
+		`{"kind":"splice-reply","splice":{"token":1,"target":"` + id + `"}}`:                                                                                                                       "reply without endpoints",
+		`{"kind":"splice-go","splice":{"token":1,"target":"` + id + `","from":{"id":"` + id + `"}}}`:                                                                                               "sender in a splice-go",
+		`{"kind":"splice-reply","splice":{"token":1,"target":"` + id + `","addrs":["1.2.3.4:0"]}}`:                                                                                                 "bad endpoint",
+		`{"kind":"splice-go","splice":{"token":1,"attempt":99,"target":"` + id + `"}}`:                                                                                                             "attempt 99",
+		`{"kind":"hub-list","hub_list":{"query":1,"hubs":[{"state":2}]}}`:                                                                                                                          "route without a hub",
+		`{"kind":"hubs","splice":{"token":1}}`:                                                                                                                                                     "missing or malformed body",
+		`{"kind":"splice-reply","splice":{"token":1,"target":"` + id + `","addrs":["1.2.3.4:5"],"rtt_us":5}}`:                                                                                      "round trip estimate 5",
+		`{"kind":"splice-go","splice":{"token":1,"target":"` + id + `","early":true}}`:                                                                                                             "early in a splice-go",
 		`{"kind":"splice-reply","splice":{"token":1,"target":"` + id + `","addrs":["1.1.1.1:1","1.1.1.1:2","1.1.1.1:3","1.1.1.1:4","1.1.1.1:5","1.1.1.1:6","1.1.1.1:7","1.1.1.1:8","1.1.1.1:9"]}}`: "9 endpoints",
 	}
 	for in, want := range bad {

@@ -23,8 +23,8 @@ import (
 )
 
 func matrixCmd() *cobra.Command {
-	var sets []string
-	var asJSON, withGridlink, bounds, open bool
+	var sets, pairs []string
+	var asJSON, withGridlink, bounds, open, paper bool
 	var timeout time.Duration
 	var gridlinkBin string
 	c := &cobra.Command{
@@ -34,7 +34,11 @@ func matrixCmd() *cobra.Command {
 or the only machine) to that of every other site with plain TCP, and prints
 the setup times laid out like Table 3 of the SmartSockets paper (rows are
 targets, columns sources), or JSON with --json. It uses the running lab if it
-is TOPOLOGY, else brings TOPOLOGY up for the run and down afterwards.`,
+is TOPOLOGY, else brings TOPOLOGY up for the run and down afterwards.
+--bounds checks gridlink's setup times against the connectivity core's
+targets; --paper sets them beside SmartSockets' Table 3 (grid6, at the
+paper's round trips with --set factor=1.0); --pair SRC:DST measures only
+the pairs it names.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			params, err := parseSets(sets)
@@ -48,9 +52,16 @@ is TOPOLOGY, else brings TOPOLOGY up for the run and down afterwards.`,
 				return err
 			}
 			defer done()
-			m, err := matrix.Plain(ctx, t, timeout)
+			keep, err := pairFilter(t, pairs)
 			if err != nil {
 				return err
+			}
+			m, err := matrix.PlainPairs(ctx, t, timeout, keep)
+			if err != nil {
+				return err
+			}
+			if (bounds || paper) && !withGridlink {
+				return errors.New("--bounds and --paper need --gridlink")
 			}
 			if withGridlink {
 				bin := gridlinkBin
@@ -73,10 +84,19 @@ is TOPOLOGY, else brings TOPOLOGY up for the run and down afterwards.`,
 				return m.WriteJSON(os.Stdout)
 			}
 			if bounds {
-				if !withGridlink {
-					return errors.New("--bounds needs --gridlink")
-				}
 				matrix.WriteBounds(os.Stdout, matrix.Bounds(m, t))
+			}
+			if paper {
+				rows, err := matrix.Paper(m, t)
+				if err != nil {
+					return err
+				}
+				if bounds {
+					fmt.Println()
+				}
+				matrix.WritePaper(os.Stdout, rows)
+			}
+			if bounds || paper {
 				return nil
 			}
 			fmt.Println("connection setup time in ms from a compute node of each source site (columns) to one of each target site (rows); - = no connection")
@@ -97,7 +117,31 @@ is TOPOLOGY, else brings TOPOLOGY up for the run and down afterwards.`,
 	c.Flags().StringVar(&gridlinkBin, "gridlink-bin", "", "the gridlink binary (default: beside gridlab)")
 	c.Flags().BoolVar(&bounds, "bounds", false, "check gridlink setup times against the connectivity core's targets")
 	c.Flags().BoolVar(&open, "open", false, "run the overlay as an open grid, without the lab CA (the baseline of admission's cost)")
+	c.Flags().BoolVar(&paper, "paper", false, "set gridlink's setup times beside SmartSockets' Table 3 and check them against its bounds (grid6; --set factor=1.0 for the paper's round trips)")
+	c.Flags().StringArrayVar(&pairs, "pair", nil, "measure only this ordered pair of sites, SRC:DST (repeatable)")
 	return c
+}
+
+// pairFilter admits the ordered pairs of sites pairs names (SRC:DST
+// each; none: every pair), or says which name no site of t has.
+func pairFilter(t *topology.Topology, pairs []string) (func(src, dst string) bool, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	want := map[[2]string]bool{}
+	for _, p := range pairs {
+		src, dst, ok := strings.Cut(p, ":")
+		if !ok || src == dst {
+			return nil, fmt.Errorf("--pair %q: want SRC:DST, two different sites", p)
+		}
+		for _, s := range []string{src, dst} {
+			if t.Site(s) == nil {
+				return nil, fmt.Errorf("--pair %q: %s has no site %q", p, t.Name, s)
+			}
+		}
+		want[[2]string{src, dst}] = true
+	}
+	return func(src, dst string) bool { return want[[2]string{src, dst}] }, nil
 }
 
 func traversalCmd() *cobra.Command {

@@ -488,18 +488,22 @@ func median(xs []float64) float64 {
 }
 
 // AddGridlink measures every pair of m through the overlay. It first waits,
-// for all sources at once, until every source has reached every other site
-// once (hubs need a few gossip rounds to find each other); then it measures
+// for all sources at once, until every source has reached every target of
+// its pairs once (hubs need a few gossip rounds to find each other); then it measures
 // the pairs one at a time, so that setup times are not inflated by other
 // measurements competing for the CPU.
 func (o *Overlay) AddGridlink(ctx context.Context, m *Matrix, settle time.Duration) {
 	var wg sync.WaitGroup
 	deadline := time.Now().Add(settle)
+	targets := map[string][]*topology.Site{}
+	for _, p := range m.Pairs {
+		targets[p.Src] = append(targets[p.Src], o.t.Site(p.Dst))
+	}
 	for _, src := range o.t.Sites {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for _, dst := range o.t.Sites {
+			for _, dst := range targets[src.Name] {
 				for dst != src && time.Now().Before(deadline) {
 					if ok, _ := o.Reaches(ctx, src.MatrixHost(), dst.MatrixHost()); ok {
 						break

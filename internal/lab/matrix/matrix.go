@@ -59,6 +59,11 @@ type Matrix struct {
 // intended host: the listener names itself, since a private address may
 // belong to another machine than the one meant.
 func Plain(ctx context.Context, t *topology.Topology, timeout time.Duration) (*Matrix, error) {
+	return PlainPairs(ctx, t, timeout, nil)
+}
+
+// PlainPairs is Plain for the ordered pairs keep admits (nil: all).
+func PlainPairs(ctx context.Context, t *topology.Topology, timeout time.Duration, keep func(src, dst string) bool) (*Matrix, error) {
 	m := &Matrix{Topology: t.Name}
 	ports := map[string]uint16{}
 	for _, s := range t.Sites {
@@ -73,7 +78,7 @@ func Plain(ctx context.Context, t *topology.Topology, timeout time.Duration) (*M
 	}
 	for _, src := range t.Sites {
 		for _, dst := range t.Sites {
-			if src != dst {
+			if src != dst && (keep == nil || keep(src.Name, dst.Name)) {
 				m.Pairs = append(m.Pairs, Pair{Src: src.Name, Dst: dst.Name})
 			}
 		}
