@@ -127,10 +127,11 @@ func (r *running) signal(sig syscall.Signal) {
 // hangup is the caller gone: SIGHUP, as a closed terminal sends it.
 func (r *running) hangup() { r.signal(syscall.SIGHUP) }
 
-// run carries the command's streams (frames from c, to w) until it exits and its output
-// ends, and returns its status, and why the caller's side ended early
-// (its connection gone, a protocol fault), if it did.
-func (r *running) run(c io.Reader, w *frameWriter) (Status, error) {
+// run carries the command's streams (frames from c, to w; stdin from
+// sl's link when sl is not nil) until it exits and its output ends, and
+// returns its status, and why the caller's side ended early (its
+// connection gone, a protocol fault), if it did.
+func (r *running) run(c io.Reader, w *frameWriter, sl *stdinLink) (Status, error) {
 	q := newStdinQueue()
 	var causeMu sync.Mutex
 	var cause error
@@ -163,6 +164,10 @@ func (r *running) run(c io.Reader, w *frameWriter) (Status, error) {
 				}
 				return
 			}
+			if sl != nil && (f.Type == FrameStdin || f.Type == FrameStdinEOF) {
+				fail(&ProtocolError{Type: f.Type, Msg: "stdin on the command's connection: it goes on a link of its own"})
+				return
+			}
 			switch f.Type {
 			case FrameStdin:
 				if err := q.push(f.Data); err != nil {
@@ -183,9 +188,19 @@ func (r *running) run(c io.Reader, w *frameWriter) (Status, error) {
 			}
 		}
 	}()
-	// stdin: to the command, credit back for what it took
+	// stdin: to the command, credit back for what it took; or from its
+	// own link
 	stdinDone := make(chan struct{})
+	if sl != nil {
+		go func() {
+			defer close(stdinDone)
+			r.linkStdin(sl)
+		}()
+	}
 	go func() {
+		if sl != nil {
+			return
+		}
 		defer close(stdinDone)
 		broken := false
 		owed := 0 // taken, not yet granted back
@@ -245,6 +260,9 @@ func (r *running) run(c io.Reader, w *frameWriter) (Status, error) {
 	r.exited = true
 	r.mu.Unlock()
 	q.close()
+	if sl != nil {
+		sl.stop() // ends a read of its link that waits
+	}
 	if r.pty == nil {
 		r.stdin.Close()
 	}
@@ -270,4 +288,41 @@ func (r *running) run(c io.Reader, w *frameWriter) (Status, error) {
 	causeMu.Lock()
 	defer causeMu.Unlock()
 	return st, cause
+}
+
+// linkStdin writes the bytes of sl's link, once claimed, into the
+// command's stdin until the link ends (stdin's end: the command reads
+// it) or the command is done (sl stopped), then lets the link go. A
+// command that closed its stdin ends the link: the rest of stdin has
+// nowhere to go, as with a pipe.
+func (r *running) linkStdin(sl *stdinLink) {
+	defer close(sl.done)
+	br := sl.wait()
+	if br == nil {
+		return
+	}
+	bp := stdinBufs.Get().(*[]byte)
+	defer stdinBufs.Put(bp)
+	buf := *bp
+	for {
+		// a read as large as the buffered reader's buffer or more goes
+		// straight from the link into buf
+		n, err := br.Read(buf)
+		if n > 0 {
+			if _, werr := r.stdin.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err == io.EOF {
+			if r.pty != nil {
+				_, _ = r.pty.Write([]byte{4}) // VEOF
+			} else {
+				r.stdin.Close()
+			}
+			return
+		}
+		if err != nil {
+			return
+		}
+	}
 }
