@@ -194,7 +194,14 @@ func (r *running) run(c io.Reader, w *frameWriter, sl *stdinLink) (Status, error
 	if sl != nil {
 		go func() {
 			defer close(stdinDone)
-			r.linkStdin(sl)
+			if err := r.linkStdin(sl); err != nil {
+				r.mu.Lock()
+				exited := r.exited
+				r.mu.Unlock()
+				if !exited {
+					fail(err)
+				}
+			}
 		}()
 	}
 	go func() {
@@ -294,12 +301,14 @@ func (r *running) run(c io.Reader, w *frameWriter, sl *stdinLink) (Status, error
 // command's stdin until the link ends (stdin's end: the command reads
 // it) or the command is done (sl stopped), then lets the link go. A
 // command that closed its stdin ends the link: the rest of stdin has
-// nowhere to go, as with a pipe.
-func (r *running) linkStdin(sl *stdinLink) {
+// nowhere to go, as with a pipe. A link cut before stdin's end is an
+// error (the command would wait for the rest for ever): the caller hangs
+// the command up.
+func (r *running) linkStdin(sl *stdinLink) error {
 	defer close(sl.done)
 	br := sl.wait()
 	if br == nil {
-		return
+		return nil
 	}
 	bp := stdinBufs.Get().(*[]byte)
 	defer stdinBufs.Put(bp)
@@ -310,7 +319,7 @@ func (r *running) linkStdin(sl *stdinLink) {
 		n, err := br.Read(buf)
 		if n > 0 {
 			if _, werr := r.stdin.Write(buf[:n]); werr != nil {
-				return
+				return nil
 			}
 		}
 		if err == io.EOF {
@@ -319,10 +328,10 @@ func (r *running) linkStdin(sl *stdinLink) {
 			} else {
 				r.stdin.Close()
 			}
-			return
+			return nil
 		}
 		if err != nil {
-			return
+			return fmt.Errorf("its stdin's link ended before stdin's end: %w", err)
 		}
 	}
 }
