@@ -310,28 +310,20 @@ func (r *running) linkStdin(sl *stdinLink) error {
 	if br == nil {
 		return nil
 	}
-	bp := stdinBufs.Get().(*[]byte)
-	defer stdinBufs.Put(bp)
-	buf := *bp
-	for {
-		// a read as large as the buffered reader's buffer or more goes
-		// straight from the link into buf
-		n, err := br.Read(buf)
-		if n > 0 {
-			if _, werr := r.stdin.Write(buf[:n]); werr != nil {
-				return nil
-			}
-		}
-		if err == io.EOF {
-			if r.pty != nil {
-				_, _ = r.pty.Write([]byte{4}) // VEOF
-			} else {
-				r.stdin.Close()
-			}
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("its stdin's link ended before stdin's end: %w", err)
-		}
+	// the link's bytes in large writes (gather): while one goes into the
+	// pipe, the next reads gather
+	err := gather(r.stdin, br)
+	var we writerError
+	switch {
+	case errors.As(err, &we):
+		return nil // the command closed its stdin
+	case err != nil:
+		return fmt.Errorf("its stdin's link ended before stdin's end: %w", err)
 	}
+	if r.pty != nil {
+		_, _ = r.pty.Write([]byte{4}) // VEOF
+	} else {
+		r.stdin.Close()
+	}
+	return nil
 }
