@@ -20,7 +20,11 @@ func blockingPipe(t *testing.T, b []byte) *os.File {
 	t.Helper()
 	syscall.ForkLock.RLock()
 	var fds [2]int
-	err := syscall.Pipe2(fds[:], syscall.O_CLOEXEC)
+	err := syscall.Pipe(fds[:])
+	if err == nil {
+		syscall.CloseOnExec(fds[0])
+		syscall.CloseOnExec(fds[1])
+	}
 	syscall.ForkLock.RUnlock()
 	if err != nil {
 		t.Fatal(err)
