@@ -7,7 +7,11 @@ import (
 
 // gatherSize is gather's buffer: what it can hold while the writer is
 // busy, and so the largest write it makes.
-const gatherSize = 1 << 20
+const gatherSize = MaxData
+
+// gatherFirst is the buffer of gather's first read: a command whose
+// stdin never comes (MPICH's proxies) holds this much, not gatherSize.
+const gatherFirst = 16 << 10
 
 // gather copies src to dst through a ring buffer, reading and writing in
 // two goroutines: while a write is under way, reads go on filling the
@@ -17,6 +21,19 @@ const gatherSize = 1 << 20
 // command. It returns src's error (nil at EOF) once every byte read is
 // written, or errWriter(err) when a write fails (the rest is not read).
 func gather(dst io.Writer, src io.Reader) error {
+	first := make([]byte, gatherFirst)
+	n, err := src.Read(first)
+	if n > 0 {
+		if _, werr := dst.Write(first[:n]); werr != nil {
+			return writerError{werr}
+		}
+	}
+	if err == io.EOF {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
 	g := &ring{buf: make([]byte, gatherSize)}
 	g.cond = sync.NewCond(&g.mu)
 	go g.fill(src)

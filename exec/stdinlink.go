@@ -125,7 +125,10 @@ func (s *Service) joinStdin(c net.Conn, br *bufio.Reader, peer pki.Peer, who str
 		s.refuse(c, who, fmt.Sprintf("a stdin link for a command that %s runs for another caller", s.node.Name()), nil)
 		return
 	case !l.claim(c, br):
-		s.refuse(c, who, "a stdin link for a command that is done with its stdin", nil)
+		// the command is done with its stdin (it ended, or its stdin's
+		// link came late): nothing is refused, the link has nowhere to
+		// go and is closed (a refusal here could reach the client before
+		// the command's exit status, and fail a command that ran)
 		return
 	}
 	<-l.done
