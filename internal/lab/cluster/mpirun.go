@@ -147,14 +147,6 @@ func (c *Cluster) mpichArgs(ctx context.Context, dir string, job MPIJob) (argv, 
 		// only share this machine's kernel
 		argv = append(argv, "-iface", job.Iface, "-genv", "UCX_NET_DEVICES", job.Iface, "-genv", "UCX_TLS", "self,tcp")
 	}
-	// UCX's TCP transport without PUT: a rank's endpoint that sent a PUT
-	// (rendezvous of large messages) flushes it in MPI_Finalize by asking
-	// the peer for an acknowledgement, which a peer that has closed its own
-	// endpoints and waits in PMI's barrier never reads, and the rank spins
-	// for ever (seen: 25 bytes, a PUT request, unread at the peer; 2 of 9
-	// runs). Without PUT, large messages go as active messages and the
-	// flush completes locally.
-	argv = append(argv, "-genv", "UCX_TCP_PUT_ENABLE", "n")
 	argv = append(argv, bin)
 	if job.MaxBytes > 0 {
 		argv = append(argv, "--max-bytes", strconv.Itoa(job.MaxBytes))

@@ -123,7 +123,7 @@ func slurmTwoSites(ctx context.Context, t *testing.T, s twoSites) {
 		t.Fatal(err)
 	}
 	mpiScript := filepath.Join(s.x.dir(), "two-sites-mpi.sh")
-	job = fmt.Sprintf("#!/bin/sh\n#SBATCH --job-name=two-sites-mpi\nexec mpiexec.hydra -launcher slurm -n %d -ppn 1 -iface %s -genv UCX_NET_DEVICES %s -genv UCX_TLS self,tcp -genv UCX_TCP_PUT_ENABLE n %s --max-bytes 65536 --vector 4096\n",
+	job = fmt.Sprintf("#!/bin/sh\n#SBATCH --job-name=two-sites-mpi\nexec mpiexec.hydra -launcher slurm -n %d -ppn 1 -iface %s -genv UCX_NET_DEVICES %s -genv UCX_TLS self,tcp %s --max-bytes 65536 --vector 4096\n",
 		len(names), gridlink.DefaultVIPDevice, gridlink.DefaultVIPDevice, prog)
 	if err := os.WriteFile(mpiScript, []byte(job), 0o644); err != nil {
 		t.Fatal(err)
