@@ -20,7 +20,7 @@ import (
 	"github.com/gridlink/gridlink/agent/control"
 )
 
-const execUsage = `usage: gridlink exec [-tTn] [-l ACCOUNT] [-e NAME[=VALUE]]... [--dir DIR] [--control SOCKET] HOST [--] [COMMAND [ARG...]]
+const execUsage = `usage: gridlink exec [-tTn] [-l ACCOUNT] [-e NAME[=VALUE]]... [--dir DIR] [--control SOCKET] [--resume-timeout D] HOST [--] [COMMAND [ARG...]]
 
 exec runs COMMAND on a node as ssh runs it on a host: the node's agent (run
 with --allow-exec) maps your certificate or proxy subject to a local
@@ -44,6 +44,10 @@ node its name server names for it.
   --env NAME=VALUE, --env NAME   the same
   --dir DIR     working directory (default: the account's home)
   --control S   agent control socket (default: your agent's, then the system agent's)
+  --resume-timeout D   how long the command's links wait for a path back when
+                every connection beneath them died, resending what they carried
+                (default 30s); 0: not resumable (a lost path ends the command,
+                and bulk stdin costs less: no resend buffer)
 
 As ssh: -o User=ACCOUNT, -o RequestTTY=yes|force|no|auto, -o SendEnv=PATTERN
 (names with * and ?), -o SetEnv=NAME=VALUE; other -o options are ignored.
@@ -67,6 +71,8 @@ type execOpts struct {
 	pty     int // 1 -t, -1 -T, 0 unset
 	null    bool
 	control string
+	// resume is --resume-timeout's; nil: the agent's default
+	resume *time.Duration
 	// account is -l's or -o User's; it wins over USER@HOST, as in ssh
 	account string
 	target  gridlink.ExecTarget
@@ -131,7 +137,7 @@ func parseExecArgs(args []string) (*execOpts, error) {
 		if long, ok := strings.CutPrefix(a, "--"); ok {
 			name, val, hasVal := strings.Cut(long, "=")
 			switch name {
-			case "env", "dir", "control":
+			case "env", "dir", "control", "resume-timeout":
 				if !hasVal {
 					v, err := next("--" + name)
 					if err != nil {
@@ -146,6 +152,12 @@ func parseExecArgs(args []string) (*execOpts, error) {
 					o.req.Dir = val
 				case "control":
 					o.control = val
+				case "resume-timeout":
+					d, err := time.ParseDuration(val)
+					if err != nil || d < 0 {
+						return nil, fmt.Errorf("--resume-timeout %q: want a duration, 0 or more (30s, 0)", val)
+					}
+					o.resume = &d
 				}
 			case "help":
 				return nil, errHelp
@@ -367,7 +379,14 @@ func runExec(args []string, stdin *os.File, stdout, stderr io.Writer) int {
 			}
 		}
 	}()
-	st, err := gridlink.Exec(ctx, control.Dial(o.control), o.node, control.LinkOptions{}, o.req, gridlink.ExecIO{Stdin: in, Stdout: stdout, Stderr: stderr, Signals: fwd, Window: win})
+	var lo control.LinkOptions
+	if o.resume != nil {
+		lo.ResumeSeconds = o.resume.Seconds()
+		if *o.resume == 0 {
+			lo.ResumeSeconds = -1
+		}
+	}
+	st, err := gridlink.Exec(ctx, control.Dial(o.control), o.node, lo, o.req, gridlink.ExecIO{Stdin: in, Stdout: stdout, Stderr: stderr, Signals: fwd, Window: win})
 	if err != nil {
 		fmt.Fprintf(stderr, "gridlink exec: %v\n", err)
 		return 255

@@ -62,9 +62,15 @@ func TestParseExecArgs(t *testing.T) {
 	}
 	for _, bad := range [][]string{{}, {"-x"}, {"-Z", "n1"}, {"-o"}, {"--nosuch", "n1"}, {"-e", "1BAD=x", "n1"}, {"--dir", "relative", "n1"}, {"-l", "../root", "n1", "id"}, {"-X", "n1", "xterm"},
 		{"-L", "80:x:80", "n1"}, {"-N", "n1"}, {"-f", "n1", "sleep"}, {"-D1080", "n1"}, {"-o", "RequestTTY=maybe", "n1"}, {"-o", "SetEnv=X", "n1"},
-		{"a@b@c@d", "id"}, {"../x@n1.grid", "id"}, {"n1:22", "id"}, {"ssh://n1:0", "id"}} {
+		{"a@b@c@d", "id"}, {"../x@n1.grid", "id"}, {"n1:22", "id"}, {"ssh://n1:0", "id"},
+		{"--resume-timeout", "-1s", "n1"}, {"--resume-timeout=soon", "n1"}, {"--resume-timeout"}} {
 		if o, err := parseExecArgs(bad); err == nil {
 			t.Errorf("%q accepted: %+v", bad, o)
+		}
+	}
+	for args, want := range map[string]time.Duration{"--resume-timeout 0 n1 id": 0, "n1 --resume-timeout=90s id": 90 * time.Second} {
+		if o, err := parseExecArgs(strings.Fields(args)); err != nil || o.resume == nil || *o.resume != want || o.node != "n1" || !slices.Equal(o.req.Command, []string{"id"}) {
+			t.Errorf("%q: %+v %v", args, o, err)
 		}
 	}
 }
@@ -174,6 +180,17 @@ func TestExecCommand(t *testing.T) {
 	}
 	if out, err := exec.Command("diff", "-r", src, filepath.Join(dest, "src")).CombinedOutput(); err != nil {
 		t.Errorf("the tree differs after tar through exec: %v %s", err, out)
+	}
+	// on links that are not resumable (as nc's to the sink), the same
+	dest0 := t.TempDir()
+	if _, err := in.Seek(0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := run(in, "--control", alice, "--resume-timeout", "0", "target", "--", "tar", "x", "-C", dest0); code != 0 {
+		t.Fatalf("tar x through exec --resume-timeout 0: %d %q", code, errs)
+	}
+	if out, err := exec.Command("diff", "-r", src, filepath.Join(dest0, "src")).CombinedOutput(); err != nil {
+		t.Errorf("the tree differs after tar through exec --resume-timeout 0: %v %s", err, out)
 	}
 	// an unmapped user: 255 and the reason, which the target logs too
 	why := `subject "/O=testgrid/OU=user/CN=mallory" is not in the grid-mapfile of target`

@@ -70,7 +70,7 @@ func TestExecRevokedOnOpenConnection(t *testing.T) {
 	}
 	gr.g.Revoke(t, user.Chain[0])
 	mark := filepath.Join(t.TempDir(), "ran")
-	_, err = runStream(ctx, alice, s, "target", control.LinkOptions{}, Request{Command: []string{"touch " + mark}}, IO{})
+	_, err = runStream(ctx, alice, s, "target", control.LinkOptions{}, Request{Command: []string{"touch " + mark}}, IO{}, nil)
 	t.Logf("revoked on an open connection: %v", err)
 	if err == nil || !strings.Contains(err.Error(), "revoked") {
 		t.Errorf("a revoked caller on a connection made before: %v; want the revocation named", err)

@@ -36,8 +36,16 @@ type IO struct {
 // protocol (a forged or malformed frame, credit for stdin never sent, a
 // second start) a *ProtocolError; a connection that ends before the command's
 // exit status an error saying so. Run closes c. When ctx ends, the
-// command is sent SIGHUP and Run returns ctx's error.
+// command is sent SIGHUP and Run returns ctx's error. Run asks for no
+// features (req.Features is ignored): stdin goes in frames on c.
 func Run(ctx context.Context, c net.Conn, node string, req Request, stdio IO) (Status, error) {
+	req.Features = nil
+	return run(ctx, c, node, req, stdio, nil)
+}
+
+// run is Run; with lk, the request asks for a stdin link of its own
+// (req.Features), and lk sends stdin on it if the service takes it.
+func run(ctx context.Context, c net.Conn, node string, req Request, stdio IO, lk *stdinSender) (Status, error) {
 	defer c.Close()
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
@@ -57,10 +65,30 @@ func Run(ctx context.Context, c net.Conn, node string, req Request, stdio IO) (S
 	}
 	br := bufio.NewReaderSize(c, readBuffer)
 	f, err := ReadFrame(br, FromService)
+	answered := false // the service said which features it takes
+	var token []byte  // its stdin link's, if it takes one
+	if err == nil && f.Type == FrameFeatures {
+		switch {
+		case len(req.Features) == 0:
+			return Status{}, fmt.Errorf("exec at %s: %w", node, &ProtocolError{Type: f.Type, Msg: "features the request did not ask for"})
+		case f.Data[0]&featureStdinLink != 0 && (lk == nil || !req.wants(FeatureStdinLink)):
+			return Status{}, fmt.Errorf("exec at %s: %w", node, &ProtocolError{Type: f.Type, Msg: "a stdin link the request did not ask for"})
+		case f.Data[0]&featureStdinLink != 0:
+			token = f.Data[1:]
+		}
+		answered = true
+		f, err = ReadFrame(br, FromService)
+		if err == nil && f.Type == FrameFeatures {
+			err = &ProtocolError{Type: f.Type, Msg: "a second time"}
+		}
+	}
 	switch {
 	case err != nil:
 		return Status{}, orCtx(ctx, readFailed(node, false, err))
 	case f.Type == FrameRefused:
+		if lk != nil && !answered {
+			lk.old = true // a service that predates features: no 'F' before its refusal
+		}
 		return Status{}, &RefusedError{Node: node, Reason: string(f.Data)}
 	case f.Type != FrameStarted:
 		return Status{}, fmt.Errorf("exec at %s: %w", node, &ProtocolError{Type: f.Type, Msg: "before the command started"})
@@ -69,12 +97,17 @@ func Run(ctx context.Context, c net.Conn, node string, req Request, stdio IO) (S
 	defer cr.close()
 	quit := make(chan struct{})
 	defer close(quit)
-	go func() {
-		if f, ok := stdio.Stdin.(*os.File); ok && spliceStdin(f, c, w, cr) {
-			return
-		}
-		sendStdin(stdio.Stdin, w, cr)
-	}()
+	if token != nil {
+		lk.cut = func() { c.Close() }
+		go lk.send(token)
+	} else {
+		go func() {
+			if f, ok := stdio.Stdin.(*os.File); ok && spliceStdin(f, c, w, cr) {
+				return
+			}
+			sendStdin(stdio.Stdin, w, cr)
+		}()
+	}
 	go func() {
 		for {
 			select {
@@ -98,6 +131,9 @@ func Run(ctx context.Context, c net.Conn, node string, req Request, stdio IO) (S
 	for {
 		f, err := readFrame(br, FromService, reuse)
 		if err != nil {
+			if lerr := lk.failed(); lerr != nil {
+				return Status{}, lerr // stdin's link failed, which cut c
+			}
 			return Status{}, orCtx(ctx, readFailed(node, true, err))
 		}
 		switch f.Type {
@@ -168,16 +204,38 @@ func (e *EndedError) Unwrap() error { return e.Cause }
 // runs her own agent), as Run does; a link that ends early says why, as
 // the agent saw it (a refusal in the handshake: a proxy restricted to
 // other services, a revoked certificate).
+//
+// Where the agent takes descriptors and stdin is a pipe or a file, stdin
+// goes on a link of its own (frame.go, "stdin-link"), handed to the agent
+// as gridlink nc hands its stdin: the agent forwards it as it forwards
+// nc's, the far side's service writes it into the command's stdin as it
+// comes; against a service that predates it, stdin goes in frames.
 func RunThrough(ctx context.Context, c *control.Client, node string, lo control.LinkOptions, req Request, stdio IO) (Status, error) {
+	req.Features = nil
+	if lk := newStdinSender(c, node, lo, stdio.Stdin, req.Pty); lk != nil {
+		defer lk.close()
+		s, err := c.Open(ctx, control.ConnectRequest{Addr: dialAddr(node), Link: lo})
+		if err != nil {
+			return Status{}, err
+		}
+		lreq := req
+		lreq.Features = []string{FeatureStdinLink}
+		st, err := runStream(ctx, c, s, node, lo, lreq, stdio, lk)
+		if !lk.old {
+			return st, err
+		}
+		// a service that predates features refused the request for
+		// them: again without, on a new link
+	}
 	s, err := c.Open(ctx, control.ConnectRequest{Addr: dialAddr(node), Link: lo})
 	if err != nil {
 		return Status{}, err
 	}
-	return runStream(ctx, c, s, node, lo, req, stdio)
+	return runStream(ctx, c, s, node, lo, req, stdio, nil)
 }
 
 // runStream is RunThrough on the stream s the agent c opened.
-func runStream(ctx context.Context, c *control.Client, s *control.Stream, node string, lo control.LinkOptions, req Request, stdio IO) (Status, error) {
+func runStream(ctx context.Context, c *control.Client, s *control.Stream, node string, lo control.LinkOptions, req Request, stdio IO, lk *stdinSender) (Status, error) {
 	conn, err := streamConn(s)
 	if err != nil {
 		s.Close()
@@ -186,7 +244,7 @@ func runStream(ctx context.Context, c *control.Client, s *control.Stream, node s
 	// the control connection: conn itself, or, with the pipes handed to
 	// the agent, what keeps the stream alive until Run is done with it
 	defer s.Close()
-	st, err := Run(ctx, conn, node, req, stdio)
+	st, err := run(ctx, conn, node, req, stdio, lk)
 	var ee *EndedError
 	if errors.As(err, &ee) && ee.Cause == nil {
 		ectx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

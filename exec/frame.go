@@ -33,9 +33,17 @@ const Port = 512
 //	'S' signal    1 byte: the signal number, SIGHUP (1), SIGINT (2) or
 //	              SIGTERM (15), for the command's process group
 //	'W' window    4 bytes: rows and columns, uint16 each, 1..65535 (pty only)
+//	'J' stdin link 16 bytes: a token of the service's 'F' frame. The first
+//	              and only frame of a second link to Port, sent instead
+//	              of 'Q' (see "Stdin on a link of its own" below)
 //
 // From the service:
 //
+//	'F' features  1 or 17 bytes, only to a request that listed features
+//	              (Request.Features), before 'A' or 'R': a flags byte, bit
+//	              0 (featureStdinLink) set if stdin goes on a link of its
+//	              own, the other bits 0; with bit 0, the 16-byte token
+//	              the stdin link presents (random, for this command only)
 //	'A' started   0 bytes: the command runs (after this, 'o', 'e', 'C')
 //	'R' refused   1..MaxReason bytes of UTF-8 without control characters:
 //	              why the command does not run (the service's log says the
@@ -49,6 +57,26 @@ const Port = 512
 //	'X' exit      2 bytes: 0 and the exit code (0..255), or 1 and the
 //	              signal number (1..64) that killed the command; the last
 //	              frame, after all of stdout and stderr
+//
+// Stdin on a link of its own (feature "stdin-link"): a client whose
+// stdin is bulk data (a pipe or a file) lists "stdin-link" in its
+// request's features. A service that knows it answers 'F' with bit 0 and
+// a token before 'A'; the client then opens a second link to Port, sends
+// 'J' with the token and after it stdin's bytes as they are, no frames,
+// until it half-closes the link: that is stdin's end. The service writes
+// the link's bytes into the command's stdin (the link's own flow control
+// paces them: no 'C' credit), answers nothing on it, and closes it when
+// the command has ended. On the first link the client then sends no 'i'
+// or 'I' (a service refuses them there). A 'J' whose token the service
+// did not give out, or that comes from another peer than the command's
+// (its certificate or node), is refused with 'R' on that link and
+// logged. A service that predates features refuses the request (an
+// unknown field) with 'R' and no 'F': the client asks again, on a new
+// link, without features (one round trip more, against old services
+// only; their log shows the first refusal). The client side is where the
+// agent takes descriptors: the second link's local end is a pipe handed
+// to the caller's agent as gridlink nc hands its stdin, so the agent
+// forwards stdin as it forwards nc's.
 //
 // A decoder refuses any other type, a frame out of its direction, a
 // length out of bounds, or a payload that breaks its type's rules
@@ -68,6 +96,12 @@ const (
 	// creditBatch is how much stdin the command takes before the service
 	// grants it back (or less, once the command has taken all it was sent).
 	creditBatch = Window / 4
+	// tokenSize is a stdin link's token ('F', 'J').
+	tokenSize = 16
+	// featureStdinLink is 'F''s flag for a stdin link of its own.
+	featureStdinLink = 1 << 0
+	// FeatureStdinLink is the request's name for it (Request.Features).
+	FeatureStdinLink = "stdin-link"
 )
 
 // Frame types.
@@ -77,13 +111,15 @@ const (
 	FrameStdinEOF = 'I'
 	FrameSignal   = 'S'
 	FrameWindow   = 'W'
+	FrameJoin     = 'J'
 
-	FrameStarted = 'A'
-	FrameRefused = 'R'
-	FrameStdout  = 'o'
-	FrameStderr  = 'e'
-	FrameCredit  = 'C'
-	FrameExit    = 'X'
+	FrameFeatures = 'F'
+	FrameStarted  = 'A'
+	FrameRefused  = 'R'
+	FrameStdout   = 'o'
+	FrameStderr   = 'e'
+	FrameCredit   = 'C'
+	FrameExit     = 'X'
 )
 
 // Signals a client may send: the numbers are Linux's (and POSIX's usual).
@@ -134,6 +170,8 @@ var frameBounds = map[byte]bounds{
 	FrameStdinEOF: {FromClient, 0, 0},
 	FrameSignal:   {FromClient, 1, 1},
 	FrameWindow:   {FromClient, 4, 4},
+	FrameJoin:     {FromClient, tokenSize, tokenSize},
+	FrameFeatures: {FromService, 1, 1 + tokenSize},
 	FrameStarted:  {FromService, 0, 0},
 	FrameRefused:  {FromService, 1, MaxReason},
 	FrameStdout:   {FromService, 1, MaxData},
@@ -216,6 +254,15 @@ func checkPayload(f Frame) error {
 		rows, cols := binary.BigEndian.Uint16(f.Data), binary.BigEndian.Uint16(f.Data[2:])
 		if rows == 0 || cols == 0 {
 			return bad("window of %d rows and %d columns", rows, cols)
+		}
+	case FrameFeatures:
+		switch fl := f.Data[0]; {
+		case fl&^featureStdinLink != 0:
+			return bad("unknown feature flags %#x", fl)
+		case fl&featureStdinLink != 0 && len(f.Data) != 1+tokenSize:
+			return bad("a stdin link without its %d-byte token", tokenSize)
+		case fl&featureStdinLink == 0 && len(f.Data) != 1:
+			return bad("a token without a stdin link")
 		}
 	case FrameRefused:
 		if _, err := checkText(f.Data); err != nil {

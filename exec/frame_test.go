@@ -91,6 +91,15 @@ func TestFrameStrict(t *testing.T) {
 		{"SIGKILL", FromClient, AppendFrame(nil, FrameSignal, []byte{9})},
 		{"zero window", FromClient, AppendFrame(nil, FrameWindow, []byte{0, 0, 0, 80})},
 		{"EOF with data", FromClient, AppendFrame(nil, FrameStdinEOF, []byte("x"))},
+		{"features from the client", FromClient, AppendFrame(nil, FrameFeatures, []byte{0})},
+		{"no features byte", FromService, AppendFrame(nil, FrameFeatures, nil)},
+		{"unknown feature flag", FromService, AppendFrame(nil, FrameFeatures, []byte{2})},
+		{"stdin link without its token", FromService, AppendFrame(nil, FrameFeatures, []byte{featureStdinLink})},
+		{"a token without a stdin link", FromService, AppendFrame(nil, FrameFeatures, append([]byte{0}, make([]byte, tokenSize)...))},
+		{"short token", FromService, AppendFrame(nil, FrameFeatures, append([]byte{featureStdinLink}, make([]byte, tokenSize-1)...))},
+		{"join from the service", FromService, AppendFrame(nil, FrameJoin, make([]byte, tokenSize))},
+		{"short join", FromClient, AppendFrame(nil, FrameJoin, make([]byte, tokenSize-1))},
+		{"long join", FromClient, AppendFrame(nil, FrameJoin, make([]byte, tokenSize+1))},
 	} {
 		_, err := ReadFrame(bytes.NewReader(tc.b), tc.side)
 		var pe *ProtocolError
@@ -145,6 +154,9 @@ func FuzzReadFrame(f *testing.F) {
 	f.Add(AppendFrame(nil, FrameSignal, []byte{2}), true)
 	f.Add(AppendFrame(nil, FrameWindow, []byte{0, 1, 0, 1}), true)
 	f.Add([]byte{FrameStdout, 0xff, 0xff, 0xff, 0xff}, false)
+	f.Add(AppendFrame(nil, FrameFeatures, []byte{0}), false)
+	f.Add(AppendFrame(nil, FrameFeatures, append([]byte{featureStdinLink}, bytes.Repeat([]byte{7}, tokenSize)...)), false)
+	f.Add(AppendFrame(nil, FrameJoin, bytes.Repeat([]byte{7}, tokenSize)), true)
 	f.Fuzz(func(t *testing.T, b []byte, client bool) {
 		side := FromService
 		if client {
@@ -174,6 +186,8 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add([]byte(`{"command":["tar","x","-C","/tmp/x"],"env":["A=b"]}`))
 	f.Add([]byte(`{"account":"root","pty":true,"rows":1,"cols":1}`))
 	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"command":["cat"],"features":["stdin-link","later-1"]}`))
+	f.Add([]byte(`{"features":["Bad"]}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		req, err := decodeRequest(b)
 		if err != nil {

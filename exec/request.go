@@ -26,18 +26,25 @@ type Request struct {
 	Term string `json:"term,omitempty"`
 	Rows uint16 `json:"rows,omitempty"`
 	Cols uint16 `json:"cols,omitempty"`
+	// Features are protocol features the client takes (frame.go: 'F');
+	// a service answers for those it knows and ignores the others. Set by
+	// RunThrough (FeatureStdinLink); Run sends none.
+	Features []string `json:"features,omitempty"`
 }
 
 // Bounds of a request.
 const (
 	MaxArgs = 4096
 	MaxEnv  = 256
+	// MaxFeatures bounds Request.Features.
+	MaxFeatures = 16
 )
 
 var (
 	accountRE = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}$`)
 	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 	termRE    = regexp.MustCompile(`^[A-Za-z0-9_.+-]{1,64}$`)
+	featureRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,31}$`)
 )
 
 // Check says what is wrong with a request, or nil.
@@ -71,10 +78,28 @@ func (r *Request) Check() error {
 	if r.Term != "" && !termRE.MatchString(r.Term) {
 		return fmt.Errorf("terminal type %q: want letters, digits and _.+- (at most 64)", r.Term)
 	}
+	if len(r.Features) > MaxFeatures {
+		return fmt.Errorf("%d features, at most %d", len(r.Features), MaxFeatures)
+	}
+	for _, f := range r.Features {
+		if !featureRE.MatchString(f) {
+			return fmt.Errorf("feature %q: want lower-case letters, digits and '-' (at most 32)", f)
+		}
+	}
 	if !r.Pty && (r.Term != "" || r.Rows != 0 || r.Cols != 0) {
 		return fmt.Errorf("a terminal type or size without a pty")
 	}
 	return nil
+}
+
+// wants says whether the request lists feature f.
+func (r *Request) wants(f string) bool {
+	for _, g := range r.Features {
+		if g == f {
+			return true
+		}
+	}
+	return false
 }
 
 // shellLine is the command as the shell gets it: the words joined with

@@ -16,7 +16,9 @@ func start(a *account, req *Request, switchUser bool) (*running, error) {
 
 func (r *running) hangup() {}
 
-func (r *running) run(c io.Reader, w *frameWriter) (Status, error) { return Status{}, nil }
+func (r *running) run(c io.Reader, w *frameWriter, sl *stdinLink) (Status, error) {
+	return Status{}, nil
+}
 
 func (r *running) callerDone() <-chan struct{} {
 	c := make(chan struct{})

@@ -127,10 +127,11 @@ func (r *running) signal(sig syscall.Signal) {
 // hangup is the caller gone: SIGHUP, as a closed terminal sends it.
 func (r *running) hangup() { r.signal(syscall.SIGHUP) }
 
-// run carries the command's streams (frames from c, to w) until it exits and its output
-// ends, and returns its status, and why the caller's side ended early
-// (its connection gone, a protocol fault), if it did.
-func (r *running) run(c io.Reader, w *frameWriter) (Status, error) {
+// run carries the command's streams (frames from c, to w; stdin from
+// sl's link when sl is not nil) until it exits and its output ends, and
+// returns its status, and why the caller's side ended early (its
+// connection gone, a protocol fault), if it did.
+func (r *running) run(c io.Reader, w *frameWriter, sl *stdinLink) (Status, error) {
 	q := newStdinQueue()
 	var causeMu sync.Mutex
 	var cause error
@@ -163,6 +164,10 @@ func (r *running) run(c io.Reader, w *frameWriter) (Status, error) {
 				}
 				return
 			}
+			if sl != nil && (f.Type == FrameStdin || f.Type == FrameStdinEOF) {
+				fail(&ProtocolError{Type: f.Type, Msg: "stdin on the command's connection: it goes on a link of its own"})
+				return
+			}
 			switch f.Type {
 			case FrameStdin:
 				if err := q.push(f.Data); err != nil {
@@ -183,9 +188,26 @@ func (r *running) run(c io.Reader, w *frameWriter) (Status, error) {
 			}
 		}
 	}()
-	// stdin: to the command, credit back for what it took
+	// stdin: to the command, credit back for what it took; or from its
+	// own link
 	stdinDone := make(chan struct{})
+	if sl != nil {
+		go func() {
+			defer close(stdinDone)
+			if err := r.linkStdin(sl); err != nil {
+				r.mu.Lock()
+				exited := r.exited
+				r.mu.Unlock()
+				if !exited {
+					fail(err)
+				}
+			}
+		}()
+	}
 	go func() {
+		if sl != nil {
+			return
+		}
 		defer close(stdinDone)
 		broken := false
 		owed := 0 // taken, not yet granted back
@@ -245,6 +267,9 @@ func (r *running) run(c io.Reader, w *frameWriter) (Status, error) {
 	r.exited = true
 	r.mu.Unlock()
 	q.close()
+	if sl != nil {
+		sl.stop() // ends a read of its link that waits
+	}
 	if r.pty == nil {
 		r.stdin.Close()
 	}
@@ -270,4 +295,35 @@ func (r *running) run(c io.Reader, w *frameWriter) (Status, error) {
 	causeMu.Lock()
 	defer causeMu.Unlock()
 	return st, cause
+}
+
+// linkStdin writes the bytes of sl's link, once claimed, into the
+// command's stdin until the link ends (stdin's end: the command reads
+// it) or the command is done (sl stopped), then lets the link go. A
+// command that closed its stdin ends the link: the rest of stdin has
+// nowhere to go, as with a pipe. A link cut before stdin's end is an
+// error (the command would wait for the rest for ever): the caller hangs
+// the command up.
+func (r *running) linkStdin(sl *stdinLink) error {
+	defer close(sl.done)
+	br := sl.wait()
+	if br == nil {
+		return nil
+	}
+	// the link's bytes in large writes (gather): while one goes into the
+	// pipe, the next reads gather
+	err := gather(r.stdin, br)
+	var we writerError
+	switch {
+	case errors.As(err, &we):
+		return nil // the command closed its stdin
+	case err != nil:
+		return fmt.Errorf("its stdin's link ended before stdin's end: %w", err)
+	}
+	if r.pty != nil {
+		_, _ = r.pty.Write([]byte{4}) // VEOF
+	} else {
+		r.stdin.Close()
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gridlink/gridlink/link"
@@ -44,6 +45,14 @@ type Service struct {
 	euid int
 	// slots holds a token per running command (MaxCommands).
 	slots chan struct{}
+
+	// links are the stdin links given out and not yet claimed, by token
+	// (stdinlink.go).
+	linksMu sync.Mutex
+	links   map[[tokenSize]byte]*stdinLink
+	// asOld makes the service answer as one that predates features:
+	// a request listing any is refused as an unknown field (tests).
+	asOld atomic.Bool
 
 	wg sync.WaitGroup
 }
@@ -123,6 +132,11 @@ func (s *Service) handle(c net.Conn) {
 	_ = c.SetReadDeadline(time.Now().Add(requestWait))
 	br := bufio.NewReaderSize(c, readBuffer)
 	f, err := ReadFrame(br, FromClient)
+	if err == nil && f.Type == FrameJoin {
+		_ = c.SetReadDeadline(time.Time{})
+		s.joinStdin(c, br, peer, who, f.Data)
+		return
+	}
 	if err == nil && f.Type != FrameRequest {
 		err = &ProtocolError{Type: f.Type, Msg: "before the request"}
 	}
@@ -131,17 +145,27 @@ func (s *Service) handle(c net.Conn) {
 		req, err = decodeRequest(f.Data)
 	}
 	_ = c.SetReadDeadline(time.Time{})
+	if err == nil && len(req.Features) > 0 && s.asOld.Load() {
+		err = &ProtocolError{Type: FrameRequest, Msg: `json: unknown field "features"`}
+	}
 	if err == io.EOF {
 		return // closed before a request: nothing asked, nothing to refuse (a client's probe)
 	}
 	if err != nil {
-		s.refuse(c, who, fmt.Sprintf("bad request: %v", err))
+		s.refuse(c, who, fmt.Sprintf("bad request: %v", err), nil)
 		return
+	}
+	// a request that lists features hears which this service takes
+	// before anything else: none but a stdin link, and that only for a
+	// command that starts
+	var none []byte
+	if len(req.Features) > 0 {
+		none = AppendFrame(nil, FrameFeatures, []byte{0})
 	}
 	release := func() {}
 	acct, reason := s.authorize(peer, &req)
 	if reason != "" {
-		s.refuse(c, who, reason)
+		s.refuse(c, who, reason, none)
 		return
 	}
 	select {
@@ -152,20 +176,38 @@ func (s *Service) handle(c net.Conn) {
 		release = func() { once.Do(func() { <-s.slots }) }
 		defer release()
 	default:
-		s.refuse(c, who, fmt.Sprintf("%s runs %d commands already, the most its exec service allows at once", s.node.Name(), cap(s.slots)))
+		s.refuse(c, who, fmt.Sprintf("%s runs %d commands already, the most its exec service allows at once", s.node.Name(), cap(s.slots)), none)
 		return
 	}
 	w := &frameWriter{c: c}
 	r, err := start(acct, &req, s.euid == 0)
 	if err != nil {
-		s.refuse(c, who, fmt.Sprintf("starting the command as %s: %v", acct.name, err))
+		s.refuse(c, who, fmt.Sprintf("starting the command as %s: %v", acct.name, err), none)
 		return
 	}
 	s.logf("exec: %s runs as %s (uid %d): %q", who, acct.name, acct.uid, commandText(&req))
-	if err := w.send(FrameStarted, nil); err != nil {
+	var sl *stdinLink
+	var feat []byte // the features frame's payload, if the request listed features
+	if len(req.Features) > 0 {
+		feat = []byte{0}
+	}
+	if req.wants(FeatureStdinLink) {
+		if sl, err = s.expectStdin(peer); err == nil {
+			defer s.forget(sl)
+			feat = append([]byte{featureStdinLink}, sl.token[:]...)
+		}
+	}
+	err = nil
+	if feat != nil {
+		err = w.send(FrameFeatures, feat)
+	}
+	if err == nil {
+		err = w.send(FrameStarted, nil)
+	}
+	if err != nil {
 		r.hangup()
 	}
-	st, cause := r.run(br, w)
+	st, cause := r.run(br, w, sl)
 	release()
 	if cause != nil {
 		s.logf("exec: %s as %s: %v", who, acct.name, cause)
@@ -191,12 +233,13 @@ const readBuffer = 32 << 10
 // drainWait bounds the wait for a caller to close after its exit status.
 const drainWait = 10 * time.Second
 
-// refuse logs a refusal and tells the caller in the same words.
-func (s *Service) refuse(c net.Conn, who, reason string) {
+// refuse logs a refusal and tells the caller in the same words, after
+// pre (the features frame of a request that listed features).
+func (s *Service) refuse(c net.Conn, who, reason string, pre []byte) {
 	reason = cleanReason(reason)
 	s.logf("exec: refused %s: %s", who, reason)
 	_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
-	_, _ = c.Write(AppendFrame(nil, FrameRefused, []byte(reason)))
+	_, _ = c.Write(AppendFrame(pre, FrameRefused, []byte(reason)))
 }
 
 // describePeer names a caller for the log: its subject and how it proved
