@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -188,8 +189,19 @@ func TestClusterExec(t *testing.T) {
 		agentLogs(t)
 		ctx := subCtx(t, 2*time.Minute)
 		start := time.Now()
-		r, warnings, err := c.MPIRun(ctx, cluster.MPIJob{MPI: cluster.MPICH, Launcher: names[0], Hosts: names, User: acct.name,
-			MaxBytes: 256 << 10, Vector: 4096, Iface: gridlink.DefaultVIPDevice})
+		job := cluster.MPIJob{MPI: cluster.MPICH, Launcher: names[0], Hosts: names, User: acct.name,
+			MaxBytes: 256 << 10, Vector: 4096, Iface: gridlink.DefaultVIPDevice, Timeout: 50 * time.Second}
+		r, warnings, err := c.MPIRun(ctx, job)
+		if te := (*cluster.TimeoutError)(nil); errors.As(err, &te) && r != nil && r.Check(names) == nil {
+			// Every rank computed and printed the right result, then one
+			// hung in MPI_Finalize: Debian's MPICH 4.0 on UCX 1.13 races
+			// its endpoint closes when one rank's path is slower (docs/mpi.md,
+			// about 1 run in 8 here), not gridlink's doing. Once more; a
+			// second hang fails.
+			t.Logf("MPICH hung in MPI_Finalize after a correct result (its finalize race, docs/mpi.md); running the job once more:\n%v", err)
+			start = time.Now()
+			r, warnings, err = c.MPIRun(ctx, job)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}

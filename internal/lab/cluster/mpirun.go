@@ -69,7 +69,11 @@ func (c *Cluster) MPIRun(ctx context.Context, job MPIJob) (*MPIResult, string, e
 	})
 	var te *TimeoutError
 	if errors.As(err, &te) {
-		return nil, string(errb), err
+		// a job that hung after printing its result (MPICH's finalize
+		// race, docs/mpi.md) still says what it computed: the caller
+		// tells the two apart
+		r, _ := ParseMPIResult(out)
+		return r, string(errb), err
 	}
 	if err != nil {
 		return nil, string(errb), &RunError{Host: job.Launcher, Argv: full, Err: err, Stderr: lastLines(string(errb)+string(out), 30)}
