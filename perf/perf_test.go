@@ -74,6 +74,9 @@ func TestRunAndServe(t *testing.T) {
 		if res.Bytes <= 0 || res.Mbps <= 0 || res.SteadyMbps <= 0 || res.Data != o.Data || res.Encrypt == o.Link.Plain {
 			t.Errorf("%+v: report %+v", o, res)
 		}
+		if res.SteadyFrom != "receiver" || res.SentSteadyMbps <= 0 {
+			t.Errorf("%+v: steady rate from the %q, sender's %.1f Mbit/s: want the receiver's timeline", o, res.SteadyFrom, res.SentSteadyMbps)
+		}
 		if n := len(res.Intervals); n < 3 || n > 5 || reported != n {
 			t.Errorf("%+v: %d intervals (%d reported), want about 4", o, n, reported)
 		}
