@@ -123,7 +123,7 @@ reports the rate per interval and overall, as the server counted it.`,
 	f.Float64VarP(&omit, "omit", "O", 0, "seconds left out of the steady rate (ramp-up)")
 	f.Float64VarP(&interval, "interval", "i", 1, "seconds between interval reports")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
-	f.BoolVar(&upgrade, "upgrade", false, upgradeUsage)
+	addUpgradeFlag(c, &upgrade)
 	c.Flags().DurationVar(&resume, "resume-timeout", gridlink.DefaultResumeTimeout, resumeUsage+"; with --serve, the longest a client's link may wait")
 	return c
 }
