@@ -67,11 +67,15 @@ func serveOne(c net.Conn) (int64, error) {
 	buf := make([]byte, 256<<10)
 	var n int64
 	var tl timeline
+	received := func() int64 { return n }
+	if lc, ok := c.(*link.Conn); ok {
+		received = func() int64 { return lc.Stats().Reader.Received } // 0 without blocks
+	}
 	for {
 		k, err := c.Read(buf)
 		n += int64(k)
 		if k > 0 {
-			tl.note(time.Now(), n)
+			tl.note(time.Now(), n, received)
 		}
 		if err == io.EOF {
 			break
@@ -127,12 +131,15 @@ type Result struct {
 	// SentSteadyMbps is always the latter: it also counts what the
 	// buffers on the way (a resumable link's growing window among them)
 	// grew by in that span, and so may exceed the path's rate.
-	SteadyMbps     float64         `json:"steady_mbit_per_s"`
-	SteadyFrom     string          `json:"steady_from"`
-	SentSteadyMbps float64         `json:"sent_steady_mbit_per_s"`
-	WireMbps       float64         `json:"wire_mbit_per_s"`
-	Intervals      []Interval      `json:"intervals"`
-	Tuning         []link.TuneStep `json:"tuning,omitempty"`
+	SteadyMbps     float64 `json:"steady_mbit_per_s"`
+	SteadyFrom     string  `json:"steady_from"`
+	SentSteadyMbps float64 `json:"sent_steady_mbit_per_s"`
+	// Received is the server's rate per interval (its own clock, from its
+	// first byte), from its timeline; nil from a server without one.
+	Received  []Interval      `json:"received,omitempty"`
+	WireMbps  float64         `json:"wire_mbit_per_s"`
+	Intervals []Interval      `json:"intervals"`
+	Tuning    []link.TuneStep `json:"tuning,omitempty"`
 	// Blocks counts the data blocks sent by codec; Adaptive is the
 	// adaptive compression's last estimate and choice, for people.
 	Blocks   link.CodecBlocks `json:"blocks"`
@@ -269,6 +276,7 @@ func Run(c *link.Conn, o Options, setup time.Duration) (Result, error) {
 	res.SteadyMbps, res.SteadyFrom = res.SentSteadyMbps, "sender"
 	if r, ok := steadyReceived(recv, o.Omit, o.Duration); ok {
 		res.SteadyMbps, res.SteadyFrom = r, "receiver"
+		res.Received = receivedIntervals(recv, o.Interval)
 	}
 	return res, nil
 }

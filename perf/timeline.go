@@ -9,7 +9,16 @@ import (
 
 // The receiver's timeline: what the server appends to its answer (after
 // the 8-byte count) so that the client can measure the steady rate where
-// iperf3 does, at the receiver. A sender's count over a span also holds
+// iperf3 does, at the receiver. A sample counts the bytes the server's
+// link received off its connections (ReaderStats.Received: in order or
+// held in its reorder buffer), not those the application had read: a link
+// striped over several connections delivers in bursts (a block lost on
+// one connection holds back what the others carried, up to the reorder
+// buffer, 128 MiB on a resumable link), so the application's count over
+// a span swings by what the reorder buffer held at its ends; what arrives
+// off the connections does not (iperf3 -P N's streams are read each on
+// its own, as they arrive). The last sample is the application's count
+// at the end, which is all of it. A sender's count over a span also holds
 // whatever the buffers on the way (socket buffers, hub queues, a resumable
 // link's window) grew by during it: a resumable link's window grows from
 // 16 MiB to 128 MiB while it holds the link back, so the sender's count
@@ -23,7 +32,7 @@ import (
 //	k       uint32  samples, at most maxSamples
 //	k times:
 //	  at    uint64  nanoseconds since the server read the first byte
-//	  bytes uint64  bytes read by then
+//	  bytes uint64  bytes received by then
 //
 // Samples are in order: at and bytes never decrease.
 const (
@@ -53,11 +62,13 @@ type timeline struct {
 	lastSeen sample
 }
 
-// note records that n bytes had been read by now.
-func (t *timeline) note(now time.Time, n int64) {
+// note records, if a sample is due at now, the bytes received by then
+// (count: called only then); n is the bytes read by the application,
+// which the last sample holds.
+func (t *timeline) note(now time.Time, n int64, count func() int64) {
 	if !t.started {
 		t.first, t.started, t.every = now, true, sampleInterval
-		t.samples = append(t.samples, sample{0, n})
+		t.samples = append(t.samples, sample{0, max(n, count())})
 		t.next = t.every
 		return
 	}
@@ -74,7 +85,7 @@ func (t *timeline) note(now time.Time, n int64) {
 		t.samples = kept
 		t.every *= 2
 	}
-	t.samples = append(t.samples, sample{at, n})
+	t.samples = append(t.samples, sample{at, max(n, count(), t.samples[len(t.samples)-1].bytes)})
 	t.next = at - at%t.every + t.every
 }
 
@@ -153,4 +164,19 @@ func steadyReceived(ss []sample, omit, dur time.Duration) (mbps float64, ok bool
 		return 0, false
 	}
 	return (bytesAt(ss, end) - bytesAt(ss, omit)) * 8 / (end - omit).Seconds() / 1e6, true
+}
+
+// receivedIntervals is the receiver's rate in each interval of every
+// from its first byte to its last (the last interval may be shorter).
+func receivedIntervals(ss []sample, every time.Duration) []Interval {
+	if len(ss) < 2 || every <= 0 {
+		return nil
+	}
+	var out []Interval
+	last := ss[len(ss)-1].at
+	for from := time.Duration(0); from < last; from += every {
+		to := min(from+every, last)
+		out = append(out, Interval{T: to.Seconds(), Mbps: (bytesAt(ss, to) - bytesAt(ss, from)) * 8 / (to - from).Seconds() / 1e6})
+	}
+	return out
 }
