@@ -10,11 +10,12 @@
 // Over a link to the server's port (Port unless told otherwise) the client
 // sends any bytes and half-closes; the server reads to EOF, then answers
 // with the number of bytes it read as 8 bytes, big-endian, then its
-// timeline of what its link received when (timeline.go), and closes. The client's
-// rate is that count over the time until the answer, so bytes still in
-// buffers are never counted as sent; its steady rate is the server's, from
-// the timeline (the client's own count over the same span, which also
-// holds what the buffers on the way grew by, is kept beside it).
+// timeline of what its link received when (timeline.go), and closes. The
+// client's rate is that count over the time until the answer, so bytes
+// still in buffers are never counted as sent; its steady rate is the
+// server's, from the timeline (the client's own count over the same span,
+// which also holds what the buffers on the way grew by, is kept beside
+// it).
 package perf
 
 import (
@@ -125,8 +126,8 @@ type Result struct {
 	WireBytes int64   `json:"wire_bytes"`
 	Mbps      float64 `json:"mbit_per_s"`
 	// SteadyMbps leaves out the first Omit seconds and counts what the
-	// server's link received until Duration after its first byte, from its timeline
-	// (SteadyFrom "receiver"); from a server without one, what the link
+	// server's link received until Duration after its first byte, from
+	// its timeline (SteadyFrom "receiver"); from a server without one, what the link
 	// took from the client until its last write (SteadyFrom "sender").
 	// SentSteadyMbps is always the latter: it also counts what the
 	// buffers on the way (a resumable link's growing window among them)
