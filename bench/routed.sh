@@ -17,8 +17,12 @@
 #   iperf3 -P 8 between the frontends (a-fe -> b-fe): what the link carries
 #   gridlink perf a-n1 -> b-n1, routed, --streams 1, 8 and auto
 # Rates are the received application rate after OMIT s of ramp-up over SECS
-# s; ratios are medians of per-round ratios against the iperf3 of the same
-# round. The perf runs must report method "routed" (else the run is
+# s, counted at the receiver for both (iperf3's sum_received; gridlink
+# perf's steady rate from the server's timeline, steady_from "receiver");
+# the sender's count over its span (which also counts what the buffers on
+# the way grew by: a resumable link's window grows up to 128 MiB) is in a
+# column of its own. Ratios are medians of per-round ratios against the
+# iperf3 of the same round. The perf runs must report method "routed" (else the run is
 # flagged). The trunk's connections and congestion control, from b-fe's
 # `gridlink status --hub --json`, are printed beside each setting.
 #
@@ -128,6 +132,8 @@ try:
         rec["error"] = r["error"]
     else:
         rec["mbit"] = r["steady_mbit_per_s"]
+        rec["from"] = r.get("steady_from") or "sender"
+        rec["sent_mbit"] = r.get("sent_steady_mbit_per_s") or r["steady_mbit_per_s"]
         rec["streams"] = r.get("streams")
         rec["method"] = r.get("method")
 except Exception as e:
@@ -148,10 +154,10 @@ recs = [json.loads(l) for l in open(sys.argv[1])]
 med = lambda xs: statistics.median(xs) if xs else float("nan")
 print("### Routed at full speed: routed topology, %s, %s loss; kernel default congestion control %s" % ("$RATE", "$LOSS", "$cc"))
 print()
-print("Rates in Mbit/s of application data received, median of $RUNS rounds of $SECS s after $OMIT s of ramp-up; ratios are medians of per-round ratios against iperf3 -P 8 between the two frontends in the same round. bg: the machine's busy % before each run (shared machine: rough figures).")
+print("Rates in Mbit/s of application data received, counted by the receiver, median of $RUNS rounds of $SECS s after $OMIT s of ramp-up; ratios are medians of per-round ratios against iperf3 -P 8 between the two frontends in the same round. sender: what gridlink perf's client handed to the link over its own span (it also counts what the buffers on the way grew by). bg: the machine's busy % before each run (shared machine: rough figures).")
 print()
-print("| RTT | hub setting | trunk | case | Mbit/s | of iperf3 -P 8 | streams | runs | bg % |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| RTT | hub setting | trunk | case | Mbit/s | of iperf3 -P 8 | sender | streams | runs | bg % |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for rtt in "$RTTS".split():
     for setting in "$SETTINGS".split():
         rs = [r for r in recs if r["rtt"] == rtt and r["setting"] == setting]
@@ -166,8 +172,13 @@ for rtt in "$RTTS".split():
             notes = sorted({r["method"] for r in ks if r.get("method") and r["method"] != "routed"})
             errs = [r["error"] for r in ks if "error" in r]
             streams = sorted({str(r.get("streams")) for r in ks if r.get("streams")})
-            print("| %s | %s | %s | %s%s | %.1f | %s | %s | %s | %s |" % (rtt, setting, trunk, kind, (" (NOT ROUTED: %s)" % ", ".join(notes)) if notes else "",
-                med(vals), ("%.1f%%" % (100 * med(ratios))) if kind != "iperf3-P8" and ratios else "", ",".join(streams),
+            sent = [r["sent_mbit"] for r in ks if "sent_mbit" in r]
+            froms = {r["from"] for r in ks if "from" in r}
+            sender = ("%.1f" % med(sent)) if sent else ""
+            if froms - {"receiver"}:
+                sender += " (steady counted by the sender: an old server)"
+            print("| %s | %s | %s | %s%s | %.1f | %s | %s | %s | %s | %s |" % (rtt, setting, trunk, kind, (" (NOT ROUTED: %s)" % ", ".join(notes)) if notes else "",
+                med(vals), ("%.1f%%" % (100 * med(ratios))) if kind != "iperf3-P8" and ratios else "", sender, ",".join(streams),
                 " ".join("%.0f" % v for v in vals) + ("; errors: " + "; ".join(e[:80] for e in errs) if errs else ""),
                 " ".join(str(r["bg"]) for r in ks)))
 PY

@@ -120,6 +120,8 @@ try:
     else:
         rec["mbit"] = r["steady_mbit_per_s"]
         rec["mbit_all"] = r["mbit_per_s"]
+        rec["sent_mbit"] = r.get("sent_steady_mbit_per_s") or r["steady_mbit_per_s"]
+        rec["from"] = r.get("steady_from") or "sender"
         rec["method"] = r.get("method")
         rec["streams"] = r.get("streams")
         rec["stream_mb"] = [round(b / 1e6) for b in r.get("stream_bytes") or []]
@@ -139,17 +141,22 @@ med = lambda xs: statistics.median(xs) if xs else float("nan")
 base = {r["round"]: r.get("mbit") for r in recs if r["case"] == "iperf3-P8"}
 print()
 print("routed_ab: RTT $RTT, $RATE, $LOSS loss, $STREAMS streams, $RUNS rounds of $SECS s after $OMIT s")
-print("| case | Mbit/s (steady) | of iperf3 -P 8 | whole run | runs | window wait s | max kept MiB | loads |")
-print("|---|---|---|---|---|---|---|---|")
+print("steady: counted by the receiver (iperf3's sum_received; perf's server timeline) unless marked; sender: perf's client over its own span")
+print("| case | Mbit/s (steady) | of iperf3 -P 8 | sender | whole run | runs | window wait s | max kept MiB | loads |")
+print("|---|---|---|---|---|---|---|---|---|")
 for case in ["iperf3-P8"] + "$CASES".split():
     ks = [r for r in recs if r["case"] == case]
     vals = [r["mbit"] for r in ks if "mbit" in r]
     ratios = [r["mbit"] / base[r["round"]] for r in ks if "mbit" in r and base.get(r["round"])]
     alls = [r["mbit_all"] for r in ks if "mbit_all" in r]
+    sent = [r["sent_mbit"] for r in ks if "sent_mbit" in r]
+    sender = ("%.1f" % med(sent)) if sent else ""
+    if {r["from"] for r in ks if "from" in r} - {"receiver"}:
+        sender += " (steady counted by the sender: an old binary)"
     ww = [r["resume"]["window_wait_s"] for r in ks if r.get("resume")]
     mk = [r["resume"]["max_kept"] / 2**20 for r in ks if r.get("resume")]
     errs = [r["error"][:80] for r in ks if "error" in r]
-    print("| %s | %.1f | %s | %s | %s | %s | %s | %s |" % (case, med(vals), ("%.1f%%" % (100 * med(ratios))) if ratios and case != "iperf3-P8" else "",
+    print("| %s | %.1f | %s | %s | %s | %s | %s | %s | %s |" % (case, med(vals), ("%.1f%%" % (100 * med(ratios))) if ratios and case != "iperf3-P8" else "", sender,
         ("%.1f" % med(alls)) if alls else "", " ".join("%.0f" % v for v in vals) + ("; errors: " + "; ".join(errs) if errs else ""),
         " ".join("%.1f" % v for v in ww), " ".join("%.1f" % v for v in mk), " ".join(r["load"] for r in ks)))
 PY

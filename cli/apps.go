@@ -31,7 +31,7 @@ func (lf *linkFlags) add(c *cobra.Command) {
 	f.StringVar(&lf.encrypt, "encrypt", "on", "on: TLS 1.3; off: authenticated plain (the far side must allow it)")
 	f.StringVar(&lf.control, "control", "", "agent control socket (default: your agent's, then the system agent's @gridlink-agent)")
 	addResumeFlag(c, &lf.resume)
-	c.Flags().BoolVar(&lf.upgrade, "upgrade", false, upgradeUsage)
+	addUpgradeFlag(c, &lf.upgrade)
 }
 
 func (lf *linkFlags) options() (control.LinkOptions, error) {
@@ -69,7 +69,15 @@ func (lf *linkFlags) options() (control.LinkOptions, error) {
 const resumeUsage = "how long a link waits for a path back when every connection beneath it died (a hub on the path, a cut), resending what they carried over one set up again, before it fails naming what died and when; 0: links are not resumable (the peer may agree to less: 30 s unless it says)"
 
 // upgradeUsage is the help of --upgrade.
-const upgradeUsage = "a resumable link set up routed, spliced or reverse moves to a more direct connection once one can be set up, while it runs"
+const upgradeUsage = "a resumable link set up routed, spliced or reverse moves to a more direct connection once one can be set up, while it runs (on by default: --upgrade=false keeps a link on the path it started on)"
+
+// addUpgradeFlag adds --upgrade to c: on by default (issue 20's live
+// path upgrade). It changes nothing before the first byte: the link is
+// dialled by the same race (a cached method first), and only a link the
+// race did not give direct looks for a better path afterwards.
+func addUpgradeFlag(c *cobra.Command, v *bool) {
+	c.Flags().BoolVar(v, "upgrade", true, upgradeUsage)
+}
 
 // serveResumeUsage is the help of a service's --resume-timeout.
 const serveResumeUsage = "the longest a client's link waits for a path back when every connection beneath it died, resending what they carried, before it fails (a client may ask for less); 0: links are not resumable"

@@ -175,7 +175,7 @@ exists) and says where the unfinished one is.`,
 	f.BoolVarP(&cf.quiet, "quiet", "q", false, "no progress display")
 	f.Float64Var(&cf.interval, "interval", 2, "seconds between progress lines when stderr is not a terminal")
 	addResumeFlag(c, &cf.resumeTimeout)
-	f.BoolVar(&cf.upgrade, "upgrade", false, upgradeUsage)
+	addUpgradeFlag(c, &cf.upgrade)
 	return c
 }
 

@@ -101,7 +101,7 @@ reports the rate per interval and overall, as the server counted it.`,
 			fmt.Printf("%s (%s, %d streams, compression %s, encrypt %v, %s data): %.1f Mbit/s over %.2f s",
 				res.Addr, res.Method, res.Streams, res.Compress, res.Encrypt, res.Data, res.Mbps, res.Seconds)
 			if o.Omit > 0 {
-				fmt.Printf(", %.1f Mbit/s after the first %.1f s", res.SteadyMbps, o.Omit.Seconds())
+				fmt.Printf(", %.1f Mbit/s after the first %.1f s (as the %s counts)", res.SteadyMbps, o.Omit.Seconds(), res.SteadyFrom)
 			}
 			if res.WireBytes != res.Bytes {
 				fmt.Printf("; on the wire %.1f Mbit/s (%.2fx compression)", res.WireMbps, float64(res.Bytes)/float64(res.WireBytes))
@@ -123,7 +123,7 @@ reports the rate per interval and overall, as the server counted it.`,
 	f.Float64VarP(&omit, "omit", "O", 0, "seconds left out of the steady rate (ramp-up)")
 	f.Float64VarP(&interval, "interval", "i", 1, "seconds between interval reports")
 	f.BoolVar(&asJSON, "json", false, "print one JSON object")
-	f.BoolVar(&upgrade, "upgrade", false, upgradeUsage)
+	addUpgradeFlag(c, &upgrade)
 	c.Flags().DurationVar(&resume, "resume-timeout", gridlink.DefaultResumeTimeout, resumeUsage+"; with --serve, the longest a client's link may wait")
 	return c
 }

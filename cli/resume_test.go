@@ -32,3 +32,28 @@ func TestResumeTimeoutFlag(t *testing.T) {
 		t.Errorf("a service's --resume-timeout 0 must refuse resumable links, 5s allow them for 5 s: %v, %v", serverResume(0), serverResume(5*time.Second))
 	}
 }
+
+// --upgrade of nc, forward, socks, cp and perf: on by default (issue 20's
+// live path upgrade), --upgrade=false turns it off.
+func TestUpgradeFlagDefault(t *testing.T) {
+	for args, want := range map[string]bool{"": true, "--upgrade": true, "--upgrade=false": false} {
+		var lf linkFlags
+		c := &cobra.Command{Use: "x"}
+		lf.add(c)
+		if err := c.ParseFlags(strings.Fields(args)); err != nil {
+			t.Fatal(err)
+		}
+		o, err := lf.options()
+		if err != nil || o.Upgrade != want {
+			t.Errorf("nc %q: upgrade %v (%v), want %v", args, o.Upgrade, err, want)
+		}
+		for _, cmd := range []*cobra.Command{cpCmd(), perfCmd()} {
+			if err := cmd.ParseFlags(strings.Fields(args)); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := cmd.Flags().GetBool("upgrade"); err != nil || got != want {
+				t.Errorf("%s %q: --upgrade %v (%v), want %v", cmd.Name(), args, got, err, want)
+			}
+		}
+	}
+}

@@ -144,3 +144,30 @@ func mustCreds(t *testing.T) *pki.Credentials {
 	}
 	return c
 }
+
+// Upgrade (on by default in the command line) costs a link that the race
+// gave direct nothing: no search starts, its dial is never called, and
+// the link carries its bytes as without it.
+func TestLinkUpgradeDirectNoSearch(t *testing.T) {
+	a, b := site(t, vconn.Direct)
+	l, err := Listen(b, 7000, ListenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	echo(t, l)
+	var dials atomic.Int32
+	o := Options{Resume: true, Upgrade: true, upgradeDial: func(ctx context.Context, via []vconn.Method) (*vconn.Conn, error) {
+		dials.Add(1)
+		return nil, errNoDirectYet
+	}}
+	c := dial(t, a, "b:7000", o)
+	if c.Method() != vconn.Direct || c.Upgrading() || !c.Resumable() {
+		t.Fatalf("link %s (upgrading %v, resumable %v), want direct, resumable and not searching", c.Method(), c.Upgrading(), c.Resumable())
+	}
+	roundTrip(t, c, 1<<20)
+	time.Sleep(upgradeFirst + 200*time.Millisecond) // when a search's first try would come
+	if n := dials.Load(); n != 0 || len(c.Stats().Switches) != 0 {
+		t.Errorf("a direct link looked for a better path: %d dials, switches %+v", n, c.Stats().Switches)
+	}
+}

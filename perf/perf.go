@@ -9,9 +9,13 @@
 //
 // Over a link to the server's port (Port unless told otherwise) the client
 // sends any bytes and half-closes; the server reads to EOF, then answers
-// with the number of bytes it read as 8 bytes, big-endian, and closes. The
+// with the number of bytes it read as 8 bytes, big-endian, then its
+// timeline of what its link received when (timeline.go), and closes. The
 // client's rate is that count over the time until the answer, so bytes
-// still in buffers are never counted as sent.
+// still in buffers are never counted as sent; its steady rate is the
+// server's, from the timeline (the client's own count over the same span,
+// which also holds what the buffers on the way grew by, is kept beside
+// it).
 package perf
 
 import (
@@ -63,9 +67,17 @@ func serveOne(c net.Conn) (int64, error) {
 	defer c.Close()
 	buf := make([]byte, 256<<10)
 	var n int64
+	var tl timeline
+	received := func() int64 { return n }
+	if lc, ok := c.(*link.Conn); ok {
+		received = func() int64 { return lc.Stats().Reader.Received } // 0 without blocks
+	}
 	for {
 		k, err := c.Read(buf)
 		n += int64(k)
+		if k > 0 {
+			tl.note(time.Now(), n, received)
+		}
 		if err == io.EOF {
 			break
 		}
@@ -74,7 +86,7 @@ func serveOne(c net.Conn) (int64, error) {
 		}
 	}
 	_ = c.SetWriteDeadline(time.Now().Add(10 * time.Second))
-	_, err := c.Write(binary.BigEndian.AppendUint64(nil, uint64(n)))
+	_, err := c.Write(append(binary.BigEndian.AppendUint64(nil, uint64(n)), tl.encode()...))
 	if err == nil {
 		err = c.(*link.Conn).CloseWrite()
 	}
@@ -113,12 +125,22 @@ type Result struct {
 	// WireBytes is what the link sent for them: less with compression.
 	WireBytes int64   `json:"wire_bytes"`
 	Mbps      float64 `json:"mbit_per_s"`
-	// SteadyMbps leaves out the first Omit seconds, and counts what the
-	// link took until the last write (all of which the server confirmed).
-	SteadyMbps float64         `json:"steady_mbit_per_s"`
-	WireMbps   float64         `json:"wire_mbit_per_s"`
-	Intervals  []Interval      `json:"intervals"`
-	Tuning     []link.TuneStep `json:"tuning,omitempty"`
+	// SteadyMbps leaves out the first Omit seconds and counts what the
+	// server's link received until Duration after its first byte, from
+	// its timeline (SteadyFrom "receiver"); from a server without one, what the link
+	// took from the client until its last write (SteadyFrom "sender").
+	// SentSteadyMbps is always the latter: it also counts what the
+	// buffers on the way (a resumable link's growing window among them)
+	// grew by in that span, and so may exceed the path's rate.
+	SteadyMbps     float64 `json:"steady_mbit_per_s"`
+	SteadyFrom     string  `json:"steady_from"`
+	SentSteadyMbps float64 `json:"sent_steady_mbit_per_s"`
+	// Received is the server's rate per interval (its own clock, from its
+	// first byte), from its timeline; nil from a server without one.
+	Received  []Interval      `json:"received,omitempty"`
+	WireMbps  float64         `json:"wire_mbit_per_s"`
+	Intervals []Interval      `json:"intervals"`
+	Tuning    []link.TuneStep `json:"tuning,omitempty"`
 	// Blocks counts the data blocks sent by codec; Adaptive is the
 	// adaptive compression's last estimate and choice, for people.
 	Blocks   link.CodecBlocks `json:"blocks"`
@@ -215,6 +237,15 @@ func Run(c *link.Conn, o Options, setup time.Duration) (Result, error) {
 		return res, fmt.Errorf("perf: no count from the server %s: %w", res.Addr, err)
 	}
 	done := time.Now()
+	// An old server ends after the count: no timeline, and the steady
+	// rate falls back to the sender's count (SteadyFrom says so), as it
+	// does if the timeline is cut short. One that is malformed fails.
+	var recv []sample
+	if rest, err := io.ReadAll(io.LimitReader(c, 8+sampleLen*maxSamples+1)); err == nil && len(rest) > 0 {
+		if recv, err = decodeTimeline(rest); err != nil {
+			return res, fmt.Errorf("perf: from the server %s: %w", res.Addr, err)
+		}
+	}
 	st := c.Stats()
 	res.Streams = st.Streams
 	res.Tuning, res.TuneStop = c.Tuning()
@@ -236,11 +267,17 @@ func Run(c *link.Conn, o Options, setup time.Duration) (Result, error) {
 	res.Seconds = done.Sub(start).Seconds()
 	res.Mbps = float64(res.Bytes) * 8 / res.Seconds / 1e6
 	res.WireMbps = float64(res.WireBytes) * 8 / res.Seconds / 1e6
-	// The steady rate is what the link took from the omit time to the
-	// last write, as iperf3's sender counts: the server has confirmed it
-	// all arrived, and the link holds about as much queued at both ends
-	// of that span. (The rate over the whole run, Mbps, counts up to the
-	// server's answer instead: it includes draining the queue.)
-	res.SteadyMbps = float64(sent-atOmit) * 8 / wrote.Sub(omitAt).Seconds() / 1e6
+	// The sender's steady rate is what the link took from the omit time
+	// to the last write: the server has confirmed it all arrived, but
+	// what the buffers on the way hold may have grown in that span, so
+	// the receiver's rate over its own span is preferred. (The rate over
+	// the whole run, Mbps, counts up to the server's answer instead: it
+	// includes draining the queue.)
+	res.SentSteadyMbps = float64(sent-atOmit) * 8 / wrote.Sub(omitAt).Seconds() / 1e6
+	res.SteadyMbps, res.SteadyFrom = res.SentSteadyMbps, "sender"
+	if r, ok := steadyReceived(recv, o.Omit, o.Duration); ok {
+		res.SteadyMbps, res.SteadyFrom = r, "receiver"
+		res.Received = receivedIntervals(recv, o.Interval)
+	}
 	return res, nil
 }

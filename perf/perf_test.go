@@ -3,6 +3,8 @@ package perf
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -74,6 +76,9 @@ func TestRunAndServe(t *testing.T) {
 		if res.Bytes <= 0 || res.Mbps <= 0 || res.SteadyMbps <= 0 || res.Data != o.Data || res.Encrypt == o.Link.Plain {
 			t.Errorf("%+v: report %+v", o, res)
 		}
+		if res.SteadyFrom != "receiver" || res.SentSteadyMbps <= 0 {
+			t.Errorf("%+v: steady rate from the %q, sender's %.1f Mbit/s: want the receiver's timeline", o, res.SteadyFrom, res.SentSteadyMbps)
+		}
 		if n := len(res.Intervals); n < 3 || n > 5 || reported != n {
 			t.Errorf("%+v: %d intervals (%d reported), want about 4", o, n, reported)
 		}
@@ -113,5 +118,44 @@ func TestSources(t *testing.T) {
 	z(x)
 	if !bytes.Equal(x, make([]byte, len(x))) {
 		t.Error("zero data is not zeros")
+	}
+}
+
+// A server that predates the timeline answers the count alone: the client
+// measures as before, its steady rate the sender's count, and says so.
+func TestRunOldServer(t *testing.T) {
+	a, b := nodes(t)
+	l, err := link.Listen(b, Port, link.ListenOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() { // the old serveOne
+				defer c.Close()
+				n, _ := io.Copy(io.Discard, c)
+				_, _ = c.Write(binary.BigEndian.AppendUint64(nil, uint64(n)))
+				_ = c.(*link.Conn).CloseWrite()
+			}()
+		}
+	}()
+	var c *link.Conn
+	testwait.Until(t, "a link to b:5201", 10*time.Second, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c, err = link.Dial(ctx, a, "b:5201", link.Options{Resume: true})
+		return err == nil
+	})
+	res, err := Run(c, Options{Data: "random", Duration: 800 * time.Millisecond, Omit: 200 * time.Millisecond}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.SteadyFrom != "sender" || res.SteadyMbps != res.SentSteadyMbps || res.SteadyMbps <= 0 {
+		t.Errorf("against an old server: steady %.1f Mbit/s from the %q (sender's %.1f), want the sender's", res.SteadyMbps, res.SteadyFrom, res.SentSteadyMbps)
 	}
 }

@@ -174,11 +174,12 @@ func agentStatus(ctx context.Context, bin string, h *topology.Host) (status.Agen
 // emulated link): the hub and node agent na at a-a, node agent nb at
 // b-b, whose firewall (the test's nft table) drops every TCP packet to
 // and from a-a but the hub's port, so na and nb reach each other only
-// routed. A gridlink nc --upgrade stream from a-a to nb runs through an
-// echo (socat) exposed at b-b; the table is deleted mid-flight: the link
-// moves to direct within 2 s (measured from the lift to the switch the
-// agent's status records), no byte is lost (every echoed word checked),
-// and the throughput after the switch is logged beside a direct nc
+// routed. A gridlink nc stream from a-a to nb (live path upgrade is on
+// by default: no flag) runs through an echo (socat) exposed at b-b; the
+// table is deleted mid-flight: the link moves to direct within 2 s
+// (measured from the lift to the switch the agent's status records), no
+// byte is lost (every echoed word checked), and the throughput after the
+// switch is logged beside a direct nc
 // stream's, run afterwards for as long.
 //
 // The 2 s bound holds while a try is under way or due: the firewall
@@ -220,10 +221,10 @@ func TestWanUpgrade(t *testing.T) {
 	expose := startIn(t, b, "expose", N.bin, "expose", "9000")
 	expose.waitLog(t, "reachable as", 20*time.Second)
 
-	// the upgrading stream: routed while the firewall stands
+	// the upgrading stream (the default): routed while the firewall stands
 	var f *upgradeFlow
 	testwait.Until(t, "an nc stream a-a -> nb:9000", 30*time.Second, func() bool {
-		f = startFlow(t, N.bin, a, "nb:9000", "--upgrade")
+		f = startFlow(t, N.bin, a, "nb:9000")
 		deadline := time.Now().Add(5 * time.Second)
 		for time.Now().Before(deadline) {
 			if f.received() > 0 {
