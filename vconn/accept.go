@@ -42,6 +42,7 @@ func (n *Node) checkDirect(peer identity.ID, req string) error {
 		if p == nil || p.target != peer {
 			return fmt.Errorf("no reverse setup %x waiting for %s", r.token, peer.Short())
 		}
+		p.reached() // the handshake is under way: a race waits for it (lastStep)
 		return nil
 	}
 	if n.listener(r.port) == nil {

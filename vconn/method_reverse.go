@@ -81,9 +81,10 @@ func (reverseMethod) explain(me *MethodError, f Facts, s string) (string, bool) 
 }
 
 type pendingReverse struct {
-	target identity.ID
-	conn   chan *direct.Conn
-	fail   chan *wire.Fail
+	target  identity.ID
+	conn    chan *direct.Conn
+	fail    chan *wire.Fail
+	reached func() // the race's: the call back is in its handshake (lastStep)
 }
 
 // reverse asks target through the hubs to connect back to this node's
@@ -92,7 +93,7 @@ func (n *Node) reverse(ctx context.Context, target identity.Machine, port uint16
 	var tb [8]byte
 	_, _ = rand.Read(tb[:])
 	token := binary.BigEndian.Uint64(tb[:])
-	p := &pendingReverse{target: target.ID, conn: make(chan *direct.Conn, 1), fail: make(chan *wire.Fail, 1)}
+	p := &pendingReverse{target: target.ID, conn: make(chan *direct.Conn, 1), fail: make(chan *wire.Fail, 1), reached: lastStepFunc(ctx)}
 	n.rdv.mu.Lock()
 	n.rdv.reverses[token] = p
 	n.rdv.mu.Unlock()

@@ -75,3 +75,33 @@ func TestSequentialSpliceTrips(t *testing.T) {
 		t.Errorf("behind a port-preserving NAT, the node's identifier still says sequential")
 	}
 }
+
+// A race whose grace for a routed setup ran out waits on for a more
+// direct method that reached its last step (a reverse setup's connection
+// back in its handshake) a round trip of the routed path and twice the
+// margin after it did, once; not for one that returned, nor for a less
+// direct one.
+func TestLastStepWait(t *testing.T) {
+	n := &Node{}
+	best := &result{method: Routed, elapsed: 20 * time.Millisecond} // one round trip: 20 ms
+	reached := map[Method]time.Time{Reverse: time.Now().Add(-5 * time.Millisecond)}
+	if w := n.lastStep(best, reached, map[Method]bool{}); w < 30*time.Millisecond || w > 35*time.Millisecond {
+		t.Errorf("reverse at its last step 5 ms ago, routed's round trip 20 ms: waits %v, want about 35 ms", w)
+	}
+	if w := n.lastStep(best, reached, map[Method]bool{}); w > 0 {
+		t.Errorf("a second wait for the same step: %v", w)
+	}
+	reached = map[Method]time.Time{Reverse: time.Now()}
+	if w := n.lastStep(best, reached, map[Method]bool{Reverse: true}); w > 0 {
+		t.Errorf("waits %v for a reverse setup that returned", w)
+	}
+	best = &result{method: Reverse, elapsed: 60 * time.Millisecond}
+	reached = map[Method]time.Time{Routed: time.Now(), Splice: time.Now()}
+	if w := n.lastStep(best, reached, map[Method]bool{}); w > 0 {
+		t.Errorf("reverse won: waits %v for less direct methods", w)
+	}
+	reached = map[Method]time.Time{Direct: time.Now().Add(-time.Second)}
+	if w := n.lastStep(best, reached, map[Method]bool{}); w > 0 {
+		t.Errorf("waits %v for a method whose last step began a second ago", w)
+	}
+}

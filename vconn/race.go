@@ -35,6 +35,7 @@ func (n *Node) race(ctx context.Context, target identity.Machine, port uint16, v
 		return result{}, &RaceError{Target: target, Errs: errs, NoneApplied: true}
 	}
 	results := make(chan result, len(racing))
+	reachedc := make(chan Method, len(racing))
 	raceStart := time.Now()
 	startOf := map[Method]time.Time{}
 	kick := map[Method]chan struct{}{} // closed: start now, the head start is over
@@ -51,6 +52,12 @@ func (n *Node) race(ctx context.Context, target identity.Machine, port uint16, v
 		} else {
 			kick[m] = k
 		}
+		mctx := context.WithValue(ctx, lastStepKey{}, func() {
+			select {
+			case reachedc <- m:
+			default:
+			}
+		})
 		go func() {
 			t := time.NewTimer(delay)
 			defer t.Stop()
@@ -61,7 +68,7 @@ func (n *Node) race(ctx context.Context, target identity.Machine, port uint16, v
 				results <- result{method: m, err: ctx.Err()}
 				return
 			}
-			results <- n.attempt(ctx, m, target, port, 1) // in a race, one splice attempt: routed stands by
+			results <- n.attempt(mctx, m, target, port, 1) // in a race, one splice attempt: routed stands by
 		}()
 	}
 	// endHeadStarts starts at once the methods whose more direct rivals
@@ -79,6 +86,8 @@ func (n *Node) race(ctx context.Context, target identity.Machine, port uint16, v
 	}
 	pending := len(racing)
 	var grace <-chan time.Time
+	reached := map[Method]time.Time{} // methods at their last step (lastStep), since when
+	returned := map[Method]bool{}
 	defer func() {
 		// close what arrives after the decision.
 		go func(left int) {
@@ -91,8 +100,13 @@ func (n *Node) race(ctx context.Context, target identity.Machine, port uint16, v
 	}()
 	for pending > 0 {
 		select {
+		case m := <-reachedc:
+			if _, ok := reached[m]; !ok {
+				reached[m] = time.Now()
+			}
 		case r := <-results:
 			pending--
+			returned[r.method] = true
 			if r.err != nil {
 				errs[r.method] = r.err
 				if errors.Is(r.err, direct.ErrRefused) {
@@ -124,6 +138,10 @@ func (n *Node) race(ctx context.Context, target identity.Machine, port uint16, v
 			}
 			grace = time.After(wait)
 		case <-grace:
+			if wait := n.lastStep(best, reached, returned); wait > 0 {
+				grace = time.After(wait)
+				continue
+			}
 			return *best, nil
 		case <-ctx.Done():
 			if best != nil {
@@ -199,6 +217,43 @@ func (n *Node) setupTrips(m Method, target identity.Machine) int {
 		}
 	}
 	return trips
+}
+
+// lastStepKey carries, in an attempt's context, the function by which a
+// method says its setup has reached its last step: a reverse setup's
+// connection back has arrived and is in its handshake (checkDirect). The
+// race's model of round trips (graceFor) misjudges a loaded host, whose
+// handshakes take CPU the path's round trip does not show; a more direct
+// method that got this far is all but done (CI: a reverse setup into
+// nat-zoo's sequential host lost to routed in 1 of 4 attempts).
+type lastStepKey struct{}
+
+// lastStepFunc is ctx's lastStepKey function, or one that does nothing.
+func lastStepFunc(ctx context.Context) func() {
+	if f, ok := ctx.Value(lastStepKey{}).(func()); ok {
+		return f
+	}
+	return func() {}
+}
+
+// lastStep is how much longer a race whose grace for best has run out
+// waits, zero if not: for a more direct method still running that
+// reached its last step (reached), until a round trip of best's path and
+// twice graceMargin after it did; each method once (it is then dropped
+// from reached).
+func (n *Node) lastStep(best *result, reached map[Method]time.Time, returned map[Method]bool) time.Duration {
+	bestTrips := methods[best.method].setupTrips()
+	rtt := best.elapsed * 2 / time.Duration(bestTrips)
+	var until time.Time
+	for m, at := range reached {
+		if m.rank() < best.method.rank() && !returned[m] {
+			if t := at.Add(rtt + 2*graceMargin); t.After(until) {
+				until = t
+			}
+		}
+		delete(reached, m)
+	}
+	return time.Until(until)
 }
 
 // graceMargin covers processing time on the way (handshakes, hubs).

@@ -88,6 +88,8 @@ func mustAddr(t *testing.T, s string) identity.Addr {
 // after its reply, the dialler on the reply, no go): the connection is
 // made, carries data, and the target logged the early answer.
 func TestSpliceEarly(t *testing.T) {
+	defer func(m time.Duration) { spliceEarlyMin = m }(spliceEarlyMin)
+	spliceEarlyMin = 0 // loopback's round trips
 	h1 := testHub(t, "one")
 	h2 := testHub(t, "two", h1.Addr().String())
 	var early atomic.Int32
@@ -121,5 +123,25 @@ func TestSpliceEarly(t *testing.T) {
 	echoCheck(t, c, 100<<10)
 	if early.Load() == 0 {
 		t.Error("the target did not answer early")
+	}
+}
+
+// Below spliceEarlyMin a splice is not answered early: its timing margin
+// would be within scheduling delays (CI: a rejecting NAT reset early
+// SYNs at 0.2 ms).
+func TestSpliceNotEarlyOnShortTrips(t *testing.T) {
+	h1 := testHub(t, "one")
+	h2 := testHub(t, "two", h1.Addr().String())
+	b := testNode(t, "b", h2, Splice)
+	a := testNode(t, "a", h1, Splice)
+	waitResolvable(t, a, "b")
+	defer func(m time.Duration) { spliceEarlyMin = m }(spliceEarlyMin)
+	spliceEarlyMin = 0
+	testwait.Until(t, "a's hub to know b's one hop away", 10*time.Second, func() bool {
+		return a.spliceRTT(context.Background(), b.Machine()) > 0
+	})
+	spliceEarlyMin = time.Hour
+	if rtt := a.spliceRTT(context.Background(), b.Machine()); rtt != 0 {
+		t.Errorf("a splice over hubs %v apart is answered early, want not below %v", rtt, spliceEarlyMin)
 	}
 }
