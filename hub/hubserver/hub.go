@@ -157,6 +157,7 @@ type Hub struct {
 	// Routing (routing.go, dial.go), under mu.
 	routes  map[identity.ID]*route
 	state   uint64               // our own state number, even
+	legacy  bool                 // a hub before wire.VersionDelta is known: the earlier rules (routing_send.go)
 	dialing map[identity.ID]bool // learned hubs being dialled
 	trigger chan struct{}        // asks the gossip loop for an update now (a channel: no lock)
 

@@ -36,6 +36,11 @@ type peer struct {
 	claim  *claim    // its claim, handed over to h.nodes by register
 	claimQ uint64
 
+	// a hub neighbour's table as this hub last sent it (routing_send.go)
+	gmu  sync.Mutex                   // orders the table sends to it
+	sent map[identity.ID]wire.RouteAd // under gmu
+	got  map[identity.ID]wire.RouteAd // what it last said of each hub (routing.go), under h.mu
+
 	// a hub trunk's connections (lanes.go)
 	spec       string // the address this hub dialled the trunk at ("": accepted or spliced)
 	tunnel     bool   // through an sshd that delays small writes

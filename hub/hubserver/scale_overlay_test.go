@@ -48,6 +48,7 @@ type ovHub struct {
 	addr    string // in-memory address, for hubs (and in-process nodes)
 	tcpAddr string // loopback TCP address, for nodes of another process ("" unless overlay.tcp)
 	peers   []string
+	version int // the protocol version it plays (Hub.version), 0: wire.Version
 
 	mu     sync.Mutex
 	h      *Hub
@@ -128,6 +129,7 @@ func (o *overlay) start(i int) {
 	if err != nil {
 		o.t.Fatal(err)
 	}
+	h.version = oh.version
 	if oh.addr == "" {
 		oh.addr = mln.Addr().String()
 		o.mu.Lock()
