@@ -24,6 +24,15 @@ func (o *overlay) stable(t *testing.T, what string, d time.Duration) {
 	t.Helper()
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(o.interval / 2) {
 		if n := o.wrong(); n > 0 {
+			for i := range o.hubs {
+				if h := o.hub(i); h != nil {
+					for _, r := range h.Routes() {
+						if !r.Reachable() {
+							t.Logf("hub %d (legacy %v): %+v", i, h.legacy, r)
+						}
+					}
+				}
+			}
 			t.Fatalf("%s: %d routes wrong", what, n)
 		}
 	}
@@ -107,6 +116,7 @@ func TestOverlayMixedVersions(t *testing.T) {
 		if _, err := o.converge(time.Now(), 10*time.Millisecond, time.Minute); err != nil {
 			t.Fatal(err)
 		}
+		time.Sleep(20 * testInterval)                // duplicate trunks sorted out, learned hubs dialled
 		o.stable(t, "mixed, idle", 100*testInterval) // 10 times expireAfter's intervals
 		bound := 2*time.Second + testInterval
 		for _, victim := range []int{5, 3} {

@@ -40,6 +40,7 @@ type peer struct {
 	gmu  sync.Mutex                   // orders the table sends to it
 	sent map[identity.ID]wire.RouteAd // under gmu
 	got  map[identity.ID]wire.RouteAd // what it last said of each hub (routing.go), under h.mu
+	cost time.Duration                // its trunk's round trip when got was last taken (routing_send.go), under h.mu
 
 	// a hub trunk's connections (lanes.go)
 	spec       string // the address this hub dialled the trunk at ("": accepted or spliced)

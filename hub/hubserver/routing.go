@@ -127,7 +127,8 @@ func (h *Hub) applyGossip(p *peer, g *wire.Gossip) { h.applyAds(p, g.Routes, tru
 // tables arrived and changing later, and with tables sent only on change
 // (wire/delta.go) nothing else would look at them again. It costs no
 // bytes on the wire.
-func (h *Hub) reapply() {
+// only, if not nil, limits it to that neighbour's.
+func (h *Hub) reapply(only *peer) {
 	type said struct {
 		p   *peer
 		ads []wire.RouteAd
@@ -135,6 +136,9 @@ func (h *Hub) reapply() {
 	var all []said
 	h.mu.Lock()
 	for _, p := range h.hubs {
+		if only != nil && p != only {
+			continue
+		}
 		ads := make([]wire.RouteAd, 0, len(p.got))
 		for _, ad := range p.got {
 			ads = append(ads, ad)

@@ -208,7 +208,7 @@ func (h *Hub) tick() {
 	}
 	h.expireLocked(now)
 	h.mu.Unlock()
-	h.reapply() // routing.go
+	h.reapply(nil) // routing.go
 	h.mu.Lock()
 	for _, r := range h.routes {
 		h.maybeDialLocked(r)
@@ -252,15 +252,28 @@ func (h *Hub) tick() {
 
 // beat keeps the trunks to hub neighbours of wire.VersionDelta or later
 // alive, and closes those silent for hubBeatSilence.
+//
+// It also takes a neighbour's entries again when its trunk's round trip
+// is first measured or moved by more than a tenth: the first table
+// arrives before the first pong, and with tables by change it would not
+// come again to correct the guess.
 func (h *Hub) beat() {
 	h.mu.Lock()
 	peers := make([]*peer, 0, len(h.hubs))
+	var moved []*peer
 	for _, p := range h.hubs {
 		if p.beats() {
 			peers = append(peers, p)
 		}
+		if c := p.t.MinRTT(); c > 0 && (p.cost == 0 || (c-p.cost)*10 > p.cost || (p.cost-c)*10 > p.cost) {
+			p.cost = c
+			moved = append(moved, p)
+		}
 	}
 	h.mu.Unlock()
+	for _, p := range moved {
+		h.reapply(p) // routing.go
+	}
 	for _, p := range peers {
 		if s := p.t.SilentFor(); s > hubBeatSilence {
 			p.t.Close(&hub.SilentError{For: s.Round(time.Millisecond)})
