@@ -19,6 +19,14 @@ func (o *overlay) gossipSent() uint64 {
 	return n
 }
 
+// legacy reports whether hub i is on the rules before wire.VersionDelta.
+func (o *overlay) legacy(i int) bool {
+	h := o.hub(i)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.legacy
+}
+
 // stable fails t if a route is wrong at any look over d.
 func (o *overlay) stable(t *testing.T, what string, d time.Duration) {
 	t.Helper()
@@ -28,7 +36,7 @@ func (o *overlay) stable(t *testing.T, what string, d time.Duration) {
 				if h := o.hub(i); h != nil {
 					for _, r := range h.Routes() {
 						if !r.Reachable() {
-							t.Logf("hub %d (legacy %v): %+v", i, h.legacy, r)
+							t.Logf("hub %d (legacy %v): %+v", i, o.legacy(i), r)
 						}
 					}
 				}
@@ -132,7 +140,7 @@ func TestOverlayMixedVersions(t *testing.T) {
 			}
 		}
 		o.stable(t, "mixed, idle again", 50*testInterval)
-		if !o.hub(0).legacy {
+		if !o.legacy(0) {
 			t.Fatal("hub 0 is not on the earlier rules with hubs of an earlier version in the overlay")
 		}
 		for _, i := range old {
@@ -144,8 +152,8 @@ func TestOverlayMixedVersions(t *testing.T) {
 		time.Sleep(50 * testInterval)
 		g0 := o.gossipSent()
 		o.stable(t, "without the older hubs", 100*testInterval)
-		if n := o.gossipSent() - g0; n != 0 || o.hub(0).legacy {
-			t.Fatalf("without the older hubs: %d table messages while idle (legacy %v), want none", n, o.hub(0).legacy)
+		if n := o.gossipSent() - g0; n != 0 || o.legacy(0) {
+			t.Fatalf("without the older hubs: %d table messages while idle (legacy %v), want none", n, o.legacy(0))
 		}
 	})
 }
