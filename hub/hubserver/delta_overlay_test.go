@@ -157,3 +157,54 @@ func TestOverlayMixedVersions(t *testing.T) {
 		}
 	})
 }
+
+// A hub cut off from the others (its process running, its links losing
+// every byte) and then reachable again: the others' routes to it were
+// lost at a state newer than its own, and with no state number
+// advancing by the clock they take it back only once it takes a newer
+// one: the neighbours tell it, when their trunks come back, that they
+// lost it. (Before that rule its routes stayed unreachable for good.)
+func TestCutHubReturns(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		t.Cleanup(func() { time.Sleep(time.Minute) })
+		const interval = time.Second
+		o := newOverlay(t, 10, interval, 20*time.Millisecond, false, 3)
+		if _, err := o.converge(time.Now(), 10*time.Millisecond, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * interval)
+		const k = 4
+		o.mu.Lock()
+		o.cut[k] = true
+		o.mu.Unlock()
+		lost := func() bool {
+			for i := range o.hubs {
+				if i == k {
+					continue
+				}
+				for _, r := range o.hub(i).Routes() {
+					if r.Hub == o.hubs[k].creds.Key.ID() && r.Reachable() {
+						return false
+					}
+				}
+			}
+			return true
+		}
+		for t0 := time.Now(); !lost(); time.Sleep(10 * time.Millisecond) {
+			if time.Since(t0) > time.Minute {
+				t.Fatal("the cut hub is still reachable a minute after the cut")
+			}
+		}
+		time.Sleep(5 * interval)
+		o.mu.Lock()
+		delete(o.cut, k)
+		o.mu.Unlock()
+		t0 := time.Now()
+		d, err := o.converge(t0, 10*time.Millisecond, 2*time.Minute)
+		if err != nil {
+			t.Fatalf("after the cut healed: %v", err)
+		}
+		t.Logf("cut healed: routes right after %v (links redialled within 5 s)", d)
+		o.stable(t, "after the heal", 10*interval)
+	})
+}

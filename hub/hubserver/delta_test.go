@@ -2,6 +2,7 @@ package hubserver
 
 import (
 	"context"
+	"errors"
 	"net"
 	"testing"
 	"time"
@@ -13,6 +14,11 @@ import (
 // tablePeer is a hub neighbour of protocol version v whose trunk's
 // gossip arrives, decoded, on the returned channel.
 func tablePeer(t *testing.T, h *Hub, v int) (*peer, <-chan *wire.Gossip) {
+	return tablePeerID(t, h, v, creds(t).Key.ID())
+}
+
+// tablePeerID is tablePeer for the hub of ID id.
+func tablePeerID(t *testing.T, h *Hub, v int, id identity.ID) (*peer, <-chan *wire.Gossip) {
 	a, b := net.Pipe()
 	t.Cleanup(func() { a.Close(); b.Close() })
 	got := make(chan *wire.Gossip, 100)
@@ -32,7 +38,7 @@ func tablePeer(t *testing.T, h *Hub, v int) (*peer, <-chan *wire.Gossip) {
 			}
 		}
 	}()
-	m := identity.Machine{ID: creds(t).Key.ID(), Name: "neighbour"}
+	m := identity.Machine{ID: id, Name: "neighbour"}
 	p := h.newPeer(a, nil, &wire.Hello{Role: "hub", Machine: m, Version: v}, true, false)
 	if err := h.register(p); err != nil {
 		t.Fatal(err)
@@ -167,5 +173,36 @@ func TestLostStateTravelsToItsHub(t *testing.T) {
 	h.applyGossip(b, &wire.Gossip{Routes: []wire.RouteAd{{Hub: x, Name: "x", State: 202, Hops: 1, Ver: wire.VersionDelta}}})
 	if d := sent(t, h, a, fromA); d[x].State != 202 || d[x].Hops != 2 {
 		t.Fatalf("to a after x's new state through b: %+v", d)
+	}
+}
+
+// A neighbour whose trunk was lost is told, when a new trunk to it comes
+// up, the (odd) state this hub lost it at: its own state is older, so
+// without that it would never be taken again (no state number advances
+// by the clock between hubs of wire.VersionDelta). Before this rule, a
+// trunk cut and restored between the only two hubs joining two sites
+// left each site's hubs unreachable from the other (lab: TestHubPathsResume/Cut).
+func TestLostNeighbourToldItsState(t *testing.T) {
+	h := newTestHub(t)
+	a, fromA := tablePeer(t, h, wire.VersionDelta)
+	h.applyGossip(a, &wire.Gossip{Routes: []wire.RouteAd{{Hub: a.id, Name: "a", State: 100, Ver: wire.VersionDelta}}})
+	if d := sent(t, h, a, fromA); d == nil || d[a.id].State != 0 {
+		t.Fatalf("to a while its route works: %+v, want no entry for a itself", d)
+	}
+	h.unregister(a, errors.New("cut"))
+	if h.nextHop(a.id) != nil {
+		t.Fatal("route to a survived its trunk")
+	}
+	b, fromB := tablePeerID(t, h, wire.VersionDelta, a.id) // the trunk back
+	h.applyGossip(b, &wire.Gossip{Routes: []wire.RouteAd{{Hub: a.id, Name: "a", State: 100, Ver: wire.VersionDelta}}})
+	if h.nextHop(a.id) != nil {
+		t.Fatal("a's older state brought its route back")
+	}
+	if d := sent(t, h, b, fromB); d[a.id].State != 101 || d[a.id].Hops != wire.Unreachable {
+		t.Fatalf("to a over the new trunk: %+v, want a itself unreachable at 101", d)
+	}
+	h.applyGossip(b, &wire.Gossip{Routes: []wire.RouteAd{{Hub: a.id, Name: "a", State: 102, Ver: wire.VersionDelta}}})
+	if h.nextHop(a.id) != b {
+		t.Fatal("a's newer state did not bring its route back")
 	}
 }

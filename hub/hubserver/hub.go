@@ -156,11 +156,14 @@ type Hub struct {
 	all   map[*peer]struct{}
 
 	// Routing (routing.go, dial.go), under mu.
-	routes  map[identity.ID]*route
-	state   uint64               // our own state number, even
-	legacy  bool                 // a hub before wire.VersionDelta is known: the earlier rules (routing_send.go)
-	dialing map[identity.ID]bool // learned hubs being dialled
-	trigger chan struct{}        // asks the gossip loop for an update now (a channel: no lock)
+	routes map[identity.ID]*route
+	state  uint64 // our own state number, even
+	legacy bool   // a hub before wire.VersionDelta is known: the earlier rules (routing_send.go)
+	// beat (routing_send.go): when it last ran, and until when silence is
+	// not judged by beats after it ran late
+	lastBeat, beatGrace time.Time
+	dialing             map[identity.ID]bool // learned hubs being dialled
+	trigger             chan struct{}        // asks the gossip loop for an update now (a channel: no lock)
 
 	// Names (names.go), under mu.
 	claims map[uint64]*claim // names being claimed for nodes being admitted, by query

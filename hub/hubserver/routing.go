@@ -109,10 +109,10 @@ func (h *Hub) expireAfter() time.Duration { return max(10*h.interval, 3*time.Sec
 func (h *Hub) forgetAfter() time.Duration { return max(60*h.interval, 10*time.Second) }
 func (h *Hub) hubSilence() time.Duration  { return max(6*h.interval, 3*time.Second) }
 
-// linkCost is the latency a link adds to a route: its smallest recent
-// round trip, or a guess until the first pong.
+// linkCost is the latency a link adds to a route: its smallest round
+// trip yet (hub.Trunk.LowestRTT), or a guess until the first pong.
 func linkCost(p *peer) time.Duration {
-	if rtt := p.t.MinRTT(); rtt > 0 {
+	if rtt := p.t.LowestRTT(); rtt > 0 {
 		return rtt
 	}
 	return time.Millisecond

@@ -44,8 +44,13 @@ func (h *Hub) tableLocked(p *peer) []wire.RouteAd {
 	delta := h.helloVersion() >= wire.VersionDelta // a test's hub playing an earlier version passes no wanted states
 	for _, r := range h.routes {
 		if r.hub == p.id {
-			if delta && r.want > r.state {
-				ads = append(ads, wire.RouteAd{Hub: r.hub, Name: r.name, State: r.want, Hops: wire.Unreachable, Ver: r.ver})
+			// p's own entry, only to tell it that it was lost at a newer
+			// state than its own: a neighbour lost it (want), or we did
+			// (an odd state: our trunk to it was lost, and p's even
+			// state, older, does not bring the route back until p takes
+			// a newer one)
+			if st := max(r.want, r.state); delta && (r.want > r.state || r.next == nil && st%2 == 1) {
+				ads = append(ads, wire.RouteAd{Hub: r.hub, Name: r.name, State: st, Hops: wire.Unreachable, Ver: r.ver})
 			}
 			continue
 		}
@@ -254,9 +259,9 @@ func (h *Hub) tick() {
 // alive, and closes those silent for hubBeatSilence.
 //
 // It also takes a neighbour's entries again when its trunk's round trip
-// is first measured or moved by more than a tenth: the first table
-// arrives before the first pong, and with tables by change it would not
-// come again to correct the guess.
+// is first measured or fell by more than a tenth (LowestRTT only falls):
+// the first table arrives before the first pong, and with tables by
+// change it would not come again to correct the guess.
 func (h *Hub) beat() {
 	h.mu.Lock()
 	peers := make([]*peer, 0, len(h.hubs))
@@ -265,22 +270,35 @@ func (h *Hub) beat() {
 		if p.beats() {
 			peers = append(peers, p)
 		}
-		if c := p.t.MinRTT(); c > 0 && (p.cost == 0 || (c-p.cost)*10 > p.cost || (p.cost-c)*10 > p.cost) {
+		if c := p.t.LowestRTT(); c > 0 && (p.cost == 0 || (p.cost-c)*10 > p.cost) {
 			p.cost = c
 			moved = append(moved, p)
 		}
+	}
+	// A hub that did not itself run on time (a loaded machine, a long
+	// pause) cannot tell a neighbour's silence from its own lateness: it
+	// waits another hubBeatSilence on time before it judges, up to the
+	// earlier rule's bound (hubSilence).
+	now := time.Now()
+	if !h.lastBeat.IsZero() && now.Sub(h.lastBeat) > 3*beatCheck {
+		h.beatGrace = now.Add(hubBeatSilence)
+	}
+	h.lastBeat = now
+	silence := hubBeatSilence
+	if now.Before(h.beatGrace) {
+		silence = h.hubSilence()
 	}
 	h.mu.Unlock()
 	for _, p := range moved {
 		h.reapply(p) // routing.go
 	}
 	for _, p := range peers {
-		if s := p.t.SilentFor(); s > hubBeatSilence {
+		if s := p.t.SilentFor(); s > silence {
 			p.t.Close(&hub.SilentError{For: s.Round(time.Millisecond)})
 			continue
 		}
 		every := min(hubBeat, h.interval)
-		if !p.dialed && p.t.MinRTT() > 0 {
+		if !p.dialed && p.t.LowestRTT() > 0 {
 			every = hubRTTEvery
 		}
 		if p.t.SincePing() >= every-beatCheck/2 {
