@@ -41,6 +41,13 @@ type peer struct {
 	sent map[identity.ID]wire.RouteAd // under gmu
 	got  map[identity.ID]wire.RouteAd // what it last said of each hub (routing.go), under h.mu
 	cost time.Duration                // its trunk's round trip when got was last taken (routing_send.go), under h.mu
+	seed time.Duration                // the cost of the trunk it replaced, until its own is measured (routing.go), under h.mu
+
+	// its table messages waiting to be taken (routing.go queueGossip)
+	gqmu     sync.Mutex
+	gq       []*wire.Gossip
+	gworking bool       // a goroutine takes them
+	gapply   sync.Mutex // held while taking them, so they are taken in order
 
 	// a hub trunk's connections (lanes.go)
 	spec       string // the address this hub dialled the trunk at ("": accepted or spliced)
@@ -183,6 +190,7 @@ func (h *Hub) repointLocked(old, p *peer) {
 			r.next = p
 		}
 	}
+	p.seed = linkCost(old) // until its own first round trip (routing.go)
 }
 
 func (h *Hub) dialerOf(p *peer) identity.ID {

@@ -110,17 +110,73 @@ func (h *Hub) forgetAfter() time.Duration { return max(60*h.interval, 10*time.Se
 func (h *Hub) hubSilence() time.Duration  { return max(6*h.interval, 3*time.Second) }
 
 // linkCost is the latency a link adds to a route: its smallest round
-// trip yet (hub.Trunk.LowestRTT), or a guess until the first pong.
+// trip yet (hub.Trunk.LowestRTT, which only falls); until the first pong,
+// the trunk's it replaced, or a guess.
 func linkCost(p *peer) time.Duration {
 	if rtt := p.t.LowestRTT(); rtt > 0 {
 		return rtt
 	}
-	return time.Millisecond
+	if p.seed > 0 {
+		return p.seed
+	}
+	return unmeasured
 }
+
+// unmeasured is the cost of a link before its first round trip.
+const unmeasured = time.Millisecond
 
 // applyGossip takes a neighbour's table entries, and keeps them as what
 // that neighbour says now (peer.got).
 func (h *Hub) applyGossip(p *peer, g *wire.Gossip) { h.applyAds(p, g.Routes, true) }
+
+// queueGossip has a neighbour's table message taken by a goroutine of
+// its own, in the order received, so that the trunk's reader goes on
+// reading (and answering pings) while it waits for the hub's lock: on
+// make scale's 100 hubs, readers waiting behind one another for it
+// answered pings so late that their neighbours closed live trunks for
+// silence. Past gossipQueue messages waiting, the reader takes them
+// itself (a neighbour sending faster than they are taken is slowed).
+func (h *Hub) queueGossip(p *peer, g *wire.Gossip) {
+	p.gqmu.Lock()
+	p.gq = append(p.gq, g)
+	full, start := len(p.gq) >= gossipQueue, !p.gworking
+	if start {
+		p.gworking = true
+	}
+	p.gqmu.Unlock()
+	switch {
+	case full:
+		h.drainGossip(p, false)
+	case start:
+		go h.drainGossip(p, true)
+	}
+}
+
+// gossipQueue bounds the table messages waiting to be taken from one
+// neighbour.
+const gossipQueue = 64
+
+// drainGossip takes p's queued table messages in order; worker: it is
+// the goroutine queueGossip started, which ends when the queue is empty.
+func (h *Hub) drainGossip(p *peer, worker bool) {
+	p.gapply.Lock()
+	defer p.gapply.Unlock()
+	for {
+		p.gqmu.Lock()
+		if len(p.gq) == 0 {
+			if worker {
+				p.gworking = false
+			}
+			p.gqmu.Unlock()
+			return
+		}
+		g := p.gq[0]
+		p.gq[0] = nil
+		p.gq = p.gq[1:]
+		p.gqmu.Unlock()
+		h.applyGossip(p, g)
+	}
+}
 
 // reapply takes again what every neighbour said last, at every tick: a
 // route's cost includes its trunk's round trip, measured after the first
@@ -278,6 +334,22 @@ func (h *Hub) applyAdLocked(p *peer, ad *wire.RouteAd, now time.Time) bool {
 		r.want = max(r.want, ad.State)
 	case ad.State == r.state && reach:
 		if r.next == p {
+			if worse := lat+time.Duration(hops)*hopCost > r.cost()*11/10; worse && !h.legacy && r.hub != p.id {
+				// A cost risen at the same state (a link measured above
+				// its guess, a hop's route longer) is not taken: two
+				// hubs could then route through each other and count
+				// their costs up for ever, as no state number advances
+				// by the clock to end it (DSDV takes a worse metric
+				// only with a newer number). The hub is asked for a
+				// newer state instead, as for a lost route, and every
+				// hub takes its route anew from it (wire/delta.go). A
+				// neighbour's own route has no hop to loop through.
+				r.want = max(r.want, r.state|1)
+				oh, ol := r.hops, r.latency
+				r.take(p, ad, hops, lat, now)
+				r.hops, r.latency = oh, ol
+				return false
+			}
 			r.take(p, ad, hops, lat, now)
 			return false
 		}

@@ -258,8 +258,8 @@ func (h *Hub) tick() {
 // beat keeps the trunks to hub neighbours of wire.VersionDelta or later
 // alive, and closes those silent for hubBeatSilence.
 //
-// It also takes a neighbour's entries again when its trunk's round trip
-// is first measured or fell by more than a tenth (LowestRTT only falls):
+// It also takes a neighbour's entries again when its trunk's cost
+// (linkCost) moved by more than a tenth, as when it is first measured:
 // the first table arrives before the first pong, and with tables by
 // change it would not come again to correct the guess.
 func (h *Hub) beat() {
@@ -270,7 +270,7 @@ func (h *Hub) beat() {
 		if p.beats() {
 			peers = append(peers, p)
 		}
-		if c := p.t.LowestRTT(); c > 0 && (p.cost == 0 || (p.cost-c)*10 > p.cost) {
+		if c := linkCost(p); p.cost == 0 || (p.cost-c)*10 > p.cost || (c-p.cost)*10 > p.cost {
 			p.cost = c
 			moved = append(moved, p)
 		}
