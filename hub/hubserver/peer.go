@@ -37,11 +37,12 @@ type peer struct {
 	claimQ uint64
 
 	// a hub neighbour's table as this hub last sent it (routing_send.go)
-	gmu  sync.Mutex                   // orders the table sends to it
-	sent map[identity.ID]wire.RouteAd // under gmu
-	got  map[identity.ID]wire.RouteAd // what it last said of each hub (routing.go), under h.mu
-	cost time.Duration                // its trunk's round trip when got was last taken (routing_send.go), under h.mu
-	seed time.Duration                // the cost of the trunk it replaced, until its own is measured (routing.go), under h.mu
+	gmu    sync.Mutex                   // orders the table sends to it
+	sent   map[identity.ID]wire.RouteAd // under gmu
+	linked time.Time                    // when its trunk began running (run), under gmu
+	got    map[identity.ID]wire.RouteAd // what it last said of each hub (routing.go), under h.mu
+	cost   time.Duration                // its trunk's round trip when got was last taken (routing_send.go), under h.mu
+	seed   time.Duration                // the cost of the trunk it replaced, until its own is measured (routing.go), under h.mu
 
 	// its table messages waiting to be taken (routing.go queueGossip)
 	gqmu     sync.Mutex
@@ -112,8 +113,11 @@ func (p *peer) send(m *wire.Message) bool {
 func (h *Hub) run(p *peer, r *wire.Reader) {
 	if p.isHub {
 		h.logf("hub %s: linked to %s, dialled=%v", h.cfg.Name, p.t.Desc(), p.dialed)
+		p.gmu.Lock()
+		p.linked = time.Now()
+		p.gmu.Unlock()
 		p.t.Ping()
-		h.sendTable(p)
+		h.sendTable(p) // not before the trunk's round trip is measured (routing_send.go)
 		h.sendCRLs(p)
 	}
 	err := p.t.ReadLoop(r, func(f wire.Frame) error { return p.handleOn(p.main, f) })

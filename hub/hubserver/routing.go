@@ -33,7 +33,7 @@ import (
 //     neighbour lost the hub with, if newer than the route's: so that
 //     number travels along working routes to the hub, which then takes
 //     a newer even one and every hub takes its route again;
-//   - a lost trunk (closed, or silent for hubBeatSilence: routing_send.go)
+//   - a lost trunk (closed, or silent for beatSilence: routing_send.go)
 //     makes every route through it unreachable with the next odd state
 //     number, sent at once (no counting to infinity); a newer unreachable
 //     entry is believed only from the route's own next hop, so a working

@@ -14,8 +14,14 @@ import (
 // hub that dialled it pings it every hubBeat (or every Interval, if
 // shorter), the other end answers each ping and pings itself only every
 // hubRTTEvery (for its own round-trip figure); either end closes the
-// trunk after hubBeatSilence without a frame from the other: three pings
-// missed. A ping and its pong are 48 bytes each, sealed, so liveness
+// trunk after beatSilence without a frame from the other: three pings
+// missed (2.1 s), or Interval and a second if longer, which issue 23's
+// bound allows (routes right within 2 s and one Interval of a hub's
+// failure): a hub whose Interval is long is not hurried to judge a
+// neighbour a loaded moment kept quiet (make scale's 100 hubs in one
+// process on two shared cores had live trunks closed at 2.1 s). A hub
+// that ran late itself judges by the earlier bound, hubSilence, for a
+// while (beat). A ping and its pong are 48 bytes each, sealed, so liveness
 // costs a hub D·48/hubBeat bytes a second for D such trunks: 905 B/s for
 // make scale's 13.2 trunks a hub, within issue 23's 1 KB/s (a beat of
 // 500 ms would fit only up to 10 trunks a hub). Trunks to hubs of earlier
@@ -23,13 +29,15 @@ import (
 // closed after hubSilence.
 const (
 	hubBeat        = 700 * time.Millisecond
-	hubBeatSilence = 3 * hubBeat
 	hubRTTEvery    = 30 * time.Second
 	beatCheck      = hubBeat / 7 // how often the beat loop looks
+	firstTableWait = time.Second // the longest a trunk's first table waits for its round trip
 )
 
 // beats reports whether p's trunk is kept alive by beats: a hub
 // neighbour of wire.VersionDelta or later.
+func (h *Hub) beatSilence() time.Duration { return max(3*hubBeat, h.interval+time.Second) }
+
 func (p *peer) beats() bool { return p.isHub && p.versionWith() >= wire.VersionDelta }
 
 // versionWith is the protocol version the hub and neighbour p both speak.
@@ -67,8 +75,10 @@ func (h *Hub) tableLocked(p *peer) []wire.RouteAd {
 }
 
 // adChanged reports whether entry b differs from a, sent before, enough
-// to send it: a latency by a tenth or less and a node count by an eighth
-// or less are not worth a message.
+// to send it: a latency by a quarter or less and a node count by an
+// eighth or less are not worth a message (on a loaded machine a trunk's
+// lowest round trip keeps falling by a little for a while, and each fall
+// moved a route's latency, and with it every hub's behind it).
 func adChanged(a, b *wire.RouteAd) bool {
 	apart := func(x, y int64, frac int64) bool {
 		d := x - y
@@ -78,7 +88,7 @@ func adChanged(a, b *wire.RouteAd) bool {
 		return d*frac > max(x, y)
 	}
 	return a.State != b.State || a.Hops != b.Hops || a.Name != b.Name || a.Ver != b.Ver ||
-		!slices.Equal(a.Addrs, b.Addrs) || apart(a.LatencyUs, b.LatencyUs, 10) ||
+		!slices.Equal(a.Addrs, b.Addrs) || apart(a.LatencyUs, b.LatencyUs, 4) ||
 		(a.Nodes == 0) != (b.Nodes == 0) || apart(int64(a.Nodes), int64(b.Nodes), 8)
 }
 
@@ -86,9 +96,18 @@ func adChanged(a, b *wire.RouteAd) bool {
 // table to a hub of an earlier version, or while one is known; otherwise
 // the entries that changed since p was last sent them (all of them the
 // first time).
+//
+// The first table waits (up to firstTableWait) for the trunk's round trip
+// to be measured: the neighbour measures its own at the same time, and a
+// table taken before that costs its routes at a guess, which the
+// measurement then raises, and a cost risen at the same state has every
+// hub ask its hub for a newer one (routing.go).
 func (h *Hub) sendTable(p *peer) {
 	p.gmu.Lock()
 	defer p.gmu.Unlock()
+	if p.sent == nil && !p.linked.IsZero() && p.t.LowestRTT() == 0 && time.Since(p.linked) < firstTableWait {
+		return // beat triggers the tables when it is measured; tick sends it after firstTableWait
+	}
 	h.mu.Lock()
 	ads := h.tableLocked(p)
 	v := p.versionWith()
@@ -256,10 +275,10 @@ func (h *Hub) tick() {
 }
 
 // beat keeps the trunks to hub neighbours of wire.VersionDelta or later
-// alive, and closes those silent for hubBeatSilence.
+// alive, and closes those silent for beatSilence.
 //
 // It also takes a neighbour's entries again when its trunk's cost
-// (linkCost) moved by more than a tenth, as when it is first measured:
+// (linkCost) moved by more than a quarter, as when it is first measured:
 // the first table arrives before the first pong, and with tables by
 // change it would not come again to correct the guess.
 func (h *Hub) beat() {
@@ -270,27 +289,30 @@ func (h *Hub) beat() {
 		if p.beats() {
 			peers = append(peers, p)
 		}
-		if c := linkCost(p); p.cost == 0 || (p.cost-c)*10 > p.cost || (c-p.cost)*10 > p.cost {
+		if c := linkCost(p); (p.t.LowestRTT() > 0 || p.seed > 0) && (p.cost == 0 || (p.cost-c)*4 > p.cost || (c-p.cost)*4 > p.cost) {
 			p.cost = c
 			moved = append(moved, p)
 		}
 	}
 	// A hub that did not itself run on time (a loaded machine, a long
 	// pause) cannot tell a neighbour's silence from its own lateness: it
-	// waits another hubBeatSilence on time before it judges, up to the
+	// waits another beatSilence on time before it judges, up to the
 	// earlier rule's bound (hubSilence).
 	now := time.Now()
 	if !h.lastBeat.IsZero() && now.Sub(h.lastBeat) > 3*beatCheck {
-		h.beatGrace = now.Add(hubBeatSilence)
+		h.beatGrace = now.Add(h.beatSilence())
 	}
 	h.lastBeat = now
-	silence := hubBeatSilence
+	silence := h.beatSilence()
 	if now.Before(h.beatGrace) {
 		silence = h.hubSilence()
 	}
 	h.mu.Unlock()
 	for _, p := range moved {
 		h.reapply(p) // routing.go
+	}
+	if len(moved) > 0 {
+		h.triggerUpdate() // first tables wait for this (sendTable)
 	}
 	for _, p := range peers {
 		if s := p.t.SilentFor(); s > silence {

@@ -270,9 +270,10 @@ func TestScale(t *testing.T) {
 	row("control bytes per hub per s, the 10 s after it returned", fmt.Sprintf("%.0f", perHubRate(o.controlSent()-c0, time.Since(t0))), "")
 
 	// A hub whose machine or network is lost: no FIN, no reset; its
-	// neighbours learn it from the silence (hubBeatSilence: three pings
-	// missed, 2.1 s; hubSilence, 6 intervals and at least 3 s, with hubs
-	// of versions before wire.VersionDelta).
+	// neighbours learn it from the silence (beatSilence: three pings
+	// missed, 2.1 s, or the interval and a second; hubSilence, 6
+	// intervals and at least 3 s, with hubs of versions before
+	// wire.VersionDelta).
 	lost := p.hubs / 3
 	t0 = time.Now()
 	o.vanish(lost)
