@@ -32,11 +32,26 @@ const (
 	hubRTTEvery    = 30 * time.Second
 	beatCheck      = hubBeat / 7 // how often the beat loop looks
 	firstTableWait = time.Second // the longest a trunk's first table waits for its round trip
+	// rttEarly: for so long the end that did not dial pings as often as
+	// the dialler, as a trunk's first round trips come while the overlay
+	// forms and the machines are busiest (one ping every hubRTTEvery after
+	// that kept make scale's routes moving 30 s on, as a lower figure came)
+	rttEarly = 10 * time.Second
 )
 
 // beats reports whether p's trunk is kept alive by beats: a hub
 // neighbour of wire.VersionDelta or later.
 func (h *Hub) beatSilence() time.Duration { return max(3*hubBeat, h.interval+time.Second) }
+
+// age is how long p's trunk has run (run), 0 before.
+func (p *peer) age() time.Duration {
+	p.gmu.Lock()
+	defer p.gmu.Unlock()
+	if p.linked.IsZero() {
+		return 0
+	}
+	return time.Since(p.linked)
+}
 
 func (p *peer) beats() bool { return p.isHub && p.versionWith() >= wire.VersionDelta }
 
@@ -299,7 +314,7 @@ func (h *Hub) beat() {
 	// waits another beatSilence on time before it judges, up to the
 	// earlier rule's bound (hubSilence).
 	now := time.Now()
-	if !h.lastBeat.IsZero() && now.Sub(h.lastBeat) > 3*beatCheck {
+	if !h.lastBeat.IsZero() && now.Sub(h.lastBeat) > max(3*beatCheck, h.beatSilence()/3) {
 		h.beatGrace = now.Add(h.beatSilence())
 	}
 	h.lastBeat = now
@@ -320,7 +335,7 @@ func (h *Hub) beat() {
 			continue
 		}
 		every := min(hubBeat, h.interval)
-		if !p.dialed && p.t.LowestRTT() > 0 {
+		if !p.dialed && p.t.LowestRTT() > 0 && p.age() > rttEarly {
 			every = hubRTTEvery
 		}
 		if p.t.SincePing() >= every-beatCheck/2 {
