@@ -159,6 +159,9 @@ type Hub struct {
 	routes map[identity.ID]*route
 	state  uint64 // our own state number, even
 	legacy bool   // a hub before wire.VersionDelta is known: the earlier rules (routing_send.go)
+	// the node count in its own table entry, and since when (tick)
+	nodesAd   int
+	nodesAdAt time.Time
 	// beat (routing_send.go): when it last ran, and until when silence is
 	// not judged by beats after it ran late
 	lastBeat, beatGrace time.Time
