@@ -186,13 +186,28 @@ func (h *Hub) triggerUpdate() {
 }
 
 // gossipLoop ticks every Interval (expiry, tables, pings of nodes and of
-// hubs of earlier versions), beats every beatCheck, and sends triggered
-// updates in between.
+// hubs of earlier versions), beats every beatCheck (on a goroutine of its
+// own), and sends triggered updates in between.
 func (h *Hub) gossipLoop(ctx context.Context) {
 	t := time.NewTicker(h.interval)
 	defer t.Stop()
-	b := time.NewTicker(beatCheck)
-	defer b.Stop()
+	// beats on their own goroutine: a tick's work (pinging thousands of
+	// nodes, sending tables) must not make the hub think itself late
+	beats := make(chan struct{})
+	defer func() { <-beats }()
+	go func() {
+		defer close(beats)
+		b := time.NewTicker(beatCheck)
+		defer b.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-b.C:
+				h.beat()
+			}
+		}
+	}()
 	gap := min(h.interval/4, 50*time.Millisecond)
 	var last time.Time
 	for {
@@ -202,8 +217,6 @@ func (h *Hub) gossipLoop(ctx context.Context) {
 		case <-t.C:
 			h.tick()
 			last = time.Now()
-		case <-b.C:
-			h.beat()
 		case <-h.trigger:
 			if d := time.Since(last); d < gap {
 				select {
