@@ -40,6 +40,7 @@ type peer struct {
 	gmu    sync.Mutex                   // orders the table sends to it
 	sent   map[identity.ID]wire.RouteAd // under gmu
 	linked time.Time                    // when its trunk began running (run), under gmu
+	tabled bool                         // its first whole table went out, under gmu
 	got    map[identity.ID]wire.RouteAd // what it last said of each hub (routing.go), under h.mu
 	cost   time.Duration                // its trunk's round trip when got was last taken (routing_send.go), under h.mu
 	seed   time.Duration                // the cost of the trunk it replaced, until its own is measured (routing.go), under h.mu

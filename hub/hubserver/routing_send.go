@@ -46,6 +46,14 @@ const (
 // neighbour of wire.VersionDelta or later.
 func (h *Hub) beatSilence() time.Duration { return max(3*hubBeat, h.interval+time.Second) }
 
+// seeded reports whether p's trunk has the cost of the trunk it replaced
+// (peer.seed) until its own is measured.
+func (h *Hub) seeded(p *peer) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return p.seed > 0
+}
+
 // age is how long p's trunk has run (run), 0 before.
 func (p *peer) age() time.Duration {
 	p.gmu.Lock()
@@ -119,22 +127,27 @@ func adChanged(a, b *wire.RouteAd) bool {
 // the entries that changed since p was last sent them (all of them the
 // first time).
 //
-// The first table waits (up to firstTableWait) for the trunk's round trip
-// to be measured: the neighbour measures its own at the same time, and a
-// table taken before that costs its routes at a guess, which the
-// measurement then raises, and a cost risen at the same state has every
-// hub ask its hub for a newer one (routing.go).
+// The first table but our own entry waits (up to firstTableWait) for the
+// trunk's round trip to be measured: the neighbour measures its own at
+// the same time, and a table taken before that costs its routes at a
+// guess, which the measurement then raises, and a cost risen at the same
+// state has every hub ask its hub for a newer one (routing.go). Our own
+// entry goes at once: a neighbour's route to its neighbour may rise.
 func (h *Hub) sendTable(p *peer) {
 	p.gmu.Lock()
 	defer p.gmu.Unlock()
-	if p.sent == nil && !p.linked.IsZero() && p.t.LowestRTT() == 0 && time.Since(p.linked) < firstTableWait {
-		return // beat triggers the tables when it is measured; tick sends it after firstTableWait
-	}
+	// only our own entry (a route to us at once) until the round trip is
+	// measured: beat triggers the tables then, tick after firstTableWait
+	early := !p.tabled && !p.linked.IsZero() && p.t.LowestRTT() == 0 && time.Since(p.linked) < firstTableWait && !h.seeded(p)
+	p.tabled = !early
 	h.mu.Lock()
 	ads := h.tableLocked(p)
 	v := p.versionWith()
 	whole := h.legacy || v < wire.VersionDelta
 	h.mu.Unlock()
+	if early {
+		ads = ads[:1]
+	}
 	if p.sent == nil {
 		p.sent = make(map[identity.ID]wire.RouteAd, len(ads))
 	}
