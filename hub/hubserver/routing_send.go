@@ -15,7 +15,7 @@ import (
 // shorter), the other end answers each ping and pings itself only every
 // hubRTTEvery (for its own round-trip figure); either end closes the
 // trunk after beatSilence without a frame from the other: three pings
-// missed (2.1 s), or Interval and a second if longer, which issue 23's
+// missed (2.1 s), or Interval and half a second if longer, which issue 23's
 // bound allows (routes right within 2 s and one Interval of a hub's
 // failure): a hub whose Interval is long is not hurried to judge a
 // neighbour a loaded moment kept quiet (make scale's 100 hubs in one
@@ -44,7 +44,7 @@ const (
 
 // beats reports whether p's trunk is kept alive by beats: a hub
 // neighbour of wire.VersionDelta or later.
-func (h *Hub) beatSilence() time.Duration { return max(3*hubBeat, h.interval+time.Second) }
+func (h *Hub) beatSilence() time.Duration { return max(3*hubBeat, h.interval+hubBeat*5/7) }
 
 // seeded reports whether p's trunk has the cost of the trunk it replaced
 // (peer.seed) until its own is measured.

@@ -280,7 +280,7 @@ func TestScale(t *testing.T) {
 
 	// A hub whose machine or network is lost: no FIN, no reset; its
 	// neighbours learn it from the silence (beatSilence: three pings
-	// missed, 2.1 s, or the interval and a second; hubSilence, 6
+	// missed, 2.1 s, or the interval and half a second; hubSilence, 6
 	// intervals and at least 3 s, with hubs of versions before
 	// wire.VersionDelta).
 	lost := p.hubs / 3
