@@ -162,6 +162,10 @@ func TestLostStateTravelsToItsHub(t *testing.T) {
 	if h.state != own {
 		t.Fatalf("an older state moved ours: %d, was %d", h.state, own)
 	}
+	h.applyGossip(a, &wire.Gossip{Routes: []wire.RouteAd{{Hub: h.id, State: own + 1001, Hops: wire.Unreachable}}})
+	if h.state != own {
+		t.Fatalf("a state above any h made moved its own: %d, was %d", h.state, own)
+	}
 	h.applyGossip(a, &wire.Gossip{Routes: []wire.RouteAd{{Hub: h.id, State: own + 1, Hops: wire.Unreachable}}})
 	if h.state != own+2 {
 		t.Fatalf("after hearing itself lost at %d: state %d, want %d", own+1, h.state, own+2)

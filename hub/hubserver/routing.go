@@ -274,6 +274,13 @@ func (h *Hub) reportedLocked(p *peer, ad *wire.RouteAd) bool {
 	if ad.State < h.state || h.helloVersion() < wire.VersionDelta {
 		return false
 	}
+	if ad.State > h.state+1 {
+		// every hub's number for us is one we made (even) or the next
+		// odd one: a higher one is no loss of ours, and taking it would
+		// let a neighbour push our numbers to the end of their range
+		h.logf("hub %s: hub %s reported it lost at state %d, above any it made (%d): ignored", h.cfg.Name, p.name, ad.State, h.state)
+		return false
+	}
 	old := h.state
 	h.state = ad.State&^1 + 2
 	h.logf("hub %s: hub %s passed on that a hub lost it at state %d (ours %d): now %d", h.cfg.Name, p.name, ad.State, old, h.state)
