@@ -74,12 +74,14 @@ type Trunk struct {
 	done     chan struct{}
 	errOnce  sync.Once
 	err      error
-	lastRecv atomic.Int64 // monotime of the last frame received
+	lastRecv atomic.Int64 // monotime of the last frame received, or of the end of its handling
+	handling atomic.Bool  // the reader is handling a frame, not waiting for one
 	rtt      atomic.Int64 // ns, 0 until measured
 	rttMu    sync.Mutex
 	samples  [rttSamples]time.Duration
 	nsamples int
-	lastPing atomic.Int64 // monotime of the last ping sent
+	lowest   time.Duration // the smallest round trip ever measured
+	lastPing atomic.Int64  // monotime of the last ping sent
 
 	// control, if set (CountControl), adds the bytes of every trunk-level
 	// frame queued: control messages and the trunk's own pings and pongs
@@ -366,7 +368,22 @@ func (l *Trunk) addSample(d time.Duration) {
 	l.rttMu.Lock()
 	l.samples[l.nsamples%rttSamples] = d
 	l.nsamples++
+	if l.lowest == 0 || d < l.lowest {
+		l.lowest = d
+	}
 	l.rttMu.Unlock()
+}
+
+// LowestRTT is the smallest round trip measured on the trunk since it
+// began, 0 before the first: its propagation delay, which a connection's
+// path keeps. Unlike MinRTT it only ever falls, so a hub's route costs do
+// not follow the queueing of a loaded moment up and down (on make scale's
+// 100 hubs, MinRTT's changes kept next hops and hop counts moving, and
+// every move was a routing update to send).
+func (l *Trunk) LowestRTT() time.Duration {
+	l.rttMu.Lock()
+	defer l.rttMu.Unlock()
+	return l.lowest
 }
 
 // MinRTT is the smallest of the last rttSamples round trips, 0 before the
@@ -408,8 +425,17 @@ func pingRTT(p []byte) time.Duration {
 // RTT is the smoothed round trip of trunk pings, 0 until measured.
 func (l *Trunk) RTT() time.Duration { return time.Duration(l.rtt.Load()) }
 
-// SilentFor is how long nothing was heard from the peer.
-func (l *Trunk) SilentFor() time.Duration { return time.Duration(monotime() - l.lastRecv.Load()) }
+// SilentFor is how long nothing was heard from the peer: 0 while the
+// reader handles a frame, and the time it took does not count, since a
+// frame waiting behind a slow one was not the peer's silence (a hub
+// busy applying a neighbour's table had its trunks to others closed
+// for silence: make scale, issue 23).
+func (l *Trunk) SilentFor() time.Duration {
+	if l.handling.Load() {
+		return 0
+	}
+	return time.Duration(monotime() - l.lastRecv.Load())
+}
 
 // ReadLoop reads frames until the trunk fails, answering trunk pings and
 // measuring trunk pongs itself and passing every other frame to handle. A
@@ -448,7 +474,11 @@ func (l *Trunk) ReadLoop(r *wire.Reader, handle func(wire.Frame) error) error {
 				continue
 			}
 		}
-		if err := handle(f); err != nil {
+		l.handling.Store(true)
+		err = handle(f)
+		l.lastRecv.Store(monotime())
+		l.handling.Store(false)
+		if err != nil {
 			l.Close(err)
 			return err
 		}

@@ -36,8 +36,9 @@ const (
 
 // Version is the protocol version hellos carry (2: virtual addresses,
 // vipaddr.go; 3: trunks of several connections between hubs, lane.go;
-// 4: a lookup's answer names the hubs it could not ask, unreached.go).
-const Version = VersionUnreached
+// 4: a lookup's answer names the hubs it could not ask, unreached.go;
+// 5: routing tables by change, delta.go).
+const Version = VersionDelta
 
 // Limits on decoded messages.
 const (
@@ -96,9 +97,11 @@ type Hello struct {
 }
 
 // Gossip is a hub's routing table as it sends it to one neighbour
-// (DSDV: destination-sequenced distance vector). A hub sends its whole table
-// periodically and on change, split over several messages if it does not
-// fit in one; each entry stands alone.
+// (DSDV: destination-sequenced distance vector), split over several
+// messages if it does not fit in one; each entry stands alone. Before
+// VersionDelta a hub sends its whole table periodically and on change;
+// between hubs of VersionDelta or later, the whole table once and then the
+// entries that changed (delta.go).
 type Gossip struct {
 	Routes []RouteAd `json:"routes"`
 }
@@ -116,6 +119,7 @@ type RouteAd struct {
 	LatencyUs int64            `json:"latency_us"`      // the path's accumulated round-trip time
 	Addrs     []netip.AddrPort `json:"addrs,omitempty"` // where the hub listens for hub links
 	Nodes     int              `json:"nodes"`           // how many nodes are attached to it
+	Ver       int              `json:"ver,omitempty"`   // the hub's protocol version; only to hubs of VersionDelta or later (delta.go)
 }
 
 // Reachable reports whether the entry offers a route.
@@ -416,6 +420,8 @@ func (g *Gossip) check() error {
 			return fmt.Errorf("hub %s: %d hops", r.Hub.Short(), r.Hops)
 		case r.LatencyUs < 0 || r.Nodes < 0:
 			return fmt.Errorf("hub %s: negative latency or node count", r.Hub.Short())
+		case r.Ver < 0 || r.Ver > maxVer:
+			return fmt.Errorf("hub %s: protocol version %d", r.Hub.Short(), r.Ver)
 		}
 	}
 	return nil

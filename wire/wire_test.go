@@ -188,6 +188,7 @@ func FuzzDecode(f *testing.F) {
 	m := testMachine()
 	f.Add(Encode(&Message{Kind: KHello, Hello: &Hello{Role: "hub", Machine: m}}))
 	f.Add(Encode(&Message{Kind: KGossip, Gossip: &Gossip{Routes: []RouteAd{{Hub: m.ID, Name: "g", State: 2, Hops: 1, Addrs: m.Addrs}}}}))
+	f.Add(Encode(&Message{Kind: KGossip, Gossip: &Gossip{Routes: []RouteAd{{Hub: m.ID, Name: "g", State: 3, Hops: Unreachable, Ver: VersionDelta}}}})) // delta.go
 	f.Add(Encode(&Message{Kind: KRouted, Routed: &Routed{FromHub: m.ID, ToHub: m.ID, Msg: &Message{Kind: KReverse, Reverse: &Reverse{From: m, Port: 1}}}}))
 	f.Add(Encode(&Message{Kind: KMachine, Machine: &m}))
 	f.Add(Encode(&Message{Kind: KRouted, Routed: &Routed{FromHub: m.ID, ToHub: m.ID, Msg: &Message{Kind: KSpliceFail, Fail: &Fail{Token: 1, Reason: "r", Code: FailNATRandom}}}}))

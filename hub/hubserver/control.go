@@ -23,7 +23,7 @@ const (
 func (h *Hub) control(p *peer, m *wire.Message) error {
 	switch {
 	case m.Kind == wire.KGossip && p.isHub:
-		h.applyGossip(p, m.Gossip)
+		h.queueGossip(p, m.Gossip) // routing.go
 	case m.Kind == wire.KCRL && p.isHub:
 		h.takeCRL(p, m.CRL)
 	case m.Kind == wire.KRouted:

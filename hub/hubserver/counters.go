@@ -54,6 +54,8 @@ type hubCounters struct {
 	// (hub.Trunk.CountControl): gossip, routed messages, lookups,
 	// claims, revocation lists, trunk pings and pongs.
 	control atomic.Uint64
+	// gossip is the routing table messages (KGossip) sent.
+	gossip atomic.Uint64
 }
 
 func (c *hubCounters) refuse(r refusal) {

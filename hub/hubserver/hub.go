@@ -12,9 +12,10 @@
 // circuit's ends protect themselves, as they are (wire/seal.go): a hub
 // relays data without decrypting and encrypting it again. Hubs route by
 // distance vector with state numbers (DSDV): every hub sends its
-// neighbours its table periodically and on change, with poison reverse,
-// and a lost trunk makes its routes unreachable at once with an odd state
-// number. Routed control messages travel along next hops; lookups find
+// neighbours its table when their trunk comes up and then the entries
+// that change (routing.go, wire/delta.go), with poison reverse, and a
+// lost trunk (closed, or silent for three pings) makes its routes
+// unreachable at once with an odd state number. Routed control messages travel along next hops; lookups find
 // nodes by name or ID on every hub. Circuits are switched hop by hop with
 // end-to-end flow control: a hub never blocks reading a trunk, queues what
 // each circuit's window allows and resets a circuit that overruns it.
@@ -76,7 +77,7 @@ type Config struct {
 	// Dial reaches a transport spec; default plain TCP. The direct layer's
 	// transport (TCP or SSH tunnel) is plugged in here.
 	Dial     func(ctx context.Context, spec string) (net.Conn, error)
-	Interval time.Duration                    // gossip and ping period, default 1s
+	Interval time.Duration                    // routing updates (changed entries; whole tables with older hubs) and node pings, default 1s
 	Logf     func(format string, args ...any) // default log.Printf
 	// NoSplice stops this hub from splicing links to hubs it cannot reach
 	// and that cannot reach it (splice.go); by default it does.
@@ -155,10 +156,17 @@ type Hub struct {
 	all   map[*peer]struct{}
 
 	// Routing (routing.go, dial.go), under mu.
-	routes  map[identity.ID]*route
-	state   uint64               // our own state number, even
-	dialing map[identity.ID]bool // learned hubs being dialled
-	trigger chan struct{}        // asks the gossip loop for an update now (a channel: no lock)
+	routes map[identity.ID]*route
+	state  uint64 // our own state number, even
+	legacy bool   // a hub before wire.VersionDelta is known: the earlier rules (routing_send.go)
+	// the node count in its own table entry, and since when (tick)
+	nodesAd   int
+	nodesAdAt time.Time
+	// beat (routing_send.go): when it last ran, and until when silence is
+	// not judged by beats after it ran late
+	lastBeat, beatGrace time.Time
+	dialing             map[identity.ID]bool // learned hubs being dialled
+	trigger             chan struct{}        // asks the gossip loop for an update now (a channel: no lock)
 
 	// Names (names.go), under mu.
 	claims map[uint64]*claim // names being claimed for nodes being admitted, by query

@@ -36,6 +36,21 @@ type peer struct {
 	claim  *claim    // its claim, handed over to h.nodes by register
 	claimQ uint64
 
+	// a hub neighbour's table as this hub last sent it (routing_send.go)
+	gmu    sync.Mutex                   // orders the table sends to it
+	sent   map[identity.ID]wire.RouteAd // under gmu
+	linked time.Time                    // when its trunk began running (run), under gmu
+	tabled bool                         // its first whole table went out, under gmu
+	got    map[identity.ID]wire.RouteAd // what it last said of each hub (routing.go), under h.mu
+	cost   time.Duration                // its trunk's round trip when got was last taken (routing_send.go), under h.mu
+	seed   time.Duration                // the cost of the trunk it replaced, until its own is measured (routing.go), under h.mu
+
+	// its table messages waiting to be taken (routing.go queueGossip)
+	gqmu     sync.Mutex
+	gq       []*wire.Gossip
+	gworking bool       // a goroutine takes them
+	gapply   sync.Mutex // held while taking them, so they are taken in order
+
 	// a hub trunk's connections (lanes.go)
 	spec       string // the address this hub dialled the trunk at ("": accepted or spliced)
 	tunnel     bool   // through an sshd that delays small writes
@@ -99,8 +114,11 @@ func (p *peer) send(m *wire.Message) bool {
 func (h *Hub) run(p *peer, r *wire.Reader) {
 	if p.isHub {
 		h.logf("hub %s: linked to %s, dialled=%v", h.cfg.Name, p.t.Desc(), p.dialed)
+		p.gmu.Lock()
+		p.linked = time.Now()
+		p.gmu.Unlock()
 		p.t.Ping()
-		h.sendTable(p)
+		h.sendTable(p) // not before the trunk's round trip is measured (routing_send.go)
 		h.sendCRLs(p)
 	}
 	err := p.t.ReadLoop(r, func(f wire.Frame) error { return p.handleOn(p.main, f) })
@@ -177,6 +195,7 @@ func (h *Hub) repointLocked(old, p *peer) {
 			r.next = p
 		}
 	}
+	p.seed = linkCost(old) // until its own first round trip (routing.go)
 }
 
 func (h *Hub) dialerOf(p *peer) identity.ID {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -48,6 +49,7 @@ type ovHub struct {
 	addr    string // in-memory address, for hubs (and in-process nodes)
 	tcpAddr string // loopback TCP address, for nodes of another process ("" unless overlay.tcp)
 	peers   []string
+	version int // the protocol version it plays (Hub.version), 0: wire.Version
 
 	mu     sync.Mutex
 	h      *Hub
@@ -58,6 +60,20 @@ type ovHub struct {
 
 func newOverlay(t testing.TB, n int, interval, maxOneWay time.Duration, tcp bool, maxLinks int) *overlay {
 	o := &overlay{t: t, interval: interval, maxOneWay: maxOneWay, tcp: tcp, maxLinks: maxLinks, byAddr: map[string]int{}, cut: map[int]bool{}, logf: func(string, ...any) {}}
+	if path := os.Getenv("SCALE_LOG"); path != "" { // make scale SCALE_LOG=file: every hub's log there
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { f.Close() })
+		var mu sync.Mutex
+		start := time.Now()
+		o.logf = func(format string, args ...any) {
+			mu.Lock()
+			defer mu.Unlock()
+			fmt.Fprintf(f, "%8.3f "+format+"\n", append([]any{time.Since(start).Seconds()}, args...)...)
+		}
+	}
 	rng := rand.New(rand.NewPCG(23, uint64(n)))
 	for i := range n { // all first: running hubs read the list
 		o.hubs = append(o.hubs, &ovHub{i: i, site: [2]float64{rng.Float64(), rng.Float64()}, creds: creds(t)})
@@ -128,6 +144,7 @@ func (o *overlay) start(i int) {
 	if err != nil {
 		o.t.Fatal(err)
 	}
+	h.version = oh.version
 	if oh.addr == "" {
 		oh.addr = mln.Addr().String()
 		o.mu.Lock()
