@@ -50,7 +50,7 @@ for round in $(seq "$ROUNDS"); do
     pids=($hp $bp $ap)
     for _ in $(seq 50); do "$B" exec --control "$tmp/a.sock" b true 2>/dev/null && break; sleep 0.2; done
     case " $WAYS " in *" ncx "*)
-      socat -u TCP-LISTEN:$DPORT,bind=127.0.0.1,reuseaddr,fork OPEN:/dev/null & pids+=($!)
+      socat -u -b 262144 TCP-LISTEN:$DPORT,bind=127.0.0.1,reuseaddr,fork OPEN:/dev/null & pids+=($!)
       "$B" expose $DPORT --control "$tmp/b.sock" >"$tmp/expose.log" 2>&1 & pids+=($!)
       sleep 0.5 ;;
     esac

@@ -120,6 +120,12 @@ func TestRoutedHubDeathNamed(t *testing.T) {
 				cs = append(cs, control.Dial(sock))
 			}
 			alpha, beta := cs[0], cs[1]
+			// beta is found through the hubs once they have linked (a
+			// lookup before that is answered "not found": 1 run in 10)
+			testwait.Until(t, "alpha to reach beta through the hubs", 20*time.Second, func() bool {
+				p, err := alpha.Ping(ctx, control.PingRequest{Addr: "beta", Count: 1, Dials: 1})
+				return err == nil && p.Error == ""
+			})
 			bound := make(chan string, 1)
 			go Expose(ctx, beta, control.ExposeRequest{Local: slowServer(t), Port: 8080}, func(a string) { bound <- a })
 			<-bound
