@@ -71,16 +71,7 @@ func (n *Node) acceptDirect() {
 			continue
 		}
 		if r.spare {
-			n.spares.mu.Lock()
-			if n.ctx.Err() != nil { // closing: Close has closed the held ones
-				n.spares.mu.Unlock()
-				c.Close()
-				continue
-			}
-			n.spares.held[c] = true
-			n.spares.mu.Unlock()
-			n.wg.Add(1)
-			go n.holdSpare(c, peer, Direct)
+			n.holdOthersSpare(c, peer, Direct)
 			continue
 		}
 		if r.reverse {

@@ -126,11 +126,7 @@ func (n *Node) callBack(m *wire.Routed) {
 	}
 	spare := rev.Port == wire.SparePort // its port is asked later (spare.go)
 	if spare {
-		if n.sequentialNAT() {
-			fail(wire.FailPortRefused, "no reverse spares from "+n.cfg.Name+": behind its sequential NAT a call back in the background would take the port a splice of its predicts")
-			return
-		}
-		if err := n.spareRoom(); err != nil {
+		if err := n.spareAsked(Reverse); err != nil {
 			fail(wire.FailPortRefused, err.Error())
 			return
 		}

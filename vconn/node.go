@@ -77,6 +77,10 @@ type Node struct {
 	// noSplice: per target hub, when splicing there last failed (splice.go;
 	// its own lock).
 	noSplice *nat.Backoff[identity.ID]
+	// spliceEarlyMin: early splice answers only over hub links of this
+	// round trip or more (spliceEarlyMin; tests on loopback lower it
+	// before the node dials)
+	spliceEarlyMin time.Duration
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -133,14 +137,15 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 		}
 	}
 	n := &Node{
-		cfg:      cfg,
-		creds:    creds,
-		ports:    ports{listeners: map[uint16]*Listener{}},
-		conns:    openConns{set: map[*Conn]struct{}{}},
-		memo:     memory{methods: map[identity.ID]Method{}, names: map[string]nameEntry{}},
-		rdv:      rendezvous{reverses: map[uint64]*pendingReverse{}, callbacks: map[uint64]uint16{}, splices: map[uint64]*pendingSplice{}},
-		spares:   spares{byTarget: map[identity.ID][]*spare{}, flights: map[spareKey]*spareFlight{}, held: map[*direct.Conn]bool{}},
-		noSplice: &nat.Backoff[identity.ID]{Min: spliceFailedFor},
+		cfg:            cfg,
+		creds:          creds,
+		ports:          ports{listeners: map[uint16]*Listener{}},
+		conns:          openConns{set: map[*Conn]struct{}{}},
+		memo:           memory{methods: map[identity.ID]Method{}, names: map[string]nameEntry{}},
+		rdv:            rendezvous{reverses: map[uint64]*pendingReverse{}, callbacks: map[uint64]uint16{}, splices: map[uint64]*pendingSplice{}},
+		spares:         spares{byTarget: map[identity.ID][]*spare{}, flights: map[spareKey]*spareFlight{}, held: map[*direct.Conn]bool{}},
+		noSplice:       &nat.Backoff[identity.ID]{Min: spliceFailedFor},
+		spliceEarlyMin: spliceEarlyMin,
 	}
 	n.dialer = &direct.Dialer{Creds: creds, Preferred: cfg.Preferred, SSH: cfg.SSH, Local: n.localPrefixes,
 		Admit: func(p pki.Peer, req string) error { return n.admitDirect(p, req, true) }}

@@ -425,6 +425,18 @@ func (n *Node) holdOthersSpare(c *direct.Conn, peer identity.Machine, m Method) 
 }
 
 // spareRoom says why this node holds no more spares of others, or nil.
+// spareAsked says why this node will not set up a spare by method m
+// (reverse or splice) that another node asks for, or nil: not from
+// behind a sequential NAT (a call back or splice in the background would
+// take the port a splice of this host's predicts), nor past
+// maxHeldSpares.
+func (n *Node) spareAsked(m Method) error {
+	if n.sequentialNAT() {
+		return fmt.Errorf("no %s spares with %s: behind its sequential NAT a %s in the background would take the port a splice of its predicts", m, n.cfg.Name, m)
+	}
+	return n.spareRoom()
+}
+
 func (n *Node) spareRoom() error {
 	n.spares.mu.Lock()
 	defer n.spares.mu.Unlock()

@@ -143,7 +143,7 @@ func (n *Node) spliceRTT(ctx context.Context, target identity.Machine) time.Dura
 	}
 	for _, r := range hubs {
 		if r.Hub == target.Hub && r.Reachable() && r.Hops == 1 && r.LatencyUs > 0 {
-			if rtt := time.Duration(r.LatencyUs) * time.Microsecond; rtt >= spliceEarlyMin {
+			if rtt := time.Duration(r.LatencyUs) * time.Microsecond; rtt >= n.spliceEarlyMin {
 				return rtt
 			}
 			return 0
@@ -161,7 +161,7 @@ const spliceRTTWait = 100 * time.Millisecond
 // within a loaded host's scheduling delays, and a NAT that rejects
 // unsolicited SYNs resets the dialler's (CI: nat-reject at 0.2 ms, 2 of
 // 6 early splices refused 23-26 times, routed), for a saving under 10 ms.
-var spliceEarlyMin = 20 * time.Millisecond // a variable for tests on loopback
+const spliceEarlyMin = 20 * time.Millisecond
 
 func (n *Node) spliceAttempt(ctx context.Context, target identity.Machine, port uint16, token uint64, attempt int, p *pendingSplice, est time.Duration) (net.Conn, error) {
 	start := time.Now()
@@ -232,11 +232,7 @@ func (n *Node) answerSplice(m *wire.Routed) {
 		return
 	}
 	if s.Port == wire.SparePort { // its port is asked later (spare.go)
-		if n.sequentialNAT() {
-			fail(wire.FailPortRefused, "no spliced spares to "+n.cfg.Name+": behind its sequential NAT a splice in the background would take the port another one predicts")
-			return
-		}
-		if err := n.spareRoom(); err != nil {
+		if err := n.spareAsked(Splice); err != nil {
 			fail(wire.FailPortRefused, err.Error())
 			return
 		}

@@ -88,8 +88,6 @@ func mustAddr(t *testing.T, s string) identity.Addr {
 // after its reply, the dialler on the reply, no go): the connection is
 // made, carries data, and the target logged the early answer.
 func TestSpliceEarly(t *testing.T) {
-	defer func(m time.Duration) { spliceEarlyMin = m }(spliceEarlyMin)
-	spliceEarlyMin = 0 // loopback's round trips
 	h1 := testHub(t, "one")
 	h2 := testHub(t, "two", h1.Addr().String())
 	var early atomic.Int32
@@ -104,6 +102,7 @@ func TestSpliceEarly(t *testing.T) {
 	}
 	t.Cleanup(func() { b.Close() })
 	a := testNode(t, "a", h1, Splice)
+	a.spliceEarlyMin = 0 // loopback's round trips
 	serveEcho(t, b, 7000)
 	waitResolvable(t, a, "b")
 	// until the hubs' routes to each other carry their latency
@@ -134,13 +133,12 @@ func TestSpliceNotEarlyOnShortTrips(t *testing.T) {
 	h2 := testHub(t, "two", h1.Addr().String())
 	b := testNode(t, "b", h2, Splice)
 	a := testNode(t, "a", h1, Splice)
+	a.spliceEarlyMin = 0
 	waitResolvable(t, a, "b")
-	defer func(m time.Duration) { spliceEarlyMin = m }(spliceEarlyMin)
-	spliceEarlyMin = 0
 	testwait.Until(t, "a's hub to know b's one hop away", 10*time.Second, func() bool {
 		return a.spliceRTT(context.Background(), b.Machine()) > 0
 	})
-	spliceEarlyMin = time.Hour
+	a.spliceEarlyMin = spliceEarlyMin
 	if rtt := a.spliceRTT(context.Background(), b.Machine()); rtt != 0 {
 		t.Errorf("a splice over hubs %v apart is answered early, want not below %v", rtt, spliceEarlyMin)
 	}

@@ -35,15 +35,20 @@ func (h *Hub) sendCRLs(p *peer) {
 // broadcastCRLs sends this hub's revocation lists to every neighbour hub:
 // it has just taken a newer one.
 func (h *Hub) broadcastCRLs() {
-	h.mu.Lock()
-	hubs := make([]*peer, 0, len(h.hubs))
-	for _, p := range h.hubs {
-		hubs = append(hubs, p)
-	}
-	h.mu.Unlock()
-	for _, p := range hubs {
+	for _, p := range h.neighbours() {
 		h.sendCRLs(p)
 	}
+}
+
+// neighbours is a snapshot of the hubs linked to this one.
+func (h *Hub) neighbours() []*peer {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ps := make([]*peer, 0, len(h.hubs))
+	for _, p := range h.hubs {
+		ps = append(ps, p)
+	}
+	return ps
 }
 
 // takeCRL handles a revocation list from neighbour hub p: taken if newer

@@ -179,13 +179,7 @@ func (h *Hub) sendTable(p *peer) {
 func adSize(ad *wire.RouteAd) int { return 210 + 6*len(ad.Name) + 56*len(ad.Addrs) }
 
 func (h *Hub) broadcastTables() {
-	h.mu.Lock()
-	peers := make([]*peer, 0, len(h.hubs))
-	for _, p := range h.hubs {
-		peers = append(peers, p)
-	}
-	h.mu.Unlock()
-	for _, p := range peers {
+	for _, p := range h.neighbours() {
 		h.sendTable(p)
 	}
 }
