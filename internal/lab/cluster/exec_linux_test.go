@@ -260,7 +260,7 @@ func TestClusterExec(t *testing.T) {
 	// on the virtual network, the frontend's configuration replaced
 	t.Run("SlurmTwoSites", func(t *testing.T) {
 		agentLogs(t)
-		slurmTwoSites(subCtx(t, 4*time.Minute), t, twoSites{o: o, x: x, fe: fe, nodes: []*topology.Host{nodes[0], host("hiroshi-n1")}, etc: slurm.Etc()})
+		slurmTwoSites(subCtx(t, 7*time.Minute), t, twoSites{o: o, x: x, fe: fe, nodes: []*topology.Host{nodes[0], host("hiroshi-n1")}, etc: slurm.Etc()})
 	})
 }
 

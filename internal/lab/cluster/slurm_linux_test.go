@@ -123,26 +123,39 @@ func slurmTwoSites(ctx context.Context, t *testing.T, s twoSites) {
 		t.Fatal(err)
 	}
 	mpiScript := filepath.Join(s.x.dir(), "two-sites-mpi.sh")
-	job = fmt.Sprintf("#!/bin/sh\n#SBATCH --job-name=two-sites-mpi\nexec mpiexec.hydra -launcher slurm -n %d -ppn 1 -iface %s -genv UCX_NET_DEVICES %s -genv UCX_TLS self,tcp %s --max-bytes 65536 --vector 4096\n",
+	// a minute's limit: MPICH's finalize race (docs/mpi.md) can leave a
+	// rank spinning after the result; Slurm then ends the job (TIMEOUT)
+	job = fmt.Sprintf("#!/bin/sh\n#SBATCH --job-name=two-sites-mpi\n#SBATCH --time=1\nexec mpiexec.hydra -launcher slurm -n %d -ppn 1 -iface %s -genv UCX_NET_DEVICES %s -genv UCX_TLS self,tcp %s --max-bytes 65536 --vector 4096\n",
 		len(names), gridlink.DefaultVIPDevice, gridlink.DefaultVIPDevice, prog)
 	if err := os.WriteFile(mpiScript, []byte(job), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errs = s.x.run(ctx, nil, "submit", s.fe.ID(), "-N", fmt.Sprint(len(names)), mpiScript)
-	mpiID := strings.TrimSpace(out)
-	if code != 0 || mpiID == "" {
-		t.Fatalf("gridlink submit of the MPI job: %d %q %q", code, out, errs)
-	}
-	testwait.Until(t, "MPI job "+mpiID+" finished, as gridlink jobs shows it", 2*time.Minute, func() bool {
-		code, out, _ := s.x.run(ctx, nil, "jobs", "--json", s.fe.ID(), mpiID)
-		var jobs []gridlink.Job
-		if code != 0 || json.Unmarshal([]byte(out), &jobs) != nil || len(jobs) != 1 {
-			return false
+	var mpiID string
+	submitMPI := func() {
+		code, out, errs = s.x.run(ctx, nil, "submit", s.fe.ID(), "-N", fmt.Sprint(len(names)), mpiScript)
+		mpiID = strings.TrimSpace(out)
+		if code != 0 || mpiID == "" {
+			t.Fatalf("gridlink submit of the MPI job: %d %q %q", code, out, errs)
 		}
-		j = jobs[0]
-		return j.State == "COMPLETED" || j.State == "FAILED" || j.State == "CANCELLED" || j.State == "TIMEOUT" || j.State == "NODE_FAIL"
-	})
-	code, out, errs = s.x.exec(ctx, nil, s.fe.ID(), "cat", "slurm-"+mpiID+".out")
+		testwait.Until(t, "MPI job "+mpiID+" finished, as gridlink jobs shows it", 3*time.Minute, func() bool {
+			code, out, _ := s.x.run(ctx, nil, "jobs", "--json", s.fe.ID(), mpiID)
+			var jobs []gridlink.Job
+			if code != 0 || json.Unmarshal([]byte(out), &jobs) != nil || len(jobs) != 1 {
+				return false
+			}
+			j = jobs[0]
+			return j.State == "COMPLETED" || j.State == "FAILED" || j.State == "CANCELLED" || j.State == "TIMEOUT" || j.State == "NODE_FAIL"
+		})
+		code, out, errs = s.x.exec(ctx, nil, s.fe.ID(), "cat", "slurm-"+mpiID+".out")
+	}
+	submitMPI()
+	if r, err := cluster.ParseMPIResult([]byte(out)); j.State == "TIMEOUT" && err == nil && r.Check(names) == nil {
+		// every rank's result right, then a rank hung in MPI_Finalize
+		// until Slurm's limit: MPICH's finalize race (docs/mpi.md), not
+		// gridlink's doing. Once more; a second hang fails.
+		t.Logf("MPI job %s: a correct result, then TIMEOUT (MPICH's finalize race, docs/mpi.md); submitting it once more", mpiID)
+		submitMPI()
+	}
 	if j.State != "COMPLETED" || code != 0 {
 		t.Fatalf("the two-site MPI job %s: %+v; its output (%d %q):\n%s", mpiID, j, code, errs, out)
 	}
