@@ -57,8 +57,9 @@ func (e *TimeoutError) Is(target error) bool { return target == context.Deadline
 // standard output and error. When the context ends first, it lists the
 // processes the job left (jobProcesses; user names the job's account, ""
 // for root's), kills the group and returns a *TimeoutError for host and
-// argv.
-func runBounded(ctx context.Context, timeout time.Duration, host string, argv []string, user string, mk func(context.Context) (*exec.Cmd, error)) ([]byte, []byte, error) {
+// argv. A non-nil after ends the command the same way once its standard
+// output has held what after.done looks for for after.grace.
+func runBounded(ctx context.Context, timeout time.Duration, host string, argv []string, user string, mk func(context.Context) (*exec.Cmd, error), after *afterOutput) ([]byte, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	cmd, err := mk(ctx)
@@ -83,9 +84,12 @@ func runBounded(ctx context.Context, timeout time.Duration, host string, argv []
 		return err
 	}
 	cmd.WaitDelay = 5 * time.Second
-	var out, errb bytes.Buffer
+	var out, errb lockedBuffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	start := time.Now()
+	if after != nil {
+		go after.watch(ctx, cancel, &out)
+	}
 	err = cmd.Run()
 	if err != nil && ctx.Err() != nil {
 		mu.Lock()
@@ -95,6 +99,55 @@ func runBounded(ctx context.Context, timeout time.Duration, host string, argv []
 	}
 	return out.Bytes(), errb.Bytes(), err
 }
+
+// afterOutput ends a command grace after its standard output first
+// satisfies done (a job that printed its result and then hung).
+type afterOutput struct {
+	grace time.Duration
+	done  func(stdout []byte) bool
+}
+
+func (a *afterOutput) watch(ctx context.Context, cancel context.CancelFunc, out *lockedBuffer) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	var seen time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		switch {
+		case seen.IsZero() && a.done(out.Bytes()):
+			seen = time.Now()
+		case !seen.IsZero() && time.Since(seen) >= a.grace:
+			cancel()
+			return
+		}
+	}
+}
+
+// lockedBuffer is a bytes.Buffer that one goroutine writes while
+// another reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// Bytes is a copy of what was written so far.
+func (l *lockedBuffer) Bytes() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Clone(l.b.Bytes())
+}
+
+func (l *lockedBuffer) String() string { return string(l.Bytes()) }
 
 // jobProcesses is ps's list of the processes a job may have left: pgid's
 // group, user's processes (if user is not "" or root), and every process

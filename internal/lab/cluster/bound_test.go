@@ -23,7 +23,7 @@ func TestRunBoundedKillsAHungStep(t *testing.T) {
 	argv := []string{"sh", "-c", `sleep 300 & echo $! >"$1"; echo started; echo on stderr >&2; wait`, "sh", pidFile}
 	out, errb, err := runBounded(context.Background(), 2*time.Second, "here", argv, "", func(ctx context.Context) (*exec.Cmd, error) {
 		return exec.CommandContext(ctx, argv[0], argv[1:]...), nil
-	})
+	}, nil)
 	var te *TimeoutError
 	if !errors.As(err, &te) || !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a hung step: %v (out %q, err %q); want a *TimeoutError", err, out, errb)
@@ -56,10 +56,34 @@ func TestRunBoundedKillsAHungStep(t *testing.T) {
 func TestRunBoundedEndsInTime(t *testing.T) {
 	out, _, err := runBounded(context.Background(), time.Minute, "here", nil, "", func(ctx context.Context) (*exec.Cmd, error) {
 		return exec.CommandContext(ctx, "sh", "-c", "echo done; exit 3"), nil
-	})
+	}, nil)
 	var ee *exec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() != 3 || string(out) != "done\n" {
 		t.Errorf("a step that exits 3: %q, %v", out, err)
+	}
+}
+
+// A step that printed what it was run for and then hangs (MPICH's
+// finalize race) ends a grace after the output, long before its bound;
+// one that keeps printing other things runs on.
+func TestRunBoundedEndsAfterItsResult(t *testing.T) {
+	after := &afterOutput{grace: time.Second, done: func(out []byte) bool { return strings.Contains(string(out), "RESULT") }}
+	start := time.Now()
+	out, _, err := runBounded(context.Background(), time.Minute, "here", nil, "", func(ctx context.Context) (*exec.Cmd, error) {
+		return exec.CommandContext(ctx, "sh", "-c", "echo RESULT; sleep 300"), nil
+	}, after)
+	var te *TimeoutError
+	if !errors.As(err, &te) || string(out) != "RESULT\n" {
+		t.Fatalf("a step that hangs after its result: %q, %v; want a *TimeoutError", out, err)
+	}
+	if d := time.Since(start); d > 20*time.Second {
+		t.Errorf("the step ended %v after it started; want about a second after its result", d)
+	}
+	out, _, err = runBounded(context.Background(), time.Minute, "here", nil, "", func(ctx context.Context) (*exec.Cmd, error) {
+		return exec.CommandContext(ctx, "sh", "-c", "echo working; sleep 3; echo RESULT"), nil
+	}, after)
+	if err != nil || string(out) != "working\nRESULT\n" {
+		t.Errorf("a step that ends on its own: %q, %v", out, err)
 	}
 }
 

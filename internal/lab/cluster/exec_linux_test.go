@@ -187,17 +187,22 @@ func TestClusterExec(t *testing.T) {
 	})
 	t.Run("MPICH", func(t *testing.T) {
 		agentLogs(t)
-		ctx := subCtx(t, 2*time.Minute)
+		ctx := subCtx(t, 3*time.Minute)
 		start := time.Now()
 		job := cluster.MPIJob{MPI: cluster.MPICH, Launcher: names[0], Hosts: names, User: acct.name,
-			MaxBytes: 256 << 10, Vector: 4096, Iface: gridlink.DefaultVIPDevice, Timeout: 50 * time.Second}
+			MaxBytes: 256 << 10, Vector: 4096, Iface: gridlink.DefaultVIPDevice, Timeout: 50 * time.Second,
+			ResultGrace: 15 * time.Second}
 		r, warnings, err := c.MPIRun(ctx, job)
-		if te := (*cluster.TimeoutError)(nil); errors.As(err, &te) && r != nil && r.Check(names) == nil {
+		for try := 1; try < 3; try++ {
+			te := (*cluster.TimeoutError)(nil)
+			if !errors.As(err, &te) || r == nil || r.Check(names) != nil {
+				break
+			}
 			// Every rank computed and printed the right result, then one
 			// hung in MPI_Finalize: Debian's MPICH 4.0 on UCX 1.13 races
 			// its endpoint closes when one rank's path is slower (docs/mpi.md,
-			// about 1 run in 8 here), not gridlink's doing. Once more; a
-			// second hang fails.
+			// about 1 run in 8 here), not gridlink's doing. Up to three
+			// runs; three hangs fail.
 			t.Logf("MPICH hung in MPI_Finalize after a correct result (its finalize race, docs/mpi.md); running the job once more:\n%v", err)
 			start = time.Now()
 			r, warnings, err = c.MPIRun(ctx, job)

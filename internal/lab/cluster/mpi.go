@@ -48,6 +48,10 @@ type MPIJob struct {
 	// launcher's process group is killed and MPIRun returns a
 	// *TimeoutError with its output and the job's processes.
 	Timeout time.Duration
+	// ResultGrace, if not zero, ends a job that printed its result and
+	// has not exited ResultGrace later the same way, with a
+	// *TimeoutError (MPICH's finalize race, docs/mpi.md).
+	ResultGrace time.Duration
 	// Python runs the program on every host: Debian's /usr/bin/python3 by
 	// default, the one python3-mpi4py is installed for (a python3 earlier
 	// in PATH, such as pyenv's, would not find mpi4py).

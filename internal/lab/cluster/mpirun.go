@@ -57,6 +57,13 @@ func (c *Cluster) MPIRun(ctx context.Context, job MPIJob) (*MPIResult, string, e
 		timeout = DefaultJobTimeout
 	}
 	full := append(as, argv...)
+	var after *afterOutput
+	if job.ResultGrace > 0 {
+		after = &afterOutput{grace: job.ResultGrace, done: func(out []byte) bool {
+			r, err := ParseMPIResult(out)
+			return err == nil && r != nil
+		}}
+	}
 	out, errb, err := runBounded(ctx, timeout, job.Launcher, full, job.User, func(ctx context.Context) (*exec.Cmd, error) {
 		cmd, err := c.Command(ctx, job.Launcher, full...)
 		if err != nil {
@@ -66,7 +73,7 @@ func (c *Cluster) MPIRun(ctx context.Context, job MPIJob) (*MPIResult, string, e
 		cmd.Env = append(os.Environ(), "OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
 		cmd.Env = append(cmd.Env, env...)
 		return cmd, nil
-	})
+	}, after)
 	var te *TimeoutError
 	if errors.As(err, &te) {
 		// a job that hung after printing its result (MPICH's finalize

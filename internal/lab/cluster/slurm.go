@@ -283,7 +283,7 @@ func (s *Slurm) Run(ctx context.Context, argv ...string) ([]byte, error) {
 	full := append(append([]string{"netns", "exec", h.NS}, SlurmWrap(h.Name, s.Etc(), s.HostsFile())...), argv...)
 	out, errb, err := runBounded(ctx, SlurmCommandTimeout, h.Name, argv, "", func(ctx context.Context) (*exec.Cmd, error) {
 		return exec.CommandContext(ctx, "ip", full...), nil
-	})
+	}, nil)
 	out = append(out, errb...)
 	var te *TimeoutError
 	if errors.As(err, &te) {

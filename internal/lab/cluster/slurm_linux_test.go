@@ -131,12 +131,18 @@ func slurmTwoSites(ctx context.Context, t *testing.T, s twoSites) {
 		t.Fatal(err)
 	}
 	var mpiID string
-	submitMPI := func() {
+	// submitMPI runs the job once and says whether it hung in MPICH's
+	// finalize race: every rank's result printed and right, then the job
+	// still running finalizeGrace later (or ended by Slurm's limit). Such
+	// a job is cancelled at once rather than left to Slurm's minute.
+	const finalizeGrace = 20 * time.Second
+	submitMPI := func() (raced bool) {
 		code, out, errs = s.x.run(ctx, nil, "submit", s.fe.ID(), "-N", fmt.Sprint(len(names)), mpiScript)
 		mpiID = strings.TrimSpace(out)
 		if code != 0 || mpiID == "" {
 			t.Fatalf("gridlink submit of the MPI job: %d %q %q", code, out, errs)
 		}
+		var resultAt time.Time
 		testwait.Until(t, "MPI job "+mpiID+" finished, as gridlink jobs shows it", 3*time.Minute, func() bool {
 			code, out, _ := s.x.run(ctx, nil, "jobs", "--json", s.fe.ID(), mpiID)
 			var jobs []gridlink.Job
@@ -144,17 +150,32 @@ func slurmTwoSites(ctx context.Context, t *testing.T, s twoSites) {
 				return false
 			}
 			j = jobs[0]
-			return j.State == "COMPLETED" || j.State == "FAILED" || j.State == "CANCELLED" || j.State == "TIMEOUT" || j.State == "NODE_FAIL"
+			switch j.State {
+			case "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL":
+				return true
+			case "RUNNING":
+				if _, o, _ := s.x.exec(ctx, nil, s.fe.ID(), "cat", "slurm-"+mpiID+".out"); resultAt.IsZero() {
+					if r, err := cluster.ParseMPIResult([]byte(o)); err == nil && r.Check(names) == nil {
+						resultAt = time.Now()
+					}
+				} else if time.Since(resultAt) > finalizeGrace {
+					raced = true
+					if c, o, e := s.x.exec(ctx, nil, s.fe.ID(), "scancel", mpiID); c != 0 {
+						t.Logf("scancel %s: %d %q %q", mpiID, c, o, e)
+					}
+				}
+			}
+			return false
 		})
 		code, out, errs = s.x.exec(ctx, nil, s.fe.ID(), "cat", "slurm-"+mpiID+".out")
+		r, err := cluster.ParseMPIResult([]byte(out))
+		return (raced || j.State == "TIMEOUT") && err == nil && r.Check(names) == nil
 	}
-	submitMPI()
-	if r, err := cluster.ParseMPIResult([]byte(out)); j.State == "TIMEOUT" && err == nil && r.Check(names) == nil {
-		// every rank's result right, then a rank hung in MPI_Finalize
-		// until Slurm's limit: MPICH's finalize race (docs/mpi.md), not
-		// gridlink's doing. Once more; a second hang fails.
-		t.Logf("MPI job %s: a correct result, then TIMEOUT (MPICH's finalize race, docs/mpi.md); submitting it once more", mpiID)
-		submitMPI()
+	// every rank's result right, then a rank hung in MPI_Finalize: MPICH's
+	// finalize race (docs/mpi.md: about 1 run in 8 on these paths), not
+	// gridlink's doing. Up to three submissions; three hangs fail.
+	for try := 1; submitMPI() && try < 3; try++ {
+		t.Logf("MPI job %s: a correct result, then still running %v later (MPICH's finalize race, docs/mpi.md): cancelled (%s); submitting it once more", mpiID, finalizeGrace, j.State)
 	}
 	if j.State != "COMPLETED" || code != 0 {
 		t.Fatalf("the two-site MPI job %s: %+v; its output (%d %q):\n%s", mpiID, j, code, errs, out)
