@@ -77,13 +77,12 @@ bench: deps build
 # NODES nodes in another, attached over loopback TCP; prints a table of
 # route convergence when a hub dies and returns, control traffic idle and
 # during churn, lookup and setup times, hub memory per node and circuit.
-# MAXLINKS is every hub's Config.MaxLinks (0: a full mesh, the product's
-# default; 100 hubs in a full mesh would send about 200 MB/s of tables
-# in all, more than this machine computes); INTERVAL the gossip interval
-# (the product's default is 1s: 100 hubs then send 5 times the tables,
-# about 22 MB/s in all, more than the one core a shared machine leaves
-# the run). Smaller, full mesh:
-# make scale HUBS=20 NODES=1000 IDLE=5s MAXLINKS=0 INTERVAL=1s.
+# MAXLINKS is every hub's Config.MaxLinks (0: the product's default, 8;
+# -1: a full mesh, the default before 2026-11-26; 100 hubs in a full
+# mesh sent about 200 MB/s of whole tables in all when tables were
+# periodic); INTERVAL the gossip interval (the product's default is 1s).
+# Smaller, full mesh:
+# make scale HUBS=20 NODES=1000 IDLE=5s MAXLINKS=-1 INTERVAL=1s.
 HUBS     ?= 100
 NODES    ?= 10000
 IDLE     ?= 10s

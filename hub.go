@@ -65,8 +65,9 @@ type HubConfig struct {
 	// (hubserver.Config.Congestion).
 	TrunkCongestion string
 	// MaxLinks bounds the trunks to other hubs at which this hub stops
-	// dialling the hubs it learns of: 0 dials every one (a full mesh);
-	// see hubserver.Config.MaxLinks.
+	// dialling the hubs it learns of: 0, the default, 8
+	// (hubserver.DefaultMaxLinks); a negative number dials every one (a
+	// full mesh); see hubserver.Config.MaxLinks.
 	MaxLinks int
 }
 

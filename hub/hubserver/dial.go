@@ -180,7 +180,7 @@ func (h *Hub) maybeDialLocked(r *route) {
 	if r.next == nil || h.hubs[r.hub] != nil || h.dialing[r.hub] || len(r.addrs) == 0 || h.ctx == nil || h.ctx.Err() != nil {
 		return
 	}
-	if h.cfg.MaxLinks > 0 && len(h.hubs)+len(h.dialing) >= h.cfg.MaxLinks {
+	if h.maxLinks > 0 && len(h.hubs)+len(h.dialing) >= h.maxLinks {
 		return
 	}
 	h.dialing[r.hub] = true

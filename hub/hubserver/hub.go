@@ -68,6 +68,13 @@ import (
 // DefaultListen is where a hub listens unless configured otherwise.
 const DefaultListen = "0.0.0.0:7946"
 
+// DefaultMaxLinks is Config.MaxLinks's default: a hub dials learned hubs
+// until it has 8 trunks to other hubs, so overlays of up to 9 hubs are a
+// full mesh, and a hub of a larger one has about 10-13 trunks (make
+// scale: learned dials and accepted trunks add up), whose pings cost
+// about 700-900 B/s idle (BENCHMARKS.md "Scale").
+const DefaultMaxLinks = 8
+
 // Config configures a hub. The zero value of every field but Creds works.
 type Config struct {
 	Name   string           // hub name, usually the site (e.g. "das3v"); default: the name a hub certificate certifies, else the ID's short form
@@ -97,14 +104,16 @@ type Config struct {
 	// through ssh tunnels and trunks to older hubs keep one.
 	Lanes int
 	// MaxLinks bounds the trunks to other hubs at which this hub stops
-	// dialling the hubs it learns of through gossip: 0, the default, dials
-	// every one (a full mesh, as SmartSockets does); N > 0 dials learned
-	// hubs only while it has fewer than N trunks. Its configured Peers are
-	// dialled anyway, and trunks other hubs dial are accepted. Routes
-	// through the others carry what a missing trunk would. In a full mesh
-	// of H hubs every hub sends H-1 neighbours its table of H routes every
-	// Interval (make scale: about 200 bytes a route), so what a hub sends
-	// grows with H²; with MaxLinks, with MaxLinks·H.
+	// dialling the hubs it learns of through gossip: 0, the default, is
+	// DefaultMaxLinks; N > 0 dials learned hubs only while it has fewer
+	// than N trunks; N < 0 dials every one (a full mesh, as SmartSockets
+	// does). Its configured Peers are dialled anyway, and trunks other
+	// hubs dial are accepted. Routes through the others carry what a
+	// missing trunk would. Idle, a hub sends each trunk a ping every
+	// 700 ms (48 bytes sealed), so a bound keeps a hub's idle traffic
+	// under 1 KB/s however large the overlay; a full mesh of H hubs costs
+	// each H-1 of them, and when routes change each change goes to every
+	// trunk.
 	MaxLinks int
 	// Congestion is the TCP congestion control of connections between
 	// hubs: "" is "bbr", and a kernel without it (or that forbids it)
@@ -128,6 +137,7 @@ type Hub struct {
 	ln       net.Listener
 	addrs    []netip.AddrPort
 	interval time.Duration
+	maxLinks int // trunks at which learned hubs are no longer dialled; 0: no bound
 	logf     func(string, ...any)
 
 	// Running (Serve): ctx is set under mu once Serve starts.
@@ -214,6 +224,12 @@ func New(cfg Config) (*Hub, error) {
 	}
 	if h.cfg.Name == "" {
 		h.cfg.Name = cfg.Creds.DefaultName(h.id.Short())
+	}
+	switch {
+	case cfg.MaxLinks == 0:
+		h.maxLinks = DefaultMaxLinks
+	case cfg.MaxLinks > 0:
+		h.maxLinks = cfg.MaxLinks
 	}
 	if h.interval <= 0 {
 		h.interval = time.Second

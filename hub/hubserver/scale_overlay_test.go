@@ -32,7 +32,7 @@ type overlay struct {
 	interval  time.Duration
 	maxOneWay time.Duration
 	tcp       bool
-	maxLinks  int // every hub's Config.MaxLinks (0: a full mesh)
+	maxLinks  int // every hub's Config.MaxLinks (0: DefaultMaxLinks, -1: a full mesh)
 	logf      func(string, ...any)
 
 	hubs   []*ovHub

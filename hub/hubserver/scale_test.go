@@ -23,7 +23,43 @@ import (
 // finds one of them. On an in-memory network in a synctest bubble: the
 // times are the protocol's, not the machine's load.
 func TestOverlayRoutesConverge(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) { testOverlayConverge(t, 0) })
+	synctest.Test(t, func(t *testing.T) { testOverlayConverge(t, -1) })
+}
+
+// By default (MaxLinks 0) a hub stops dialling learned hubs at
+// DefaultMaxLinks trunks: an overlay of 14 hubs is no full mesh, and every
+// route is right. Before, the default was a full mesh, whose idle pings
+// cost a hub of H hubs H-1 trunks' worth (6.8 KB/s at 100 hubs).
+func TestOverlayDefaultMaxLinks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		t.Cleanup(func() { time.Sleep(time.Minute) }) // last: trunks' closing goroutines end
+		const hubs = 14
+		o := newOverlay(t, hubs, testInterval, 20*time.Millisecond, false, 0)
+		if _, err := o.converge(time.Now(), 10*time.Millisecond, time.Minute); err != nil {
+			t.Fatalf("overlay of %d hubs: %v", hubs, err)
+		}
+		time.Sleep(10 * testInterval) // learned hubs dialled, if any were to be
+		trunks := 0
+		for i := range hubs {
+			dialled := 0
+			for _, l := range o.hub(i).Links() {
+				trunks++
+				if l.Dialed {
+					dialled++
+				}
+			}
+			if dialled > DefaultMaxLinks+len(o.hubs[i].peers) {
+				t.Errorf("hub %d dialled %d trunks; the default bound is %d and it has %d configured peers", i, dialled, DefaultMaxLinks, len(o.hubs[i].peers))
+			}
+		}
+		if trunks/2 >= hubs*(hubs-1)/2 {
+			t.Fatalf("MaxLinks 0: %d trunks among %d hubs: a full mesh", trunks/2, hubs)
+		}
+		if _, err := o.converge(time.Now(), 10*time.Millisecond, time.Second); err != nil {
+			t.Fatalf("routes after the learned dials: %v", err)
+		}
+		t.Logf("MaxLinks 0 (default %d): %d trunks of a full mesh's %d", DefaultMaxLinks, trunks/2, hubs*(hubs-1)/2)
+	})
 }
 
 // The same with Config.MaxLinks 3: hubs stop dialling the hubs they
@@ -119,7 +155,7 @@ type scaleParams struct {
 	idle, churnFor    time.Duration
 	churnRate         int
 	lookups, circuits int
-	maxLinks          int // 0: a full mesh
+	maxLinks          int // 0: DefaultMaxLinks, -1: a full mesh
 	settle            time.Duration
 }
 
