@@ -77,7 +77,7 @@ bench: deps build
 # NODES nodes in another, attached over loopback TCP; prints a table of
 # route convergence when a hub dies and returns, control traffic idle and
 # during churn, lookup and setup times, hub memory per node and circuit.
-# MAXLINKS is every hub's Config.MaxLinks (0: the product's default, 8;
+# MAXLINKS is every hub's Config.MaxLinks (0: the product's default, 6;
 # -1: a full mesh, the default before 2026-11-26; 100 hubs in a full
 # mesh sent about 200 MB/s of whole tables in all when tables were
 # periodic); INTERVAL the gossip interval (the product's default is 1s).

@@ -65,7 +65,7 @@ type HubConfig struct {
 	// (hubserver.Config.Congestion).
 	TrunkCongestion string
 	// MaxLinks bounds the trunks to other hubs at which this hub stops
-	// dialling the hubs it learns of: 0, the default, 8
+	// dialling the hubs it learns of: 0, the default, 6
 	// (hubserver.DefaultMaxLinks); a negative number dials every one (a
 	// full mesh); see hubserver.Config.MaxLinks.
 	MaxLinks int

@@ -74,7 +74,7 @@ func hubCmd() *cobra.Command {
 	f.StringVar(&metricsAddr, "metrics", "", metricsUsage)
 	f.IntVar(&trunkConns, "trunk-connections", 0, "TCP connections per trunk this hub dials to another hub: 0 by the trunk's round trip (one per 10 ms, up to 8), 1 one (and refuse others' further ones)")
 	f.StringVar(&trunkCC, "trunk-cc", "", `TCP congestion control between hubs: "" bbr where the kernel has it, "default" the kernel's, or a name`)
-	f.IntVar(&maxLinks, "max-links", 0, "stop dialling the hubs learned through gossip at this many trunks to other hubs (0: the default, 8; -1: dial every one, a full mesh); --peer hubs are dialled anyway")
+	f.IntVar(&maxLinks, "max-links", 0, "stop dialling the hubs learned through gossip at this many trunks to other hubs (0: the default, 6; -1: dial every one, a full mesh); --peer hubs are dialled anyway")
 	sf.add(c)
 	return withConfigFile(c)
 }

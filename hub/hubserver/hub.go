@@ -69,11 +69,13 @@ import (
 const DefaultListen = "0.0.0.0:7946"
 
 // DefaultMaxLinks is Config.MaxLinks's default: a hub dials learned hubs
-// until it has 8 trunks to other hubs, so overlays of up to 9 hubs are a
-// full mesh, and a hub of a larger one has about 10-13 trunks (make
-// scale: learned dials and accepted trunks add up), whose pings cost
-// about 700-900 B/s idle (BENCHMARKS.md "Scale").
-const DefaultMaxLinks = 8
+// until it has 6 trunks to other hubs, so overlays of up to 7 hubs (grid6
+// among them) are a full mesh, and a hub of a larger one has about 8-9
+// trunks (learned dials and accepted trunks add up), whose pings cost
+// about 600 B/s idle, under issue 23's 1 KB/s with room for route
+// changes (make scale: 11.1 trunks and 975-1,065 B/s a hub with a bound
+// of 8; BENCHMARKS.md "Scale").
+const DefaultMaxLinks = 6
 
 // Config configures a hub. The zero value of every field but Creds works.
 type Config struct {
