@@ -2,11 +2,13 @@ package hubserver
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/internal/testwait"
 )
 
@@ -219,5 +221,100 @@ func testVirtualClaimUnreachedHubNotWaited(t *testing.T) {
 	}
 	if v4, v6, err := n.VirtualAddrs(); v4 != v4a || v6 != v6a || err != nil {
 		t.Errorf("n holds %v %v (%v), want %v %v", v4, v6, err, v4a, v6a)
+	}
+}
+
+// A hub that joins (or returns) holding no nodes is not told every name
+// of the overlay: it has no holder to judge them against (before, a
+// restarted hub of make scale's overlay received all 10,000). A hub that
+// joins with nodes is told, and a name its node took while the hubs were
+// apart is settled (TestNameSettledWhenHubsMeet).
+func TestNoReclaimAtEmptyHub(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := memGrid(t)
+		a := g.hub("a")
+		for i := range 20 {
+			g.node(fmt.Sprintf("n%02d", i), "a")
+		}
+		b := g.hub("b", "a")
+		testwait.Until(t, "a route from a to b", 10*time.Second, func() bool {
+			r, ok := a.route(b)
+			return ok && r.Reachable()
+		})
+		time.Sleep(5 * testInterval)
+		if n := a.reclaimed.Load(); n != 0 {
+			t.Errorf("a told b, which holds no nodes, %d names", n)
+		}
+		// c joins with a node of its own: a tells it its 20 names
+		g.block("c", "a")
+		g.block("c", "b")
+		c := g.hub("c")
+		g.node("m00", "c")
+		time.Sleep(3 * testInterval) // c's entry says it holds a node
+		g.hub("d", "c", "a")         // d holds none; c becomes reachable through it
+		testwait.Until(t, "a route from a to c", 10*time.Second, func() bool {
+			r, ok := a.route(c)
+			return ok && r.Reachable()
+		})
+		time.Sleep(5 * testInterval)
+		if n := a.reclaimed.Load(); n != 20 {
+			t.Errorf("a told the hubs it met %d names; want its 20 told c (which holds a node), none told d", n)
+		}
+	})
+}
+
+// A claim still waiting when another hub becomes reachable waits for that
+// hub's answer too: with no reclaim at a hub that holds no nodes, this is
+// what settles a name taken there before the node is admitted. b claims
+// n1 while its trunk to c is silent (the claim waits); meanwhile d links
+// b to a, where another identity holds n1: the node at b is refused, with
+// the holder named, and a's node keeps the name. (When a's answer is
+// lost because a has no route back to b yet, the node is admitted when
+// the claim's wait runs out and refused right after: claimFollowUp.)
+//
+// On loopback in real time: in a synctest bubble the clock jumps ahead
+// while d's trunks form, and c's silent trunk is closed (the claim then
+// stops waiting for it) before a's route reaches b.
+func TestClaimInFlightAsksHubMet(t *testing.T) {
+	{
+		g := newGrid(t)
+		g.block("a", "b")
+		g.block("a", "c")
+		g.hub("a")
+		c := g.hub("c")
+		b := g.hub("b", "c")
+		first := g.node("n1", "a")
+		testwait.Until(t, "a route from b to c", 10*time.Second, func() bool {
+			r, ok := b.route(c)
+			return ok && r.Reachable()
+		})
+		silenceTrunk(c, b) // c's answers to b's claims vanish: they wait
+		type result struct {
+			s   *hub.Session
+			err error
+		}
+		done := make(chan result, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			s, err := hub.Attach(ctx, hub.SessionConfig{Creds: creds(t), Machine: identity.Machine{Name: "n1"}, Hubs: []string{b.Addr().String()}, Logf: testLogf(t, "second: "), Dial: g.dial})
+			done <- result{s, err}
+		}()
+		waitClaim(t, b, "n1")
+		g.hub("d", "a", "b") // a becomes reachable from b while the claim waits
+		r := <-done
+		if r.err == nil {
+			// a's answer to the widened claim was lost (a had no route
+			// back to b yet) and the claim's wait ran out: b then tells a
+			// the name once its node is in (claimFollowUp), and a's
+			// holder has it refused
+			defer r.s.Close()
+			testwait.Until(t, "the second n1 to be refused after its admission", 10*time.Second, func() bool { return r.s.Refused() != nil })
+			r.err = r.s.Refused()
+		}
+		expectErr(t, r.err, hub.ErrNameTaken, first.Machine().ID.Short())
+		if first.Refused() != nil {
+			t.Errorf("the holder was refused: %v", first.Refused())
+		}
 	}
 }

@@ -195,7 +195,10 @@ type Hub struct {
 	// numbers (queryID); lookups waiting for answers have their own lock
 	// (control.go).
 	queryID atomic.Uint64
-	lookups struct {
+	// reclaimed counts the names this hub told hubs that became
+	// reachable (reclaim, names.go), for tests.
+	reclaimed atomic.Int64
+	lookups   struct {
 		sync.Mutex
 		pending map[uint64]*query
 	}
@@ -464,6 +467,7 @@ func (h *Hub) serveConn(ctx context.Context, raw net.Conn, pend *direct.Pending)
 		return
 	}
 	p.t.SendControl(&wire.Message{Kind: wire.KHello, Hello: &wire.Hello{Role: "hub", Machine: h.machine(), Version: h.helloVersion(), Observed: p.t.Remote()}})
+	h.claimFollowUp(p) // names.go
 	h.run(p, r)
 }
 

@@ -64,6 +64,10 @@ type route struct {
 	updated time.Time // when state last changed
 	ver     int       // the hub's protocol version, as its entry says (0: before wire.VersionDelta)
 	want    uint64    // a newer (odd) state a neighbour reported it unreachable with, while this route works; 0: none
+	// reclaimDue: the hub became reachable saying it held no nodes, so it
+	// was not told our nodes' names (names.go reclaim); it is told once
+	// its entry says it holds some.
+	reclaimDue bool
 }
 
 func (r *route) cost() time.Duration { return r.latency + time.Duration(r.hops)*hopCost }
@@ -219,7 +223,10 @@ func (h *Hub) applyAds(p *peer, ads []wire.RouteAd, keep bool) {
 	if keep && p.got == nil {
 		p.got = make(map[identity.ID]wire.RouteAd, len(ads))
 	}
-	var met []identity.ID // hubs that became reachable: they learn our nodes' names
+	// hubs that became reachable learn our nodes' names (reclaim), but
+	// not while they say they hold no nodes: then once they say they do
+	// (route.reclaimDue)
+	var met, reclaimNow []identity.ID
 	for i := range ads {
 		ad := &ads[i]
 		if keep {
@@ -248,8 +255,18 @@ func (h *Hub) applyAds(p *peer, ads []wire.RouteAd, keep bool) {
 		// makes every Interval under the earlier rules.
 		news := r != nil && r.state != state && r.ver >= wire.VersionDelta && !h.legacy
 		changed = changed || was != is || news || r != nil && r.want > want
-		if !was && is {
+		switch {
+		case !was && is:
 			met = append(met, ad.Hub)
+			r.reclaimDue = r.nodes == 0 && r.ver >= wire.VersionDelta && !h.legacy
+			if !r.reclaimDue {
+				reclaimNow = append(reclaimNow, ad.Hub)
+			}
+		case is && r.reclaimDue && r.nodes > 0:
+			r.reclaimDue = false
+			reclaimNow = append(reclaimNow, ad.Hub)
+		case !is && r != nil:
+			r.reclaimDue = false
 		}
 	}
 	if changed {
@@ -260,6 +277,9 @@ func (h *Hub) applyAds(p *peer, ads []wire.RouteAd, keep bool) {
 		h.triggerUpdate()
 	}
 	for _, id := range met {
+		h.widenClaims(id) // names.go
+	}
+	for _, id := range reclaimNow {
 		h.reclaim(id)
 		h.reclaimAddrs(id)
 	}
