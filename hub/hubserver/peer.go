@@ -162,7 +162,17 @@ func (h *Hub) register(p *peer) error {
 		h.nodes[p.id] = p
 	}
 	h.all[p] = struct{}{}
+	// The first node is told other hubs at once, not at the next tick:
+	// a hub that meets this one while it says it holds none does not
+	// tell it its names (routing.go applyAds).
+	first := !p.isHub && h.nodesAd == 0 && !h.legacy
+	if first {
+		h.nodesAd, h.nodesAdAt = len(h.nodes), time.Now()
+	}
 	h.mu.Unlock()
+	if first {
+		h.triggerUpdate()
+	}
 	if old != nil && old.isHub && old.retire() {
 		h.logf("hub %s: %s replaced by a newer trunk from %s; it carries its circuits until they end", h.cfg.Name, old.t.Desc(), p.t.Remote())
 	} else if old != nil {

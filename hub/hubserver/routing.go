@@ -65,9 +65,11 @@ type route struct {
 	ver     int       // the hub's protocol version, as its entry says (0: before wire.VersionDelta)
 	want    uint64    // a newer (odd) state a neighbour reported it unreachable with, while this route works; 0: none
 	// reclaimDue: the hub became reachable saying it held no nodes, so it
-	// was not told our nodes' names (names.go reclaim); it is told once
-	// its entry says it holds some.
-	reclaimDue bool
+	// was not told our nodes' names (names.go reclaim); it is told if its
+	// entry says it holds some before reclaimDue (its count was on its
+	// way: a hub sends it at once when its first node registers). Nodes
+	// it admits later claim their names at every hub as any node does.
+	reclaimDue time.Time
 }
 
 func (r *route) cost() time.Duration { return r.latency + time.Duration(r.hops)*hopCost }
@@ -224,8 +226,7 @@ func (h *Hub) applyAds(p *peer, ads []wire.RouteAd, keep bool) {
 		p.got = make(map[identity.ID]wire.RouteAd, len(ads))
 	}
 	// hubs that became reachable learn our nodes' names (reclaim), but
-	// not while they say they hold no nodes: then once they say they do
-	// (route.reclaimDue)
+	// not those that say they hold no nodes (route.reclaimDue)
 	var met, reclaimNow []identity.ID
 	for i := range ads {
 		ad := &ads[i]
@@ -258,15 +259,15 @@ func (h *Hub) applyAds(p *peer, ads []wire.RouteAd, keep bool) {
 		switch {
 		case !was && is:
 			met = append(met, ad.Hub)
-			r.reclaimDue = r.nodes == 0 && r.ver >= wire.VersionDelta && !h.legacy
-			if !r.reclaimDue {
+			r.reclaimDue = time.Time{}
+			if r.nodes == 0 && r.ver >= wire.VersionDelta && !h.legacy {
+				r.reclaimDue = now.Add(h.interval)
+			} else {
 				reclaimNow = append(reclaimNow, ad.Hub)
 			}
-		case is && r.reclaimDue && r.nodes > 0:
-			r.reclaimDue = false
+		case is && r.nodes > 0 && now.Before(r.reclaimDue):
+			r.reclaimDue = time.Time{}
 			reclaimNow = append(reclaimNow, ad.Hub)
-		case !is && r != nil:
-			r.reclaimDue = false
 		}
 	}
 	if changed {
