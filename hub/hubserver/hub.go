@@ -446,7 +446,11 @@ func (h *Hub) serveConn(ctx context.Context, raw net.Conn, pend *direct.Pending)
 		return
 	}
 	p.t.SendControl(&wire.Message{Kind: wire.KHello, Hello: &wire.Hello{Role: "hub", Machine: h.machine(), Version: h.helloVersion(), Observed: p.t.Remote()}})
-	h.run(p, r)
+	// The trunk is read by a goroutine of its own: this one's stack grew
+	// in the handshake and would be kept, 8 KiB (a fresh one shrinks to
+	// 4 KiB while it waits; issue 23's memory per idle node).
+	h.wg.Add(1)
+	go func() { defer h.wg.Done(); h.run(p, r) }()
 }
 
 // Nodes lists the attached nodes, with their hub fields filled.
