@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"runtime"
+	"sync"
 	"testing"
 	"testing/iotest"
 
@@ -15,40 +16,61 @@ import (
 
 // A hub holds thousands of idle nodes' trunks, each with a reader waiting
 // for its next frame: while it waits it holds no pooled read buffer, only
-// its own small one (readbuf.go). 2,000 trunks' readers that each read a
-// ping and a control message of 300 bytes and now wait hold under 6 KiB
-// each with their pipes and goroutines' heap: 3.9 KiB (with bufio's
-// 8 KiB buffer each: 11.6 KiB).
+// its own small one (readbuf.go), and no payload buffer (wire's
+// bodypool.go). 2,000 trunks' readers that each read a ping and a control
+// message of 300 bytes and now wait hold under 6 KiB each with their
+// pipes and goroutines' heap: 3.9 KiB (with bufio's 8 KiB buffer each:
+// 11.6 KiB).
 func TestIdleTrunkReadersHoldSmallBuffers(t *testing.T) {
-	const trunks = 2000
 	ping := wire.Append(nil, wire.TPing, 0, make([]byte, 8))
 	control := wire.Append(nil, wire.TControl, 0, bytes.Repeat([]byte("x"), 300))
+	idleReaders(t, 2000, 6<<10, ping, control)
+}
+
+// The same after a burst of data: 500 trunks whose readers each read a
+// 64 KiB data frame, then a ping, and now wait hold under 6 KiB each
+// (their wire.Reader's payload buffer grew to the largest frame and was
+// kept: over 70 KiB each).
+func TestOnceBusyTrunkReadersHoldSmallBuffers(t *testing.T) {
+	data := wire.Append(nil, wire.TData, 1, make([]byte, MaxData))
+	ping := wire.Append(nil, wire.TPing, 0, make([]byte, 8))
+	idleReaders(t, 500, 6<<10, data, ping)
+}
+
+// idleReaders starts trunks readers that each read frames (each a
+// frame's bytes) and then wait, and fails unless they hold at most bound
+// bytes of heap each.
+func idleReaders(t *testing.T, trunks int, bound int64, frames ...[]byte) {
 	var ms runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&ms)
 	before := ms.HeapAlloc
 	read := make(chan error, trunks)
+	var wg sync.WaitGroup
+	defer wg.Wait() // the next test measures from a clean heap
 	for range trunks {
 		a, b := net.Pipe()
-		t.Cleanup(func() { a.Close(); b.Close() })
+		defer b.Close()
+		defer a.Close()
 		r := NewFrameReader(a)
+		wg.Add(1)
 		go func() {
-			for i := 0; ; i++ {
+			defer wg.Done()
+			for i := 1; ; i++ {
 				if _, err := r.Read(); err != nil {
 					return
 				}
-				if i == 1 {
-					read <- nil // both frames read: from now on it waits
+				if i == len(frames) {
+					read <- nil // every frame read: from now on it waits
 				}
 			}
 		}()
 		go func() {
-			if _, err := b.Write(ping); err != nil {
-				read <- err
-				return
-			}
-			if _, err := b.Write(control); err != nil {
-				read <- err
+			for _, f := range frames {
+				if _, err := b.Write(f); err != nil {
+					read <- err
+					return
+				}
 			}
 		}()
 	}
@@ -58,11 +80,12 @@ func TestIdleTrunkReadersHoldSmallBuffers(t *testing.T) {
 		}
 	}
 	runtime.GC()
+	runtime.GC() // pooled buffers (returned, so free to take) outlive one
 	runtime.ReadMemStats(&ms)
 	grew := int64(ms.HeapAlloc) - int64(before)
-	t.Logf("%d idle trunk readers: heap grew %d KiB, %.2f KiB a trunk", trunks, grew>>10, float64(grew)/1024/trunks)
-	if grew > 6<<10*trunks {
-		t.Errorf("%d idle trunk readers hold %d KiB: %.2f KiB each, want under 6", trunks, grew>>10, float64(grew)/1024/trunks)
+	t.Logf("%d idle trunk readers: heap grew %d KiB, %.2f KiB a trunk", trunks, grew>>10, float64(grew)/1024/float64(trunks))
+	if grew > bound*int64(trunks) {
+		t.Errorf("%d idle trunk readers hold %d KiB: %.2f KiB each, want at most %.1f", trunks, grew>>10, float64(grew)/1024/float64(trunks), float64(bound)/1024)
 	}
 }
 
