@@ -360,6 +360,9 @@ func (c *ReplayConn) Read(p []byte) (int, error) {
 	if len(c.Pending) > 0 {
 		n := copy(p, c.Pending)
 		c.Pending = c.Pending[n:]
+		if len(c.Pending) == 0 {
+			c.Pending = nil // an empty tail still holds the record's buffer: a hub keeps thousands of these
+		}
 		return n, nil
 	}
 	return c.Conn.Read(p)

@@ -228,3 +228,27 @@ func FuzzReadFirstRecord(f *testing.F) {
 		}
 	})
 }
+
+// A ReplayConn whose replayed bytes are read keeps none of their buffer:
+// an empty tail of it still pointed into the record (a hub kept every
+// node's ClientHello, 2 KiB a node, BenchmarkHubRSS's profile).
+func TestReplayConnDropsReplayedBytes(t *testing.T) {
+	a, b := net.Pipe()
+	defer a.Close()
+	defer b.Close()
+	c := &ReplayConn{Conn: a, Pending: []byte("hello")}
+	buf := make([]byte, 3)
+	for _, want := range []string{"hel", "lo"} {
+		n, err := c.Read(buf)
+		if err != nil || string(buf[:n]) != want {
+			t.Fatalf("read %q, %v; want %q", buf[:n], err, want)
+		}
+	}
+	if c.Pending != nil {
+		t.Errorf("replayed bytes read, and the connection keeps a buffer of %d", cap(c.Pending))
+	}
+	go b.Write([]byte("x"))
+	if n, err := c.Read(buf); err != nil || string(buf[:n]) != "x" {
+		t.Fatalf("read %q, %v after the replay; want the connection's %q", buf[:n], err, "x")
+	}
+}

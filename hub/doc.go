@@ -19,7 +19,8 @@
 // may carry further connections, its lanes: what proves one belongs to
 // the trunk is lane.go's, the rest hub/hubserver's); the TCP congestion
 // control of a connection (congestion_linux.go); the handshake that seals
-// a trunk's control frames and the hello exchange (secure.go); and a
+// a trunk's control frames and the hello exchange (secure.go); a trunk's
+// read buffer, which an idle trunk borrows none of (readbuf.go); and a
 // hub's refusal of a trunk after its hello, as both ends name it
 // (refusal.go). "Trunk" is the hub overlay's word: package link's
 // striped links and xfer's transfer links are other things.

@@ -1,7 +1,6 @@
 package hub
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -17,9 +16,6 @@ const (
 	// linkKeysLabel names the keys a trunk's ends derive from its handshake
 	// (the label predates the word trunk; it is part of the protocol).
 	linkKeysLabel = "gridlink hub link keys v1"
-	// readBuffer is a trunk's read buffer: small frames (control, windows)
-	// arrive many per read; a data frame's payload mostly bypasses it.
-	readBuffer = 8 << 10
 )
 
 // Secured is a trunk after its handshake: the peer, the sealer for what
@@ -72,7 +68,7 @@ func Secure(ctx context.Context, creds *pki.Credentials, c net.Conn, client bool
 	if err != nil {
 		return nil, err
 	}
-	r := wire.NewReader(bufio.NewReaderSize(c, readBuffer)) // c, not the TLS conn: nothing is buffered there
+	r := NewFrameReader(c) // c, not the TLS conn: nothing is buffered there
 	if err := r.Unseal(recv); err != nil {
 		return nil, err
 	}

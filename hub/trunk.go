@@ -257,6 +257,7 @@ func (l *Trunk) writeLoop() {
 			if expired && len(l.q) == 0 {
 				l.writing, l.idle = false, false
 				l.q = nil
+				l.scratch = nil // an idle trunk keeps no sealing buffer either
 				l.qmu.Unlock()
 				return
 			}

@@ -1,10 +1,12 @@
 package hub
 
 import (
+	"io"
 	"net"
 	"runtime"
 	"testing"
 
+	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/wire"
 )
 
@@ -40,4 +42,33 @@ func TestIdlePingsHoldSmallBuffers(t *testing.T) {
 		t.Errorf("%d pinged idle trunks hold %d KiB: %.1f KiB each", trunks, grew>>10, float64(grew)/1024/trunks)
 	}
 	runtime.KeepAlive(held)
+}
+
+// A trunk whose writer went idle keeps no sealing buffer: a control
+// message of 3 KiB grew it, and it was kept for ever (up to 4 KiB a
+// trunk; a hub's idle nodes kept about 450 bytes each, BenchmarkHubRSS's
+// profile).
+func TestIdleTrunkKeepsNoSealingBuffer(t *testing.T) {
+	sealer, err := wire.NewSealer(make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := net.Pipe()
+	defer b.Close()
+	go io.Copy(io.Discard, b)
+	l := NewTrunk(a, sealer, "test", false)
+	defer l.Close(nil)
+	if !l.Send(wire.TControl, 0, 0, make([]byte, 3<<10)) {
+		t.Fatal("trunk closed")
+	}
+	testwait.Until(t, "the trunk's writer to go idle and exit", 0, func() bool {
+		l.qmu.Lock()
+		defer l.qmu.Unlock()
+		return !l.writing
+	})
+	l.qmu.Lock()
+	defer l.qmu.Unlock()
+	if l.scratch != nil {
+		t.Errorf("an idle trunk keeps a sealing buffer of %d bytes", cap(l.scratch))
+	}
 }

@@ -164,11 +164,15 @@ func ParseHeader(b []byte) (t Type, circuit uint32, length int, err error) {
 	return t, circuit, int(n), nil
 }
 
-// Reader decodes frames from a stream.
+// Reader decodes frames from a stream. A payload of up to smallPayload
+// bytes is read into the Reader itself, a larger one into a pooled buffer
+// (bodypool.go) that goes back to its pool at the next Read: a reader
+// waiting for its next frame holds no payload buffer.
 type Reader struct {
-	r   io.Reader
-	hdr [HeaderSize]byte
-	buf []byte
+	r     io.Reader
+	hdr   [HeaderSize]byte
+	small [smallPayload]byte
+	body  *[]byte // borrowed for the last frame's payload
 
 	aead   cipher.AEAD // set by Unseal
 	opened uint64      // sealed frames opened
@@ -182,6 +186,10 @@ func NewReader(r io.Reader) *Reader { return &Reader{r: r} }
 // Errors other than io.EOF at a frame boundary wrap ErrFrame or the
 // stream's error.
 func (r *Reader) Read() (Frame, error) {
+	if r.body != nil {
+		putBody(r.body)
+		r.body = nil
+	}
 	if _, err := io.ReadFull(r.r, r.hdr[:]); err != nil {
 		if err == io.ErrUnexpectedEOF {
 			err = fmt.Errorf("%w: stream ended inside a header", ErrFrame)
@@ -192,16 +200,13 @@ func (r *Reader) Read() (Frame, error) {
 	if err != nil {
 		return Frame{}, err
 	}
-	if cap(r.buf) < n {
-		// Grow in powers of two from small: an idle link (most of a hub's)
-		// keeps a few hundred bytes, a busy one the size of its frames.
-		c := 512
-		for c < n {
-			c *= 2
-		}
-		r.buf = make([]byte, n, c)
+	var p []byte
+	if n <= smallPayload {
+		p = r.small[:n]
+	} else {
+		r.body = getBody(n)
+		p = (*r.body)[:n]
 	}
-	p := r.buf[:n]
 	if _, err := io.ReadFull(r.r, p); err != nil {
 		if err == io.EOF || err == io.ErrUnexpectedEOF {
 			err = fmt.Errorf("%w: stream ended inside a %s frame", ErrFrame, t)

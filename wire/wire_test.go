@@ -212,3 +212,34 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// A Reader keeps no payload buffer past the next frame: a 64 KiB frame's
+// goes back to its pool when the next frame is read, and a small frame
+// needs none.
+func TestReaderReturnsPayloadBuffers(t *testing.T) {
+	stream := Append(Append(Append(nil, TData, 1, bytes.Repeat([]byte{7}, 64<<10)), TPing, 0, make([]byte, 8)), TData, 1, []byte("tail"))
+	r := NewReader(bytes.NewReader(stream))
+	f, err := r.Read()
+	if err != nil || len(f.Payload) != 64<<10 || f.Payload[0] != 7 {
+		t.Fatalf("got %v, %v; want the 64 KiB frame", f, err)
+	}
+	if r.body == nil {
+		t.Fatal("a 64 KiB payload in no pooled buffer")
+	}
+	for _, want := range []Type{TPing, TData} {
+		if f, err := r.Read(); err != nil || f.Type != want {
+			t.Fatalf("got %v, %v; want a %s frame", f, err, want)
+		}
+		if r.body != nil {
+			t.Fatalf("reading a %s frame of %d bytes keeps a payload buffer of %d", want, len(f.Payload), cap(*r.body))
+		}
+	}
+	for n, class := range map[int]int{65: 0, 128: 0, 129: 1, 64 << 10: 9, 64<<10 + 1: 10, MaxPayload: maxBodyShift - minBodyShift} {
+		if c := bodyClass(n); c != class {
+			t.Errorf("bodyClass(%d) = %d, want %d", n, c, class)
+		}
+		if b := getBody(n); len(*b) < n || bodyClass(cap(*b)) != class {
+			t.Errorf("getBody(%d) gave %d bytes", n, len(*b))
+		}
+	}
+}

@@ -290,7 +290,9 @@ func BenchmarkHopLatency(b *testing.B) {
 
 // BenchmarkHubRSS attaches 10,000 idle nodes (GRIDLINK_RSS_NODES to
 // change) from this process to a hub running alone in a child process (the
-// test binary re-executed) and reports the hub's resident memory.
+// test binary re-executed) and reports the hub's resident memory, and its
+// live heap and goroutine stacks per node after a GC. With
+// GRIDLINK_RSS_HEAPPROFILE=PATH the hub writes a heap profile there.
 func BenchmarkHubRSS(b *testing.B) {
 	nodes := 10000
 	if v, err := strconv.Atoi(os.Getenv("GRIDLINK_RSS_NODES")); err == nil && v > 0 {
@@ -365,11 +367,19 @@ func BenchmarkHubRSS(b *testing.B) {
 	if after["nodes"] != int64(nodes) {
 		b.Fatalf("hub lists %d nodes, want %d", after["nodes"], nodes)
 	}
+	if path := os.Getenv("GRIDLINK_RSS_HEAPPROFILE"); path != "" {
+		fmt.Fprintln(stdin, "heapprofile "+path)
+		if !out.Scan() {
+			b.Fatal("helper hub died")
+		}
+	}
 	growth := float64(after["rss_kib"]-before["rss_kib"]) / 1024
 	b.ReportMetric(float64(after["rss_kib"])/1024, "MiB-rss")
 	b.ReportMetric(growth, "MiB-rss-growth")
 	b.ReportMetric(growth*1024/float64(nodes), "KiB/node")
 	b.ReportMetric(float64(after["heap"])/float64(1<<20), "MiB-heap")
+	b.ReportMetric(float64(after["heap"]-before["heap"])/1024/float64(nodes), "KiB-heap/node")
+	b.ReportMetric(float64(after["stack"]-before["stack"])/1024/float64(nodes), "KiB-stack/node")
 	b.ReportMetric(float64(after["goroutines"]), "goroutines")
 	b.ReportMetric(attachTime.Seconds(), "s-attach")
 }

@@ -456,6 +456,7 @@ func (h *Hub) serveConn(ctx context.Context, raw net.Conn, pend *direct.Pending)
 	}
 	// Registered before our hello goes out: once a node has our hello, the
 	// hub routes to it.
+	claim := p.claim // register hands it over and drops it
 	if err := h.register(p); err != nil {
 		var re *hub.RefusedError
 		if errors.As(err, &re) { // its name, lost to a claim at the last moment
@@ -467,8 +468,12 @@ func (h *Hub) serveConn(ctx context.Context, raw net.Conn, pend *direct.Pending)
 		return
 	}
 	p.t.SendControl(&wire.Message{Kind: wire.KHello, Hello: &wire.Hello{Role: "hub", Machine: h.machine(), Version: h.helloVersion(), Observed: p.t.Remote()}})
-	h.claimFollowUp(p) // names.go
-	h.run(p, r)
+	h.claimFollowUp(p, claim) // names.go
+	// The trunk is read by a goroutine of its own: this one's stack grew
+	// in the handshake and would be kept, 8 KiB (a fresh one shrinks to
+	// 4 KiB while it waits; issue 23's memory per idle node).
+	h.wg.Add(1)
+	go func() { defer h.wg.Done(); h.run(p, r) }()
 }
 
 // Nodes lists the attached nodes, with their hub fields filled.

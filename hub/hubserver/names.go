@@ -268,14 +268,14 @@ func (h *Hub) reclaim(hub identity.ID) {
 	}
 }
 
-// claimFollowUp runs once node p is registered: when its name's claim
+// claimFollowUp runs once node p is registered with claim cl (nil: none):
+// when its name's claim
 // ended without every hub's answer (lookupWait passed, or an answer was
 // lost because the hub had no route back yet), the hubs that did not
 // answer are told the name as in a reclaim, and a holder there that keeps
 // it has p refused. Reclaims alone would miss it when both hubs met while
 // this one held no nodes (reclaim).
-func (h *Hub) claimFollowUp(p *peer) {
-	cl := p.claim
+func (h *Hub) claimFollowUp(p *peer, cl *claim) {
 	if cl == nil {
 		return
 	}

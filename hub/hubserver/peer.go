@@ -153,6 +153,7 @@ func (h *Hub) register(p *peer) error {
 	} else {
 		if cl := p.claim; cl != nil {
 			delete(h.claims, p.claimQ)
+			p.claim = nil // handed over: kept, it held about 1 KiB a node for nothing
 			if cl.lost != nil {
 				h.mu.Unlock()
 				return cl.lost

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 
@@ -16,7 +17,10 @@ import (
 
 // helperEnv makes the test binary run a lone hub (for an honest RSS
 // figure): it prints "addr ADDR", then answers each "stats" line on stdin
-// with "nodes=N rss_kib=R heap=H goroutines=G", and exits at EOF.
+// with "nodes=N rss_kib=R heap=H stack=S goroutines=G" (after a GC: heap
+// the live heap's bytes, stack the goroutine stacks' bytes), writes a heap
+// profile to PATH on "heapprofile PATH" (answering "ok"), and exits at
+// EOF.
 const helperEnv = "GRIDLINK_HUB_HELPER"
 
 func runHelper() {
@@ -36,13 +40,22 @@ func runHelper() {
 	fmt.Printf("addr %s\n", h.Addr())
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
+		if path, ok := strings.CutPrefix(in.Text(), "heapprofile "); ok {
+			runtime.GC()
+			if f, err := os.Create(path); err == nil {
+				_ = pprof.WriteHeapProfile(f)
+				f.Close()
+			}
+			fmt.Println("ok")
+			continue
+		}
 		if in.Text() != "stats" {
 			continue
 		}
 		runtime.GC()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
-		fmt.Printf("nodes=%d rss_kib=%d heap=%d goroutines=%d\n", len(h.Nodes()), rssKiB(os.Getpid()), ms.HeapAlloc, runtime.NumGoroutine())
+		fmt.Printf("nodes=%d rss_kib=%d heap=%d stack=%d goroutines=%d\n", len(h.Nodes()), rssKiB(os.Getpid()), ms.HeapAlloc, ms.StackInuse, runtime.NumGoroutine())
 	}
 	cancel()
 	os.Exit(0)

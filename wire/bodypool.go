@@ -1,0 +1,44 @@
+package wire
+
+import (
+	"math/bits"
+	"sync"
+)
+
+// Frame payloads are read into pooled buffers, in size classes of powers
+// of two from 128 bytes to MaxPayload, borrowed by a Reader for one frame
+// (Reader.Read). A Reader used to keep a buffer the size of the largest
+// frame it had read: a trunk that once relayed data kept 64 KiB or more
+// after it went idle, and a hub has thousands of idle trunks (issue 23).
+
+// smallPayload is what a Reader reads into itself: pings, pongs, windows,
+// fins, and sealed ones (a sealed ping's payload is 36 bytes).
+const smallPayload = 64
+
+const (
+	minBodyShift = 7  // the smallest class: 128 bytes
+	maxBodyShift = 20 // the largest: MaxPayload
+)
+
+var bodyPools [maxBodyShift - minBodyShift + 1]sync.Pool
+
+// bodyClass is the class of a payload of n bytes (smallPayload < n ≤
+// MaxPayload).
+func bodyClass(n int) int {
+	return max(bits.Len(uint(n-1)), minBodyShift) - minBodyShift
+}
+
+// getBody borrows a buffer of at least n bytes.
+func getBody(n int) *[]byte {
+	c := bodyClass(n)
+	if b, ok := bodyPools[c].Get().(*[]byte); ok {
+		return b
+	}
+	b := make([]byte, 1<<(c+minBodyShift))
+	return &b
+}
+
+// putBody returns a buffer from getBody.
+func putBody(b *[]byte) {
+	bodyPools[bodyClass(cap(*b))].Put(b)
+}
