@@ -1,12 +1,10 @@
 package hubserver
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,20 +32,7 @@ func BenchmarkRelayPerCore(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("GRIDLINK_RELAY_STREAMS")); err == nil && v > 0 {
 		streams = v
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"=1")
-	cmd.Stderr = os.Stderr
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer func() { stdin.Close(); cmd.Wait() }()
-	out := bufio.NewScanner(stdout)
-	if !out.Scan() {
-		b.Fatal("helper hub said nothing")
-	}
-	addr := strings.TrimPrefix(out.Text(), "addr ")
+	addr, cmd, _ := helperHub(b)
 	attach := func(name string) (*hub.Session, *pki.Credentials) {
 		cr := creds(b)
 		s, err := hub.Attach(context.Background(), hub.SessionConfig{Creds: cr, Machine: identity.Machine{Name: name}, Hubs: []string{addr}, Logf: quiet})

@@ -288,6 +288,46 @@ func BenchmarkHopLatency(b *testing.B) {
 	b.ReportMetric(us(r2-r0)/2, "µs-added-per-hub-2hubs")
 }
 
+// helperHub starts a hub alone in a child process (the test binary
+// re-executed: runHelper), ended when b ends, and returns its address, its
+// process and a function that sends it a line (runHelper's "stats",
+// "heapprofile PATH") and returns its answer.
+func helperHub(b *testing.B) (string, *exec.Cmd, func(line string) string) {
+	b.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"=1")
+	cmd.Stderr = os.Stderr
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	out := bufio.NewScanner(stdout)
+	if !out.Scan() {
+		b.Fatal("helper hub said nothing")
+	}
+	addr := strings.TrimPrefix(out.Text(), "addr ")
+	ask := func(line string) string {
+		fmt.Fprintln(stdin, line)
+		if !out.Scan() {
+			b.Fatal("helper hub died")
+		}
+		return out.Text()
+	}
+	return addr, cmd, ask
+}
+
+// helperStats parses the helper hub's answer to "stats".
+func helperStats(answer string) map[string]int64 {
+	m := map[string]int64{}
+	for _, kv := range strings.Fields(answer) {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k], _ = strconv.ParseInt(v, 10, 64)
+	}
+	return m
+}
+
 // BenchmarkHubRSS attaches 10,000 idle nodes (GRIDLINK_RSS_NODES to
 // change) from this process to a hub running alone in a child process (the
 // test binary re-executed) and reports the hub's resident memory, and its
@@ -298,32 +338,8 @@ func BenchmarkHubRSS(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("GRIDLINK_RSS_NODES")); err == nil && v > 0 {
 		nodes = v
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^$", "-test.bench=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"=1")
-	cmd.Stderr = os.Stderr
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer func() { stdin.Close(); cmd.Wait() }()
-	out := bufio.NewScanner(stdout)
-	if !out.Scan() {
-		b.Fatal("helper hub said nothing")
-	}
-	addr := strings.TrimPrefix(out.Text(), "addr ")
-	stats := func() map[string]int64 {
-		fmt.Fprintln(stdin, "stats")
-		if !out.Scan() {
-			b.Fatal("helper hub died")
-		}
-		m := map[string]int64{}
-		for _, kv := range strings.Fields(out.Text()) {
-			k, v, _ := strings.Cut(kv, "=")
-			m[k], _ = strconv.ParseInt(v, 10, 64)
-		}
-		return m
-	}
+	addr, _, ask := helperHub(b)
+	stats := func() map[string]int64 { return helperStats(ask("stats")) }
 	before := stats()
 	start := time.Now()
 	sessions := make([]*hub.Session, nodes)
@@ -368,10 +384,7 @@ func BenchmarkHubRSS(b *testing.B) {
 		b.Fatalf("hub lists %d nodes, want %d", after["nodes"], nodes)
 	}
 	if path := os.Getenv("GRIDLINK_RSS_HEAPPROFILE"); path != "" {
-		fmt.Fprintln(stdin, "heapprofile "+path)
-		if !out.Scan() {
-			b.Fatal("helper hub died")
-		}
+		ask("heapprofile " + path)
 	}
 	growth := float64(after["rss_kib"]-before["rss_kib"]) / 1024
 	b.ReportMetric(float64(after["rss_kib"])/1024, "MiB-rss")
