@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/wire"
 )
 
@@ -143,11 +144,13 @@ func (s *Session) probe(ctx context.Context, cur *slink, idx int) probed {
 func (s *Session) readyMove(ctx context.Context, p *probed, cur *slink) error {
 	rctx, cancel := context.WithTimeout(ctx, homeReach)
 	defer cancel()
+	others := 0 // the other hubs the preferred hub reaches
 	for !p.reached && cur.hub.ID != p.sl.hub.ID {
 		hubs, err := s.hubsOn(rctx, p.sl)
 		if err != nil && p.sl.t.IsClosed() {
 			return err
 		}
+		others = reaches(hubs, p.sl.hub.ID)
 		for _, r := range hubs {
 			if r.Hub == cur.hub.ID && r.Reachable() {
 				p.reached = true
@@ -167,6 +170,17 @@ func (s *Session) readyMove(ctx context.Context, p *probed, cur *slink) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
+	if !p.reached && others == 0 && !cur.t.IsClosed() && cur.hub.ID != p.sl.hub.ID {
+		// a hub that reaches no other would cut the node off the
+		// overlay, unless the hub it leaves reaches none either (hubs
+		// that do not link: failover only).
+		hctx, cancel := context.WithTimeout(ctx, dialTimeout)
+		hubs, err := s.hubsOn(hctx, cur)
+		cancel()
+		if n := reaches(hubs, cur.hub.ID); err == nil && n > 0 {
+			return &IsolatedError{Hub: p.sl.hub.Name, Current: cur.hub.Name, Reached: n, Waited: homeReach}
+		}
+	}
 	s.mu.Lock()
 	want, wanted := s.vip.want, s.vip.wanted
 	s.mu.Unlock()
@@ -185,6 +199,31 @@ func (s *Session) readyMove(ctx context.Context, p *probed, cur *slink) error {
 	return nil
 }
 
+// reaches counts the reachable hubs of a hub's list, but itself.
+func reaches(hubs []wire.RouteAd, self identity.ID) int {
+	n := 0
+	for _, r := range hubs {
+		if r.Hub != self && r.Reachable() {
+			n++
+		}
+	}
+	return n
+}
+
+// IsolatedError is why a node does not move to a preferred hub that
+// admitted it: that hub reaches no other hub (within Waited), while the
+// node's current hub reaches Reached others; it would cut the node off
+// the overlay.
+type IsolatedError struct {
+	Hub, Current string
+	Reached      int
+	Waited       time.Duration
+}
+
+func (e *IsolatedError) Error() string {
+	return fmt.Sprintf("hub %s admits the node but reaches no other hub after %v, where hub %s reaches %d", e.Hub, e.Waited, e.Current, e.Reached)
+}
+
 // probeFailed records a failed probe and logs it, once per change of its
 // reason or probeLogEvery.
 func (s *Session) probeFailed(h *homeward, cur *slink, err error) {
@@ -194,7 +233,7 @@ func (s *Session) probeFailed(h *homeward, cur *slink, err error) {
 		return
 	}
 	h.logged, h.loggedAt = why, time.Now()
-	s.logf("hub: node %s: staying on hub %s, its preferred hubs do not admit it (%s); probing again in about %v",
+	s.logf("hub: node %s: staying on hub %s, no preferred hub to move to (%s); probing again in about %v",
 		s.cfg.Machine, cur.hub.Name, why, h.wait)
 }
 

@@ -381,3 +381,41 @@ func testNodeNoReturn(t *testing.T) {
 		t.Errorf("n probed a %d times with NoReturn", len(p))
 	}
 }
+
+// A preferred hub that admits the node but reaches no other hub (its
+// links to them cut) while the node's current hub reaches others is not
+// moved to: the move would cut the node off the overlay. The node stays,
+// says why once, and moves once the hub links again.
+func TestNodeHomeIsolated(t *testing.T) {
+	synctest.Test(t, testNodeHomeIsolated)
+}
+
+func testNodeHomeIsolated(t *testing.T) {
+	g := memGrid(t)
+	c := g.hub("c")
+	b := g.hub("b", "c")
+	a := g.hub("a", "b")
+	linked(t, a.Hub, b.Hub, c.Hub)
+	nlog := &timedLog{t: t}
+	n := g.homeNode("n", hub.SessionConfig{}, nlog, "a", "b")
+	a.crash()
+	testwait.Until(t, "n to fall over to b", 10*time.Second, func() bool { return n.Hub().ID == b.ID() })
+	g.block("a", "b")
+	g.block("a", "c")
+	a = g.restart(a)
+	time.Sleep(90 * time.Second)
+	if n.Hub().ID != b.ID() {
+		t.Fatalf("n moved to %s, which reaches no other hub", n.Hub().Name)
+	}
+	lines, _ := nlog.find("reaches no other hub")
+	t.Logf("%q", lines)
+	if len(lines) != 1 {
+		t.Errorf("logged %d times why n stays on b; want once", len(lines))
+	}
+	g.mu.Lock()
+	clear(g.blocked)
+	g.mu.Unlock()
+	unblocked := time.Now()
+	testwait.Until(t, "n to return to a once it links again", 2*probeMax, func() bool { return n.Hub().ID == a.ID() })
+	t.Logf("n returned to a %v after its links were let through", time.Since(unblocked))
+}
