@@ -24,9 +24,10 @@ type SessionConfig struct {
 	// Machine is this node (ID must match Creds; zero: taken from Creds);
 	// the session fills Hub and HubName. Session.SetMachine replaces it.
 	Machine identity.Machine
-	// Hubs are hub transport specs to try, in order. On loss of the hub the
-	// session re-attaches to the next that answers (with backoff); its
-	// circuits are reset.
+	// Hubs are hub transport specs to try, in order of preference (the
+	// first is the node's home). On loss of the hub the session
+	// re-attaches to the next that answers (with backoff); its circuits
+	// are reset. Later it returns to an earlier one (NoReturn).
 	Hubs []string
 	// NoReturn keeps the node on the hub it re-attached to after losing
 	// one. Zero (false): while attached to a hub that is not the first of
