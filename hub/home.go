@@ -111,8 +111,8 @@ type probed struct {
 }
 
 // probe tries the hubs before cur (index idx) in order with a full
-// attach; the first that admits the node is readied (readyMove) and
-// returned.
+// attach; the first that admits the node and is readied (readyMove) is
+// returned, else why none was (a *RoundError, by hub spec).
 func (s *Session) probe(ctx context.Context, cur *slink, idx int) probed {
 	var errs []string
 	round := &RoundError{Errs: map[string]error{}}
@@ -128,11 +128,15 @@ func (s *Session) probe(ctx context.Context, cur *slink, idx int) probed {
 			continue
 		}
 		p := probed{sl: sl, idx: j}
-		if err := s.readyMove(ctx, &p, cur); err != nil {
-			sl.t.Close(err)
-			return probed{err: err}
+		if err = s.readyMove(ctx, &p, cur); err == nil {
+			return p
 		}
-		return p
+		sl.t.Close(err)
+		errs = append(errs, spec+": "+err.Error())
+		round.Errs[spec] = err
+		if ctx.Err() != nil {
+			break
+		}
 	}
 	round.text = strings.Join(errs, "; ")
 	return probed{err: round}
