@@ -44,6 +44,12 @@ type Config struct {
 	// configured by SSH or the user's ~/.ssh files). None: direct
 	// connections only, unless Discover finds the site's hub.
 	Hubs []string
+	// NoReturnHome keeps the node on the hub it re-attached to after its
+	// hub was lost. Zero: a node attached to a hub other than the first of
+	// Hubs (its home) probes the hubs before it (2 s, doubling to 30 s)
+	// and moves back to the first that admits it, attached there before
+	// it leaves the other; each move is logged, naming both hubs and why.
+	NoReturnHome bool
 	// Discover, without Hubs, finds the site's hubs by UDP multicast
 	// (waiting 2 s for answers) and attaches to them; Discovered, if set,
 	// is told the first one found.
@@ -250,7 +256,7 @@ func (c Config) node(ctx context.Context) (vconn.Config, error) {
 		}
 	}
 	name := pickName(c.Name, c.FallbackName, creds)
-	vc := vconn.Config{Name: name, Key: creds.Key, Creds: creds, Hubs: hubs, Ports: c.Ports, ListenAddr: c.ListenAddr,
+	vc := vconn.Config{Name: name, Key: creds.Key, Creds: creds, Hubs: hubs, NoReturn: c.NoReturnHome, Ports: c.Ports, ListenAddr: c.ListenAddr,
 		Preferred: c.Prefer, PortMap: c.PortMap, SSH: c.SSH}
 	if c.Logger != nil {
 		vc.Logf = logfOf(c.Logger.With("node", name))

@@ -89,6 +89,7 @@ type nodeFlags struct {
 	name, keyFile, ports string
 	hubs, prefer         []string
 	verbose, discover    bool
+	noReturn             bool
 	portMap              bool
 	useSSH               bool // ssh:// hubs and sshd tunnels, as a hub's --ssh
 	sshCfg, known        string
@@ -101,7 +102,8 @@ func (nf *nodeFlags) add(c *cobra.Command, defaultName string) {
 	nf.cmd = c
 	f := c.Flags()
 	f.StringVar(&nf.name, "name", defaultName, "node name, unique in the grid (with a node's --cert: the name it certifies)")
-	f.StringArrayVar(&nf.hubs, "hub", nil, "hub to attach to, HOST:PORT or ssh://[USER@]HOST[:PORT]/[TARGET:]PORT (repeatable: tried in order)")
+	f.StringArrayVar(&nf.hubs, "hub", nil, "hub to attach to, HOST:PORT or ssh://[USER@]HOST[:PORT]/[TARGET:]PORT (repeatable: tried in order; the first is the node's home, which it returns to when it is back)")
+	f.BoolVar(&nf.noReturn, "no-return-home", false, "stay on the hub the node re-attached to after losing one, instead of returning to an earlier --hub once it is back")
 	f.StringVar(&nf.keyFile, "key", "", "key file (created if missing); default: a fresh key")
 	f.StringVar(&nf.ports, "ports", "", "confine the direct listener to LO-HI")
 	f.StringArrayVar(&nf.prefer, "prefer", nil, "network to try first for direct connections (repeatable)")
@@ -130,7 +132,7 @@ func (nf *nodeFlags) apiConfig(who string) (gridlink.Config, error) {
 	if err != nil {
 		return gridlink.Config{}, err
 	}
-	cfg := gridlink.Config{FallbackName: nf.name, KeyFile: nf.keyFile, Credentials: creds, Hubs: nf.hubs, Discover: nf.discover,
+	cfg := gridlink.Config{FallbackName: nf.name, KeyFile: nf.keyFile, Credentials: creds, Hubs: nf.hubs, NoReturnHome: nf.noReturn, Discover: nf.discover,
 		Ports: pr, Prefer: pref, PortMap: nf.portMap, SSH: sshConfig(nf.useSSH, nf.sshCfg, nf.known, nf.ids),
 		Discovered: func(name string, addr netip.AddrPort) {
 			fmt.Fprintf(os.Stderr, "%s: discovered hub %s at %s\n", who, name, addr)

@@ -131,6 +131,7 @@ func (s *Session) HubSpecs() []string { return append([]string(nil), s.cfg.Hubs.
 func (s *Session) run() {
 	defer s.wg.Done()
 	idx := 0
+	var home homeward // the return to a preferred hub (home.go)
 	for {
 		sl, i, err := s.attachLoop(s.ctx, idx)
 		if err != nil {
@@ -145,7 +146,29 @@ func (s *Session) run() {
 		}
 		s.endFirstRound()
 		s.logf("hub: node %s: attached to hub %s", s.cfg.Machine, sl.hub.Name)
-		err = s.keep(sl)
+		if i > 0 {
+			home.fellBack(time.Now())
+		}
+		for {
+			var next probed
+			next, err = s.keep(sl, i, &home)
+			if next.sl == nil {
+				break
+			}
+			if err != nil {
+				// lost while a probe had a preferred hub admit it: no
+				// old link to drain, the probe's is the re-attachment.
+				s.logf("hub: node %s: lost hub %s: %v; re-attaching", s.cfg.Machine, sl.hub.Name, err)
+				if !s.installWith(next.sl, next.idx, next.claimed) {
+					return
+				}
+				s.logf("hub: node %s: attached to hub %s", s.cfg.Machine, next.sl.hub.Name)
+				home.movedAt = time.Now()
+			} else if !s.moveTo(&home, sl, i, next) {
+				return
+			}
+			sl, i = next.sl, next.idx
+		}
 		if err == nil {
 			return // closed
 		}

@@ -6,7 +6,8 @@
 // A node attaches to a hub with a Session (session.go): Attach waits for
 // a hub, Connect attaches in the background and retries (attach.go); a
 // request made while the session has no hub fails at once with a
-// *NotAttachedError. Over its attachment a node looks nodes up, sends and
+// *NotAttachedError. A session that re-attached to another of its hubs
+// returns to the first once that admits it again (home.go). Over its attachment a node looks nodes up, sends and
 // receives routed messages, asks for the hubs its hub knows (requests.go),
 // updates its machine identifier (machine.go), claims and looks up
 // virtual addresses (vipaddr.go), and opens and accepts

@@ -163,6 +163,11 @@ func (s *Session) Hubs(ctx context.Context) ([]wire.RouteAd, error) {
 	if err != nil {
 		return nil, err
 	}
+	return s.hubsOn(ctx, sl)
+}
+
+// hubsOn asks the hub of link sl for the hubs it knows.
+func (s *Session) hubsOn(ctx context.Context, sl *slink) ([]wire.RouteAd, error) {
 	ch := make(chan []wire.RouteAd, 1)
 	s.mu.Lock()
 	s.nextQ++

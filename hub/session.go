@@ -24,12 +24,19 @@ type SessionConfig struct {
 	// Machine is this node (ID must match Creds; zero: taken from Creds);
 	// the session fills Hub and HubName. Session.SetMachine replaces it.
 	Machine identity.Machine
-	// Hubs are hub transport specs to try, in order. On loss of the hub the
-	// session re-attaches to the next that answers (with backoff); its
-	// circuits are reset.
+	// Hubs are hub transport specs to try, in order of preference (the
+	// first is the node's home). On loss of the hub the session
+	// re-attaches to the next that answers (with backoff); its circuits
+	// are reset. Later it returns to an earlier one (NoReturn).
 	Hubs []string
-	Dial func(ctx context.Context, spec string) (net.Conn, error) // default plain TCP
-	Logf func(format string, args ...any)                         // default log.Printf
+	// NoReturn keeps the node on the hub it re-attached to after losing
+	// one. Zero (false): while attached to a hub that is not the first of
+	// Hubs, the session probes the hubs before it (2 s, doubling up to
+	// 30 s while they fail, jittered) and moves to the first that admits
+	// it, attached there before it leaves the other (home.go).
+	NoReturn bool
+	Dial     func(ctx context.Context, spec string) (net.Conn, error) // default plain TCP
+	Logf     func(format string, args ...any)                         // default log.Printf
 }
 
 // ErrNotFound is wrapped by Lookup when no hub knows the node.
@@ -330,7 +337,12 @@ func (s *Session) watchRevocation(sl *slink, hub pki.Peer, t *pki.Trust) {
 	})
 }
 
-func (s *Session) install(sl *slink, idx int) bool {
+func (s *Session) install(sl *slink, idx int) bool { return s.installWith(sl, idx, nil) }
+
+// installWith makes sl the current link; claimed are the virtual
+// addresses already claimed on it (nil: none; claimed again unless they
+// are what the node wants).
+func (s *Session) installWith(sl *slink, idx int, claimed *wire.Virtual) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -339,7 +351,9 @@ func (s *Session) install(sl *slink, idx int) bool {
 	}
 	s.cur, s.curIdx = sl, idx
 	s.catchUpLocked(sl)
-	s.reclaimAddrsLocked(sl)
+	if claimed == nil || claimed.V4 != s.vip.want.V4 || claimed.V6 != s.vip.want.V6 {
+		s.reclaimAddrsLocked(sl)
+	}
 	select {
 	case <-s.ready: // the lost link was not detached yet: still marked ready
 	default:
@@ -371,25 +385,68 @@ func (s *Session) detach(sl *slink, cause error) {
 }
 
 // keep pings the hub until the link is lost (its error) or the session
-// closed (nil).
-func (s *Session) keep(sl *slink) error {
+// closed (nil). Attached to hub idx > 0, it probes the hubs before it
+// (home.go) and returns the link to one that admitted the node (err nil:
+// a move; else the lost link's error, the probe's link to re-attach to).
+func (s *Session) keep(sl *slink, idx int, home *homeward) (next probed, err error) {
 	t := time.NewTicker(NodePingEvery)
 	defer t.Stop()
+	var probeAt <-chan time.Time
+	if idx > 0 && !s.cfg.NoReturn {
+		pt := time.NewTimer(home.next())
+		defer pt.Stop()
+		probeAt = pt.C
+	}
+	pctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	var results chan probed // a probe under way
 	for {
 		select {
 		case <-s.done:
-			return nil
+			cancel()
+			if results != nil {
+				if r := <-results; r.sl != nil {
+					r.sl.t.Close(ErrClosed)
+				}
+			}
+			return probed{}, nil
 		case <-t.C:
 			if d := sl.t.SilentFor(); d > NodeSilence {
 				sl.t.Close(&SilentError{d.Round(time.Millisecond)})
 			} else {
 				sl.t.Ping()
 			}
-		case <-sl.t.Done():
-			if s.ctx.Err() != nil {
-				return nil
+		case <-probeAt:
+			probeAt = nil
+			results = make(chan probed, 1)
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				results <- s.probe(pctx, sl, idx)
+			}()
+		case r := <-results:
+			results = nil
+			if r.sl != nil {
+				return r, nil
 			}
-			return sl.t.Cause()
+			if s.ctx.Err() != nil {
+				return probed{}, nil
+			}
+			s.probeFailed(home, sl, r.err)
+			probeAt = time.After(home.next())
+		case <-sl.t.Done():
+			cancel() // a probe under way ends: re-attaching does not wait for it
+			var r probed
+			if results != nil {
+				r = <-results // a preferred hub that admitted the node just now takes it
+			}
+			if s.ctx.Err() != nil {
+				if r.sl != nil {
+					r.sl.t.Close(ErrClosed)
+				}
+				return probed{}, nil
+			}
+			return r, sl.t.Cause()
 		}
 	}
 }

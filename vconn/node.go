@@ -28,8 +28,13 @@ type Config struct {
 	// by SSH, or the user's ~/.ssh files when SSH is nil). None: direct
 	// only. The node attaches in the background and keeps trying (Start
 	// waits for the first round; Attached, WaitAttached).
-	Hubs  []string
-	Ports direct.PortRange // confine the direct listener; zero: any port
+	Hubs []string
+	// NoReturn keeps the node on the hub it re-attached to after losing
+	// one. Zero: it goes back to an earlier one of Hubs (the first is its
+	// home) once that admits it again, probed 2 s, doubling to 30 s
+	// (hub.SessionConfig.NoReturn).
+	NoReturn bool
+	Ports    direct.PortRange // confine the direct listener; zero: any port
 	// ListenAddr binds the direct listener to one address (it is then the
 	// only one the node advertises); default: all interfaces.
 	ListenAddr string
@@ -162,11 +167,12 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	n.self.nonRouted = !HasDefaultRoute()
 	if len(cfg.Hubs) > 0 {
 		n.session, err = hub.Connect(hub.SessionConfig{
-			Creds:   creds,
-			Machine: n.localMachine(),
-			Hubs:    cfg.Hubs,
-			Dial:    hubTransport(creds, cfg),
-			Logf:    cfg.Logf,
+			Creds:    creds,
+			Machine:  n.localMachine(),
+			Hubs:     cfg.Hubs,
+			NoReturn: cfg.NoReturn,
+			Dial:     hubTransport(creds, cfg),
+			Logf:     cfg.Logf,
 		})
 		if err == nil {
 			err = n.firstAttach(ctx)

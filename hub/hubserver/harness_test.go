@@ -78,6 +78,8 @@ type grid struct {
 	// lanes is every hub's Config.Lanes (lanes.go); 0: by round trip
 	// (one connection on loopback).
 	lanes int
+	// logged keeps every hub's log lines.
+	logged logCounter
 }
 
 type testHub struct {
@@ -116,6 +118,12 @@ func (g *grid) dial(ctx context.Context, spec string) (net.Conn, error) {
 // hub starts a hub that dials the named peers (started before).
 func (g *grid) hub(name string, peers ...string) *testHub {
 	g.t.Helper()
+	return g.hubWith(name, creds(g.t), peers...)
+}
+
+// hubWith starts a hub of credentials cr that dials the named peers.
+func (g *grid) hubWith(name string, cr *pki.Credentials, peers ...string) *testHub {
+	g.t.Helper()
 	var specs []string
 	for _, p := range peers {
 		specs = append(specs, g.get(p).Addr().String())
@@ -130,12 +138,12 @@ func (g *grid) hub(name string, peers ...string) *testHub {
 	}
 	h, err := New(Config{
 		Name:     name,
-		Creds:    creds(g.t),
+		Creds:    cr,
 		Listen:   "127.0.0.1:0",
 		Listener: ln,
 		Peers:    specs,
 		Interval: testInterval,
-		Logf:     testLogf(g.t, ""),
+		Logf:     g.hubLogf(),
 		NoSplice: !g.splice,
 		Lanes:    g.lanes,
 		Dial: func(ctx context.Context, spec string) (net.Conn, error) {
@@ -156,6 +164,20 @@ func (g *grid) hub(name string, peers ...string) *testHub {
 	if err != nil {
 		g.t.Fatal(err)
 	}
+	return g.serve(name, h)
+}
+
+// hubLogf logs a hub's lines to the test and keeps them in g.logged.
+func (g *grid) hubLogf() func(string, ...any) {
+	tl := testLogf(g.t, "")
+	return func(f string, a ...any) {
+		g.logged.logf(f, a...)
+		tl(f, a...)
+	}
+}
+
+// serve runs hub h as the grid's hub name.
+func (g *grid) serve(name string, h *Hub) *testHub {
 	ctx, cancel := context.WithCancel(context.Background())
 	th := &testHub{Hub: h, name: name, cancel: cancel, done: make(chan error, 1)}
 	go func() { th.done <- h.Serve(ctx) }()

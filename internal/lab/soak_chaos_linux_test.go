@@ -106,6 +106,10 @@ func (S *soak) killHub(ctx context.Context) (string, error) {
 	}
 	sleepCtx(ctx, d)
 	err := S.o.RestartHub(s.Name)
+	if err == nil {
+		restarted := time.Now()
+		S.homes.Go(func() { S.watchHome(ctx, s, restarted) }) // soak_home_linux_test.go
+	}
 	S.setDown("hub "+s.Name, false)
 	S.retrack("hub "+s.Name, hubHostOf(s), hubMetrics, S.o.HubPID(s.Name))
 	return fmt.Sprintf("%s for %v", s.Name, d.Round(100*time.Millisecond)), err

@@ -86,6 +86,8 @@ func TestSoak(t *testing.T) {
 	<-ctx.Done()
 	S.end = time.Now()
 	wg.Wait()
+	S.homes.Wait()
+	S.homeAtEnd()  // soak_home_linux_test.go
 	S.sampleOnce() // the last figures, after the traffic's end
 	S.report()
 }
@@ -123,6 +125,11 @@ type soak struct {
 	series   map[string][]*series // by process name, one per process run
 	procs    []soakProc           // the processes sampled besides hubs and agents
 	down     map[string]bool      // hubs ("hub SITE") and nodes down now
+	// nodes back at their home hub (soak_home_linux_test.go)
+	returns   []homeReturn
+	away      []string // nodes not at their home hub at the end
+	homeCheck time.Duration
+	homes     sync.WaitGroup // watchHome
 
 	corrupt, lost atomic.Int64 // bytes
 }
@@ -308,6 +315,7 @@ func (S *soak) report() {
 		fmt.Fprintf(&b, "\nUnexplained (in no chaos event or its %v after): %d\n", chaosGrace, unexplained)
 	}
 	fmt.Fprintln(&b)
+	S.homeReport(&b)
 	S.resources(&b)
 	t.Log("\n" + b.String())
 	if p := os.Getenv("GRIDLINK_SOAK_REPORT"); p != "" {
@@ -320,5 +328,8 @@ func (S *soak) report() {
 	}
 	if unexplained > 0 {
 		t.Errorf("%d failures in no chaos event", unexplained)
+	}
+	if len(S.away) > 0 {
+		t.Errorf("%d node agents not at their home hub %v after the traffic ended: %s", len(S.away), homeWait, strings.Join(S.away, ", "))
 	}
 }

@@ -296,6 +296,28 @@ func StartHubs(ctx context.Context, t *topology.Topology, bin string, public *to
 	return o, nil
 }
 
+// HubNodes lists the names of the nodes attached to site's hub, by its
+// status.
+func (o *Overlay) HubNodes(ctx context.Context, site string) ([]string, error) {
+	s := o.t.Site(site)
+	if s == nil {
+		return nil, fmt.Errorf("no site %s", site)
+	}
+	out, err := o.run(ctx, HubHost(s), "status", "--hub", "--json")
+	if err != nil {
+		return nil, err
+	}
+	var st status.Hub
+	if err := json.Unmarshal(out, &st); err != nil {
+		return nil, fmt.Errorf("hub status of %s: %w", site, err)
+	}
+	var names []string
+	for _, m := range st.Nodes {
+		names = append(names, m.Name)
+	}
+	return names, nil
+}
+
 // HubHops returns, for the hub running on h, the hop count of its route to
 // every other hub, by name (a neighbour is 1 hop away).
 func (o *Overlay) HubHops(ctx context.Context, h *topology.Host) (map[string]int, error) {
