@@ -131,8 +131,17 @@ func TestRingReroute(t *testing.T) {
 	})
 	cir2 := openTo(t, na, nc, 7)
 	roundTrip(t, cir2, "after, through "+other.name)
-	if r, _ := a.route(via); r.Reachable() {
-		t.Errorf("dead hub %s still reachable: %+v", via.name, r)
+	// the dead hub's route goes within the overlay's bound (issue 23: 2 s
+	// plus an interval), not necessarily by the time the circuit is up:
+	// a neighbour's older entry may pass through first (once in four
+	// loaded runs: reachable at 3 hops just after the round trip)
+	var r Route
+	deadline := time.Now().Add(2*time.Second + testInterval)
+	for r, _ = a.route(via); r.Reachable() && time.Now().Before(deadline); r, _ = a.route(via) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if r.Reachable() {
+		t.Errorf("dead hub %s still reachable %v after its death: %+v", via.name, 2*time.Second+testInterval, r)
 	}
 }
 
