@@ -242,10 +242,11 @@ func (h *Hub) evict(nodes []*peer, name string, holder *wire.Holding) {
 // own hub. The names of nodes being admitted whose claims no longer wait
 // go too (their node may be registered before the answer comes).
 //
-// A hub that says it holds no nodes is not told (routing.go): it has no
-// holder to judge them against, and it tells this hub its own nodes'
-// names, if it has any after all (its count was late), by its own
-// reclaim; its claims in flight are sent here (widenClaims). Before, a
+// A hub that says it holds no nodes is not told (routing.go applyAds):
+// it has no holder to judge them against. If its count was late, it is
+// told once the count says some, within an interval (route.reclaimDue);
+// its claims in flight are sent here (widenClaims), and a node it
+// admitted without our answer is told here after (claimFollowUp). Before, a
 // hub that restarted was told every name of the overlay at once (make
 // scale: 10,000 claims to one hub; 1,000,000 at 1,000 hubs).
 func (h *Hub) reclaim(hub identity.ID) {
@@ -269,12 +270,11 @@ func (h *Hub) reclaim(hub identity.ID) {
 }
 
 // claimFollowUp runs once node p is registered with claim cl (nil: none):
-// when its name's claim
-// ended without every hub's answer (lookupWait passed, or an answer was
-// lost because the hub had no route back yet), the hubs that did not
-// answer are told the name as in a reclaim, and a holder there that keeps
-// it has p refused. Reclaims alone would miss it when both hubs met while
-// this one held no nodes (reclaim).
+// when the claim ended without every hub's answer (lookupWait passed, or
+// an answer was lost because that hub had no route back yet), the hubs
+// that did not answer are told the name as in a reclaim, and a holder
+// there that keeps it has p refused. Reclaims alone would miss it when
+// the hubs met while this one held no nodes (reclaim, route.reclaimDue).
 func (h *Hub) claimFollowUp(p *peer, cl *claim) {
 	if cl == nil {
 		return
