@@ -139,6 +139,16 @@ func (f *upgradeFlow) received() int64 {
 	return f.got
 }
 
+// progress says when the echo last grew.
+func (f *upgradeFlow) progress() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.counts) == 0 {
+		return "no echo counted"
+	}
+	return fmt.Sprintf("the echo last counted %v ago", time.Since(f.counts[len(f.counts)-1].at).Round(time.Millisecond))
+}
+
 // rate is the echo's rate in Mbit/s between from and to.
 func (f *upgradeFlow) rate(from, to time.Time) float64 {
 	f.mu.Lock()
@@ -314,7 +324,15 @@ func TestWanUpgrade(t *testing.T) {
 	}
 	directRate := d.rate(dStart.Add(time.Second), time.Now())
 	d.halt()
-	<-d.done
+	select {
+	case <-d.done:
+	case <-time.After(10 * time.Second):
+		// a CI run of 2026-11-26 waited here 7 minutes, both ends of nc
+		// blocked: say what the agents saw instead
+		ta, _, _ := tryIn(ctx, a, nil, N.bin, "status")
+		tb, _, _ := tryIn(ctx, b, nil, N.bin, "status")
+		t.Fatalf("the direct stream did not end 10 s after its input did (%d bytes echoed, %s)\ngridlink status at a-a:\n%s\ngridlink status at b-b:\n%s", d.received(), d.progress(), ta, tb)
+	}
 	t.Logf("echoed through nc a-a -> nb:9000 (rtt 10 ms, 200 Mbit/s): routed before the lift %.1f Mbit/s, after the switch %.1f Mbit/s (%d bytes in all, every one in place); a %s stream afterwards %.1f Mbit/s",
 		routedRate, afterRate, got, st.Links[0].Method, directRate)
 	if d.bad != nil {
