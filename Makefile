@@ -49,7 +49,9 @@ test: deps build
 	GOOS=windows $(GO) build -o /dev/null ./cmd/gridlink
 	@unformatted=$$(gofmt -l .); if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	$(BIN)/gridlab down >/dev/null
-	GRIDLINK_BIN=$(CURDIR)/$(BIN)/gridlink $(GO) test -race -count=1 -timeout 14m ./...
+	@# a failed run ends with what failed and why (.ci/failures), however long its log
+	GRIDLINK_BIN=$(CURDIR)/$(BIN)/gridlink $(GO) test -race -count=1 -timeout 14m ./... 2>&1 | tee $(BIN)/test.log; \
+	status=$${PIPESTATUS[0]}; if [ $$status -ne 0 ]; then echo "=== what failed (from $(BIN)/test.log)"; .ci/failures $(BIN)/test.log; fi; exit $$status
 
 # The main job on built-in defaults: bring up grid6 and print its
 # connectivity matrix, then tear it down.
