@@ -192,6 +192,8 @@ func (a *Agent) status(w http.ResponseWriter, r *http.Request) {
 	st := status.Agent{Node: a.node.Machine(), Attach: a.node.AttachState(), Conns: conns(a.node), Cache: map[string]string{}, NAT: natInfo(a.node), PortMap: portMapInfo(a.node)}
 	if s := a.node.Session(); s != nil {
 		st.Observed = s.Observed().String()
+		idx, of, returns := s.HubChoice()
+		st.HubChoice, st.Hubs, st.NoReturn = idx+1, of, !returns
 	}
 	for hub, m := range a.node.CachedMethods() {
 		st.Cache[hub.Short()] = string(m)

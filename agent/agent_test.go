@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -74,5 +75,42 @@ func TestControlAPI(t *testing.T) {
 	}
 	if _, err := control.Dial("@gridlink-test-nobody").Status(ctx); err != control.ErrNoAgent {
 		t.Errorf("status without an agent: %v, want ErrNoAgent", err)
+	}
+}
+
+// A node whose first hub does not answer attaches to its second, and its
+// status says so: hub 2 of 2, away from its first, which it probes.
+func TestStatusAwayFromHome(t *testing.T) {
+	key, _ := identity.NewKey()
+	creds, _ := pki.NewCredentials(key)
+	h, err := hubserver.New(hubserver.Config{Name: "second", Creds: creds, Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	go h.Serve(ctx)
+	dead, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := dead.Addr().String()
+	dead.Close() // nothing answers there: connection refused
+
+	sock := fmt.Sprintf("@gridlink-test-%d-away", os.Getpid())
+	a, err := Start(context.Background(), Config{Control: sock, Node: vconn.Config{Name: "away", Hubs: []string{first, h.Addr().String()}, ListenAddr: "127.0.0.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	st, err := control.Dial(sock).Status(ctx)
+	if err != nil || st.Node.HubName != "second" {
+		t.Fatalf("status: %+v, %v", st, err)
+	}
+	if st.HubChoice != 2 || st.Hubs != 2 || st.NoReturn {
+		t.Errorf("status says hub %d of %d, no return %v; want 2 of 2, returning", st.HubChoice, st.Hubs, st.NoReturn)
+	}
+	if w := st.HubWords(); !strings.Contains(w, "second") || !strings.Contains(w, "away from its first, which it probes to return to") {
+		t.Errorf("hub words %q", w)
 	}
 }

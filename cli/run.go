@@ -322,12 +322,8 @@ func statusCmd() *cobra.Command {
 			if asJSON {
 				return json.NewEncoder(os.Stdout).Encode(st)
 			}
-			hubWords := fmt.Sprintf("%s (%s)", st.Node.HubName, st.Node.Hub.Short())
-			if st.Attach != "" {
-				hubWords = st.Attach
-			}
 			fmt.Printf("node %s (%s)\n  hub: %s\n  addresses: %v\n  seen by the hub as: %s\n",
-				st.Node.Name, st.Node.ID.Short(), hubWords, st.Node.Addrs, st.Observed)
+				st.Node.Name, st.Node.ID.Short(), st.HubWords(), st.Node.Addrs, st.Observed)
 			fmt.Printf("connections: %d\n", len(st.Conns))
 			for _, c := range st.Conns {
 				fmt.Printf("  %s -> %s  %s\n", c.Local, c.Remote, c.Method)

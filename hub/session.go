@@ -528,6 +528,20 @@ func (s *Session) Hub() identity.Machine {
 	return s.cur.hub
 }
 
+// HubChoice is the current hub's place in the node's hubs
+// (SessionConfig.Hubs, the first its home: 0 there, -1 while it has no
+// hub), the number of hubs, and whether it returns to an earlier one
+// (not NoReturn): a node at 1 of 2 that returns probes its first.
+func (s *Session) HubChoice() (idx, of int, returns bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	idx = s.curIdx
+	if s.cur == nil {
+		idx = -1
+	}
+	return idx, len(s.cfg.Hubs), !s.cfg.NoReturn
+}
+
 // Machine is this node's identifier with its current hub filled in.
 func (s *Session) Machine() identity.Machine {
 	s.mu.Lock()

@@ -27,6 +27,13 @@ type Agent struct {
 	// session is doing: "attaching to HUB: reason, retrying (not attached
 	// since T)", or the refusal that ended it.
 	Attach string `json:"attach,omitempty"`
+	// HubChoice is the place of the node's hub among the hubs it was
+	// given (1: the first, its home; 0 while it has none), of Hubs. A
+	// node on a later one returns to an earlier one once that admits it
+	// again, unless NoReturn.
+	HubChoice int  `json:"hub_choice,omitempty"`
+	Hubs      int  `json:"hubs,omitempty"`
+	NoReturn  bool `json:"no_return,omitempty"`
 	// Observed is this host's address as its hub sees it (IP:PORT).
 	Observed string `json:"observed,omitempty"`
 	// Conns are the open virtual connections.

@@ -12,7 +12,7 @@ import (
 // answer, and what the lab and other programs parse. Changing a name
 // here changes the wire format; a quantity's name ends in its unit.
 var schema = map[reflect.Type][]string{
-	reflect.TypeFor[Agent]():       {"node", "attach", "observed", "conns", "links", "cache", "nat", "port_map", "vip"},
+	reflect.TypeFor[Agent]():       {"node", "attach", "hub_choice", "hubs", "no_return", "observed", "conns", "links", "cache", "nat", "port_map", "vip"},
 	reflect.TypeFor[Conn]():        {"local", "remote", "method", "sent_bytes", "received_bytes"},
 	reflect.TypeFor[StreamLink]():  {"stream", "remote", "method", "resumable", "upgrade", "switches"},
 	reflect.TypeFor[PathSwitch]():  {"from", "to", "at"},
@@ -61,6 +61,28 @@ func TestSchema(t *testing.T) {
 		}
 		if !slices.Equal(got, want) {
 			t.Errorf("%s's JSON names: %q, want %q", typ.Name(), got, want)
+		}
+	}
+}
+
+// The hub line of `gridlink status` says when the node is away from its
+// first hub, and whether it returns there.
+func TestHubWords(t *testing.T) {
+	for _, c := range []struct {
+		st   Agent
+		want string
+	}{
+		{Agent{HubChoice: 1, Hubs: 2}, "(aaaaaaaaaa)"}, // the zero ID, short
+		{Agent{HubChoice: 2, Hubs: 3}, "its hub number 2 of 3: away from its first, which it probes to return to"},
+		{Agent{HubChoice: 2, Hubs: 2, NoReturn: true}, "its hub number 2 of 2: away from its first, where it does not return (--no-return-home)"},
+		{Agent{Attach: "attaching to a:1: refused", HubChoice: 0, Hubs: 2}, "attaching to a:1: refused"},
+	} {
+		got := c.st.HubWords()
+		if !strings.Contains(got, c.want) {
+			t.Errorf("%+v: %q, want it to say %q", c.st, got, c.want)
+		}
+		if c.st.HubChoice <= 1 && strings.Contains(got, "away") {
+			t.Errorf("%+v: %q says away at its first hub or with none", c.st, got)
 		}
 	}
 }

@@ -98,3 +98,23 @@ func (i PortMap) Words() string {
 	}
 	return "port mapping: none yet: asking the gateway"
 }
+
+// HubWords says which hub the node is on, for `gridlink status`: its
+// name and ID, or what its session is doing (Attach) while it has none;
+// on a hub other than its first, which of its hubs and whether it returns
+// to the first.
+func (a *Agent) HubWords() string {
+	if a.Attach != "" {
+		return a.Attach
+	}
+	s := fmt.Sprintf("%s (%s)", a.Node.HubName, a.Node.Hub.Short())
+	if a.HubChoice > 1 {
+		s += fmt.Sprintf(", its hub number %d of %d: away from its first", a.HubChoice, a.Hubs)
+		if a.NoReturn {
+			s += ", where it does not return (--no-return-home)"
+		} else {
+			s += ", which it probes to return to"
+		}
+	}
+	return s
+}

@@ -198,10 +198,12 @@ func testNodeReturnsHome(t *testing.T) {
 	if n.Hub().ID != a.ID() {
 		t.Fatalf("n attached to %s, want a", n.Hub().Name)
 	}
+	checkChoice(t, n, "at home", 0, 2, true)
 
 	a.crash()
 	testwait.Until(t, "n to fall over to b", 10*time.Second, func() bool { return n.Hub().ID == b.ID() })
 	fell := time.Now()
+	checkChoice(t, n, "fallen over to b", 1, 2, true)
 	cir := openTo(t, m, n, 7)
 	roundTrip(t, cir, "through b before the move")
 
@@ -240,6 +242,7 @@ func testNodeReturnsHome(t *testing.T) {
 	a = g.restart(a)
 	bound := time.Duration(float64(2*probeMin)*(1+probeJitter)) + reachMax
 	testwait.Until(t, "n to return to a", bound+time.Second, func() bool { return n.Hub().ID == a.ID() })
+	checkChoice(t, n, "back home", 0, 2, true)
 	lines, at := nlog.find("moved from hub b to hub a")
 	if len(lines) != 1 {
 		t.Fatalf("log lines of the move: %q; want one", lines)
@@ -389,6 +392,16 @@ func testNodeNoReturn(t *testing.T) {
 	}
 	if p := dials.since(a.Addr().String(), fell); len(p) > 0 {
 		t.Errorf("n probed a %d times with NoReturn", len(p))
+	}
+	checkChoice(t, n, "staying on b", 1, 2, false)
+}
+
+// checkChoice checks what a session says of its hub's place among its
+// hubs (what `gridlink status` shows).
+func checkChoice(t *testing.T, n *hub.Session, when string, wantIdx, wantOf int, wantReturns bool) {
+	t.Helper()
+	if idx, of, returns := n.HubChoice(); idx != wantIdx || of != wantOf || returns != wantReturns {
+		t.Errorf("%s: HubChoice says hub %d of %d, returns %v; want %d of %d, %v", when, idx, of, returns, wantIdx, wantOf, wantReturns)
 	}
 }
 
