@@ -10,9 +10,6 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/agent/control"
-	"github.com/gridlink/gridlink/hub/hubserver"
-	"github.com/gridlink/gridlink/identity"
-	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/vconn"
 )
 
@@ -30,17 +27,11 @@ func startAgent(t *testing.T, name, hubAddr string) (*Agent, *control.Client) {
 // Two agents on one hub: the control API pings, diagnoses and measures
 // through real connections.
 func TestControlAPI(t *testing.T) {
-	key, _ := identity.NewKey()
-	creds, _ := pki.NewCredentials(key)
-	h, err := hubserver.New(hubserver.Config{Name: "site", Creds: creds, Listen: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	hub := startHub(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	go h.Serve(ctx)
-	_, ca := startAgent(t, "alpha", h.Addr().String())
-	startAgent(t, "beta", h.Addr().String())
+	_, ca := startAgent(t, "alpha", hub)
+	startAgent(t, "beta", hub)
 
 	st, err := ca.Status(ctx)
 	if err != nil || st.Node.Name != "alpha" || st.Node.HubName != "site" {
@@ -81,15 +72,9 @@ func TestControlAPI(t *testing.T) {
 // A node whose first hub does not answer attaches to its second, and its
 // status says so: hub 2 of 2, away from its first, which it probes.
 func TestStatusAwayFromHome(t *testing.T) {
-	key, _ := identity.NewKey()
-	creds, _ := pki.NewCredentials(key)
-	h, err := hubserver.New(hubserver.Config{Name: "second", Creds: creds, Listen: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	second := startNamedHub(t, "second")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	go h.Serve(ctx)
 	dead, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -98,7 +83,7 @@ func TestStatusAwayFromHome(t *testing.T) {
 	dead.Close() // nothing answers there: connection refused
 
 	sock := fmt.Sprintf("@gridlink-test-%d-away", os.Getpid())
-	a, err := Start(context.Background(), Config{Control: sock, Node: vconn.Config{Name: "away", Hubs: []string{first, h.Addr().String()}, ListenAddr: "127.0.0.1"}})
+	a, err := Start(context.Background(), Config{Control: sock, Node: vconn.Config{Name: "away", Hubs: []string{first, second}, ListenAddr: "127.0.0.1"}})
 	if err != nil {
 		t.Fatal(err)
 	}

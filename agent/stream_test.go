@@ -18,11 +18,15 @@ import (
 	"github.com/gridlink/gridlink/vconn"
 )
 
-func startHub(t *testing.T) string {
+func startHub(t *testing.T) string { return startNamedHub(t, "site") }
+
+// startNamedHub serves a hub of fresh credentials on loopback until the
+// test ends, and returns its address.
+func startNamedHub(t *testing.T, name string) string {
 	t.Helper()
 	key, _ := identity.NewKey()
 	creds, _ := pki.NewCredentials(key)
-	h, err := hubserver.New(hubserver.Config{Name: "site", Creds: creds, Listen: "127.0.0.1:0"})
+	h, err := hubserver.New(hubserver.Config{Name: name, Creds: creds, Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}

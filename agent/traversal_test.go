@@ -7,10 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridlink/gridlink/hub/hubserver"
-	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/nat"
-	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/status"
 )
 
@@ -62,16 +59,9 @@ func TestPortMapWords(t *testing.T) {
 // /status and /doctor report the NAT and the port mapping (off here: unit
 // tests never probe a network).
 func TestStatusReportsTraversal(t *testing.T) {
-	key, _ := identity.NewKey()
-	creds, _ := pki.NewCredentials(key)
-	h, err := hubserver.New(hubserver.Config{Name: "site", Creds: creds, Listen: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	go h.Serve(ctx)
-	_, c := startAgent(t, "gamma", h.Addr().String())
+	_, c := startAgent(t, "gamma", startHub(t))
 	st, err := c.Status(ctx)
 	if err != nil || st.PortMap.Enabled || st.PortMap.Mapped || !strings.Contains(st.PortMap.Words(), "off") {
 		t.Fatalf("status: %+v, %v", st, err)
