@@ -135,7 +135,10 @@ func (S *soak) pingLoop(ctx context.Context, h *topology.Host) {
 	for i := 0; ctx.Err() == nil; i++ {
 		dst := targets[i%len(targets)]
 		began := time.Now()
-		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		// Longer than the agent's own 30 s bound on a ping, so that a ping
+		// that cannot finish (a partition) ends with the agent's reason,
+		// not killed by this bound first.
+		cctx, cancel := context.WithTimeout(ctx, 45*time.Second)
 		out, err := S.o.Run(cctx, h, "ping", "--json", "--dials", "1", "--count", "3", dst.ID())
 		cancel()
 		if ctx.Err() != nil {
