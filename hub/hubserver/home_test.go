@@ -120,6 +120,37 @@ func (d *dialLog) after(addr string, skip int) []time.Time {
 	return slices.Clone(d.at[addr][min(skip, len(d.at[addr])):])
 }
 
+// fallen is a node n whose home hub a crashed: n fell over to b, its
+// second hub, which a was linked to.
+type fallen struct {
+	g     *grid
+	a, b  *testHub
+	n     *hub.Session
+	nlog  *timedLog
+	dials *dialLog // n's dials, from its first attach on
+	addrA string   // a's address (a restarted keeps it)
+	// atFall is how many times n had dialled a when it was found on b:
+	// its later dials of a are dials.after(addrA, atFall) (in fake time
+	// the first ones can share the instant a test starts counting).
+	atFall int
+}
+
+// fallenOver sets up a fallen node with cfg (its Dial logged).
+func fallenOver(t *testing.T, cfg hub.SessionConfig) fallen {
+	t.Helper()
+	f := fallen{g: memGrid(t), nlog: &timedLog{t: t}, dials: &dialLog{}}
+	f.b = f.g.hub("b")
+	f.a = f.g.hub("a", "b")
+	linked(t, f.a.Hub, f.b.Hub)
+	cfg.Dial = f.dials.wrap(f.g.dial)
+	f.n = f.g.homeNode("n", cfg, f.nlog, "a", "b")
+	f.addrA = f.a.Addr().String()
+	f.a.crash()
+	testwait.Until(t, "n to fall over to b", 10*time.Second, func() bool { return f.n.Hub().ID == f.b.ID() })
+	f.atFall = len(f.dials.since(f.addrA, time.Time{}))
+	return f
+}
+
 // homeNode attaches a node to the named hubs in order, with cfg's
 // credentials (default fresh), NoReturn and Dial (default the grid's),
 // its log in log.
@@ -296,25 +327,16 @@ func TestNodeHomeFlapping(t *testing.T) {
 }
 
 func testNodeHomeFlapping(t *testing.T) {
-	g := memGrid(t)
-	b := g.hub("b")
-	a := g.hub("a", "b")
-	linked(t, a.Hub, b.Hub)
-	nlog := &timedLog{t: t}
-	var dials dialLog
-	n := g.homeNode("n", hub.SessionConfig{Dial: dials.wrap(g.dial)}, nlog, "a", "b")
-	addrA := a.Addr().String()
-	a.crash()
-	testwait.Until(t, "n to fall over to b", 10*time.Second, func() bool { return n.Hub().ID == b.ID() })
+	f := fallenOver(t, hub.SessionConfig{})
+	g, a, nlog, dials, addrA := f.g, f.a, f.nlog, f.dials, f.addrA
 	start := time.Now()
-	before := len(dials.since(addrA, time.Time{})) // the first attach's and the fall-over's, maybe at start itself
 	for time.Since(start) < 3*time.Minute {
 		time.Sleep(time.Second)
 		a = g.restart(a)
 		time.Sleep(time.Second)
 		a.crash()
 	}
-	probes := dials.after(addrA, before)
+	probes := dials.after(addrA, f.atFall)
 	moves, _ := nlog.find("moved from hub b to hub a")
 	t.Logf("in %v of a flapping: %d probes of a, %d moves to a", time.Since(start).Round(time.Second), len(probes), len(moves))
 	if len(probes) < 5 || len(probes) > 12 {
@@ -375,22 +397,14 @@ func TestNodeNoReturn(t *testing.T) {
 }
 
 func testNodeNoReturn(t *testing.T) {
-	g := memGrid(t)
-	b := g.hub("b")
-	a := g.hub("a", "b")
-	linked(t, a.Hub, b.Hub)
-	nlog := &timedLog{t: t}
-	var dials dialLog
-	n := g.homeNode("n", hub.SessionConfig{NoReturn: true, Dial: dials.wrap(g.dial)}, nlog, "a", "b")
-	a.crash()
-	testwait.Until(t, "n to fall over to b", 10*time.Second, func() bool { return n.Hub().ID == b.ID() })
-	fell := time.Now()
-	a = g.restart(a)
+	f := fallenOver(t, hub.SessionConfig{NoReturn: true})
+	b, n, dials := f.b, f.n, f.dials
+	f.g.restart(f.a)
 	time.Sleep(2 * time.Minute)
 	if n.Hub().ID != b.ID() {
 		t.Errorf("n moved to %s with NoReturn", n.Hub().Name)
 	}
-	if p := dials.since(a.Addr().String(), fell); len(p) > 0 {
+	if p := dials.after(f.addrA, f.atFall); len(p) > 0 {
 		t.Errorf("n probed a %d times with NoReturn", len(p))
 	}
 	checkChoice(t, n, "staying on b", 1, 2, false)
