@@ -118,14 +118,16 @@ func (c *Conn) upgradeLoop(u *upgrader) {
 		}
 		wait = upgradeFirst
 		to := vc.Method()
+		// recorded as vc joins, so that the switches and Path (from the
+		// live connections) agree
+		u.mu.Lock()
+		u.switches = append(u.switches, PathSwitch{From: cur, To: to, At: time.Now()})
+		u.mu.Unlock()
 		for _, old := range c.liveConns() {
 			if old != vc && slices.Index(methodOrder, old.Method()) > slices.Index(methodOrder, to) {
 				_ = old.Close() // what it carried goes again over vc
 			}
 		}
-		u.mu.Lock()
-		u.switches = append(u.switches, PathSwitch{From: cur, To: to, At: time.Now()})
-		u.mu.Unlock()
 	}
 }
 

@@ -1,11 +1,12 @@
 package lab_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"github.com/gridlink/gridlink/internal/testwait"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"github.com/gridlink/gridlink/internal/lab"
 	"github.com/gridlink/gridlink/internal/lab/labtest"
 	"github.com/gridlink/gridlink/internal/lab/topology"
+	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/pki/ca"
 	"github.com/gridlink/gridlink/status"
 )
@@ -61,6 +63,12 @@ func startFlow(t *testing.T, bin string, h *topology.Host, addr string, extra ..
 	argv := append([]string{"netns", "exec", lab.HostNS(h), bin, "nc"}, extra...)
 	f.cmd = exec.Command("ip", append(argv, addr)...)
 	f.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	errf, err := os.Create(t.TempDir() + "/nc.err")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer errf.Close()
+	f.cmd.Stderr = errf
 	in, err := f.cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -169,6 +177,35 @@ func (f *upgradeFlow) rate(from, to time.Time) float64 {
 	return float64(b.n-a.n) * 8 / b.at.Sub(a.at).Seconds() / 1e6
 }
 
+// stacks has each process (a gridlink command, run by ip netns exec,
+// which execs it) dump its goroutines (SIGQUIT: it ends) and returns the
+// goroutines that are in gridlink's own code, by name, for a test that
+// found them stuck.
+func stacks(cmds map[string]*exec.Cmd) string {
+	var b strings.Builder
+	for name, c := range cmds {
+		var out bytes.Buffer
+		switch w := c.Stderr.(type) {
+		case *os.File:
+			_ = syscall.Kill(c.Process.Pid, syscall.SIGQUIT)
+			time.Sleep(time.Second)
+			full, _ := os.ReadFile(w.Name())
+			out.Write(full)
+		default:
+			fmt.Fprintf(&b, "== %s: its stderr is not a file\n", name)
+			continue
+		}
+		fmt.Fprintf(&b, "== %s\n", name)
+		for _, g := range strings.Split(out.String(), "\n\n") {
+			if strings.HasPrefix(g, "goroutine ") && strings.Contains(g, "gridlink/gridlink/") {
+				b.WriteString(g)
+				b.WriteString("\n\n")
+			}
+		}
+	}
+	return b.String()
+}
+
 // agentStatus is the agent's status in h.
 func agentStatus(ctx context.Context, bin string, h *topology.Host) (status.Agent, error) {
 	var st status.Agent
@@ -185,7 +222,7 @@ func agentStatus(ctx context.Context, bin string, h *topology.Host) (status.Agen
 // b-b, whose firewall (the test's nft table) drops every TCP packet to
 // and from a-a but the hub's port, so na and nb reach each other only
 // routed. A gridlink nc stream from a-a to nb (live path upgrade is on
-// by default: no flag) runs through an echo (socat) exposed at b-b; the
+// by default: no flag) runs through an echo (labtest.Echo) exposed at b-b; the
 // table is deleted mid-flight: the link moves to direct within 2 s
 // (measured from the lift to the switch the agent's status records), no
 // byte is lost (every echoed word checked), and the throughput after the
@@ -219,15 +256,15 @@ func TestWanUpgrade(t *testing.T) {
 		t.Fatalf("firewall b-b: %v %s %s", err, out, errb)
 	}
 	N.startHub(a, "ha", N.issue(ca.Hub, "ha"))
-	N.startNode(a, "na", a)
-	N.startNode(b, "nb", a)
+	na := N.startNode(a, "na", a)
+	nb := N.startNode(b, "nb", a)
 	for _, h := range []*topology.Host{a, b} {
 		testwait.Until(t, h.ID()+"'s agent attached", 20*time.Second, func() bool {
 			st, err := agentStatus(ctx, N.bin, h)
 			return err == nil && st.Attach == ""
 		})
 	}
-	startIn(t, b, "echo", "socat", "TCP-LISTEN:9000,bind=127.0.0.1,reuseaddr,fork", "PIPE")
+	labtest.Listen(t, b, "127.0.0.1:9000", labtest.Echo)
 	expose := startIn(t, b, "expose", N.bin, "expose", "9000")
 	expose.waitLog(t, "reachable as", 20*time.Second)
 
@@ -288,9 +325,10 @@ func TestWanUpgrade(t *testing.T) {
 		}
 		link = st.Links[0]
 		// the path comes from the link's live connections, its switches
-		// from the upgrade loop, which records one after the old
-		// connections are closed: a status between the two shows direct
-		// with the switch not yet recorded.
+		// from the upgrade loop, which records one as the new connection
+		// joins (before it did so once the old ones were closed, and a
+		// status in between, direct with no switch to direct, failed a
+		// CI run): both are asked for.
 		return link.Method == "direct" && len(link.Switches) > 0 && link.Switches[len(link.Switches)-1].To == "direct"
 	})
 	sw := link.Switches[len(link.Switches)-1]
@@ -331,10 +369,14 @@ func TestWanUpgrade(t *testing.T) {
 	select {
 	case <-d.done:
 	case <-time.After(10 * time.Second):
-		// a CI run of 2026-11-26 waited here 7 minutes, both ends of nc
-		// blocked: say what the agents saw instead
+		// two CI runs of 2026-11-26 stopped here, both ends of nc
+		// blocked: the echo was socat's PIPE, which can block on its
+		// own pipe for good (the goroutines below showed nb's agent
+		// blocked writing to it and reading from it). Should a stream
+		// stall again, say what the agents saw and where they were.
 		ta, _, _ := tryIn(ctx, a, nil, N.bin, "status")
 		tb, _, _ := tryIn(ctx, b, nil, N.bin, "status")
+		t.Logf("where the agents and nc were:\n%s", stacks(map[string]*exec.Cmd{"na": na.cmd, "nb": nb.cmd, "nc": d.cmd}))
 		t.Fatalf("the direct stream did not end 10 s after its input did (%d bytes echoed, %s)\ngridlink status at a-a:\n%s\ngridlink status at b-b:\n%s", d.received(), d.progress(), ta, tb)
 	}
 	t.Logf("echoed through nc a-a -> nb:9000 (rtt 10 ms, 200 Mbit/s): routed before the lift %.1f Mbit/s, after the switch %.1f Mbit/s (%d bytes in all, every one in place); a %s stream afterwards %.1f Mbit/s",

@@ -5,8 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"net/netip"
 	"os"
 	"regexp"
@@ -20,7 +18,6 @@ import (
 	"github.com/gridlink/gridlink/internal/lab"
 	"github.com/gridlink/gridlink/internal/lab/labtest"
 	"github.com/gridlink/gridlink/internal/lab/matrix"
-	"github.com/gridlink/gridlink/internal/lab/netns"
 	"github.com/gridlink/gridlink/internal/lab/topology"
 	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/status"
@@ -35,25 +32,7 @@ const vipEchoPort = 7000
 func vipEcho(t *testing.T, v matrix.VIP, port int) {
 	t.Helper()
 	for _, a := range []netip.Addr{v.V4, v.V6} {
-		var ln net.Listener
-		addr := netip.AddrPortFrom(a, uint16(port)).String()
-		if err := netns.Do(lab.HostNS(v.Host), func() (err error) { ln, err = net.Listen("tcp", addr); return err }); err != nil {
-			t.Fatalf("listen on %s %s: %v", v.Name, addr, err)
-		}
-		t.Cleanup(func() { ln.Close() })
-		go func() {
-			for {
-				c, err := ln.Accept()
-				if err != nil {
-					return
-				}
-				go func() {
-					defer c.Close()
-					c.SetDeadline(time.Now().Add(60 * time.Second))
-					io.Copy(c, c)
-				}()
-			}
-		}()
+		labtest.Listen(t, v.Host, netip.AddrPortFrom(a, uint16(port)).String(), labtest.Echo)
 	}
 }
 

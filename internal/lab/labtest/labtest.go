@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -101,13 +102,18 @@ func Host(t testing.TB, topo *topology.Topology, name string) *topology.Host {
 	return h
 }
 
-// Listen opens a TCP listener in host h on addr (e.g. ":7000") whose every
-// connection is passed to serve in its own goroutine. It closes with the test.
+// Listen opens a TCP listener in host h on addr (e.g. ":7000": IPv4;
+// "[fd00::1]:7000": IPv6) whose every connection is passed to serve in
+// its own goroutine. It closes with the test.
 func Listen(t testing.TB, h *topology.Host, addr string, serve func(net.Conn)) net.Listener {
 	t.Helper()
+	network := "tcp4"
+	if ap, err := netip.ParseAddrPort(addr); err == nil && ap.Addr().Is6() {
+		network = "tcp6"
+	}
 	var ln net.Listener
 	err := netns.Do(lab.HostNS(h), func() (err error) {
-		ln, err = net.Listen("tcp4", addr)
+		ln, err = net.Listen(network, addr)
 		return err
 	})
 	if err != nil {
@@ -124,6 +130,17 @@ func Listen(t testing.TB, h *topology.Host, addr string, serve func(net.Conn)) n
 		}
 	}()
 	return ln
+}
+
+// Echo is a serve function that sends back what comes, the end of it as
+// a half-close, for at most a minute. (Not socat's PIPE echo: socat
+// blocks writing to its own pipe when the pipe cannot take a whole
+// buffer, which stalls a fast stream for good, as its manual warns.)
+func Echo(c net.Conn) {
+	_ = c.SetDeadline(time.Now().Add(time.Minute))
+	if _, err := io.Copy(c, c); err == nil {
+		_ = c.(*net.TCPConn).CloseWrite()
+	}
 }
 
 // Greet is a serve function that writes name and a newline.
