@@ -55,7 +55,7 @@ type pendingSplice struct {
 	peer  identity.ID
 	port  uint16
 	reply chan *wire.Splice // dialler: the target's answers
-	fail  chan *wire.Fail   // dialler: the target's (or a hub's) refusal
+	fail  chan *wire.Fail   // dialler: the target's (or a hub's) refusal; target: the dialler's call-off
 	goes  chan int          // target: the go of each attempt
 }
 
@@ -200,10 +200,20 @@ func (n *Node) spliceAttempt(ctx context.Context, target identity.Machine, port 
 			}
 		}
 	}
+	var offered, went bool
 	sendGo := func() error {
+		went = true
 		return send(wire.KSpliceGo, &wire.Splice{Token: token, Attempt: attempt, Target: target.ID})
 	}
-	raw, err := nat.OfferTimed(ctx, n.predictEndpoints, offer, await, sendGo)
+	raw, err := nat.OfferTimed(ctx, n.predictEndpoints, func(eps []netip.AddrPort) error {
+		offered = true
+		return offer(eps)
+	}, await, sendGo)
+	if err != nil && offered && !went && ctx.Err() != nil {
+		// the race ended another way while the target may hold a port
+		// for the go: tell it none comes
+		go n.callOffSplice(target, token, attempt, ctx.Err())
+	}
 	if errors.Is(err, nat.ErrPredict) {
 		return nil, fmt.Errorf("%w: %w", errSpliceImpossible, err)
 	}
@@ -247,7 +257,7 @@ func (n *Node) answerSplice(m *wire.Routed) {
 	n.rdv.mu.Lock()
 	p := n.rdv.splices[s.Token]
 	if p == nil {
-		p = &pendingSplice{peer: s.From.ID, port: s.Port, goes: make(chan int, 4)}
+		p = &pendingSplice{peer: s.From.ID, port: s.Port, goes: make(chan int, 4), fail: make(chan *wire.Fail, 4)}
 		n.rdv.splices[s.Token] = p
 		// forgotten once no attempt can still be running
 		time.AfterFunc(spliceAttempts*2*spliceReplyWait, func() {
@@ -276,6 +286,12 @@ func (n *Node) answerSplice(m *wire.Routed) {
 				if a == s.Attempt { // else a late go of an earlier attempt
 					return nil
 				}
+			case f := <-p.fail: // no go will come, for any attempt of this splice
+				select {
+				case p.fail <- f: // for a later attempt's wait, should one begin
+				default:
+				}
+				return fmt.Errorf("%w: %s", errCalledOff, f.Reason)
 			case <-ctx.Done():
 				return ctx.Err()
 			}
@@ -306,6 +322,21 @@ func (n *Node) answerSplice(m *wire.Routed) {
 		return
 	}
 	n.direct.ServeConn(raw) // the handshake's request names the token: acceptDirect delivers it
+}
+
+// errCalledOff: no go will come for a splice the target answered: its
+// dialler called it off (wire.FailCalledOff), or a hub could not deliver
+// the answer.
+var errCalledOff = errors.New("no go will come")
+
+// callOffSplice tells target that the splice of token (last attempt
+// attempt) is over, why being how the dial ended: the target stops
+// waiting for the go and frees the port it holds.
+func (n *Node) callOffSplice(target identity.Machine, token uint64, attempt int, why error) {
+	ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+	defer cancel()
+	reason := fmt.Sprintf("%s called the splice off: its dial ended before attempt %d's go (%v)", n.cfg.Name, attempt+1, why)
+	_ = n.session.Send(ctx, target.Hub, target.ID, &wire.Message{Kind: wire.KSpliceFail, Fail: &wire.Fail{Token: token, Code: wire.FailCalledOff, Reason: reason}})
 }
 
 // spliceMessage routes a rendezvous message to the waiting splice.

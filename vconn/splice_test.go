@@ -143,3 +143,62 @@ func TestSpliceNotEarlyOnShortTrips(t *testing.T) {
 		t.Errorf("a splice over hubs %v apart is answered early, want not below %v", rtt, spliceEarlyMin)
 	}
 }
+
+// A dialler whose dial ends after its splice offer went out and before
+// its go (the race won another way, or the caller gave up) calls the
+// splice off: the target, holding a port for the go, stops waiting at
+// once (not after its 10 s) and logs why, naming the dialler.
+func TestSpliceCalledOff(t *testing.T) {
+	h := testHub(t, "site")
+	a := testNode(t, "a", h, Splice)
+	logs := make(chan string, 64)
+	b, err := Start(context.Background(), Config{Name: "b", Methods: []Method{Splice}, ListenAddr: "127.0.0.1", Hubs: []string{h.Addr().String()},
+		Logf: func(format string, args ...any) {
+			select {
+			case logs <- fmt.Sprintf(format, args...):
+			default:
+			}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	serveEcho(t, b, 7000)
+	waitResolvable(t, a, "b")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	bm, err := a.Resolve(ctx, mustAddr(t, "b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dctx, dcancel := context.WithCancel(ctx)
+	var ended atomic.Int64 // when the dial ended, ns since start
+	start := time.Now()
+	b.testPredict = func(eps []netip.AddrPort) []netip.AddrPort {
+		// b holds its port now: the dial ends before b's reply comes
+		dcancel()
+		ended.Store(int64(time.Since(start)))
+		time.Sleep(100 * time.Millisecond)
+		return eps
+	}
+	if _, err := a.Try(dctx, Splice, bm, 7000); !errors.Is(err, context.Canceled) {
+		t.Fatalf("splice dial cancelled under way: %v", err)
+	}
+	deadline := time.After(5 * time.Second)
+	for {
+		select {
+		case line := <-logs:
+			if !strings.Contains(line, "no go will come") {
+				continue
+			}
+			took := time.Since(start) - time.Duration(ended.Load())
+			t.Logf("b: %s (%v after the dial ended)", line, took.Round(time.Millisecond))
+			if !strings.Contains(line, "a called the splice off") || !strings.Contains(line, "context canceled") {
+				t.Errorf("b's words do not name the dialler and why: %q", line)
+			}
+			return
+		case <-deadline:
+			t.Fatal("b still waits for the go 5 s after the dial ended")
+		}
+	}
+}

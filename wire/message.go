@@ -208,6 +208,10 @@ const (
 	FailNATRandom = "nat-random"
 	// FailNATUnknown: the sender's NAT could not be classified.
 	FailNATUnknown = "nat-unknown"
+	// FailCalledOff: a splice's dialler will not send the go for its
+	// offer (its race ended another way, or it gave up): sent by the
+	// dialler to the target, which stops waiting for it.
+	FailCalledOff = "called-off"
 )
 
 // maxFailCode bounds a Fail's Code.

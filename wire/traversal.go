@@ -27,7 +27,9 @@ const (
 	// starts half the measured round trip later. An early answer
 	// (Splice.RTTUs, Splice.Early) needs none.
 	KSpliceGo = "splice-go"
-	// KSpliceFail says the target cannot take part, and why (Fail).
+	// KSpliceFail says the target cannot take part, and why (Fail); from
+	// the dialler to the target (Code FailCalledOff), that the dialler
+	// will send no go: the target frees the port it holds for it.
 	KSpliceFail = "splice-fail"
 )
 
