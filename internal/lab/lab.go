@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -38,6 +39,40 @@ type State struct {
 	Params      map[string]string `json:"params,omitempty"`
 	EmulatorPID int               `json:"emulator_pid"`
 	Started     time.Time         `json:"started"`
+	// Owner is the process whose lab it is (Options.Owner), with its
+	// start time (clock ticks since boot, /proc/PID/stat) so that a
+	// reused pid is not taken for it; 0 for a lab brought up by hand.
+	Owner      int    `json:"owner,omitempty"`
+	OwnerStart uint64 `json:"owner_start,omitempty"`
+}
+
+// ownerGone says whether the process that owns st's lab has ended.
+func (st *State) ownerGone() bool {
+	if st.Owner <= 0 {
+		return false
+	}
+	start, ok := procStart(st.Owner)
+	return !ok || start != st.OwnerStart
+}
+
+// procStart is a live process's start time in clock ticks since boot;
+// false if there is no such process, or only its zombie.
+func procStart(pid int) (uint64, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, false
+	}
+	// pid (comm) state ppid ...: comm may hold spaces and parentheses
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 20 || f[0] == "Z" || f[0] == "X" {
+		return 0, false
+	}
+	start, err := strconv.ParseUint(f[19], 10, 64) // field 22: starttime
+	return start, err == nil
 }
 
 func statePath() string { return filepath.Join(StateDir, "lab.json") }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -210,7 +211,9 @@ type labHost struct {
 }
 
 // A crashed run (emulator killed) is detected, and the next up removes its
-// leftovers; down leaves no namespace, process or state behind.
+// leftovers; a lab whose owning test ended without taking it down is
+// taken down by the next test's up (not by an up by hand, nor while its
+// owner lives); down leaves no namespace, process or state behind.
 func TestLeftoversAfterCrash(t *testing.T) {
 	labtest.Up(t, "wan", nil)
 	_, st, err := lab.Running()
@@ -242,8 +245,38 @@ func TestLeftoversAfterCrash(t *testing.T) {
 	if !strings.Contains(log.String(), "removing leftovers") || !strings.Contains(log.String(), "gl-a-a") {
 		t.Errorf("up did not report the leftovers it removed: %q", log.String())
 	}
-	if err := lab.Up(topo, src, lab.Options{Executable: exe}); err == nil || !strings.Contains(err.Error(), "already up") {
-		t.Errorf("second up while one runs: %v; want 'already up'", err)
+	if err := lab.Up(topo, src, lab.Options{Executable: exe}); !errors.Is(err, lab.ErrUp) {
+		t.Errorf("second up while one runs: %v; want %v", err, lab.ErrUp)
+	}
+
+	// A lab whose owner ended without taking it down (a test killed on
+	// its timeout) is taken down by the next Up with an owner; one
+	// brought up by hand (no owner) is not, nor one whose owner lives.
+	if _, err := lab.Down(); err != nil {
+		t.Fatal(err)
+	}
+	owner := exec.Command("sleep", "60")
+	if err := owner.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Process.Kill()
+	if err := lab.Up(topo, src, lab.Options{Executable: exe, Owner: owner.Process.Pid}); err != nil {
+		t.Fatalf("up owned by process %d: %v", owner.Process.Pid, err)
+	}
+	if err := lab.Up(topo, src, lab.Options{Executable: exe, Owner: os.Getpid()}); !errors.Is(err, lab.ErrUp) {
+		t.Errorf("up while the lab's owner lives: %v; want %v", err, lab.ErrUp)
+	}
+	_ = owner.Process.Kill()
+	_ = owner.Wait()
+	if err := lab.Up(topo, src, lab.Options{Executable: exe}); !errors.Is(err, lab.ErrUp) {
+		t.Errorf("up by hand over a lab whose owner ended: %v; want %v", err, lab.ErrUp)
+	}
+	log.Reset()
+	if err := lab.Up(topo, src, lab.Options{Executable: exe, Owner: os.Getpid(), Log: &log}); err != nil {
+		t.Fatalf("up over a lab whose owner ended: %v", err)
+	}
+	if want := fmt.Sprintf("left up by process %d", owner.Process.Pid); !strings.Contains(log.String(), want) {
+		t.Errorf("up did not say it took the lab down (%q): %q", want, log.String())
 	}
 	removed, err := lab.Down()
 	if err != nil || len(removed) < 24 {

@@ -32,7 +32,16 @@ type Options struct {
 	// Executable is the gridlab binary that runs the emulator; "" means
 	// the running program.
 	Executable string
+	// Owner, if not 0, is the process whose lab this is, for as long as
+	// it lives (a test's): a lab left up by an owner that ended without
+	// taking it down (a test killed on its timeout) is taken down by the
+	// next Up that has an owner. A lab without one (gridlab up) stays
+	// until gridlab down.
+	Owner int
 }
+
+// ErrUp is returned by Up while a lab is up.
+var ErrUp = errors.New("lab already up")
 
 // Up builds topology t (whose text is src) and starts its link emulator.
 // Leftovers of a crashed run are removed first; a lab that is still up is
@@ -50,8 +59,14 @@ func Up(t *topology.Topology, src []byte, opt Options) (err error) {
 	}
 	defer unlock()
 	if st, _ := ReadState(); st != nil && alive(st.EmulatorPID) {
-		return fmt.Errorf("lab %s is already up (since %s, emulator pid %d): run gridlab down first",
-			st.Topology, st.Started.Format(time.TimeOnly), st.EmulatorPID)
+		if opt.Owner == 0 || !st.ownerGone() {
+			return fmt.Errorf("%w: lab %s, since %s, emulator pid %d%s: run gridlab down first",
+				ErrUp, st.Topology, st.Started.Format(time.TimeOnly), st.EmulatorPID, ownerWords(st))
+		}
+		fmt.Fprintf(opt.Log, "gridlab: lab %s was left up by process %d, which ended without taking it down: taking it down\n", st.Topology, st.Owner)
+		if _, err := down(); err != nil {
+			return fmt.Errorf("take down lab %s left by process %d: %w", st.Topology, st.Owner, err)
+		}
 	}
 	if left, err := Leftovers(); err != nil {
 		return err
@@ -74,6 +89,13 @@ func Up(t *topology.Topology, src []byte, opt Options) (err error) {
 		}
 	}
 	st := &State{Topology: t.Name, File: t.File, Source: string(src), Params: opt.Params, Started: time.Now()}
+	if opt.Owner > 0 {
+		start, ok := procStart(opt.Owner)
+		if !ok {
+			return fmt.Errorf("lab owner: no process %d", opt.Owner)
+		}
+		st.Owner, st.OwnerStart = opt.Owner, start
+	}
 	if err := writeState(st); err != nil {
 		return fmt.Errorf("write lab state: %w", err)
 	}
@@ -89,6 +111,14 @@ func Up(t *topology.Topology, src []byte, opt Options) (err error) {
 		return err
 	}
 	return startIGDs(t)
+}
+
+// ownerWords says whose lab st is, if a process's.
+func ownerWords(st *State) string {
+	if st.Owner <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", owned by process %d", st.Owner)
 }
 
 func preflight(t *topology.Topology) error {
@@ -245,7 +275,10 @@ func startEmulator(exe string) (int, error) {
 		return 0, fmt.Errorf("link emulator failed to start: %v\n%s", err, bytes.TrimSpace(log))
 	}
 	pid := cmd.Process.Pid
-	_ = cmd.Process.Release() // it lives on after gridlab up exits
+	// It lives on after gridlab up exits; a process that stays (a test
+	// bringing labs up one after another) reaps it when it ends, rather
+	// than keep a zombie per lab.
+	go func() { _ = cmd.Wait() }()
 	return pid, nil
 }
 

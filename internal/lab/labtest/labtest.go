@@ -74,7 +74,7 @@ func Up(t testing.TB, name string, params map[string]string) *topology.Topology 
 		t.Fatal(err)
 	}
 	start := time.Now()
-	if err := lab.Up(topo, src, lab.Options{Params: params, Executable: exe, Log: testLog{t}}); err != nil {
+	if err := lab.Up(topo, src, lab.Options{Params: params, Executable: exe, Log: testLog{t}, Owner: os.Getpid()}); err != nil {
 		f.Close()
 		t.Fatalf("lab up %s: %v", name, err)
 	}
