@@ -31,7 +31,10 @@ import (
 //     on: no moment without a hub) and logs "moved from hub B to hub A";
 //  3. the old link takes no new requests of the node but stays up while
 //     circuits on it carry on (moveGrace at least, moveDrain at most),
-//     kept alive by pings; then it closes with ErrMoved, which frees the
+//     kept alive by pings; the node tells the old hub it moved
+//     (wire.KMoved), which then answers no lookups of it, so that new
+//     connections find it at the new hub rather than through a link
+//     about to close; then the link closes with ErrMoved, which frees the
 //     node's name and addresses at the old hub. Circuits still open then
 //     are reset (a resumable link sets its connection up again, through
 //     the new hub).
@@ -254,6 +257,11 @@ func (s *Session) moveTo(h *homeward, old *slink, oldIdx int, p probed) bool {
 		why += fmt.Sprintf(" (it did not reach hub %s within %v)", old.hub.Name, homeReach)
 	}
 	s.logf("hub: node %s: moved from hub %s to hub %s: %s", s.cfg.Machine, old.hub.Name, p.sl.hub.Name, why)
+	if old.version >= wire.VersionMoved && p.sl.hub.ID != old.hub.ID {
+		// lookups there would find it at the hub it left until the link
+		// closes: connections set up then would be reset with it
+		old.t.SendControl(&wire.Message{Kind: wire.KMoved, Moved: &wire.Moved{To: p.sl.hub.ID}})
+	}
 	s.wg.Add(1)
 	go s.retire(old, p.sl.hub.Name)
 	return true

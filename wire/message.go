@@ -37,8 +37,9 @@ const (
 // Version is the protocol version hellos carry (2: virtual addresses,
 // vipaddr.go; 3: trunks of several connections between hubs, lane.go;
 // 4: a lookup's answer names the hubs it could not ask, unreached.go;
-// 5: routing tables by change, delta.go).
-const Version = VersionDelta
+// 5: routing tables by change, delta.go; 6: a node tells the hub it
+// moved from, moved.go).
+const Version = VersionMoved
 
 // Limits on decoded messages.
 const (
@@ -72,6 +73,7 @@ type Message struct {
 	Refusal *Refusal          `json:"refusal,omitempty"` // names.go
 	Claim   *Claim            `json:"claim,omitempty"`
 	Claimed *Claimed          `json:"claimed,omitempty"`
+	Moved   *Moved            `json:"moved,omitempty"` // moved.go
 	// virtual addresses (vipaddr.go)
 	Virtual     *Virtual     `json:"virtual,omitempty"`
 	VirtualAck  *VirtualAck  `json:"virtual_ack,omitempty"`
@@ -306,6 +308,9 @@ func (m *Message) check(depth int) error {
 	if m.CRL != nil {
 		set++
 	}
+	if m.Moved != nil {
+		set++
+	}
 	set += m.virtualBodies()
 	if set != 1 {
 		return fmt.Errorf("%d bodies, want exactly 1", set)
@@ -341,7 +346,7 @@ func (m *Message) check(depth int) error {
 		if r == nil || r.Msg == nil || r.TTL < 0 || r.TTL > maxTTL || depth > 0 {
 			return fmt.Errorf("bad routed envelope")
 		}
-		if r.Msg.Kind == KRouted || r.Msg.Kind == KHello || r.Msg.Kind == KGossip || r.Msg.Kind == KMachine || r.Msg.Kind == KRefused {
+		if r.Msg.Kind == KRouted || r.Msg.Kind == KHello || r.Msg.Kind == KGossip || r.Msg.Kind == KMachine || r.Msg.Kind == KRefused || r.Msg.Kind == KMoved {
 			return fmt.Errorf("cannot route a %s message", r.Msg.Kind)
 		}
 		return r.Msg.check(depth + 1)
@@ -392,6 +397,11 @@ func (m *Message) check(depth int) error {
 		ok = m.Claimed != nil
 		if ok {
 			return m.Claimed.check()
+		}
+	case KMoved:
+		ok = m.Moved != nil
+		if ok {
+			return m.Moved.check()
 		}
 	case KSplice, KSpliceReply, KSpliceGo:
 		ok = m.Splice != nil

@@ -191,6 +191,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(Encode(&Message{Kind: KGossip, Gossip: &Gossip{Routes: []RouteAd{{Hub: m.ID, Name: "g", State: 3, Hops: Unreachable, Ver: VersionDelta}}}})) // delta.go
 	f.Add(Encode(&Message{Kind: KRouted, Routed: &Routed{FromHub: m.ID, ToHub: m.ID, Msg: &Message{Kind: KReverse, Reverse: &Reverse{From: m, Port: 1}}}}))
 	f.Add(Encode(&Message{Kind: KMachine, Machine: &m}))
+	f.Add(Encode(&Message{Kind: KMoved, Moved: &Moved{To: m.ID}})) // moved.go
 	f.Add(Encode(&Message{Kind: KRouted, Routed: &Routed{FromHub: m.ID, ToHub: m.ID, Msg: &Message{Kind: KSpliceFail, Fail: &Fail{Token: 1, Reason: "r", Code: FailNATRandom}}}}))
 	f.Add(Encode(&Message{Kind: KRouted, Routed: &Routed{FromHub: m.ID, ToHub: m.ID, Msg: &Message{Kind: KSplice, Splice: &Splice{Token: 1, From: &m, Port: SparePort, Target: m.ID, Addrs: []netip.AddrPort{netip.MustParseAddrPort("192.0.2.1:9")}, RTTUs: 192500}}}}))
 	f.Add(Encode(&Message{Kind: KRefused, Refusal: &Refusal{Code: RefusedNameTaken, Reason: "taken", Holder: &m}}))

@@ -39,6 +39,8 @@ func (h *Hub) control(p *peer, m *wire.Message) error {
 		h.answerHubs(p, m.Hubs)
 	case m.Kind == wire.KMachine && !p.isHub:
 		return h.updateNode(p, m.Machine)
+	case m.Kind == wire.KMoved && !p.isHub:
+		h.nodeMoved(p, m.Moved)
 	case m.Kind == wire.KVirtual && !p.isHub:
 		h.claimVirtual(p, m.Virtual)
 	case m.Kind == wire.KLookupAddr && !p.isHub:
@@ -137,7 +139,7 @@ func (h *Hub) localMatches(name string) []identity.Machine {
 	defer h.mu.Unlock()
 	var out []identity.Machine
 	if idErr == nil {
-		if p := h.nodes[id]; p != nil {
+		if p := h.nodes[id]; p != nil && p.movedTo.IsZero() {
 			out = append(out, h.withVirtualLocked(p))
 		}
 		return out
@@ -147,6 +149,9 @@ func (h *Hub) localMatches(name string) []identity.Machine {
 		if len(out) >= 64 {
 			break
 		}
+		if !p.movedTo.IsZero() {
+			continue // found at the hub it moved to
+		}
 		if p.machine.Name == name || (ipErr == nil && hasAddr(p.machine, ip.Unmap())) {
 			out = append(out, h.withVirtualLocked(p))
 		}
@@ -155,7 +160,7 @@ func (h *Hub) localMatches(name string) []identity.Machine {
 		// names are matched in any case (as DNS names, NAME.grid) when
 		// none matches exactly.
 		for _, p := range h.nodes {
-			if len(out) < 64 && strings.EqualFold(p.machine.Name, name) {
+			if len(out) < 64 && p.movedTo.IsZero() && strings.EqualFold(p.machine.Name, name) {
 				out = append(out, h.withVirtualLocked(p))
 			}
 		}

@@ -95,7 +95,7 @@ func TestTablesByChange(t *testing.T) {
 	// a's trunk comes up: the whole table (h itself, x poisoned: through
 	// a; a's own entry is never sent to a)
 	first := sent(t, h, a, fromA)
-	if len(first) != 2 || first[h.id].Ver != wire.VersionDelta || first[x].Hops != wire.Unreachable || first[x].State != 200 {
+	if len(first) != 2 || first[h.id].Ver != wire.Version || first[x].Hops != wire.Unreachable || first[x].State != 200 {
 		t.Fatalf("first table to a: %+v", first)
 	}
 	if again := sent(t, h, a, fromA); again != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/pki/ca"
 	"github.com/gridlink/gridlink/pki/pkitest"
+	"github.com/gridlink/gridlink/wire"
 )
 
 // Issue 23: a node whose hub dies re-attaches to another and returns to
@@ -210,9 +211,10 @@ func gapsFollowBackoff(t *testing.T, probes []time.Time) {
 // a dies and returns to a once a restarts (the same key and address),
 // within the backoff's bound: attached to a before it leaves b, its name
 // claim moved without conflict, lookups of it from a node of b answered
-// all along (through b, then a), and a circuit through b that was open
-// across the move carrying on until it ends; then b lets the node go and
-// its name resolves through a.
+// all along (through b, then a: b answers no more once the node told it
+// that it moved, though its link to b stays), and a circuit through b
+// that was open across the move carrying on until it ends; then b lets
+// the node go and its name resolves through a.
 func TestNodeReturnsHome(t *testing.T) {
 	synctest.Test(t, testNodeReturnsHome)
 }
@@ -244,6 +246,10 @@ func testNodeReturnsHome(t *testing.T) {
 	var lmu sync.Mutex
 	var fails []string
 	okAt := map[string]int{}
+	var foundAt []struct {
+		asked time.Time
+		hub   string
+	}
 	lookups.Add(1)
 	go func() {
 		defer lookups.Done()
@@ -254,6 +260,7 @@ func testNodeReturnsHome(t *testing.T) {
 			case <-time.After(100 * time.Millisecond):
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			asked := time.Now()
 			ms, err := m.Lookup(ctx, "n")
 			cancel()
 			lmu.Lock()
@@ -261,6 +268,10 @@ func testNodeReturnsHome(t *testing.T) {
 				fails = append(fails, fmt.Sprintf("%v %v", ms, err))
 			} else {
 				okAt[ms[0].HubName]++
+				foundAt = append(foundAt, struct {
+					asked time.Time
+					hub   string
+				}{asked, ms[0].HubName})
 			}
 			lmu.Unlock()
 		}
@@ -308,6 +319,14 @@ func testNodeReturnsHome(t *testing.T) {
 	}
 	if okAt["b"] == 0 || okAt["a"] == 0 {
 		t.Errorf("m's lookups found n at %v; want both b (before the move) and a (after)", okAt)
+	}
+	// n told b it moved (wire.KMoved): from then on b no longer answers
+	// for n, though n's link to b stays while the circuit through b is
+	// open, and the lookups find n at a
+	for _, f := range foundAt {
+		if f.asked.After(at[0].Add(50*time.Millisecond)) && f.hub != "a" {
+			t.Errorf("a lookup asked %v after n moved to a found it at %s", f.asked.Sub(at[0]), f.hub)
+		}
 	}
 	lmu.Unlock()
 	if err := n.Refused(); err != nil {
@@ -455,4 +474,37 @@ func testNodeHomeIsolated(t *testing.T) {
 	unblocked := time.Now()
 	testwait.Until(t, "n to return to a once it links again", 2*probeMax, func() bool { return n.Hub().ID == a.ID() })
 	t.Logf("n returned to a %v after its links were let through", time.Since(unblocked))
+}
+
+// A node that moves home from a hub older than wire.VersionMoved does
+// not tell it (that hub would take the unknown message for a broken link
+// and reset the circuits still on it): the circuit through the old hub
+// carries on across the move, as before.
+func TestNodeMovesFromOlderHub(t *testing.T) {
+	synctest.Test(t, testNodeMovesFromOlderHub)
+}
+
+func testNodeMovesFromOlderHub(t *testing.T) {
+	g := memGrid(t)
+	b := g.hub("b")
+	b.Hub.version = wire.VersionDelta
+	a := g.hub("a", "b")
+	linked(t, a.Hub, b.Hub)
+	n := g.homeNode("n", hub.SessionConfig{}, &timedLog{t: t}, "a", "b")
+	serve(n, 7, echo)
+	m := g.node("m", "b")
+	a.crash()
+	testwait.Until(t, "n to fall over to b", 10*time.Second, func() bool { return n.Hub().ID == b.ID() })
+	cir := openTo(t, m, n, 7)
+	a = g.restart(a)
+	testwait.Until(t, "n to return to a", 30*time.Second, func() bool { return n.Hub().ID == a.ID() })
+	time.Sleep(time.Second)
+	roundTrip(t, cir, "through the older hub b after the move")
+	if !holds(b, "n") {
+		t.Errorf("b let n go with a circuit of it still open")
+	}
+	cir.Close()
+	if k := g.logged.count("moved to hub"); k > 0 {
+		t.Errorf("the older hub b was told of the move (%d lines)", k)
+	}
 }

@@ -6,11 +6,13 @@ import (
 	"slices"
 
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/wire"
 )
 
 // A node's machine identifier (its addresses) is what the hub returns for
 // it in lookups: the one of its hello, replaced while attached by each
-// wire.KMachine message on its trunk (hub.Session.SetMachine).
+// wire.KMachine message on its trunk (hub.Session.SetMachine); after a
+// wire.KMoved, none (the node is found at the hub it moved to).
 
 // maxObserved bounds the observed addresses a hub keeps for a node.
 const maxObserved = 8
@@ -48,4 +50,14 @@ func (h *Hub) updateNode(p *peer, m *identity.Machine) error {
 	h.mu.Unlock()
 	h.logf("hub %s: node %s now lists addresses %v", h.cfg.Name, p.name, rec.Addrs)
 	return nil
+}
+
+// nodeMoved takes node p's word that it moved to hub mv.To
+// (wire.KMoved): lookups here no longer find it, so they find it there;
+// its link stays while its circuits carry on.
+func (h *Hub) nodeMoved(p *peer, mv *wire.Moved) {
+	h.mu.Lock()
+	p.movedTo = mv.To
+	h.mu.Unlock()
+	h.logf("hub %s: node %s moved to hub %s: lookups here no longer find it; its link stays while its circuits carry on", h.cfg.Name, p.name, h.hubName(mv.To))
 }

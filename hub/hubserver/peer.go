@@ -35,6 +35,9 @@ type peer struct {
 	since  time.Time // when its admission started
 	claim  *claim    // its claim, handed over to h.nodes by register
 	claimQ uint64
+	// a node that moved to another hub (wire.KMoved) and keeps this link
+	// while its circuits carry on: lookups no longer find it here (under h.mu)
+	movedTo identity.ID
 
 	// a hub neighbour's table as this hub last sent it (routing_send.go)
 	gmu    sync.Mutex                   // orders the table sends to it

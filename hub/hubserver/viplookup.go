@@ -37,7 +37,7 @@ func (h *Hub) vipMessage(r *wire.Routed) {
 func (h *Hub) addrMatches(a netip.Addr) []identity.Machine {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if hd := h.vipLocked().held[a]; h.liveLocked(hd) {
+	if hd := h.vipLocked().held[a]; h.liveLocked(hd) && hd.p.movedTo.IsZero() {
 		return []identity.Machine{h.withVirtualLocked(hd.p)}
 	}
 	return nil
