@@ -1,10 +1,12 @@
 package hubserver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/gridlink/gridlink/direct"
@@ -170,6 +172,31 @@ func (h *Hub) dialPeer(ctx context.Context, spec string) {
 		}
 		h.run(p, r) // until the link ends
 		sleepCtx(ctx, backoffMin)
+	}
+}
+
+// dialNearestLocked starts dialling learned hubs without a trunk, the
+// nearest first (by route cost: latency through the overlay plus a
+// charge per hop), while Config.MaxLinks leaves room: with trunks
+// bounded, a near hub is linked before a far one, whatever order the
+// tables named them in (before, the first heard of were dialled).
+func (h *Hub) dialNearestLocked() {
+	full := func() bool { return h.maxLinks > 0 && len(h.hubs)+len(h.dialing) >= h.maxLinks }
+	if full() {
+		return
+	}
+	var cand []*route
+	for _, r := range h.routes {
+		if r.next != nil && h.hubs[r.hub] == nil && !h.dialing[r.hub] && len(r.addrs) > 0 {
+			cand = append(cand, r)
+		}
+	}
+	slices.SortFunc(cand, func(a, b *route) int { return cmp.Compare(a.cost(), b.cost()) })
+	for _, r := range cand {
+		if full() {
+			return
+		}
+		h.maybeDialLocked(r)
 	}
 }
 

@@ -273,6 +273,9 @@ func (h *Hub) applyAds(p *peer, ads []wire.RouteAd, keep bool) {
 	if changed {
 		h.unreachedLocked() // names.go
 	}
+	if len(met) > 0 {
+		h.dialNearestLocked() // dial.go
+	}
 	h.mu.Unlock()
 	if changed {
 		h.triggerUpdate()
@@ -342,8 +345,7 @@ func (h *Hub) applyAdLocked(p *peer, ad *wire.RouteAd, now time.Time) bool {
 		r = &route{hub: ad.Hub}
 		h.routes[ad.Hub] = r
 		r.take(p, ad, hops, lat, now)
-		h.maybeDialLocked(r)
-		return true
+		return true // applyAds dials it, if it is among the nearest
 	}
 	switch {
 	case ad.State > r.state && reach:

@@ -283,9 +283,7 @@ func (h *Hub) tick() {
 	h.mu.Unlock()
 	h.reapply(nil) // routing.go
 	h.mu.Lock()
-	for _, r := range h.routes {
-		h.maybeDialLocked(r)
-	}
+	h.dialNearestLocked() // dial.go
 	peers := make([]*peer, 0, len(h.all))
 	beaten := map[*peer]bool{} // trunks whose first connection beat keeps alive
 	for p := range h.all {
