@@ -508,3 +508,27 @@ func testNodeMovesFromOlderHub(t *testing.T) {
 		t.Errorf("the older hub b was told of the move (%d lines)", k)
 	}
 }
+
+// A node speaks only for itself with wire.KMoved: one that says it moved
+// hides itself from lookups at the hub, never another node, and keeps
+// its link.
+func TestMovedOnlyOneself(t *testing.T) {
+	g := newGrid(t)
+	h := g.hub("h")
+	n := g.node("n", "h")
+	liar := dialVersion(t, h.Addr().String(), "liar", wire.Version)
+	liar.send(t, &wire.Message{Kind: wire.KMoved, Moved: &wire.Moved{To: n.Machine().ID}})
+	for _, c := range []struct {
+		name string
+		want int
+	}{{"n", 1}, {"liar", 0}} {
+		b := liar.lookup(t, c.name)
+		m, err := wire.Decode(b)
+		if err != nil || m.Found == nil || len(m.Found.Matches) != c.want {
+			t.Errorf("lookup of %s after liar said it moved: %s %v; want %d matches", c.name, b, err, c.want)
+		}
+	}
+	if !holds(h, "liar") || !holds(h, "n") {
+		t.Errorf("h let a node go: holds liar %v, n %v", holds(h, "liar"), holds(h, "n"))
+	}
+}
