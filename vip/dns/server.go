@@ -186,11 +186,20 @@ func Listen(addr string) (net.PacketConn, net.Listener, error) {
 }
 
 // Serve answers queries on pc (UDP) and l (TCP; either may be nil) until
-// ctx ends or the server is closed; it closes both then.
+// ctx ends or the server is closed; it closes both then, and returns once
+// they are closed, so that their address can be listened on again at
+// once.
 func (s *Server) Serve(ctx context.Context, pc net.PacketConn, l net.Listener) error {
 	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	closed := make(chan struct{})
+	defer func() {
+		// the serving loops return as their sockets fail, which may be
+		// before the closing goroutine's Close has closed them
+		cancel()
+		<-closed
+	}()
 	go func() {
+		defer close(closed)
 		select {
 		case <-ctx.Done():
 		case <-s.ctx.Done():

@@ -118,3 +118,31 @@ func isTimeout(err error) bool {
 	var ne net.Error
 	return errors.As(err, &ne) && ne.Timeout()
 }
+
+// Once Serve has returned, its sockets are closed: their address can be
+// listened on again at once (a name server stopped and started again on
+// its fixed address; before, Serve could return while its TCP listener
+// was still being closed, and the bind failed: "address already in use").
+func TestServeReleasesAddress(t *testing.T) {
+	s := testServer(t, testDirectory(), nil)
+	pc, l, err := Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := pc.LocalAddr().String()
+	for i := range 300 {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- s.Serve(ctx, pc, l) }()
+		time.Sleep(200 * time.Microsecond) // into Accept and ReadFrom
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatalf("serve: %v", err)
+		}
+		if pc, l, err = Listen(addr); err != nil {
+			t.Fatalf("listen again after Serve returned (round %d): %v", i, err)
+		}
+	}
+	pc.Close()
+	l.Close()
+}
