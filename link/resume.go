@@ -196,6 +196,9 @@ func (s *session) lost(c any, err error, sending bool) {
 	}
 	if i < 0 || s.closed {
 		s.mu.Unlock()
+		// a connection already given up (its sending died): its
+		// receiving half's drain is over
+		_ = d.c.Close()
 		return
 	}
 	s.live = append(s.live[:i], s.live[i+1:]...)
@@ -222,9 +225,21 @@ func (s *session) lost(c any, err error, sending bool) {
 	}
 	s.signalLocked()
 	s.mu.Unlock()
-	_ = d.c.Close() // the other half's goroutine notices
+	if sending {
+		// What the peer sent before the connection died may still wait
+		// unread, its abort block among them (the peer closed the link,
+		// and says so): the receiving half reads on for lostDrain, then
+		// fails, and its loss closes the connection.
+		_ = d.c.SetReadDeadline(time.Now().Add(lostDrain))
+	} else {
+		_ = d.c.Close() // the sending half's goroutine notices
+	}
 	s.w.loseConn(d.sendHalf, err)
 }
+
+// lostDrain is how long a connection whose sending died is still read
+// from (see lost).
+const lostDrain = 250 * time.Millisecond
 
 func connName(c net.Conn) string {
 	if st, ok := c.(fmt.Stringer); ok {
