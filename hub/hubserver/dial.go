@@ -175,14 +175,15 @@ func (h *Hub) dialPeer(ctx context.Context, spec string) {
 	}
 }
 
-// dialNearestLocked starts dialling learned hubs without a trunk, the
-// nearest first (by route cost: latency through the overlay plus a
-// charge per hop), while Config.MaxLinks leaves room: with trunks
-// bounded, a near hub is linked before a far one, whatever order the
-// tables named them in (before, the first heard of were dialled).
+// dialNearestLocked starts dialling the hubs learned through gossip that
+// have no trunk and no dialler yet, the nearest first (by route cost:
+// latency through the overlay plus a charge per hop), while the trunks,
+// counting those being dialled, are fewer than Config.MaxLinks: with
+// trunks bounded, a near hub is linked before a far one, whatever order
+// the tables named them in (before, the first heard of were dialled).
 func (h *Hub) dialNearestLocked() {
 	full := func() bool { return h.maxLinks > 0 && len(h.hubs)+len(h.dialing) >= h.maxLinks }
-	if full() {
+	if h.ctx == nil || h.ctx.Err() != nil || full() {
 		return
 	}
 	var cand []*route
@@ -196,20 +197,13 @@ func (h *Hub) dialNearestLocked() {
 		if full() {
 			return
 		}
-		h.maybeDialLocked(r)
+		h.startDialLocked(r)
 	}
 }
 
-// maybeDialLocked starts dialling a hub learned through gossip if there is
-// no link to it and no dialler yet, and the hub has fewer trunks than
-// Config.MaxLinks (counting those being dialled).
-func (h *Hub) maybeDialLocked(r *route) {
-	if r.next == nil || h.hubs[r.hub] != nil || h.dialing[r.hub] || len(r.addrs) == 0 || h.ctx == nil || h.ctx.Err() != nil {
-		return
-	}
-	if h.maxLinks > 0 && len(h.hubs)+len(h.dialing) >= h.maxLinks {
-		return
-	}
+// startDialLocked dials learned hub r in a goroutine of its own
+// (dialLearned), marked as being dialled meanwhile.
+func (h *Hub) startDialLocked(r *route) {
 	h.dialing[r.hub] = true
 	h.wg.Add(1)
 	go func() {

@@ -109,8 +109,8 @@ type Config struct {
 	// dialling the hubs it learns of through gossip: 0, the default, is
 	// DefaultMaxLinks; N > 0 dials learned hubs only while it has fewer
 	// than N trunks, the nearest first (by their routes' latency); N < 0
-	// dials every one (a full mesh, as SmartSockets does). Its configured Peers are dialled anyway, and trunks other
-	// hubs dial are accepted. Routes through the others carry what a
+	// dials every one (a full mesh, as SmartSockets does). Its configured
+	// Peers are dialled anyway, and trunks other hubs dial are accepted. Routes through the others carry what a
 	// missing trunk would. Idle, a hub sends each trunk a ping every
 	// 700 ms (48 bytes sealed), so a bound keeps a hub's idle traffic
 	// under 1 KB/s however large the overlay; a full mesh of H hubs costs
