@@ -106,12 +106,18 @@
 //     ends when it is closed, retired, or dies;
 //   - acks come in any order across connections: a lower one than
 //     already known is stale and ignored; one beyond the bytes written
-//     breaks the protocol. When a side has delivered the whole stream
-//     (its application read it to the end, or closed the link having
-//     received it all) it sends the final ack (FlagFinal, of the total)
-//     on every connection: after its end block and its final ack, a side
-//     sends nothing more on a connection, and the other side, having read
-//     both, may close it without leaving bytes unread.
+//     breaks the protocol. A side closing the link, once it received the
+//     whole stream and the peer acknowledged its own in full, sends the
+//     final ack (FlagFinal, of the total) on every connection, and on
+//     every connection that joins later: after its end block and its
+//     final ack, a side sends nothing more on a connection, and the other
+//     side, having read both, may close it without leaving bytes unread.
+//     A final ack also says its sender needs nothing more: a side stops
+//     (and refuses joins) only once it has had one, else it waits for the
+//     link to come back so the peer hears that its stream arrived (releases
+//     before 2026-12 sent it as soon as their application read the
+//     stream to the end, and stopped without one: with such a peer a
+//     side only closes sooner).
 //
 // Ack blocks on a link that is not resumable break the protocol.
 package link
@@ -171,8 +177,9 @@ const (
 	// zstd.
 	FlagZstd = 0x04
 	// FlagFinal, on an ack block only, says the sender delivered the
-	// whole stream, end included, and sends nothing more on this
-	// connection but its own end block, if it has not yet.
+	// whole stream, end included, had its own acknowledged in full, and
+	// sends nothing more on this connection but its own end block, if it
+	// has not yet.
 	FlagFinal = 0x08
 )
 

@@ -488,14 +488,16 @@ func (c *Conn) Close() error {
 		c.tune.stop()
 	}
 	up.halt()
+	if c.rs != nil {
+		// The listener finds the link for joins until it has stopped:
+		// the peer may need to resume it to close it.
+		return c.rs.close(lingerTimeout, onClose)
+	}
 	if onClose != nil {
 		onClose()
 	}
 	if c.w == nil {
 		return c.first.Close()
-	}
-	if c.rs != nil {
-		return c.rs.close(lingerTimeout)
 	}
 	for _, vc := range conns {
 		_ = vc.SetWriteDeadline(time.Now().Add(lingerTimeout))

@@ -83,6 +83,7 @@ type Reader struct {
 	ackedTo  uint64       // resumable: the last ack asked for
 	freed    int          // resumable: bytes (as counted) read since
 	final    bool         // resumable: the final ack was asked for
+	peerDone bool         // resumable: a final ack of the peer's came
 	dups     int64        // resumable: duplicate blocks dropped
 	dupBytes int64
 	reading  map[uint64]int // resumable: blocks being read, by offset

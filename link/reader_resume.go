@@ -22,8 +22,9 @@ import (
 // window's worth of blocks (as counted) has been read since the last ack
 // (of the window the peer's Writer starts with, startWindow, if smaller:
 // its window may be below the one agreed),
-// or the Reader holds nothing more, and with FlagFinal on every
-// connection once Read reached the end of the stream (acknowledge).
+// or the Reader holds nothing more (acknowledge); with FlagFinal on
+// every connection only when the session closes, the peer having
+// acknowledged this end's stream in full (finish).
 
 // errDuplicate says a data block repeats bytes already received.
 var errDuplicate = errors.New("link: duplicate block")
@@ -119,11 +120,6 @@ func (r *Reader) acknowledge() {
 	if r.hooks == nil || r.final {
 		return
 	}
-	if r.haveTotal && r.readOff == r.total {
-		r.final, r.ackedTo, r.freed = true, r.readOff, 0
-		r.hooks.ack(r.readOff, true)
-		return
-	}
 	if r.readOff > r.ackedTo && (r.freed >= min(r.bound, startWindow)/4 || len(r.pending) == 0 || r.pending[0].off > r.readOff) {
 		r.ackedTo, r.freed = r.readOff, 0
 		r.hooks.ack(r.readOff, false)
@@ -167,18 +163,22 @@ func (r *Reader) acked(s *rstream, h Header) bool {
 	}
 	if h.Flags&FlagFinal != 0 {
 		r.mu.Lock()
-		s.final = true
+		s.final, r.peerDone = true, true
 		r.cond.Broadcast()
 		r.mu.Unlock()
 	}
 	return true
 }
 
-// quiet says whether every connection has brought the peer's end and
-// final ack: nothing more will come on any.
+// quiet says whether the peer said it needs nothing more (a final ack
+// came) and every connection has brought the peer's end and final ack:
+// nothing more will come on any.
 func (r *Reader) quiet() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if !r.peerDone {
+		return false
+	}
 	for _, s := range r.streams {
 		if !s.ended || !s.final {
 			return false

@@ -33,10 +33,12 @@ import (
 // Closing (close): the Writer's end block goes on every connection, then
 // the session waits for the peer's acks of the whole stream; then it
 // acknowledges the peer's stream as delivered, if it came whole, with a
-// final ack on every connection, and waits until every connection has
-// brought the peer's end and final ack, so that it closes none with bytes
-// unread (which would reset it, destroying what the peer still had to
-// read).
+// final ack on every connection, and waits until the peer's final ack
+// came and every connection has brought the peer's end and final ack, so
+// that it closes none with bytes unread (which would reset it,
+// destroying what the peer still had to read), and does not go while
+// the peer still waits to hear that its stream arrived (the link down
+// meanwhile: it waits for a connection back).
 
 // ErrLost is wrapped by the error of a resumable link that lost all its
 // connections and got none back in time (*LostError).
@@ -340,15 +342,29 @@ func (s *session) connections() int {
 // reports whether cond held. cond is checked whenever the session
 // changes, and every 10ms.
 func (s *session) waitFor(d time.Duration, cond func() bool) bool {
-	deadline := time.Now().Add(d)
+	return s.waitLinked(d, d, cond)
+}
+
+// waitLinked is waitFor counting towards linked only the time the link
+// has a connection (a paused link waits for one to come back, until it
+// fails after ResumeTimeout), and giving up after limit in all.
+func (s *session) waitLinked(linked, limit time.Duration, cond func() bool) bool {
+	last := time.Now()
+	deadline := last.Add(limit)
+	wasLinked := false
 	for {
 		if cond() {
 			return true
 		}
 		s.mu.Lock()
-		changed, failed := s.changed, s.err != nil
+		changed, failed, isLinked := s.changed, s.err != nil, len(s.live) > 0
 		s.mu.Unlock()
-		if failed || !time.Now().Before(deadline) {
+		now := time.Now()
+		if wasLinked {
+			linked -= now.Sub(last)
+		}
+		last, wasLinked = now, isLinked
+		if failed || linked <= 0 || !now.Before(deadline) {
 			return false
 		}
 		select {
@@ -359,8 +375,13 @@ func (s *session) waitFor(d time.Duration, cond func() bool) bool {
 }
 
 // close ends the link as the package doc's Resumable links part says,
-// giving up on the peer after linger, and stops it.
-func (s *session) close(linger time.Duration) error {
+// giving up on the peer after linger, and stops it. It returns once this
+// end's outcome is known: if both streams arrived whole, the session
+// lingers in the background until the peer said it is done too (or
+// finalWait connected, linger in all), as TCP's TIME-WAIT does, so that
+// the peer can resume the link to hear that its stream arrived. stopped,
+// if not nil, is called once the session has stopped.
+func (s *session) close(linger time.Duration, stopped func()) error {
 	werr := s.w.Close()
 	if errors.Is(werr, ErrClosed) {
 		werr = nil // CloseWrite came first
@@ -376,8 +397,23 @@ func (s *session) close(linger time.Duration) error {
 	// little for it before taking the peer for still sending.
 	complete := err == nil && s.waitFor(time.Second, s.r.complete)
 	if err == nil && complete {
+		// Both streams arrived whole: say so (the final ack, written
+		// before Close returns, in case the process then exits), and
+		// stop once the peer said so too. Until then the peer may not
+		// know that its stream arrived: if the link is down meanwhile,
+		// wait for it to come back (or fail), lest the peer redial an
+		// end that is gone and fail its close. A peer that says nothing
+		// for finalWait while connected is given up on.
 		s.r.finish()
-		s.waitFor(5*time.Second, func() bool { return s.w.flushed(true) && s.r.quiet() })
+		s.waitLinked(finalWait, linger, func() bool { return s.w.flushed(true) })
+		go func() {
+			s.waitLinked(finalWait, linger, func() bool { return s.w.flushed(true) && s.r.quiet() })
+			s.stop(nil)
+			if stopped != nil {
+				stopped()
+			}
+		}()
+		return werr
 	}
 	if err == nil && !complete && s.failure() == nil {
 		// The peer is still sending: tell it the link is gone, rather
@@ -386,11 +422,18 @@ func (s *session) close(linger time.Duration) error {
 		s.w.abortAll(fmt.Sprintf("the peer closed the link having read %d bytes, before the end", st.Delivered))
 	}
 	s.stop(err)
+	if stopped != nil {
+		stopped()
+	}
 	if err == nil {
 		err = werr
 	}
 	return err
 }
+
+// finalWait bounds how long a closing session, connected, waits for the
+// peer's final ack once it sent its own.
+const finalWait = 5 * time.Second
 
 // stop tears the session down: no more redials, every connection closed,
 // every goroutine returned. Unless the peer acknowledged the whole

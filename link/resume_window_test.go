@@ -143,11 +143,8 @@ func sendOver(t *testing.T, a, b *session, data []byte, read func(io.Reader) ([]
 		t.Fatalf("write: %v", err)
 	}
 	sameData(t, got, data)
-	closed := make(chan error, 2)
-	go func() { closed <- a.close(time.Minute) }()
-	go func() { closed <- b.close(time.Minute) }()
-	for range 2 {
-		if err := <-closed; err != nil {
+	for _, err := range closeAll(time.Minute, a, b) {
+		if err != nil {
 			t.Errorf("close: %v", err)
 		}
 	}
