@@ -16,9 +16,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/internal/lab"
 	"github.com/gridlink/gridlink/internal/lab/labtest"
 	"github.com/gridlink/gridlink/internal/lab/netns"
+	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/pki/ca"
 )
 
@@ -95,6 +97,11 @@ func TestNATHubsVIPExec(t *testing.T) {
 	agent := startIn(t, east, "east-u", asAccount(ubin, "node", "--name", "east-u", "--verbose", "--hub", hubAddr(eastHub), "--control", ctl,
 		"--ca", issued.CA, "--crl", issued.CRL, "--key", issued.Key, "--cert", issued.Cert)...)
 	agent.waitLog(t, "attached to hub east", 60*time.Second)
+	// east answers lookups from what it reaches: until its link to pub1
+	// is up (its first dial may have come before pub1 listened), pub-n's
+	// address is no node's there, and the ping's first packet would be
+	// answered unreachable (a CI run failed so)
+	testwait.Until(t, "east to reach pub1", 30*time.Second, func() bool { return L.reachable(eastHub, "pub1", identity.ID{}) })
 
 	// a TCP echo on pub-n's virtual address
 	var ln net.Listener
