@@ -368,3 +368,32 @@ func TestResumeCloseAcrossOutage(t *testing.T) {
 		}
 	}
 }
+
+// A peer that never says it is done (its application holds the link
+// open, or it lies) costs a closing end nothing it waits on: Close
+// returns once both streams are whole and acknowledged, and the session
+// lingers in the background for the peer's final ack only finalWait.
+func TestResumeCloseSilentPeer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l := newPipeLink(t, rand.New(rand.NewPCG(7, 8)), Config{ResumeTimeout: 30 * time.Second}, minWindow, 2)
+		ab, ba := bytes.Repeat([]byte("a"), 100<<10), bytes.Repeat([]byte("b"), 10<<10)
+		gotB, gotA, errA, errB := transfer(l, ab, ba)
+		if errA != nil || errB != nil || gotB.err != nil || gotA.err != nil {
+			t.Fatalf("writes: %v, %v; reads: %v, %v", errA, errB, gotB.err, gotA.err)
+		}
+		synctest.Wait() // every ack delivered: b's stream is acknowledged
+		start := time.Now()
+		stopped := make(chan time.Time, 1)
+		if err := l.b.close(time.Minute, func() { stopped <- time.Now() }); err != nil {
+			t.Fatalf("close: %v", err)
+		}
+		if took := time.Since(start); took >= time.Second {
+			t.Errorf("close took %s with the peer silent, want it at once", took)
+		}
+		at := <-stopped
+		if lingered := at.Sub(start); lingered < finalWait || lingered > finalWait+time.Second {
+			t.Errorf("the session stopped %s after close, want after finalWait (%s)", lingered, finalWait)
+		}
+		closeAll(time.Second, l.a)
+	})
+}
