@@ -471,7 +471,9 @@ func (c *Conn) CloseWrite() error {
 // lingerTimeout if the peer does not read) and closes every connection,
 // once it has read their last blocks if the peer had ended its direction.
 // A resumable link waits (as long) until the peer acknowledged the whole
-// stream, resuming meanwhile if need be, then closes as resume.go says;
+// stream, resuming meanwhile if need be, then closes as resume.go says:
+// once both streams are whole it returns, and the link lingers in the
+// background until the peer said it is done too (at most 5 s connected);
 // if the peer is still sending, it aborts the peer's link, saying so.
 func (c *Conn) Close() error {
 	c.mu.Lock()
