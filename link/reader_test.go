@@ -12,6 +12,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/gridlink/gridlink/internal/testwait"
 )
 
 // protocolError waits for the Reader's failure and checks it.
@@ -29,6 +31,20 @@ func protocolError(t *testing.T, r *Reader, want ...string) {
 	t.Log(res.err)
 }
 
+// handled waits until the Reader has taken in what cond says (under its
+// lock): a block written on a pipe is read by its stream's goroutine
+// before it is handled, so a test that orders two streams' blocks waits
+// for the first to be handled, not only written (TestBlockBeyondTotal
+// once saw stream 1's data handled before stream 0's end).
+func handled(t *testing.T, r *Reader, what string, cond func() bool) {
+	t.Helper()
+	testwait.Until(t, "the reader to handle "+what, 10*time.Second, func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return cond()
+	})
+}
+
 func TestDuplicateBlock(t *testing.T) {
 	r, ends := rawStreams(t, Config{}, 2)
 	send(ends[0], data(5, "world")).Wait()
@@ -39,6 +55,7 @@ func TestDuplicateBlock(t *testing.T) {
 func TestOverlappingBlock(t *testing.T) {
 	r, ends := rawStreams(t, Config{}, 2)
 	send(ends[0], data(5, "world")).Wait()
+	handled(t, r, "stream 0's block", func() bool { return len(r.pending) > 0 })
 	send(ends[1], data(3, "xyz"))
 	protocolError(t, r, "overlaps", "data [3, 6)")
 }
@@ -63,6 +80,7 @@ func TestOutOfOrderOnOneStream(t *testing.T) {
 func TestBlockBeyondTotal(t *testing.T) {
 	r, ends := rawStreams(t, Config{}, 2)
 	send(ends[0], end(5)).Wait()
+	handled(t, r, "stream 0's end", func() bool { return r.haveTotal })
 	send(ends[1], data(3, "abc"))
 	protocolError(t, r, "stream 1", "beyond the end")
 }
@@ -70,6 +88,7 @@ func TestBlockBeyondTotal(t *testing.T) {
 func TestEndBelowReceived(t *testing.T) {
 	r, ends := rawStreams(t, Config{}, 2)
 	send(ends[0], data(10, "abc")).Wait()
+	handled(t, r, "stream 0's block", func() bool { return len(r.pending) > 0 })
 	send(ends[1], end(5))
 	protocolError(t, r, "stream 1", "ends the stream at 5")
 }
