@@ -330,6 +330,19 @@ func TestResumeTimeout(t *testing.T) {
 	})
 }
 
+// transferred sends ab and ba each way over a new link of two
+// connections (its randomness from seed) and fails the test unless both
+// went through.
+func transferred(t *testing.T, seed uint64, ab, ba []byte) *pipeLink {
+	t.Helper()
+	l := newPipeLink(t, rand.New(rand.NewPCG(seed, seed+1)), Config{ResumeTimeout: 30 * time.Second}, minWindow, 2)
+	gotB, gotA, errA, errB := transfer(l, ab, ba)
+	if errA != nil || errB != nil || gotB.err != nil || gotA.err != nil {
+		t.Fatalf("writes: %v, %v; reads: %v, %v", errA, errB, gotB.err, gotA.err)
+	}
+	return l
+}
+
 // Every connection of a link dies while both ends close it, after both
 // streams came whole (the acks of their ends maybe unsent): the ends wait
 // for the link to come back and close it cleanly, both without an error,
@@ -342,12 +355,7 @@ func TestResumeCloseAcrossOutage(t *testing.T) {
 		for _, outage := range []time.Duration{100 * time.Millisecond, 6 * time.Second} {
 			t.Run(fmt.Sprintf("at %s for %s", at, outage), func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
-					l := newPipeLink(t, rand.New(rand.NewPCG(5, 6)), Config{ResumeTimeout: 30 * time.Second}, minWindow, 2)
-					ab, ba := bytes.Repeat([]byte("ab"), 50<<10), bytes.Repeat([]byte("ba"), 30<<10)
-					gotB, gotA, errA, errB := transfer(l, ab, ba)
-					if errA != nil || errB != nil || gotB.err != nil || gotA.err != nil {
-						t.Fatalf("writes: %v, %v; reads: %v, %v", errA, errB, gotB.err, gotA.err)
-					}
+					l := transferred(t, 5, bytes.Repeat([]byte("ab"), 50<<10), bytes.Repeat([]byte("ba"), 30<<10))
 					outageOver := make(chan struct{})
 					go func() {
 						defer close(outageOver)
@@ -375,12 +383,7 @@ func TestResumeCloseAcrossOutage(t *testing.T) {
 // lingers in the background for the peer's final ack only finalWait.
 func TestResumeCloseSilentPeer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		l := newPipeLink(t, rand.New(rand.NewPCG(7, 8)), Config{ResumeTimeout: 30 * time.Second}, minWindow, 2)
-		ab, ba := bytes.Repeat([]byte("a"), 100<<10), bytes.Repeat([]byte("b"), 10<<10)
-		gotB, gotA, errA, errB := transfer(l, ab, ba)
-		if errA != nil || errB != nil || gotB.err != nil || gotA.err != nil {
-			t.Fatalf("writes: %v, %v; reads: %v, %v", errA, errB, gotB.err, gotA.err)
-		}
+		l := transferred(t, 7, bytes.Repeat([]byte("a"), 100<<10), bytes.Repeat([]byte("b"), 10<<10))
 		synctest.Wait() // every ack delivered: b's stream is acknowledged
 		start := time.Now()
 		stopped := make(chan time.Time, 1)
