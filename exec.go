@@ -24,7 +24,8 @@ const DefaultGridMapfile = exec.DefaultMapfile
 
 // ExecConfig configures a node agent's exec service (Agent.ServeExec).
 // The zero value works: the default grid-mapfile, logged to standard
-// error, at most 256 commands at once.
+// error, at most 256 commands at once, the default environment accepted,
+// accounts that refuse logins refused.
 type ExecConfig struct {
 	// Mapfile is the grid-mapfile; empty: DefaultGridMapfile.
 	Mapfile string
@@ -33,7 +34,20 @@ type ExecConfig struct {
 	Logger *slog.Logger
 	// MaxCommands bounds the commands running at once; zero: 256.
 	MaxCommands int
+	// AcceptEnv are the environment variables a caller may pass (names,
+	// or patterns with * and ?, as sshd's AcceptEnv); others are dropped
+	// with a notice to the caller. nil: DefaultExecAcceptEnv(); empty:
+	// none. Variables that would run code before the account's shell
+	// (LD_*, BASH_ENV, PATH, ...) are refused whatever it says.
+	AcceptEnv []string
+	// AllowNologin runs commands as accounts whose login shell refuses
+	// logins (nologin, false) with /bin/sh; false: they are refused.
+	AllowNologin bool
 }
+
+// DefaultExecAcceptEnv is ExecConfig.AcceptEnv's default: the locale,
+// TERM, and MPI's variables (docs/exec.md).
+func DefaultExecAcceptEnv() []string { return exec.DefaultAcceptEnv() }
 
 // ExecService is a node agent's running exec service.
 type ExecService struct{ s *exec.Service }
@@ -48,7 +62,8 @@ func (a *Agent) ServeExec(cfg ExecConfig) (*ExecService, error) {
 	if cfg.Logger != nil {
 		logf = logfOf(cfg.Logger.With("node", a.a.Node().Name()))
 	}
-	s, err := exec.Listen(a.a.Node(), exec.Config{Mapfile: cfg.Mapfile, Logf: logf, MaxCommands: cfg.MaxCommands})
+	s, err := exec.Listen(a.a.Node(), exec.Config{Mapfile: cfg.Mapfile, Logf: logf, MaxCommands: cfg.MaxCommands,
+		AcceptEnv: cfg.AcceptEnv, AllowNologin: cfg.AllowNologin})
 	if err != nil {
 		return nil, err
 	}

@@ -411,11 +411,29 @@ func validTerm(s string) bool {
 type execFlags struct {
 	allow   bool
 	mapfile string
+	// acceptEnv is --exec-accept-env's, each value split at commas and
+	// spaces; nil (not given): the service's default
+	acceptEnv    []string
+	allowNologin bool
 }
 
 func (xf *execFlags) add(c *cobra.Command) {
 	c.Flags().BoolVar(&xf.allow, "allow-exec", false, "run commands for grid members (gridlink exec) as the accounts --grid-mapfile maps them to; needs --ca")
 	c.Flags().StringVar(&xf.mapfile, "grid-mapfile", gridlink.DefaultGridMapfile, `the exec service's grid-mapfile: lines "SUBJECT" ACCOUNT[,ACCOUNT...]`)
+	c.Flags().StringArrayVar(&xf.acceptEnv, "exec-accept-env", nil, "environment variables the exec service passes from callers, as sshd's AcceptEnv: names or patterns with * and ?, comma- or space-separated (repeatable; replaces the default "+strings.Join(gridlink.DefaultExecAcceptEnv(), " ")+`; "" for none); LD_*, BASH_ENV, PATH and others that act before the account's shell are refused whatever it says`)
+	c.Flags().BoolVar(&xf.allowNologin, "exec-allow-nologin", false, "run exec's commands as accounts whose login shell refuses logins (nologin, false) with /bin/sh, instead of refusing them")
+}
+
+// acceptEnvPatterns are --exec-accept-env's patterns; nil when not given.
+func (xf *execFlags) acceptEnvPatterns() []string {
+	if xf.acceptEnv == nil {
+		return nil
+	}
+	pats := []string{}
+	for _, v := range xf.acceptEnv {
+		pats = append(pats, strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' })...)
+	}
+	return pats
 }
 
 // start starts the agent's exec service if --allow-exec asks for one,
@@ -425,7 +443,7 @@ func (xf *execFlags) start(a *gridlink.Agent, logger *slog.Logger) (func(), erro
 	if !xf.allow {
 		return func() {}, nil
 	}
-	s, err := a.ServeExec(gridlink.ExecConfig{Mapfile: xf.mapfile, Logger: logger})
+	s, err := a.ServeExec(gridlink.ExecConfig{Mapfile: xf.mapfile, Logger: logger, AcceptEnv: xf.acceptEnvPatterns(), AllowNologin: xf.allowNologin})
 	if err != nil {
 		return nil, err
 	}

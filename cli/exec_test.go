@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/gridlink/gridlink"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki/ca"
@@ -75,9 +77,10 @@ func TestParseExecArgs(t *testing.T) {
 	}
 }
 
-// gridlink exec end to end, through the caller's agent: the command's
-// output, its exit status as exec's, a tar stream byte-exact, a refusal
-// with exit 255 and its reason.
+// gridlink exec end to end, through the caller's agent, the target's
+// exec service started from gridlink node's flags: the command's output,
+// its exit status as exec's, a tar stream byte-exact, the environment the
+// node accepts, a refusal with exit 255 and its reason.
 func TestExecCommand(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -114,11 +117,18 @@ func TestExecCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer target.Close()
-	ex, err := target.ServeExec(gridlink.ExecConfig{Mapfile: mapfile, Logger: tlog})
+	// as gridlink node --allow-exec --exec-accept-env ... starts it
+	var xf execFlags
+	flags := &cobra.Command{}
+	xf.add(flags)
+	if err := flags.ParseFlags([]string{"--allow-exec", "--grid-mapfile", mapfile, "--exec-accept-env", "LANG, OMPI_*", "--exec-accept-env=FOO"}); err != nil {
+		t.Fatal(err)
+	}
+	stopExec, err := xf.start(target, tlog)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ex.Close()
+	defer stopExec()
 	user := func(name string) string {
 		p, err := proxy.New(g.User(t, name), proxy.Options{})
 		if err != nil {
@@ -192,9 +202,32 @@ func TestExecCommand(t *testing.T) {
 	if out, err := exec.Command("diff", "-r", src, filepath.Join(dest0, "src")).CombinedOutput(); err != nil {
 		t.Errorf("the tree differs after tar through exec --resume-timeout 0: %v %s", err, out)
 	}
+	// the node's accept list: LANG, OMPI_* and FOO pass, BAR is dropped
+	// with a notice (stderr, the log); LD_PRELOAD, in ssh's -o SetEnv
+	// form, is refused on both ends, and the command does not run
+	code, out, errs := run(nil, "--control", alice, "-e", "LANG=C", "-o", "SetEnv=OMPI_MCA_btl=tcp FOO=1 BAR=2", "target", "env")
+	notice := "exec at target: not passed to the command: BAR (the node passes only LANG OMPI_* FOO; its operator sets that with --exec-accept-env)"
+	if code != 0 || !strings.Contains(out, "LANG=C\n") || !strings.Contains(out, "OMPI_MCA_btl=tcp\n") || !strings.Contains(out, "FOO=1\n") || strings.Contains(out, "BAR=") || errs != notice+"\n" {
+		t.Errorf("exec -e LANG=C -o SetEnv=... target env: %d %q %q; want LANG, OMPI_MCA_btl and FOO, and the notice %q", code, out, errs, notice)
+	}
+	if !strings.Contains(targetLog.String(), "not passed to the command: BAR") {
+		t.Errorf("the target's log does not say %q:\n%s", notice, targetLog)
+	}
+	mark := filepath.Join(dir, "preloaded")
+	code, _, errs = run(nil, "--control", alice, "-o", "SetEnv=LD_PRELOAD="+filepath.Join(dir, "evil.so"), "target", "touch", mark)
+	why := "target does not pass LD_PRELOAD to a command, whatever its accept list: the dynamic loader's"
+	if code != 255 || !strings.Contains(errs, why) {
+		t.Errorf("exec -o SetEnv=LD_PRELOAD=...: %d %q; want 255 and %q", code, errs, why)
+	}
+	if !strings.Contains(targetLog.String(), "exec: refused") || !strings.Contains(targetLog.String(), why) {
+		t.Errorf("the target's log does not say %q:\n%s", why, targetLog)
+	}
+	if _, err := os.Stat(mark); err == nil {
+		t.Error("the command ran with LD_PRELOAD")
+	}
 	// an unmapped user: 255 and the reason, which the target logs too
-	why := `subject "/O=testgrid/OU=user/CN=mallory" is not in the grid-mapfile of target`
-	code, _, errs := run(nil, "--control", user("mallory"), "target", "id")
+	why = `subject "/O=testgrid/OU=user/CN=mallory" is not in the grid-mapfile of target`
+	code, _, errs = run(nil, "--control", user("mallory"), "target", "id")
 	if code != 255 || !strings.Contains(errs, why) {
 		t.Errorf("an unmapped user: %d %q; want 255 and %q", code, errs, why)
 	}

@@ -71,6 +71,13 @@ var sockSeq atomic.Int64
 // mapText; open: without a grid CA.
 func newGrid(t testing.TB, mapText string, open bool) *grid {
 	t.Helper()
+	return newGridWith(t, mapText, open, Config{})
+}
+
+// newGridWith is newGrid with the exec service's configuration cfg (its
+// grid-mapfile and log set here).
+func newGridWith(t testing.TB, mapText string, open bool, cfg Config) *grid {
+	t.Helper()
 	gr := &grid{log: &logBuf{}}
 	var hubCreds, targetCreds *pki.Credentials
 	if open {
@@ -97,7 +104,8 @@ func newGrid(t testing.TB, mapText string, open bool) *grid {
 		t.Fatal(err)
 	}
 	gr.target = gr.agent(t, "target", targetCreds, gr.log.logf)
-	if gr.svc, err = Listen(gr.target.Node(), Config{Mapfile: gr.mapfile, Logf: gr.log.logf}); err != nil {
+	cfg.Mapfile, cfg.Logf = gr.mapfile, gr.log.logf
+	if gr.svc, err = Listen(gr.target.Node(), cfg); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { gr.svc.Close() })

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +28,18 @@ type Config struct {
 	// MaxCommands bounds the commands running at once; more are refused
 	// until one ends. Zero: DefaultMaxCommands.
 	MaxCommands int
+	// AcceptEnv are the environment variables of a request passed to the
+	// command, as sshd's AcceptEnv: names or patterns with * and ?; the
+	// others are dropped, the caller told (env.go). nil: DefaultAcceptEnv;
+	// empty: none. Those that are never passed (the dynamic loader's, the
+	// shell's start-up, PATH, ...) are refused whatever it says.
+	AcceptEnv []string
+	// AllowNologin runs commands as accounts whose login shell refuses
+	// logins (nologin, false) with /bin/sh; false: they are refused.
+	AllowNologin bool
+
+	// lookup finds accounts (tests); nil: lookupAccount, the name service.
+	lookup lookupFunc
 }
 
 // DefaultMaxCommands is Config.MaxCommands' default.
@@ -45,6 +56,10 @@ type Service struct {
 	euid int
 	// slots holds a token per running command (MaxCommands).
 	slots chan struct{}
+	// env is the accept list of the environment (Config.AcceptEnv)
+	env          *envPolicy
+	allowNologin bool
+	lookup       lookupFunc
 
 	// links are the stdin links given out and not yet claimed, by token
 	// (stdinlink.go).
@@ -60,6 +75,13 @@ type Service struct {
 // Listen starts the exec service on node's Port.
 func Listen(node *vconn.Node, cfg Config) (*Service, error) {
 	defaultSignals()
+	env, err := newEnvPolicy(cfg.AcceptEnv)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.lookup == nil {
+		cfg.lookup = lookupAccount
+	}
 	if cfg.Mapfile == "" {
 		cfg.Mapfile = DefaultMapfile
 	}
@@ -75,7 +97,8 @@ func Listen(node *vconn.Node, cfg Config) (*Service, error) {
 	if cfg.MaxCommands <= 0 {
 		cfg.MaxCommands = DefaultMaxCommands
 	}
-	s := &Service{l: l, node: node, maps: &mapSource{path: cfg.Mapfile}, logf: cfg.Logf, euid: os.Geteuid(), slots: make(chan struct{}, cfg.MaxCommands)}
+	s := &Service{l: l, node: node, maps: &mapSource{path: cfg.Mapfile}, logf: cfg.Logf, euid: os.Geteuid(), slots: make(chan struct{}, cfg.MaxCommands),
+		env: env, allowNologin: cfg.AllowNologin, lookup: cfg.lookup}
 	s.wg.Add(1)
 	go s.serve()
 	return s, nil
@@ -168,6 +191,12 @@ func (s *Service) handle(c net.Conn) {
 		s.refuse(c, who, reason, none)
 		return
 	}
+	pass, dropped, err := s.env.sift(s.node.Name(), req.Env)
+	if err != nil {
+		s.refuse(c, who, err.Error(), none)
+		return
+	}
+	req.Env = pass
 	select {
 	case s.slots <- struct{}{}:
 		// freed before the exit status goes out: a caller told its command
@@ -185,7 +214,7 @@ func (s *Service) handle(c net.Conn) {
 		s.refuse(c, who, fmt.Sprintf("starting the command as %s: %v", acct.name, err), none)
 		return
 	}
-	s.logf("exec: %s runs as %s (uid %d): %q", who, acct.name, acct.uid, commandText(&req))
+	s.logf("exec: %s runs as %s (uid %d%s): %q%s", who, acct.name, acct.uid, acct.shellNote(), commandText(&req), envText(req.Env))
 	var sl *stdinLink
 	var feat []byte // the features frame's payload, if the request listed features
 	if len(req.Features) > 0 {
@@ -203,6 +232,12 @@ func (s *Service) handle(c net.Conn) {
 	}
 	if err == nil {
 		err = w.send(FrameStarted, nil)
+	}
+	if err == nil && len(dropped) > 0 {
+		// before the command's output: its copies start in run
+		notice := s.env.droppedNotice(s.node.Name(), dropped)
+		s.logf("exec: %s as %s: %s", who, acct.name, notice)
+		err = w.send(FrameStderr, []byte(notice+"\n"))
 	}
 	if err != nil {
 		r.hangup()
@@ -249,55 +284,6 @@ func describePeer(p pki.Peer) string {
 		return p.String()
 	}
 	return fmt.Sprintf("%q (%s)", SubjectDN(p.Chain.EndEntity), p)
-}
-
-// authorize decides who the command runs as: the account, or why none.
-func (s *Service) authorize(peer pki.Peer, req *Request) (*account, string) {
-	if peer.Chain == nil {
-		return nil, fmt.Sprintf("exec needs a grid CA: %s shows no certificate (node %s runs an open grid, where no subject can be mapped to an account)", peer, s.node.Name())
-	}
-	if err := s.node.Recheck(peer); err != nil {
-		return nil, fmt.Sprintf("%s is no longer admitted at %s: %v", peer, s.node.Name(), err)
-	}
-	if !peer.Allows("exec", s.node.ID()) {
-		return nil, fmt.Sprintf("%s may not use exec at %s: its proxy is restricted to %v", peer, s.node.Name(), peer.Chain.Restriction)
-	}
-	m, err := s.maps.load()
-	if err != nil {
-		return nil, fmt.Sprintf("the grid-mapfile of %s cannot be used: %v", s.node.Name(), err)
-	}
-	dn := SubjectDN(peer.Chain.EndEntity)
-	accts := m.Accounts(peer.Chain.EndEntity)
-	if len(accts) == 0 {
-		return nil, fmt.Sprintf("subject %q is not in the grid-mapfile of %s", dn, s.node.Name())
-	}
-	name := accts[0]
-	if req.Account != "" {
-		ok := false
-		for _, a := range accts {
-			ok = ok || a == req.Account
-		}
-		if !ok {
-			return nil, fmt.Sprintf("subject %q may not run as %q at %s: the grid-mapfile maps it to %s only", dn, req.Account, s.node.Name(), strings.Join(accts, ","))
-		}
-		name = req.Account
-	}
-	acct, err := lookupAccount(name)
-	if err != nil {
-		return nil, fmt.Sprintf("account %q at %s: %v", name, s.node.Name(), err)
-	}
-	if s.euid != 0 && int(acct.uid) != s.euid {
-		return nil, fmt.Sprintf("the exec service of %s runs as uid %d, not as root: it runs commands only as uid %d, and %q maps to %s (uid %d)", s.node.Name(), s.euid, s.euid, dn, acct.name, acct.uid)
-	}
-	return acct, ""
-}
-
-// commandText is the command as the log shows it.
-func commandText(req *Request) string {
-	if len(req.Command) == 0 {
-		return "(login shell)"
-	}
-	return req.shellLine()
 }
 
 // frameWriter sends frames from several goroutines, one whole frame at a
