@@ -40,7 +40,11 @@ node its name server names for it.
   -T            no pseudo-terminal
   -n            stdin from /dev/null
   -l ACCOUNT    run as ACCOUNT, one the grid-mapfile maps you to (default: its first)
-  -e NAME       pass NAME from this environment (-e NAME=VALUE: set it)
+  -e NAME       pass NAME from this environment (-e NAME=VALUE: set it); the
+                node passes only the variables it accepts (by default the
+                locale, TERM and MPI's: OMPI_*, PMIX_*, HYDRA_*, ...), says
+                which it dropped on stderr, and refuses LD_*, BASH_ENV, PATH
+                and others that act before the account's shell
   --env NAME=VALUE, --env NAME   the same
   --dir DIR     working directory (default: the account's home)
   --control S   agent control socket (default: your agent's, then the system agent's)

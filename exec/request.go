@@ -16,7 +16,10 @@ type Request struct {
 	// with -c, as ssh runs a command; empty: an interactive login shell.
 	Command []string `json:"command,omitempty"`
 	// Env are NAME=VALUE settings added to the minimal login environment
-	// (HOME, USER, LOGNAME, SHELL, PATH; TERM with a pty).
+	// (HOME, USER, LOGNAME, SHELL, PATH; TERM with a pty): those the
+	// service accepts (Config.AcceptEnv; the others dropped, the caller
+	// told on stderr); one it never passes (env.go: LD_*, BASH_ENV, PATH,
+	// ...) refuses the request.
 	Env []string `json:"env,omitempty"`
 	// Dir is the working directory (absolute); empty: the account's home.
 	Dir string `json:"dir,omitempty"`
