@@ -3,6 +3,7 @@ package exec
 import (
 	"errors"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -109,6 +110,49 @@ func TestExecAcceptEnvChecked(t *testing.T) {
 		"LANG": false, "OMPI_MCA_btl": false, "PMI_RANK": false, "ENVIRONMENT": false, "MYPATH": false} {
 		if got := neverWhy(name) != ""; got != never {
 			t.Errorf("%s never passed: %v, want %v", name, got, never)
+		}
+	}
+}
+
+// The attack as reported: LD_PRELOAD of a library whose constructor runs
+// as the account, into an account whose shell is nologin (nobody). Both
+// the account and the variable are refused, on both ends; the library
+// never loads.
+func TestExecPreloadIntoNologin(t *testing.T) {
+	needRoot(t)
+	nobody, err := lookupAccount("nobody")
+	if err != nil || !noLogin(nobody.shell) {
+		t.Skipf("this host's nobody: %+v %v; want one whose shell refuses logins", nobody, err)
+	}
+	cc, err := osexec.LookPath("cc")
+	if err != nil {
+		t.Skip("no C compiler to build the preloaded library")
+	}
+	mark := anyoneMark(t)
+	lib := filepath.Join(filepath.Dir(mark), "evil.so")
+	src := filepath.Join(t.TempDir(), "evil.c")
+	code := `#include <fcntl.h>
+__attribute__((constructor)) static void evil(void) { close(open("` + mark + `", O_CREAT|O_WRONLY, 0644)); }
+`
+	if err := os.WriteFile(src, []byte(code), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := osexec.Command(cc, "-shared", "-fPIC", "-o", lib, src).CombinedOutput(); err != nil {
+		t.Skipf("cc: %v %s", err, out)
+	}
+	if err := os.Chmod(lib, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range []Config{{}, {AllowNologin: true, AcceptEnv: []string{"*"}}} {
+		gr := newGridWith(t, `"/O=testgrid/OU=user/CN=bob" nobody`+"\n", false, cfg)
+		out, errs, st, err := output(t, gr.user(t, "bob"), Request{Command: []string{"true"}, Env: []string{"LD_PRELOAD=" + lib}}, nil)
+		var re *RefusedError
+		if !errors.As(err, &re) || !gr.log.has("exec: refused ") || !gr.log.has(re.Reason) {
+			t.Errorf("LD_PRELOAD into nobody (%+v): %v %v %q %q; want refused on both ends\n%s", cfg, st, err, out, errs, gr.log)
+		}
+		if _, err := os.Stat(mark); err == nil {
+			t.Errorf("LD_PRELOAD into nobody (%+v): the library ran as nobody", cfg)
+			os.Remove(mark)
 		}
 	}
 }
