@@ -59,7 +59,7 @@ func Connect(cfg SessionConfig) (*Session, error) {
 	}
 	s := &Session{cfg: cfg, machine: cfg.Machine, logf: cfg.Logf, ready: make(chan struct{}), lookups: map[uint64]chan *wire.Found{}, hubQueries: map[uint64]chan []wire.RouteAd{},
 		messages: make(chan *wire.Routed, messageQueue), incoming: make(chan *Incoming, incomingQueue), done: make(chan struct{}),
-		gaveUp: make(chan struct{}), firstRound: make(chan struct{}), since: time.Now(), cause: ErrFirstAttempt}
+		gaveUp: make(chan struct{}), firstRound: make(chan struct{}), since: time.Now(), cause: ErrFirstAttempt, instance: newInstance()}
 	if s.logf == nil {
 		s.logf = log.Printf
 	}

@@ -10,10 +10,11 @@ import (
 )
 
 // A hub that refuses a link after reading its hello (the certificate's
-// role does not allow what the hello asks, or the name is not the
-// certificate's or is held by another identity) sends a wire.KRefused
-// message with the reason in place of its own hello, logs the same
-// reason and closes the link. The refused end's error is a *RefusedError;
+// role does not allow what the hello asks, the name is not the
+// certificate's or is held by another identity, or another process with
+// the identity is attached there and answers: wire/instance.go) sends a
+// wire.KRefused message with the reason in place of its own hello, logs
+// the same reason and closes the link. The refused end's error is a *RefusedError;
 // retrying will not change it, so sessions and hub diallers stop.
 
 // Refusals after the hello, on both ends (errors.Is).
@@ -31,6 +32,10 @@ var (
 	// trunk as one of its lanes (wire/lane.go); the trunk goes on with the
 	// connections it has.
 	ErrLaneRefused = errors.New("lane of a trunk refused")
+	// ErrIdentityAttached: another process with this identity is attached
+	// to the hub and answers (wire.RefusedAttached); the hub keeps one
+	// attachment per identity.
+	ErrIdentityAttached = errors.New("identity attached by another process")
 )
 
 // RefusedError is a hub's refusal of a link after its hello. On the
@@ -43,12 +48,16 @@ type RefusedError struct {
 	ByPeer bool
 	Code   string // wire.Refused*
 	Reason string
-	// Holder is, for ErrNameTaken, the node that holds the name (its ID,
-	// and Hub and HubName: where it is attached).
+	// Holder is, for ErrNameTaken, the node that holds the name, for
+	// ErrIdentityAttached the other process's attachment (its ID, name,
+	// observed address, and Hub and HubName: where it is attached).
 	Holder identity.Machine
 }
 
 func (e *RefusedError) Error() string {
+	if e.ByPeer && e.Code == wire.RefusedAttached {
+		return fmt.Sprintf("%v by hub %s: %s: use it (gridlink commands go through a running agent) or stop it", pki.ErrDenied, e.Hub, e.Reason)
+	}
 	if e.ByPeer {
 		return fmt.Sprintf("%v by hub %s: %s", pki.ErrDenied, e.Hub, e.Reason)
 	}
@@ -66,6 +75,8 @@ func (e *RefusedError) Unwrap() []error {
 		errs = append(errs, ErrNameTaken)
 	case wire.RefusedLane:
 		errs = append(errs, ErrLaneRefused)
+	case wire.RefusedAttached:
+		errs = append(errs, ErrIdentityAttached)
 	}
 	return errs
 }

@@ -90,6 +90,8 @@ type Session struct {
 	refused    error         // a permanent refusal that ended the session's attachments
 	gaveUp     chan struct{} // closed with refused
 	closed     bool
+	instance   string               // this process's, in every hello (instance.go)
+	noInstance map[identity.ID]bool // hubs sent no instance (instance.go)
 
 	// Requests waiting for the hub's answers (requests.go), under mu.
 	lookups    map[uint64]chan *wire.Found
@@ -284,8 +286,8 @@ func (s *Session) attachTo(ctx context.Context, spec string) (*slink, error) {
 	if d, ok := ctx.Deadline(); ok {
 		_ = c.SetDeadline(d)
 	}
-	me := s.self()
-	if err := WriteHello(c, sealer, &wire.Hello{Role: "node", Machine: me, Version: wire.Version}); err != nil {
+	me, inst := s.self(), s.instanceFor(hubID)
+	if err := WriteHello(c, sealer, &wire.Hello{Role: "node", Machine: me, Version: wire.Version, Instance: inst}); err != nil {
 		err = sec.Explain(err)
 		c.Close()
 		return nil, err
@@ -295,6 +297,7 @@ func (s *Session) attachTo(ctx context.Context, spec string) (*slink, error) {
 		return nil, err
 	}
 	hello, err := sec.ReadHello()
+	s.helloAnswered(hubID, inst, hello, err)
 	if err != nil {
 		c.Close()
 		return nil, err

@@ -74,9 +74,10 @@ type Trunk struct {
 	done     chan struct{}
 	errOnce  sync.Once
 	err      error
-	lastRecv atomic.Int64 // monotime of the last frame received, or of the end of its handling
-	handling atomic.Bool  // the reader is handling a frame, not waiting for one
-	rtt      atomic.Int64 // ns, 0 until measured
+	lastRecv atomic.Int64  // monotime of the last frame received, or of the end of its handling
+	heard    atomic.Uint64 // frames received (Answers)
+	handling atomic.Bool   // the reader is handling a frame, not waiting for one
+	rtt      atomic.Int64  // ns, 0 until measured
 	rttMu    sync.Mutex
 	samples  [rttSamples]time.Duration
 	nsamples int
@@ -457,6 +458,7 @@ func (l *Trunk) ReadLoop(r *wire.Reader, handle func(wire.Frame) error) error {
 			return err
 		}
 		l.lastRecv.Store(monotime())
+		l.heard.Add(1)
 		if f.Circuit == 0 {
 			switch f.Type {
 			case wire.TPing:
@@ -500,6 +502,35 @@ const (
 type SilentError struct{ For time.Duration }
 
 func (e *SilentError) Error() string { return "nothing heard for " + e.For.String() }
+
+// Answers pings the peer and reports whether any frame comes from it
+// within wait (a pong, or anything else it sends meanwhile): false once
+// wait passed in silence or the trunk closed. A hub asks it of a node's
+// trunk before it lets another process with the node's identity take its
+// place (package hubserver, wire/instance.go).
+func (l *Trunk) Answers(wait time.Duration) bool {
+	before := l.heard.Load()
+	l.Ping()
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	tick := time.NewTicker(answerPoll)
+	defer tick.Stop()
+	for {
+		if l.heard.Load() != before {
+			return true
+		}
+		select {
+		case <-l.done:
+			return false
+		case <-deadline.C:
+			return l.heard.Load() != before
+		case <-tick.C:
+		}
+	}
+}
+
+// answerPoll is how often Answers looks for a frame heard.
+const answerPoll = 10 * time.Millisecond
 
 // SincePing is how long ago the last trunk ping was sent.
 func (l *Trunk) SincePing() time.Duration { return time.Duration(monotime() - l.lastPing.Load()) }

@@ -70,6 +70,7 @@ const (
 	RefusedName        = "name"         // the certificate does not certify the hello's name
 	RefusedNameTaken   = "name-taken"   // another identity holds the name
 	RefusedShed        = "shed"         // the gate shed a pending handshake (too many pending)
+	RefusedAttached    = "attached"     // another process with the node's identity is attached there and answers
 	// circuits
 	RefusedNoRoute     = "no-route"      // no route to the target hub
 	RefusedNotAttached = "not-attached"  // the target node is not attached here

@@ -38,8 +38,9 @@ const (
 // vipaddr.go; 3: trunks of several connections between hubs, lane.go;
 // 4: a lookup's answer names the hubs it could not ask, unreached.go;
 // 5: routing tables by change, delta.go; 6: a node tells the hub it
-// moved from, moved.go).
-const Version = VersionMoved
+// moved from, moved.go; 7: a node's hello names its process, and a hub
+// keeps one attachment per identity, instance.go).
+const Version = VersionInstance
 
 // Limits on decoded messages.
 const (
@@ -96,6 +97,11 @@ type Hello struct {
 	// Lane, only in the hello of a further connection of a trunk between
 	// two hubs of VersionLanes or later, asks to join that trunk (lane.go).
 	Lane *LaneJoin `json:"lane,omitempty"`
+	// Instance, in a node's hello of VersionInstance or later, names the
+	// process: InstanceSize hex digits drawn when its session starts. A
+	// hub keeps one attachment per identity and lets a hello with the
+	// holder's Instance replace it at once (instance.go).
+	Instance string `json:"instance,omitempty"`
 }
 
 // Gossip is a hub's routing table as it sends it to one neighbour
@@ -324,6 +330,9 @@ func (m *Message) check(depth int) error {
 		ok = m.Hello != nil && (m.Hello.Role == "hub" || m.Hello.Role == "node")
 		if ok {
 			if err := m.Hello.checkLane(); err != nil {
+				return err
+			}
+			if err := m.Hello.checkInstance(); err != nil {
 				return err
 			}
 			return checkMachine(&m.Hello.Machine)

@@ -52,7 +52,7 @@ const maxHolders = 16
 type Refusal struct {
 	Code   string            `json:"code"`             // one of the Refused* codes
 	Reason string            `json:"reason"`           // in words, as the refusing hub logs it
-	Holder *identity.Machine `json:"holder,omitempty"` // RefusedNameTaken: the node holding the name, with its hub
+	Holder *identity.Machine `json:"holder,omitempty"` // RefusedNameTaken, RefusedAttached: the node holding the name or identity, with its hub
 }
 
 // Claim is the body of KClaim.
@@ -88,7 +88,7 @@ type Claimed struct {
 
 func (r *Refusal) check() error {
 	switch r.Code {
-	case RefusedRole, RefusedName, RefusedNameTaken, RefusedLane:
+	case RefusedRole, RefusedName, RefusedNameTaken, RefusedLane, RefusedAttached:
 	default:
 		return fmt.Errorf("unknown refusal code %q", r.Code)
 	}

@@ -450,6 +450,10 @@ func (h *Hub) serveConn(ctx context.Context, raw net.Conn, pend *direct.Pending)
 		c.Close()
 		return
 	}
+	if e := h.admitIdentity(p); e != nil { // oneid.go
+		h.refuse(c, sealer, id.Short(), e)
+		return
+	}
 	if e := h.admitName(p, sec.TLS.Peer); e != nil {
 		h.refuse(c, sealer, id.Short(), e)
 		return

@@ -35,6 +35,9 @@ type peer struct {
 	since  time.Time // when its admission started
 	claim  *claim    // its claim, handed over to h.nodes by register
 	claimQ uint64
+	// one attachment per identity (oneid.go)
+	instance string // its hello's process instance ("": none)
+	replaces *peer  // the holder of its identity here it was judged against (nil: none)
 	// a node that moved to another hub (wire.KMoved) and keeps this link
 	// while its circuits carry on: lookups no longer find it here (under h.mu)
 	movedTo identity.ID
@@ -96,6 +99,7 @@ func (h *Hub) newPeer(c net.Conn, sealer *wire.Sealer, hello *wire.Hello, dialed
 	p.machine.Addrs = slices.Clone(p.machine.Addrs)
 	p.machine.Virtual = nil
 	p.version = hello.Version
+	p.instance = hello.Instance
 	if !p.isHub {
 		p.machine = h.nodeRecord(hello.Machine, p.t.Remote())
 	}
@@ -163,6 +167,13 @@ func (h *Hub) register(p *peer) error {
 			}
 		}
 		old = h.nodes[p.id]
+		if old != nil && old != p.replaces && !old.t.IsClosed() {
+			// another process with p's identity was admitted while p was
+			// judged (oneid.go): it keeps its place
+			e := h.attachedRefusalLocked(old, p)
+			h.mu.Unlock()
+			return e
+		}
 		h.nodes[p.id] = p
 	}
 	h.all[p] = struct{}{}
