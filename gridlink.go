@@ -39,6 +39,7 @@ import (
 
 	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/link"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/vconn"
@@ -69,6 +70,13 @@ type Node struct {
 // NotAttachedError says that a node has no hub now, since when and why;
 // Dial returns it at once for a target only the hubs can find or reach.
 type NotAttachedError = vconn.NotAttachedError
+
+// ErrIdentityAttached is wrapped by Start's error (and Attached's) when a
+// hub refused the node because another process with its identity (the
+// same key, proxy or certificate: a user's agent, say) is attached there
+// and answers: the error names where it runs, since when, and says to use
+// it or stop it. A hub keeps one attachment per identity.
+var ErrIdentityAttached = hub.ErrIdentityAttached
 
 // WaitAttached waits until the node is attached to a hub (at once without
 // hubs), refused, or ctx is done (30 s if it has no deadline).

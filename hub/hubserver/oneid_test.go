@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strings"
 	"sync"
@@ -14,8 +15,10 @@ import (
 
 	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/internal/memnet"
 	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/pki"
+	"github.com/gridlink/gridlink/wire"
 )
 
 // One attachment per identity (oneid.go, wire/instance.go), on an
@@ -318,5 +321,104 @@ func testNoEvictionLoop(t *testing.T) {
 	}
 	if first.NotAttached() != nil {
 		t.Errorf("the first process lost its hub: %v", first.NotAttached())
+	}
+}
+
+// A node older than wire.VersionInstance (no instance in its hello, and
+// a decoder that knows no RefusedAttached) is refused as well while the
+// holder answers, with the code it knows for a refusal for good
+// (RefusedNameTaken) and the same words.
+func TestOlderNodeRefusedForGood(t *testing.T) { synctest.Test(t, testOlderNodeRefusedForGood) }
+
+func testOlderNodeRefusedForGood(t *testing.T) {
+	g := memGrid(t)
+	g.hub("a")
+	cr := creds(t)
+	first := process(t, g, cr, "alice", nil)
+	if err := waitAttached(t, first); err != nil {
+		t.Fatal(err)
+	}
+	c, err := g.dial(context.Background(), g.get("a").Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sec, err := hub.Secure(context.Background(), cr, c, true, identity.ID{}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := hub.WriteHello(c, sec.Sealer, &wire.Hello{Role: "node", Machine: identity.Machine{ID: cr.Key.ID(), Name: "alice"}, Version: wire.VersionInstance - 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := sec.Verdict(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = sec.ReadHello()
+	if !errors.Is(err, hub.ErrNameTaken) || !errors.Is(err, hub.ErrPermanent) || !strings.Contains(err.Error(), "another process with this identity, node alice") {
+		t.Errorf("an older node: %v; want a name-taken refusal for good naming the holder", err)
+	}
+	if first.NotAttached() != nil {
+		t.Errorf("the holder lost its hub: %v", first.NotAttached())
+	}
+}
+
+// A hub older than wire.VersionInstance closes a link whose hello has an
+// Instance (its strict decoder knows no such field): the session then
+// sends it none, and attaches on its next attempt.
+func TestInstanceNotSentToOlderHub(t *testing.T) { synctest.Test(t, testInstanceNotSentToOlderHub) }
+
+func testInstanceNotSentToOlderHub(t *testing.T) {
+	t.Cleanup(func() { time.Sleep(time.Minute) })
+	var network memnet.Network
+	ln, err := network.Listen("127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	hc := creds(t)
+	var mu sync.Mutex
+	var instances []string // of the hellos the old hub read
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				sec, err := hub.Secure(context.Background(), hc, c, false, identity.ID{}, "")
+				if err != nil || sec.Verdict() != nil {
+					return
+				}
+				hello, err := hub.ReadHello(sec.Reader, sec.Peer)
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				instances = append(instances, hello.Instance)
+				mu.Unlock()
+				if hello.Instance != "" {
+					return // as a strict decoder before VersionInstance does
+				}
+				me := identity.Machine{ID: hc.Key.ID(), Name: "old"}
+				if hub.WriteHello(c, sec.Sealer, &wire.Hello{Role: "hub", Machine: me, Version: wire.VersionInstance - 1, Observed: hub.AddrPort(c.RemoteAddr())}) != nil {
+					return
+				}
+				_, _ = io.Copy(io.Discard, c)
+			}()
+		}
+	}()
+	s, err := hub.Connect(hub.SessionConfig{Creds: creds(t), Machine: identity.Machine{Name: "n"}, Hubs: []string{ln.Addr().String()}, Dial: network.Dial, Logf: testLogf(t, "")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := waitAttached(t, s); err != nil {
+		t.Fatalf("not attached to the older hub: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(instances) != 2 || len(instances[0]) != wire.InstanceSize || instances[1] != "" {
+		t.Errorf("the older hub read hellos with instances %q; want one with, then one without", instances)
 	}
 }
