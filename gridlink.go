@@ -38,8 +38,8 @@ import (
 	"sync"
 
 	"github.com/gridlink/gridlink/direct"
-	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/hub"
+	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/link"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/vconn"
