@@ -23,7 +23,9 @@
 // a trunk's control frames and the hello exchange (secure.go); a trunk's
 // read buffer, which an idle trunk borrows none of (readbuf.go); and a
 // hub's refusal of a trunk after its hello, as both ends name it
-// (refusal.go). "Trunk" is the hub overlay's word: package link's
+// (refusal.go). A session names its process in its hellos (instance.go),
+// so that a hub holding its old link lets it back at once while refusing
+// another process with its identity. "Trunk" is the hub overlay's word: package link's
 // striped links and xfer's transfer links are other things.
 //
 // The package leaves out the hub's routing, switching and admission

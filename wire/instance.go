@@ -25,7 +25,9 @@ import (
 // VersionInstance would close the link over the unknown field, so a node
 // that sent it and had its link closed before the hub's hello sends none
 // to that hub again (package hub's attach). A hello without one (an older
-// node, or such a hub) never matches: the holder's liveness decides.
+// node, or such a hub) never matches: the holder's liveness decides, but
+// a holder that said it moved to another hub (KMoved) and keeps its link
+// for its circuits is replaced as before (it is likely that node, back).
 const (
 	// VersionInstance is the first protocol version (Hello.Version) whose
 	// nodes say which process they are (Hello.Instance) and whose hubs

@@ -34,8 +34,9 @@
 //
 // The package owns the hub's behaviour: accepting and dialling trunks,
 // routing, circuit switching, lookups, routed messages, and what a trunk
-// may be once its handshake admitted it: its role (refusal.go) and a
-// node's name, unique across the overlay (names.go); and the directory of
+// may be once its handshake admitted it: its role (refusal.go), a
+// node's one attachment per identity at a hub (oneid.go) and its name,
+// unique across the overlay (names.go); and the directory of
 // virtual addresses, unique across the overlay alike (vipaddr.go,
 // viplookup.go). It leaves out the
 // node's session and circuit ends, the trunk and the handshake's sealing

@@ -40,10 +40,16 @@ func (h *Hub) admitIdentity(p *peer) *hub.RefusedError {
 	}
 	h.mu.Lock()
 	old := h.nodes[p.id]
+	moved := old != nil && !old.movedTo.IsZero()
 	h.mu.Unlock()
 	p.replaces = old
 	switch {
 	case old == nil || old.t.IsClosed():
+		return nil
+	case p.instance == "" && moved:
+		// a node older than wire.VersionInstance that moved to another
+		// hub keeps its link here while its circuits carry on, and
+		// answers on it: coming back, it is let in as before
 		return nil
 	case p.instance != "" && p.instance == old.instance:
 		h.logf("hub %s: %s re-attached from %s (the same process, instance %s): its old link is replaced", h.cfg.Name, old.t.Desc(), p.t.Remote(), p.instance[:8])

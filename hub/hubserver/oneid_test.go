@@ -148,6 +148,20 @@ func waitAttached(t *testing.T, s *hub.Session) error {
 	return s.WaitAttached(ctx)
 }
 
+// attachedHolder starts hub a (memGrid: call it first in the bubble)
+// and a first process of new credentials, alice, attached there.
+func attachedHolder(t *testing.T) (*grid, *pki.Credentials, *hub.Session) {
+	t.Helper()
+	g := memGrid(t)
+	g.hub("a")
+	cr := creds(t)
+	first := process(t, g, cr, "alice", nil)
+	if err := waitAttached(t, first); err != nil {
+		t.Fatal(err)
+	}
+	return g, cr, first
+}
+
 // refusedAsAttached checks err, a second process's, as the refusal
 // naming first (at hub a), and the hub's log line naming it too.
 func refusedAsAttached(t *testing.T, g *grid, err error, first *hub.Session) {
@@ -176,13 +190,7 @@ func refusedAsAttached(t *testing.T, g *grid, err error, first *hub.Session) {
 func TestSecondProcessRefused(t *testing.T) { synctest.Test(t, testSecondProcessRefused) }
 
 func testSecondProcessRefused(t *testing.T) {
-	g := memGrid(t)
-	g.hub("a")
-	cr := creds(t)
-	first := process(t, g, cr, "alice", nil)
-	if err := waitAttached(t, first); err != nil {
-		t.Fatal(err)
-	}
+	g, cr, first := attachedHolder(t)
 	serve(first, 7, echo)
 	bob := g.node("bob", "a")
 	before := openTo(t, bob, first, 7)
@@ -331,18 +339,26 @@ func testNoEvictionLoop(t *testing.T) {
 func TestOlderNodeRefusedForGood(t *testing.T) { synctest.Test(t, testOlderNodeRefusedForGood) }
 
 func testOlderNodeRefusedForGood(t *testing.T) {
-	g := memGrid(t)
-	g.hub("a")
-	cr := creds(t)
-	first := process(t, g, cr, "alice", nil)
-	if err := waitAttached(t, first); err != nil {
-		t.Fatal(err)
+	g, cr, first := attachedHolder(t)
+	_, err := olderNode(t, g, cr)
+	if !errors.Is(err, hub.ErrNameTaken) || !errors.Is(err, hub.ErrPermanent) || !strings.Contains(err.Error(), "another process with this identity, node alice") {
+		t.Errorf("an older node: %v; want a name-taken refusal for good naming the holder", err)
 	}
+	if first.NotAttached() != nil {
+		t.Errorf("the holder lost its hub: %v", first.NotAttached())
+	}
+}
+
+// olderNode attaches to hub a as a node of cr named alice older than
+// wire.VersionInstance (no instance in its hello): its trunk, answering
+// pings, or the hub's refusal.
+func olderNode(t *testing.T, g *grid, cr *pki.Credentials) (*hub.Trunk, error) {
+	t.Helper()
 	c, err := g.dial(context.Background(), g.get("a").Addr().String())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
 	sec, err := hub.Secure(context.Background(), cr, c, true, identity.ID{}, "")
 	if err != nil {
 		t.Fatal(err)
@@ -353,12 +369,37 @@ func testOlderNodeRefusedForGood(t *testing.T) {
 	if err := sec.Verdict(); err != nil {
 		t.Fatal(err)
 	}
-	_, err = sec.ReadHello()
-	if !errors.Is(err, hub.ErrNameTaken) || !errors.Is(err, hub.ErrPermanent) || !strings.Contains(err.Error(), "another process with this identity, node alice") {
-		t.Errorf("an older node: %v; want a name-taken refusal for good naming the holder", err)
+	if _, err := sec.ReadHello(); err != nil {
+		return nil, err
 	}
-	if first.NotAttached() != nil {
-		t.Errorf("the holder lost its hub: %v", first.NotAttached())
+	tr := hub.NewTrunk(c, sec.Sealer, "older node", false)
+	go tr.ReadLoop(sec.Reader, func(wire.Frame) error { return nil })
+	t.Cleanup(func() { tr.Close(nil) })
+	return tr, nil
+}
+
+// An older node that moved to another hub keeps its link here while its
+// circuits carry on, answering pings; coming back with no instance to
+// show, it is let in as before rather than refused for good.
+func TestOlderNodeBackFromMove(t *testing.T) { synctest.Test(t, testOlderNodeBackFromMove) }
+
+func testOlderNodeBackFromMove(t *testing.T) {
+	g := memGrid(t)
+	a := g.hub("a")
+	cr := creds(t)
+	moved, err := olderNode(t, g, cr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	moved.SendControl(&wire.Message{Kind: wire.KMoved, Moved: &wire.Moved{To: creds(t).Key.ID()}})
+	testwait.Until(t, "the hub to take the move", 10*time.Second, func() bool {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		p := a.nodes[cr.Key.ID()]
+		return p != nil && !p.movedTo.IsZero()
+	})
+	if _, err := olderNode(t, g, cr); err != nil {
+		t.Errorf("the older node back from its move: %v", err)
 	}
 }
 

@@ -174,6 +174,7 @@ func (h *Hub) register(p *peer) error {
 			h.mu.Unlock()
 			return e
 		}
+		p.replaces = nil // judged: not kept alive by its successor
 		h.nodes[p.id] = p
 	}
 	h.all[p] = struct{}{}
