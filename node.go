@@ -36,7 +36,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	}
 	n, err := vconn.Start(ctx, vc)
 	if err != nil {
-		return nil, err
+		return nil, whatToDo(err)
 	}
 	return &Node{n: n, creds: vc.Creds}, nil
 }
@@ -53,9 +53,19 @@ func StartAttached(ctx context.Context, cfg Config) (*Node, error) {
 	defer cancel()
 	if err := n.WaitAttached(wctx); err != nil {
 		n.Close()
-		return nil, err
+		return nil, whatToDo(err)
 	}
 	return n, nil
+}
+
+// whatToDo adds to a hub's refusal of a second process with the node's
+// identity (ErrIdentityAttached: a user's agent runs with the same proxy,
+// say) what the user can do.
+func whatToDo(err error) error {
+	if errors.Is(err, ErrIdentityAttached) {
+		return fmt.Errorf("%w: use it (gridlink nc, socks, forward, expose and exec go through a running agent), stop it, or give this command an identity of its own (a proxy of its own: gridlink proxy init --out FILE, then --proxy FILE)", err)
+	}
+	return err
 }
 
 // Machine is how the overlay knows the node: name, ID, addresses, hub.
@@ -90,7 +100,7 @@ func (n *Node) Hold(ctx context.Context) (context.Context, func() error) {
 		cancel()
 		select {
 		case <-n.GaveUp():
-			return &RefusedForGoodError{Node: n.Name(), Err: n.Attached()}
+			return &RefusedForGoodError{Node: n.Name(), Err: whatToDo(n.Attached())}
 		default:
 			return nil
 		}
@@ -210,7 +220,7 @@ func StartAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
 		if ms != nil {
 			ms.Close()
 		}
-		return nil, err
+		return nil, whatToDo(err)
 	}
 	ag := &Agent{a: a, node: &Node{n: a.Node(), creds: vc.Creds}, metrics: ms}
 	if cfg.VIP.On {

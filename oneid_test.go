@@ -48,7 +48,7 @@ func TestSecondProcessWithProxyRefused(t *testing.T) {
 	if !errors.Is(err, ErrIdentityAttached) {
 		t.Errorf("the second node: %v; want ErrIdentityAttached", err)
 	}
-	for _, want := range []string{"another process with this identity", "already runs at 127.0.0.1:", "attached to hub site since", "use it", "or stop it"} {
+	for _, want := range []string{"another process with this identity", "already runs at 127.0.0.1:", "attached to hub site since", "use it", "stop it", "gridlink proxy init"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the refusal %q does not say %q", err, want)
 		}

@@ -55,9 +55,6 @@ type RefusedError struct {
 }
 
 func (e *RefusedError) Error() string {
-	if e.ByPeer && e.Code == wire.RefusedAttached {
-		return fmt.Sprintf("%v by hub %s: %s: use it (gridlink commands go through a running agent) or stop it", pki.ErrDenied, e.Hub, e.Reason)
-	}
 	if e.ByPeer {
 		return fmt.Sprintf("%v by hub %s: %s", pki.ErrDenied, e.Hub, e.Reason)
 	}

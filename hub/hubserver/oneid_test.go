@@ -171,7 +171,7 @@ func refusedAsAttached(t *testing.T, g *grid, err error, first *hub.Session) {
 		t.Fatalf("second process: %v; want a refusal for good (hub.ErrIdentityAttached)", err)
 	}
 	at := first.Observed().String()
-	for _, want := range []string{"another process with this identity", at, "attached to hub a since", "use it", "or stop it"} {
+	for _, want := range []string{"another process with this identity", at, "attached to hub a since", "and it answers"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the refusal %q does not say %q", err, want)
 		}
