@@ -21,6 +21,9 @@ import (
 //
 // Hello.Instance is InstanceSize lowercase hex digits a node draws at
 // random when its session starts, the same for every hub it attaches to.
+// It lets its holder replace a live attachment at once, so it is a secret
+// of the process: it travels only in the hello's sealed control frame,
+// and hubs neither log it nor pass it on.
 // Nodes of VersionInstance or later send it; a hub's strict decoder before
 // VersionInstance would close the link over the unknown field, so a node
 // that sent it and had its link closed before the hub's hello sends none

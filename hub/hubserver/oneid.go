@@ -1,6 +1,7 @@
 package hubserver
 
 import (
+	"crypto/subtle"
 	"fmt"
 	"time"
 
@@ -51,8 +52,8 @@ func (h *Hub) admitIdentity(p *peer) *hub.RefusedError {
 		// hub keeps its link here while its circuits carry on, and
 		// answers on it: coming back, it is let in as before
 		return nil
-	case p.instance != "" && p.instance == old.instance:
-		h.logf("hub %s: %s re-attached from %s (the same process, instance %s): its old link is replaced", h.cfg.Name, old.t.Desc(), p.t.Remote(), p.instance[:8])
+	case p.instance != "" && subtle.ConstantTimeCompare([]byte(p.instance), []byte(old.instance)) == 1:
+		h.logf("hub %s: %s re-attached from %s (the same process: its hello names the holder's instance): its old link is replaced", h.cfg.Name, old.t.Desc(), p.t.Remote())
 		return nil
 	case !old.t.Answers(aliveWait):
 		err := fmt.Errorf("gone silent: nothing heard within %v of a ping, while another process with its identity attached from %s", aliveWait, p.t.Remote())

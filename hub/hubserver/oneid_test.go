@@ -279,7 +279,7 @@ func testSameProcessReattaches(t *testing.T) {
 	if took := time.Since(start); took >= aliveWait {
 		t.Errorf("the same process re-attached after %v: it waited for the old link's silence", took)
 	}
-	if g.logged.count("(the same process, instance ") != 1 || g.logged.count("gone silent") != 0 {
+	if g.logged.count("(the same process: its hello names") != 1 || g.logged.count("gone silent") != 0 {
 		t.Errorf("the hub's log:\n%s", strings.Join(g.logged.lines, "\n"))
 	}
 	bob := g.node("bob", "a")
