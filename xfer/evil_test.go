@@ -3,6 +3,7 @@ package xfer
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 )
 
@@ -122,9 +123,9 @@ func evilService(t *testing.T, entries []evilEntry) (Dialer, <-chan []string) {
 }
 
 // evilPut plays a client that puts entries to the service dial reaches,
-// with the request's placement flags as given; it returns the refusal or
-// what the service said in words.
-func evilPut(t *testing.T, dial Dialer, dest string, flags uint8, entries []evilEntry) []string {
+// with the request's placement flags and sources' names as given; it
+// returns the refusal or what the service said in words.
+func evilPut(t *testing.T, dial Dialer, dest string, flags uint8, names []string, entries []evilEntry) []string {
 	t.Helper()
 	c, err := dial(context.Background())
 	if err != nil {
@@ -132,7 +133,7 @@ func evilPut(t *testing.T, dial Dialer, dest string, flags uint8, entries []evil
 	}
 	defer c.Close()
 	ep := newEndpoint(c)
-	if err := ep.sendNow(mRequest, request{op: opPut, dest: dest, flags: flags | flagRecursive}.encode()); err != nil {
+	if err := ep.sendNow(mRequest, request{op: opPut, dest: dest, paths: names, flags: flags | flagRecursive}.encode()); err != nil {
 		t.Fatal(err)
 	}
 	typ, p, err := ep.recv()
@@ -144,4 +145,19 @@ func evilPut(t *testing.T, dial Dialer, dest string, flags uint8, entries []evil
 		return []string{s}
 	}
 	return evilSend(ep, entries)
+}
+
+// firstNames is what a put of entries would announce: their first
+// elements that are plain names ("x" if none is).
+func firstNames(entries []evilEntry) []string {
+	var a asked
+	for _, e := range entries {
+		if first, _, _ := strings.Cut(e.path, "/"); plainName(first) == "" {
+			a.add(first)
+		}
+	}
+	if len(a.list) == 0 {
+		return []string{"x"}
+	}
+	return a.list
 }
