@@ -41,8 +41,11 @@ func decodeRequest(p []byte) (request, error) {
 	r.op, r.flags = d.u8(), d.u8()
 	r.dest = d.str()
 	n := int(d.u16())
-	if n > maxPaths || n == 0 {
-		d.fail("%d paths for operation %d (1-%d: a put names its sources' base names, others the paths asked for)", n, r.op, maxPaths)
+	switch {
+	case n == 0 && r.op == opPut:
+		d.fail("a put that names none of its sources (a client older than this service? upgrade it)")
+	case n > maxPaths || n == 0:
+		d.fail("%d paths for operation %d (want 1-%d)", n, r.op, maxPaths)
 	}
 	for i := 0; i < n && d.err == nil; i++ {
 		r.paths = append(r.paths, d.str())

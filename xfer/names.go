@@ -1,6 +1,7 @@
 package xfer
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"strings"
@@ -43,7 +44,8 @@ func askedOf(paths []string) asked {
 }
 
 // announced is what a put's request names: its sources' base names,
-// each a plain name (see plainName), at least one.
+// each a plain name (see plainName; decodeRequest refuses a request that
+// names none).
 func announced(names []string) (asked, error) {
 	var a asked
 	for _, n := range names {
@@ -51,9 +53,6 @@ func announced(names []string) (asked, error) {
 			return asked{}, &SourceNameError{Name: n, Reason: why}
 		}
 		a.add(n)
-	}
-	if len(a.list) == 0 {
-		return asked{}, &SourceNameError{None: true}
 	}
 	return a, nil
 }
@@ -114,25 +113,22 @@ func (e *UnaskedError) Error() string {
 func (e *UnaskedError) Unwrap() error { return errFrame }
 
 // SourceNameError is a put whose request names a source by something
-// other than a plain name, or names none: refused before anything flows.
+// other than a plain name: refused before anything flows.
 type SourceNameError struct {
 	Name   string
 	Reason string
-	None   bool // the put names no source (Name and Reason are empty)
 }
 
 func (e *SourceNameError) Error() string {
-	if e.None {
-		return "xfer: a put names none of its sources (a client older than this service?): refused; upgrade the client"
-	}
 	return fmt.Sprintf("xfer: a put names its source %q, %s: refused", e.Name, e.Reason)
 }
 
 // plainName says why n is not a plain name, one element of an entry's
 // path ("" if it is one).
 func plainName(n string) string {
-	if err := checkEntryPath(n); err != nil {
-		return err.(*UnsafePathError).Reason
+	var ue *UnsafePathError
+	if errors.As(checkEntryPath(n), &ue) {
+		return ue.Reason
 	}
 	if strings.Contains(n, "/") {
 		return "a name with a slash (a source is named by its base name)"

@@ -32,6 +32,7 @@ func TestEvilServiceNamesWhatItLikes(t *testing.T) {
 		bad       string   // the entry refused
 		words     []string // what the refusal says besides bad, on both ends
 		unsafe    bool     // refused for its form (UnsafePathError), else as not asked for (UnaskedError)
+		frame     bool     // refused as a malformed message (not UTF-8)
 	}{
 		{name: "a file renamed .bashrc", paths: []string{"hello.txt"}, dest: func(v *victim) string { return v.home },
 			entries: []evilEntry{file(".bashrc")}, bad: ".bashrc", words: []string{`"hello.txt"`}},
@@ -53,6 +54,8 @@ func TestEvilServiceNamesWhatItLikes(t *testing.T) {
 			entries: []evilEntry{dir("d"), file("d/a\nb")}, kept: "d", bad: "d/a\nb", words: []string{"control character 0x0a"}, unsafe: true},
 		{name: "an escape in a name", paths: []string{"d"}, recursive: true, dest: func(v *victim) string { return v.home },
 			entries: []evilEntry{dir("d"), file("d/\x1b]0;x\x07")}, kept: "d", bad: "d/\x1b]0;x\x07", words: []string{"control character 0x1b"}, unsafe: true},
+		{name: "bytes that are not UTF-8 in a name", paths: []string{"d"}, recursive: true, dest: func(v *victim) string { return v.home },
+			entries: []evilEntry{dir("d"), file("d/a\xffb")}, kept: "d", bad: "d/a\xffb", words: []string{"not UTF-8"}, frame: true},
 		{name: "a DEL in a top name", paths: []string{"d\x7f"}, dest: func(v *victim) string { return v.home },
 			entries: []evilEntry{file("d\x7f")}, bad: "d\x7f", words: []string{"control character 0x7f"}, unsafe: true},
 	} {
@@ -67,7 +70,7 @@ func TestEvilServiceNamesWhatItLikes(t *testing.T) {
 			dial, heard := evilService(t, c.entries)
 			sum, err := Get(ctx, dial, c.paths, dest, Options{Recursive: c.recursive, Retries: -1})
 			v.unharmed(c.name, kept, before)
-			for _, p := range []string{".ssh", "c", ".bashrc" + partSuffix, "d/a\nb", "new", "new.txt"} {
+			for _, p := range []string{".ssh", "c", ".bashrc" + partSuffix, "d/a\nb", "d/a\xffb", "new", "new.txt"} {
 				if _, err := os.Lstat(filepath.Join(v.home, p)); err == nil {
 					t.Errorf("%q was written", p)
 				}
@@ -76,12 +79,18 @@ func TestEvilServiceNamesWhatItLikes(t *testing.T) {
 			var ue *UnsafePathError
 			var ne *UnaskedError
 			switch {
+			case c.frame && !errors.Is(err, errFrame):
+				t.Errorf("get: %v (%+v), want a malformed message", err, sum)
+			case c.frame:
 			case c.unsafe && (!errors.As(err, &ue) || ue.Path != c.bad):
 				t.Errorf("get: %v (%+v), want an unsafe-path error naming %q", err, sum, c.bad)
 			case !c.unsafe && (!errors.As(err, &ne) || ne.Path != c.bad):
 				t.Errorf("get: %v (%+v), want a refusal of %q as not asked for", err, sum, c.bad)
 			}
-			words := append([]string{fmt.Sprintf("%q", c.bad)}, c.words...)
+			words := c.words
+			if !c.frame { // its text does not name the entry: a message is refused before it is read as one
+				words = append([]string{fmt.Sprintf("%q", c.bad)}, c.words...)
+			}
 			for _, w := range words {
 				if err == nil || !strings.Contains(err.Error(), w) {
 					t.Errorf("get: %v, want it to say %s", err, w)
@@ -139,10 +148,11 @@ func TestEvilClientNamesWhatItLikes(t *testing.T) {
 		{"a file renamed as a new name", "new.txt", flagAs, []string{"hello.txt"}, []evilEntry{file(".bashrc")}, []string{`".bashrc"`, `"hello.txt"`}, ""},
 		{".ssh for d", "sub", flagInto, []string{"d"}, []evilEntry{dir(".ssh"), file(".ssh/authorized_keys")}, []string{`".ssh"`, `"d"`}, ""},
 		{"a name among none", ".", flagInto, []string{"a", "b"}, []evilEntry{file("a"), file("c")}, []string{`"c"`, `"a", "b"`}, "a"},
-		{"no names (an old client)", ".", flagInto, nil, []evilEntry{file("c")}, []string{"malformed message: 0 paths"}, ""},
+		{"no names (an old client)", ".", flagInto, nil, []evilEntry{file("c")}, []string{"a put that names none of its sources (a client older than this service? upgrade it)"}, ""},
 		{"a name with a slash", ".", flagInto, []string{"sub/c"}, []evilEntry{file("sub/c")}, []string{`"sub/c"`, "a name with a slash"}, ""},
 		{"a name that is ..", "sub", flagInto, []string{".."}, []evilEntry{file("../c")}, []string{`".."`, `".." element`}, ""},
 		{"a newline in a name", "sub", flagInto, []string{"d"}, []evilEntry{dir("d"), file("d/a\nb")}, []string{`"d/a\nb"`, "control character 0x0a"}, "sub/d"},
+		{"bytes that are not UTF-8 in a name", "sub", flagInto, []string{"d"}, []evilEntry{dir("d"), file("d/a\xffb")}, []string{"not UTF-8"}, "sub/d"},
 		{"a newline in an announced name", ".", flagInto, []string{"a\nb"}, []evilEntry{file("a\nb")}, []string{`"a\nb"`, "control character 0x0a"}, ""},
 		{"a newline in the destination", "c\nd", flagAs, []string{"c"}, []evilEntry{file("c")}, []string{`"c\nd"`, "control character 0x0a"}, ""},
 	} {
