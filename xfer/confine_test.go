@@ -90,10 +90,7 @@ func (v *victim) unharmed(what, dest string, before map[string]fs.FileMode) {
 // outside it, changes no mode outside what it made, and its error names
 // the entry; the service hears why.
 func TestEvilServiceStaysInDestination(t *testing.T) {
-	file := func(p string) evilEntry {
-		return evilEntry{kind: kindFile, path: p, mode: 0o777, data: []byte("evil\n")}
-	}
-	dir := func(p string) evilEntry { return evilEntry{kind: kindDir, path: p, mode: 0o777} }
+	file, dir := evilFile, evilDir
 	for _, c := range []struct {
 		name      string
 		dest      func(v *victim) string // the destination the caller names
@@ -196,10 +193,7 @@ func TestEvilClientStaysInDestination(t *testing.T) {
 	os.WriteFile(filepath.Join(root, "sub/keep"), []byte("original\n"), 0o644)
 	var logs logLines
 	dial, _ := service(t, Config{Root: root, Logf: logs.add})
-	dir := func(p string) evilEntry { return evilEntry{kind: kindDir, path: p, mode: 0o777} }
-	file := func(p string) evilEntry {
-		return evilEntry{kind: kindFile, path: p, mode: 0o777, data: []byte("evil\n")}
-	}
+	file, dir := evilFile, evilDir
 	for _, c := range []struct {
 		name    string
 		dest    string

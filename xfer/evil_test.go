@@ -87,39 +87,52 @@ func evilSend(ep *endpoint, entries []evilEntry) (heard []string) {
 	return heard
 }
 
-// evilService is a transfer service that answers every get with entries.
-// What the client said back comes on the channel, one slice per session.
-func evilService(t *testing.T, entries []evilEntry) (Dialer, <-chan []string) {
+// evilFile and evilDir are entries of a malicious sender: a file of 5
+// bytes, a directory, both mode 0777.
+func evilFile(p string) evilEntry {
+	return evilEntry{kind: kindFile, path: p, mode: 0o777, data: []byte("evil\n")}
+}
+
+func evilDir(p string) evilEntry { return evilEntry{kind: kindDir, path: p, mode: 0o777} }
+
+// evilListener runs a malicious service on 127.0.0.1: serve plays each
+// connection, one after the other. It returns a dialer for it.
+func evilListener(t *testing.T, serve func(*endpoint)) Dialer {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	heard := make(chan []string, 16)
 	go func() {
 		for {
 			c, err := l.Accept()
 			if err != nil {
 				return
 			}
-			ep := newEndpoint(c)
-			if typ, _, err := ep.recv(); err != nil || typ != mRequest {
-				c.Close()
-				continue
-			}
-			if err := ep.sendNow(mAccept, []byte{0}); err != nil {
-				c.Close()
-				continue
-			}
-			heard <- evilSend(ep, entries)
+			serve(newEndpoint(c))
 			c.Close()
 		}
 	}()
 	return func(ctx context.Context) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "tcp", l.Addr().String())
-	}, heard
+	}
+}
+
+// evilService is a transfer service that answers every get with entries.
+// What the client said back comes on the channel, one slice per session.
+func evilService(t *testing.T, entries []evilEntry) (Dialer, <-chan []string) {
+	heard := make(chan []string, 16)
+	return evilListener(t, func(ep *endpoint) {
+		if typ, _, err := ep.recv(); err != nil || typ != mRequest {
+			return
+		}
+		if err := ep.sendNow(mAccept, []byte{0}); err != nil {
+			return
+		}
+		heard <- evilSend(ep, entries)
+	}), heard
 }
 
 // evilPut plays a client that puts entries to the service dial reaches,

@@ -1,11 +1,9 @@
 package xfer
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,10 +16,7 @@ import (
 // The client refuses the entry, its error names the entry and the names
 // it asked for, the service hears the same, and nothing of it is written.
 func TestEvilServiceNamesWhatItLikes(t *testing.T) {
-	file := func(p string) evilEntry {
-		return evilEntry{kind: kindFile, path: p, mode: 0o600, data: []byte("ssh-ed25519 AAAA evil\n")}
-	}
-	dir := func(p string) evilEntry { return evilEntry{kind: kindDir, path: p, mode: 0o700} }
+	file, dir := evilFile, evilDir
 	for _, c := range []struct {
 		name      string
 		paths     []string               // what the caller asks for
@@ -131,10 +126,7 @@ func TestEvilClientNamesWhatItLikes(t *testing.T) {
 	os.Mkdir(filepath.Join(root, "sub"), 0o755)
 	var logs logLines
 	dial, _ := service(t, Config{Root: root, Logf: logs.add})
-	dir := func(p string) evilEntry { return evilEntry{kind: kindDir, path: p, mode: 0o700} }
-	file := func(p string) evilEntry {
-		return evilEntry{kind: kindFile, path: p, mode: 0o600, data: []byte("evil\n")}
-	}
+	file, dir := evilFile, evilDir
 	for _, c := range []struct {
 		name    string
 		dest    string
@@ -191,10 +183,7 @@ func TestEvilPushSourceNamesWhatItLikes(t *testing.T) {
 	rootB := t.TempDir()
 	var logs logLines
 	dialB, _ := service(t, Config{Root: rootB, Logf: logs.add})
-	dialA := evilPushSource(t, dialB, []evilEntry{
-		{kind: kindDir, path: ".ssh", mode: 0o700},
-		{kind: kindFile, path: ".ssh/authorized_keys", mode: 0o600, data: []byte("ssh-ed25519 AAAA evil\n")},
-	})
+	dialA := evilPushSource(t, dialB, []evilEntry{evilDir(".ssh"), evilFile(".ssh/authorized_keys")})
 	_, err := Push(ctx, dialA, []string{"d"}, "b", ".", Link{}, Options{Recursive: true, Retries: -1})
 	for _, w := range []string{`".ssh"`, `asked for "d"`} {
 		if err == nil || !strings.Contains(err.Error(), w) {
@@ -211,26 +200,7 @@ func TestEvilPushSourceNamesWhatItLikes(t *testing.T) {
 // to the service dialB reaches under the names the caller asked for
 // (their base names), and tells the caller what that service said.
 func evilPushSource(t *testing.T, dialB Dialer, entries []evilEntry) Dialer {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			evilPush(newEndpoint(c), dialB, entries)
-			c.Close()
-		}
-	}()
-	return func(ctx context.Context) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "tcp", l.Addr().String())
-	}
+	return evilListener(t, func(ep *endpoint) { evilPush(ep, dialB, entries) })
 }
 
 func evilPush(ep *endpoint, dialB Dialer, entries []evilEntry) {
