@@ -69,7 +69,11 @@ func Put(ctx context.Context, dial Dialer, paths []string, dest string, o Option
 
 // put sends paths of t to the service dial reaches.
 func put(ctx context.Context, dial Dialer, t tree, paths []string, top func(string) string, dest string, o Options) (Summary, error) {
-	req := request{op: opPut, dest: dest, recursive: o.Recursive, resume: o.Resume, limit: uint64(max(o.Limit, 0))}
+	names, err := sourceNames(paths, top)
+	if err != nil {
+		return Summary{}, err
+	}
+	req := request{op: opPut, dest: dest, paths: names, recursive: o.Recursive, resume: o.Resume, limit: uint64(max(o.Limit, 0))}
 	return changed(retry(ctx, o, func(ctx context.Context, ep *endpoint, tl *tally) error {
 		pl, err := open(ep, req)
 		if err != nil {
@@ -111,7 +115,7 @@ func Get(ctx context.Context, dial Dialer, paths []string, dest string, o Option
 		}
 	}
 	defer d.close()
-	d.recursive = o.Recursive
+	d.recursive, d.asked = o.Recursive, askedOf(paths)
 	if d.place == placeAs && len(paths) > 1 {
 		return Summary{}, fmt.Errorf("%s: not a directory, and there are several sources", dest)
 	}
