@@ -2,7 +2,6 @@ package agent
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,30 +26,6 @@ import (
 const helperEnv = "GRIDLINK_AGENT_TEST_HELPER"
 
 const nobody = 65534
-
-// syncBuffer is a log the agent writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) logf(format string, args ...any) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	fmt.Fprintf(&s.b, format+"\n", args...)
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func needRoot(t *testing.T) {
 	t.Helper()
