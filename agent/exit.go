@@ -178,21 +178,9 @@ func (s *exitService) connect(ctx context.Context, target string) (net.Conn, str
 			return nil, "", r
 		}
 	}
-	// the address the socket connects to, checked again: the address
-	// checked above must be the one dialled
-	recheck := func(network, address string, _ syscall.RawConn) error {
-		to, err := netip.ParseAddrPort(address)
-		if err != nil {
-			return &exitRefusal{status.ExitRefusedBadRequest, "connecting to " + address + ", not an IP address"}
-		}
-		if r := s.policy.check(to, hosts); r != nil {
-			return &exitRefusal{r.reason, fmt.Sprintf("connecting to %s: %s", to, r.words)}
-		}
-		return nil
-	}
 	var errs []error
 	for _, to := range tos {
-		c, err := s.net.dial(ctx, to, recheck)
+		c, err := s.net.dial(ctx, to, s.policy.control(hosts))
 		if err == nil {
 			return c, to.String(), nil
 		}
@@ -209,6 +197,22 @@ func (s *exitService) connect(ctx context.Context, target string) (net.Conn, str
 		return nil, "", fmt.Errorf("%s has no address", host)
 	}
 	return nil, tos[0].String(), errors.Join(errs...)
+}
+
+// control is a net.Dialer's Control hook that checks the address the
+// socket connects to, as check does: the address checked before must be
+// the one dialled.
+func (p *exitPolicy) control(hosts hostAddrs) func(network, address string, c syscall.RawConn) error {
+	return func(network, address string, _ syscall.RawConn) error {
+		to, err := netip.ParseAddrPort(address)
+		if err != nil {
+			return &exitRefusal{status.ExitRefusedBadRequest, "connecting to " + address + ", not an IP address"}
+		}
+		if r := p.check(to, hosts); r != nil {
+			return &exitRefusal{r.reason, fmt.Sprintf("connecting to %s: %s", to, r.words)}
+		}
+		return nil
+	}
 }
 
 // tcpKind classifies a TCP dial's error.

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -370,5 +371,28 @@ func TestParseExitRule(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), fmt.Sprintf("%q", in)) {
 			t.Errorf("ParseExitRule(%q): %v, want an error naming it and saying %q", in, err, want)
 		}
+	}
+}
+
+// The Control hook refuses what the socket would connect to, with the
+// host's own dialer: a loopback listener is never reached.
+func TestExitControlHook(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	hosts, err := readHostAddrs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p exitPolicy
+	c, err := hostNet.dial(context.Background(), netip.MustParseAddrPort(l.Addr().String()), p.control(hosts))
+	var r *exitRefusal
+	if !errors.As(err, &r) || r.reason != status.ExitRefusedLoopback || !strings.Contains(r.words, "connecting to "+l.Addr().String()+": loopback of the exit host") {
+		if c != nil {
+			c.Close()
+		}
+		t.Fatalf("dial of a loopback listener with the exit's Control hook: %v", err)
 	}
 }
