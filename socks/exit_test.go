@@ -1,0 +1,112 @@
+package socks
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/gridlink/gridlink/agent"
+	"github.com/gridlink/gridlink/agent/control"
+	"github.com/gridlink/gridlink/hub/hubserver"
+	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/internal/testwait"
+	"github.com/gridlink/gridlink/pki"
+	"github.com/gridlink/gridlink/vconn"
+)
+
+// lines is a log that tests read while others write it.
+type lines struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lines) logf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintf(&l.b, format+"\n", args...)
+}
+
+func (l *lines) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// A SOCKS client whose gridlink socks goes through an exit is refused
+// the exit host's loopback (by address and by a name resolving there),
+// reply 0x02; gridlink socks's log names the exit and its reason, and the
+// exit's log says the same with the member's identity.
+func TestExitRefusesLoopback(t *testing.T) {
+	key, _ := identity.NewKey()
+	creds, _ := pki.NewCredentials(key)
+	h, err := hubserver.New(hubserver.Config{Name: "site", Creds: creds, Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go h.Serve(ctx)
+	var exitLog, socksLog lines
+	start := func(name string, cfg agent.Config) *control.Client {
+		cfg.Control = fmt.Sprintf("@gridlink-socksexit-%d-%s", os.Getpid(), name)
+		cfg.Node = vconn.Config{Name: name, Hubs: []string{h.Addr().String()}, ListenAddr: "127.0.0.1", Logf: cfg.Node.Logf}
+		a, err := agent.Start(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { a.Close() })
+		return control.Dial(cfg.Control)
+	}
+	start("exitnode", agent.Config{AllowExit: true, Node: vconn.Config{Logf: exitLog.logf}})
+	member := start("alpha", agent.Config{})
+	st, err := member.Status(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	socksAddr := startServer(t, &Server{Backend: &AgentBackend{Client: member, Exit: "exitnode"}, Logf: socksLog.logf})
+	// a loopback-only service of the exit host, as its metrics are
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	port := uint16(l.Addr().(*net.TCPAddr).Port)
+	for _, c := range []struct {
+		a    Addr
+		want string
+	}{
+		{Addr{IP: netip.MustParseAddr("127.0.0.1"), Port: port}, fmt.Sprintf("exit node exitnode refuses 127.0.0.1:%d: loopback of the exit host", port)},
+		{Addr{Host: "localhost", Port: port}, fmt.Sprintf("exit node exitnode refuses localhost:%d: localhost resolves to ", port)},
+	} {
+		conn, rep, _ := request(t, socksAddr, encodeRequest(CmdConnect, c.a))
+		conn.Close()
+		if rep != ReplyNotAllowed {
+			t.Errorf("CONNECT %s through the exit: reply %#x, want %#x (not allowed)", c.a, rep, ReplyNotAllowed)
+		}
+		testwait.Until(t, "gridlink socks's log saying "+c.want, 0, func() bool { return strings.Contains(socksLog.String(), c.want) })
+		refused := fmt.Sprintf("exit refused %q (%s) from node ", st.Node.ID.String(), st.Node.ID.Short())
+		testwait.Until(t, "the exit's log saying "+refused+"..."+c.want, 0, func() bool {
+			for line := range strings.SplitSeq(exitLog.String(), "\n") {
+				if strings.Contains(line, refused) && strings.Contains(line, c.want) {
+					return true
+				}
+			}
+			return false
+		})
+	}
+}
