@@ -28,7 +28,9 @@
 // (streamend.go). Connection setups run in turns of MaxSetups
 // (setups.go). Every agent also answers on its service directory port
 // (services.go) and, only with AllowExit, on the exit port (exit.go),
-// which dials ordinary TCP hosts for SOCKS clients elsewhere.
+// which dials ordinary TCP hosts for SOCKS clients elsewhere: public
+// ones, private ones only as ExitAllow lists them, never this host's own
+// (exitpolicy.go); each exit logged and counted (exitcount.go).
 package agent
 
 import (
