@@ -1,13 +1,11 @@
 package agent
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -100,28 +98,4 @@ func TestStatusAwayFromHome(t *testing.T) {
 	if w := st.HubWords(); !strings.Contains(w, "second") || !strings.Contains(w, "away from its first, which it probes to return to") {
 		t.Errorf("hub words %q", w)
 	}
-}
-
-// syncBuffer is a log the agent writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) logf(format string, args ...any) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	fmt.Fprintf(&s.b, format+"\n", args...)
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

@@ -73,7 +73,7 @@ type exitFixture struct {
 	member  *control.Client
 	subject string // the member's certificate's subject
 	exit    *Agent
-	log     *syncBuffer // the exit's
+	log     *testwait.Log // the exit's
 }
 
 func startExit(t *testing.T, cfg Config, n *testNet) *exitFixture {
@@ -87,7 +87,7 @@ func startExit(t *testing.T, cfg Config, n *testNet) *exitFixture {
 	t.Cleanup(cancel)
 	go h.Serve(ctx)
 	hubs := []string{h.Addr().String()}
-	f := &exitFixture{log: &syncBuffer{}}
+	f := &exitFixture{log: &testwait.Log{}}
 	own, err := readHostAddrs()
 	if err != nil {
 		t.Fatal(err)
@@ -95,7 +95,7 @@ func startExit(t *testing.T, cfg Config, n *testNet) *exitFixture {
 	n.own = own
 	cfg.AllowExit, cfg.exitNet = true, n.exitNet()
 	cfg.Control = fmt.Sprintf("@gridlink-test-%d-%s-exit", os.Getpid(), t.Name())
-	cfg.Node = vconn.Config{Name: "exitnode", Creds: g.Member(t, ca.Node, "exitnode"), Hubs: hubs, ListenAddr: "127.0.0.1", Logf: f.log.logf,
+	cfg.Node = vconn.Config{Name: "exitnode", Creds: g.Member(t, ca.Node, "exitnode"), Hubs: hubs, ListenAddr: "127.0.0.1", Logf: f.log.Logf,
 		Hide: []netip.Prefix{netip.MustParsePrefix("100.96.0.0/12"), netip.MustParsePrefix("fd67:726c::/32")}}
 	if f.exit, err = Start(context.Background(), cfg); err != nil {
 		t.Fatal(err)
@@ -135,10 +135,7 @@ func (f *exitFixture) refused(t *testing.T, target, want string) {
 		t.Errorf("%s through the exit: %v (%T), want kind %s saying %q", target, err, err, control.KindNotAllowed, msg)
 		return
 	}
-	line := fmt.Sprintf("exit refused %q", f.subject)
-	testwait.Until(t, "the exit's log of "+target, 0, func() bool {
-		return strings.Contains(f.log.String(), line) && strings.Contains(f.log.String(), msg)
-	})
+	f.log.Line(t, fmt.Sprintf("exit refused %q", f.subject), msg)
 }
 
 // through opens an exit to target, sends "x", and checks the SHA-256
@@ -264,15 +261,10 @@ func TestExitAllowedLoggedAndCounted(t *testing.T) {
 	f := startExit(t, Config{ExitAllow: []ExitRule{{Prefix: netip.MustParsePrefix("192.168.7.0/24"), Ports: []PortRange{{22, 22}, {8000, 9000}}}}}, n)
 	f.through(t, "db.site.test:8443")
 	f.through(t, "192.168.7.5:22")
-	for _, line := range []string{
-		fmt.Sprintf("exit for %q (alice (user proxy, ", f.subject),
-		": db.site.test:8443 (dialled 192.168.7.5:8443) opened",
-		": db.site.test:8443 (dialled 192.168.7.5:8443) ended after ",
-		", 1 bytes sent, 32 received: closed",
-		": 192.168.7.5:22 (dialled 192.168.7.5:22) ended after ",
-	} {
-		testwait.Until(t, "the exit's log saying "+line+"\n"+f.log.String(), 0, func() bool { return strings.Contains(f.log.String(), line) })
-	}
+	who := fmt.Sprintf("exit for %q (alice (user proxy, ", f.subject)
+	f.log.Line(t, who, ": db.site.test:8443 (dialled 192.168.7.5:8443) opened")
+	f.log.Line(t, who, ": db.site.test:8443 (dialled 192.168.7.5:8443) ended after ", ", 1 bytes sent, 32 received: closed")
+	f.log.Line(t, who, ": 192.168.7.5:22 (dialled 192.168.7.5:22) ended after ", ", 1 bytes sent, 32 received: closed")
 	c := f.exit.ExitCounters()
 	if c.Opened != 2 || c.SentBytes != 2 || c.ReceivedBytes != 64 || c.Failed != 0 {
 		t.Errorf("exit counters %+v, want 2 opened, 2 bytes sent, 64 received", c)
@@ -318,7 +310,7 @@ func TestExitPerMember(t *testing.T) {
 	}
 	open[0].Close()
 	once.Do(func() { close(hold) })
-	testwait.Until(t, "the first exit's end in the exit's log", 0, func() bool { return strings.Contains(f.log.String(), " ended after ") })
+	f.log.Line(t, " ended after ")
 	c, err := f.member.Connect(ctx, control.ConnectRequest{Addr: to.String(), Exit: "exitnode"})
 	if err != nil {
 		t.Fatalf("an exit after the others ended: %v", err)

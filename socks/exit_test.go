@@ -1,14 +1,11 @@
 package socks
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/gridlink/gridlink/agent"
@@ -19,24 +16,6 @@ import (
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/vconn"
 )
-
-// lines is a log that tests read while others write it.
-type lines struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lines) logf(format string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	fmt.Fprintf(&l.b, format+"\n", args...)
-}
-
-func (l *lines) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // A SOCKS client whose gridlink socks goes through an exit is refused
 // the exit host's loopback (by address and by a name resolving there),
@@ -52,7 +31,7 @@ func TestExitRefusesLoopback(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go h.Serve(ctx)
-	var exitLog, socksLog lines
+	var exitLog, socksLog testwait.Log
 	start := func(name string, cfg agent.Config) *control.Client {
 		cfg.Control = fmt.Sprintf("@gridlink-socksexit-%d-%s", os.Getpid(), name)
 		cfg.Node = vconn.Config{Name: name, Hubs: []string{h.Addr().String()}, ListenAddr: "127.0.0.1", Logf: cfg.Node.Logf}
@@ -63,13 +42,13 @@ func TestExitRefusesLoopback(t *testing.T) {
 		t.Cleanup(func() { a.Close() })
 		return control.Dial(cfg.Control)
 	}
-	start("exitnode", agent.Config{AllowExit: true, Node: vconn.Config{Logf: exitLog.logf}})
+	start("exitnode", agent.Config{AllowExit: true, Node: vconn.Config{Logf: exitLog.Logf}})
 	member := start("alpha", agent.Config{})
 	st, err := member.Status(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	socksAddr := startServer(t, &Server{Backend: &AgentBackend{Client: member, Exit: "exitnode"}, Logf: socksLog.logf})
+	socksAddr := startServer(t, &Server{Backend: &AgentBackend{Client: member, Exit: "exitnode"}, Logf: socksLog.Logf})
 	// a loopback-only service of the exit host, as its metrics are
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -98,15 +77,7 @@ func TestExitRefusesLoopback(t *testing.T) {
 		if rep != ReplyNotAllowed {
 			t.Errorf("CONNECT %s through the exit: reply %#x, want %#x (not allowed)", c.a, rep, ReplyNotAllowed)
 		}
-		testwait.Until(t, "gridlink socks's log saying "+c.want, 0, func() bool { return strings.Contains(socksLog.String(), c.want) })
-		refused := fmt.Sprintf("exit refused %q (%s) from node ", st.Node.ID.String(), st.Node.ID.Short())
-		testwait.Until(t, "the exit's log saying "+refused+"..."+c.want, 0, func() bool {
-			for line := range strings.SplitSeq(exitLog.String(), "\n") {
-				if strings.Contains(line, refused) && strings.Contains(line, c.want) {
-					return true
-				}
-			}
-			return false
-		})
+		socksLog.Line(t, c.want)
+		exitLog.Line(t, fmt.Sprintf("exit refused %q (%s) from node ", st.Node.ID.String(), st.Node.ID.Short()), c.want)
 	}
 }
