@@ -17,33 +17,45 @@ import (
 	"github.com/gridlink/gridlink/vconn"
 )
 
-// A SOCKS client whose gridlink socks goes through an exit is refused
-// the exit host's loopback (by address and by a name resolving there),
-// reply 0x02; gridlink socks's log names the exit and its reason, and the
-// exit's log says the same with the member's identity.
-func TestExitRefusesLoopback(t *testing.T) {
+// startHub serves a hub of fresh credentials on loopback until ctx ends,
+// and returns its address.
+func startHub(t *testing.T, ctx context.Context) string {
+	t.Helper()
 	key, _ := identity.NewKey()
 	creds, _ := pki.NewCredentials(key)
 	h, err := hubserver.New(hubserver.Config{Name: "site", Creds: creds, Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	go h.Serve(ctx)
+	return h.Addr().String()
+}
+
+// startAgent starts the agent of node name on hub (cfg's Node.Logf
+// kept), until the test ends, and returns its client.
+func startAgent(t *testing.T, ctx context.Context, hub, name string, cfg agent.Config) *control.Client {
+	t.Helper()
+	cfg.Control = fmt.Sprintf("@gridlink-sockstest-%d-%s", os.Getpid(), name)
+	cfg.Node = vconn.Config{Name: name, Hubs: []string{hub}, ListenAddr: "127.0.0.1", Logf: cfg.Node.Logf}
+	a, err := agent.Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	return control.Dial(cfg.Control)
+}
+
+// A SOCKS client whose gridlink socks goes through an exit is refused
+// the exit host's loopback (by address and by a name resolving there),
+// reply 0x02; gridlink socks's log names the exit and its reason, and the
+// exit's log says the same with the member's identity.
+func TestExitRefusesLoopback(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go h.Serve(ctx)
+	hub := startHub(t, ctx)
 	var exitLog, socksLog testwait.Log
-	start := func(name string, cfg agent.Config) *control.Client {
-		cfg.Control = fmt.Sprintf("@gridlink-socksexit-%d-%s", os.Getpid(), name)
-		cfg.Node = vconn.Config{Name: name, Hubs: []string{h.Addr().String()}, ListenAddr: "127.0.0.1", Logf: cfg.Node.Logf}
-		a, err := agent.Start(ctx, cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { a.Close() })
-		return control.Dial(cfg.Control)
-	}
-	start("exitnode", agent.Config{AllowExit: true, Node: vconn.Config{Logf: exitLog.Logf}})
-	member := start("alpha", agent.Config{})
+	startAgent(t, ctx, hub, "exitnode", agent.Config{AllowExit: true, Node: vconn.Config{Logf: exitLog.Logf}})
+	member := startAgent(t, ctx, hub, "alpha", agent.Config{})
 	st, err := member.Status(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -54,16 +66,7 @@ func TestExitRefusesLoopback(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
+	defer l.Close() // connected to from its backlog, if the exit let it: nothing accepts
 	port := uint16(l.Addr().(*net.TCPAddr).Port)
 	for _, c := range []struct {
 		a    Addr
