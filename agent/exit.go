@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -88,8 +90,14 @@ func (a *Agent) exit(c net.Conn) {
 		return
 	}
 	m := memberOf(c)
+	target := ev.Dial
+	host, port, ok := parseTarget(target)
+	if !ok {
+		s.refuse(c, m, strconv.Quote(target), &exitRefusal{status.ExitRefusedBadRequest, "not HOST:PORT: a host name or an IP address without a zone, and a port 1-65535"})
+		return
+	}
 	if !s.slots.take(m.key, s.max()) {
-		s.refuse(c, m, ev.Dial, &exitRefusal{status.ExitRefusedPerMember,
+		s.refuse(c, m, target, &exitRefusal{status.ExitRefusedPerMember,
 			fmt.Sprintf("%s has %d exits open at once here, the most the exit allows (--exit-per-member); close some and try again", m.key, s.max())})
 		return
 	}
@@ -97,24 +105,24 @@ func (a *Agent) exit(c net.Conn) {
 	defer release()
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), exitWait)
-	tc, dialled, err := s.connect(ctx, ev.Dial)
+	tc, dialled, err := s.connect(ctx, host, port)
 	cancel()
 	var refusal *exitRefusal
 	if errors.As(err, &refusal) {
-		s.refuse(c, m, ev.Dial, refusal)
+		s.refuse(c, m, target, refusal)
 		return
 	}
 	if err != nil {
 		s.count.failed.Add(1)
-		s.logf("exit for %s: %s (%s) failed after %s: %v", m, ev.Dial, orElse(dialled, "nothing dialled"), since(start), err)
-		_, _ = c.Write(control.AppendEvent(nil, control.Event{Error: fmt.Sprintf("exit node %s could not reach %s: %v", s.node, ev.Dial, err), Kind: tcpKind(err)}))
+		s.logf("exit for %s: %s (%s) failed after %s: %v", m, target, orElse(dialled, "nothing dialled"), since(start), err)
+		_, _ = c.Write(control.AppendEvent(nil, control.Event{Error: fmt.Sprintf("exit node %s could not reach %s: %v", s.node, target, err), Kind: tcpKind(err)}))
 		return
 	}
 	s.count.opened.Add(1)
-	s.logf("exit for %s: %s (dialled %s) opened", m, ev.Dial, dialled)
+	s.logf("exit for %s: %s (dialled %s) opened", m, target, dialled)
 	if _, err := c.Write(control.AppendEvent(nil, control.Event{Peer: tc.RemoteAddr().String()})); err != nil {
 		tc.Close()
-		s.logf("exit for %s: %s (dialled %s) ended after %s: the member left before its answer: %v", m, ev.Dial, dialled, since(start), err)
+		s.logf("exit for %s: %s (dialled %s) ended after %s: the member left before its answer: %v", m, target, dialled, since(start), err)
 		return
 	}
 	sent, received, err := control.JoinErr(c, tc)
@@ -125,7 +133,7 @@ func (a *Agent) exit(c net.Conn) {
 	if err != nil {
 		outcome = "cut: " + err.Error()
 	}
-	s.logf("exit for %s: %s (dialled %s) ended after %s, %d bytes sent, %d received: %s", m, ev.Dial, dialled, since(start), sent, received, outcome)
+	s.logf("exit for %s: %s (dialled %s) ended after %s, %d bytes sent, %d received: %s", m, target, dialled, since(start), sent, received, outcome)
 }
 
 // since is the time since start, in milliseconds.
@@ -148,16 +156,28 @@ func (s *exitService) refuse(c net.Conn, m member, target string, r *exitRefusal
 	_, _ = c.Write(control.AppendEvent(nil, control.Event{Error: msg, Kind: control.KindNotAllowed}))
 }
 
-// connect resolves target (HOST:PORT) here, checks every address it
-// resolves to, and connects to a checked address itself, checking again
-// the address the socket connects to. It returns the connection and the
-// address dialled; an *exitRefusal when the policy refuses.
-func (s *exitService) connect(ctx context.Context, target string) (net.Conn, string, error) {
-	host, ps, err := net.SplitHostPort(target)
-	port, ok := parsePort(ps)
-	if err != nil || !ok || host == "" {
-		return nil, "", &exitRefusal{status.ExitRefusedBadRequest, "not HOST:PORT with a port 1-65535"}
+// parseTarget reads an exit request's HOST:PORT: an IP address or a host
+// name (letters, digits, '-', '_', '.'), and a port 1-65535; nothing
+// else, so that what the exit logs of it is what was asked.
+func parseTarget(s string) (host string, port uint16, ok bool) {
+	host, ps, err := net.SplitHostPort(s)
+	if port, ok = parsePort(ps); err != nil || !ok || host == "" || net.JoinHostPort(host, ps) != s {
+		return "", 0, false
 	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		return host, port, a.Zone() == "" // the exit's interfaces are not the member's to name
+	}
+	name := strings.TrimSuffix(host, ".")
+	ok = len(name) <= 253 && !strings.HasPrefix(name, "-") && !strings.Contains(name, "..") &&
+		!strings.HasPrefix(name, ".") && strings.Trim(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") == ""
+	return host, port, ok && name != ""
+}
+
+// connect resolves host here, checks every address it resolves to, and
+// connects to a checked address itself (at port), checking again the
+// address the socket connects to. It returns the connection and the
+// address dialled; an *exitRefusal when the policy refuses.
+func (s *exitService) connect(ctx context.Context, host string, port uint16) (net.Conn, string, error) {
 	addrs := []netip.Addr{}
 	if a, err := netip.ParseAddr(host); err == nil {
 		addrs = append(addrs, a)
@@ -258,7 +278,8 @@ func (a *Agent) dialExit(ctx context.Context, exit, target string, o link.Option
 	stop()
 	_ = c.SetDeadline(time.Time{})
 	if err == nil && ev.Peer == "" {
-		err = &control.StreamError{Kind: orElse(ev.Kind, control.KindFailed), Msg: orElse(ev.Error, "exit: no answer")}
+		// the exit's words, safe to print (a log line of gridlink socks)
+		err = &control.StreamError{Kind: orElse(ev.Kind, control.KindFailed), Msg: direct.Sanitize(orElse(ev.Error, "exit: no answer"))}
 	}
 	if err != nil {
 		c.Close()

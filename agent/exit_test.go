@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -122,6 +123,12 @@ func startExit(t *testing.T, cfg Config, n *testNet) *exitFixture {
 // the exit's log says the same with the member's subject.
 func (f *exitFixture) refused(t *testing.T, target, want string) {
 	t.Helper()
+	f.refusedAs(t, target, target, want)
+}
+
+// refusedAs is refused, of a target the exit shows as shown.
+func (f *exitFixture) refusedAs(t *testing.T, target, shown, want string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := f.member.Connect(ctx, control.ConnectRequest{Addr: target, Exit: "exitnode"})
@@ -130,7 +137,7 @@ func (f *exitFixture) refused(t *testing.T, target, want string) {
 		t.Errorf("%s through the exit: connected, want refused (%s)", target, want)
 		return
 	}
-	msg := "exit node exitnode refuses " + target + ": " + want
+	msg := "exit node exitnode refuses " + shown + ": " + want
 	if se, ok := err.(*control.StreamError); !ok || se.Kind != control.KindNotAllowed || !strings.Contains(se.Msg, msg) {
 		t.Errorf("%s through the exit: %v (%T), want kind %s saying %q", target, err, err, control.KindNotAllowed, msg)
 		return
@@ -236,10 +243,19 @@ func TestExitRefuses(t *testing.T) {
 		{"[64:ff9b::a01:203]:22", "the NAT64 form of 10.1.2.3, a private address (10.0.0.0/8)", status.ExitRefusedPrivate},
 		{"100.100.0.1:22", "an address of the grid's virtual network 100.96.0.0/12", status.ExitRefusedPrivate},
 		{"192.168.7.5:23", "a private address (192.168.0.0/16) on port 23, where the exit's --exit-allow lists only port 22,8000-9000", status.ExitRefusedPort},
-		{"example.test:0", "not HOST:PORT with a port 1-65535", status.ExitRefusedBadRequest},
+		// what the member asks is shown quoted when it is no HOST:PORT:
+		// the exit's log shows what was asked, and only that
+		{"example.test:0", "not HOST:PORT", status.ExitRefusedBadRequest},
+		{"evil\nexit for x:22", "not HOST:PORT", status.ExitRefusedBadRequest},
+		{"[fd00::1%eth0]:22", "not HOST:PORT: a host name or an IP address without a zone, and a port 1-65535", status.ExitRefusedBadRequest},
+		{"a..b:22", "not HOST:PORT", status.ExitRefusedBadRequest},
 	} {
 		before := refusals(f.exit)[c.reason]
-		f.refused(t, c.target, c.want)
+		shown := c.target
+		if c.reason == status.ExitRefusedBadRequest {
+			shown = strconv.Quote(c.target)
+		}
+		f.refusedAs(t, c.target, shown, c.want)
 		if got := refusals(f.exit)[c.reason]; got != before+1 {
 			t.Errorf("%s: %s refusals %d, want %d", c.target, c.reason, got, before+1)
 		}
@@ -387,4 +403,29 @@ func TestExitControlHook(t *testing.T) {
 		}
 		t.Fatalf("dial of a loopback listener with the exit's Control hook: %v", err)
 	}
+}
+
+// parseTarget reads what a member sends (the exit request's HOST:PORT):
+// what it takes joins back to the same text and holds nothing but a
+// host name's or an IP address's characters, so that the exit's log
+// lines show it as it is.
+func FuzzParseTarget(f *testing.F) {
+	for _, s := range []string{"example.org:443", "10.1.2.3:22", "[::1]:80", "[fe80::1%eth0]:22", "a..b:1", "-x:1",
+		"evil\nexit for x:22", "host.:80", "x:0", "x:65536", "x:022", ":80", "[::ffff:127.0.0.1]:9100", "a_b-c.d:8000"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		host, port, ok := parseTarget(s)
+		if !ok {
+			return
+		}
+		if j := net.JoinHostPort(host, strconv.Itoa(int(port))); j != s {
+			t.Fatalf("parseTarget(%q) = %q, %d: joins to %q", s, host, port, j)
+		}
+		if strings.IndexFunc(host, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:", r))
+		}) >= 0 {
+			t.Fatalf("parseTarget(%q) took host %q", s, host)
+		}
+	})
 }
