@@ -173,8 +173,8 @@ func nodeCmd() *cobra.Command {
 	var xf execFlags
 	var nf nodeFlags
 	var vf vipFlags
+	var ef exitFlags
 	var control, metricsAddr string
-	var allowExit bool
 	c := &cobra.Command{
 		Use:   "node",
 		Short: "run this host's node agent (other gridlink commands talk to it)",
@@ -186,7 +186,8 @@ stopped or when the hubs refuse it for good (its certificate, role or name).`,
   gridlink node --hub 10.4.0.10:7946 --ports 40000-40100 --prefer 10.2.0.0/24
   gridlink node --hub 198.51.100.10:7946 --portmap   # behind a home router: ask it for an inbound port
   gridlink node --hub ssh://root@10.5.0.1/127.0.0.1:7946 --identity ~/.ssh/id_ed25519   # through the frontend's sshd
-  gridlink node --hub 198.51.100.10:7946 --vip   # on the grid's virtual IP network (as root)`,
+  gridlink node --hub 198.51.100.10:7946 --vip   # on the grid's virtual IP network (as root)
+  gridlink node --hub 198.51.100.10:7946 --allow-exit --exit-allow 10.1.0.0/16:22,443   # an exit to the internet and to the site's ssh and https`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := signalContext()
@@ -199,7 +200,11 @@ stopped or when the hubs refuse it for good (its certificate, role or name).`,
 			if err != nil {
 				return err
 			}
-			a, err := gridlink.StartAgent(ctx, gridlink.AgentConfig{Control: control, Node: cfg, AllowExit: allowExit, VIP: vc, Metrics: metricsAddr})
+			ac := gridlink.AgentConfig{Control: control, Node: cfg, VIP: vc, Metrics: metricsAddr}
+			if err := ef.config(cmd, &ac); err != nil {
+				return err
+			}
+			a, err := gridlink.StartAgent(ctx, ac)
 			if err != nil {
 				return flagWords(err)
 			}
@@ -238,7 +243,7 @@ stopped or when the hubs refuse it for good (its certificate, role or name).`,
 	xf.add(c)
 	c.Flags().StringVar(&control, "control", "", "control socket, which only this uid and root may use (default: @gridlink-agent for root, else $XDG_RUNTIME_DIR/gridlink/agent.sock or /tmp/gridlink-UID/agent.sock)")
 	vf.add(c)
-	c.Flags().BoolVar(&allowExit, "allow-exit", false, "let other nodes' SOCKS clients reach TCP hosts from here (gridlink socks --exit)")
+	ef.add(c)
 	c.Flags().StringVar(&metricsAddr, "metrics", "", metricsUsage)
 	return withConfigFile(c)
 }

@@ -122,6 +122,11 @@ func decodeRefusal(b []byte) (reason string, n int, err error) {
 	return sanitize(string(b[refusalHeader : refusalHeader+size])), refusalHeader + size, nil
 }
 
+// Sanitize makes text from another end safe to print: valid UTF-8
+// without control characters (each replaced by a space), as refusal
+// reasons are.
+func Sanitize(s string) string { return sanitize(s) }
+
 // sanitize makes text safe to print: valid UTF-8 without control
 // characters (each replaced by a space).
 func sanitize(s string) string {
