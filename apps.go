@@ -33,8 +33,10 @@ type SOCKSConfig struct {
 	Exit string
 	// Link are the options of every link.
 	Link control.LinkOptions
-	// Users are the usernames and passwords of non-loopback clients;
-	// none: only loopback clients are served.
+	// Users are the usernames and passwords of clients on other hosts;
+	// none: only this host's clients are served. Of those, only the
+	// ones of this process's uid and root, whatever they give
+	// (socks.Server: the kernel says whose a connection is).
 	Users map[string]string
 	// Logger logs failed requests; nil: no log.
 	Logger *slog.Logger
@@ -66,7 +68,8 @@ func ListenSOCKS(cfg SOCKSConfig) (*SOCKSServer, error) {
 func (s *SOCKSServer) Addr() net.Addr { return s.ln.Addr() }
 
 // LoopbackOnly says that the server listens beyond loopback without
-// users, so that it will serve only loopback clients.
+// users, so that it will serve only this host's clients (of this uid and
+// root).
 func (s *SOCKSServer) LoopbackOnly() bool {
 	ap, err := net.ResolveTCPAddr("tcp", s.ln.Addr().String())
 	return err == nil && !ap.IP.IsLoopback() && len(s.s.Users) == 0

@@ -113,10 +113,15 @@ func socksCmd() *cobra.Command {
 agent. CONNECT to NAME.grid:PORT reaches port PORT of node NAME however the
 network allows; other hosts go through the node --exit (whose agent runs
 with --allow-exit) or are refused. BIND listens on a free virtual port of
-this node and tells the client NAME.grid:PORT for its peer. Clients on
-loopback need no authentication; others need a username and password
-from --users (lines USER:PASSWORD), without which only loopback clients
-are served.`,
+this node and tells the client NAME.grid:PORT for its peer.
+
+It acts with your agent's credentials, so it serves only you: a client
+on this host is served when the kernel says its socket is your uid's (or
+root's), and any other account is refused ("connection not allowed by
+ruleset"; the log says "socks of uid N refuses uid M"). Clients on other
+hosts (with --listen beyond loopback) need a username and password from
+--users (lines USER:PASSWORD), without which they are refused; a
+password never admits another account of this host.`,
 		Example: `  gridlink socks &
   curl --socks5-hostname 127.0.0.1:1080 http://hiroshi-n1.grid:8000/
   gridlink socks --listen 10.1.0.5:1080 --users /etc/gridlink/socks-users --exit das3v-fe`,
@@ -140,7 +145,7 @@ are served.`,
 				return err
 			}
 			if s.LoopbackOnly() {
-				fmt.Fprintf(os.Stderr, "gridlink socks: %s is not loopback and no --users given: only loopback clients will be served\n", listen)
+				fmt.Fprintf(os.Stderr, "gridlink socks: %s is not loopback and no --users given: only this host's clients of your uid will be served\n", listen)
 			}
 			sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 			_, err = control.Dial(lf.control).Status(sctx)
@@ -159,7 +164,7 @@ are served.`,
 	f := c.Flags()
 	f.StringVar(&listen, "listen", "127.0.0.1:1080", "address of the SOCKS server")
 	f.StringVar(&exit, "exit", "", "node that dials hosts outside the overlay (its agent needs --allow-exit)")
-	f.StringVar(&users, "users", "", "file of USER:PASSWORD lines for non-loopback clients")
+	f.StringVar(&users, "users", "", "file of USER:PASSWORD lines for clients on other hosts")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log failed requests")
 	return c
 }
