@@ -41,8 +41,9 @@ import (
 type Backend interface {
 	// Connect dials a.
 	Connect(ctx context.Context, a Addr) (net.Conn, error)
-	// Bind listens for one connection; a is the client's DST (the peer it
-	// expects), advisory.
+	// Bind listens for one connection from the peer a names (the
+	// client's DST.ADDR, RFC 1928: the address it expects the peer at),
+	// refusing others.
 	Bind(ctx context.Context, a Addr) (Binding, error)
 }
 
