@@ -10,36 +10,20 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/agent/control"
+	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/link"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/vconn"
 )
 
-// ErrNotBindPeer is wrapped by a BindPeerError.
-var ErrNotBindPeer = errors.New("not the peer the bind expects")
-
-// BindPeerError is a connection to a bind (a SOCKS BIND) refused because
-// it comes from another node than the one the bind admits (the SOCKS
-// client's DST.ADDR). The dialler reads it as the refusal's reason.
-type BindPeerError struct {
-	Bound string      // the bind's address, NODE:PORT
-	Want  string      // the node admitted, as the client named it
-	ID    identity.ID // that node's identity key
-	Got   pki.Peer    // the refused dialler
-}
-
-func (e *BindPeerError) Error() string {
-	return fmt.Sprintf("this bind admits only %s (%s), not %s", e.Want, e.ID.Short(), e.Got)
-}
-
-func (e *BindPeerError) Unwrap() error { return ErrNotBindPeer }
-
 // bind listens on a virtual port (a free one, unpredictable: vconn) for
 // one peer: the node req.Peer names, looked up through the hubs when the
 // bind starts and recognised by its identity key, which the connection's
-// handshake proved. Any other dialler is refused with a BindPeerError
-// (logged) and the bind waits on for the right one until it times out.
+// handshake proved. Any other dialler is refused (a direct.RefusedError
+// whose reason, which the dialler reads, names the node admitted and the
+// dialler; logged) and the bind waits on for the right one until it
+// times out.
 func (a *Agent) bind(w http.ResponseWriter, r *http.Request) {
 	var req control.BindRequest
 	if !decode(w, r, "bind", &req) {
@@ -66,7 +50,8 @@ func (a *Agent) bind(w http.ResponseWriter, r *http.Request) {
 		if p.ID == want.ID {
 			return nil
 		}
-		err := &BindPeerError{Want: pa.Node, ID: want.ID, Got: p}
+		err := &direct.RefusedError{What: direct.RefusedConnection,
+			Reason: fmt.Sprintf("this bind admits only %s (%s), not %s", pa.Node, want.ID.Short(), p)}
 		a.logf("agent: bind: refused: %v", err)
 		return err
 	}

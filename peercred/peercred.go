@@ -56,9 +56,6 @@ func (e *UnknownError) Error() string {
 
 func (e *UnknownError) Unwrap() []error { return []error{ErrUnknown, e.Err} }
 
-// ErrRefused is wrapped by a RefusedError.
-var ErrRefused = errors.New("refused: another account")
-
 // RefusedError is a connection refused for its caller's uid: the
 // listener What, run as OwnerUID, serves only OwnerUID and root. Its text
 // is the refusal both ends name:
@@ -73,8 +70,6 @@ type RefusedError struct {
 func (e *RefusedError) Error() string {
 	return fmt.Sprintf("%s of uid %d refuses uid %d", e.What, e.OwnerUID, e.CallerUID)
 }
-
-func (e *RefusedError) Unwrap() error { return ErrRefused }
 
 // Admit says whether the other end of c, a connection accepted by the
 // listener what, may act as this process's user: nil for a socket of this
