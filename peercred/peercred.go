@@ -81,8 +81,13 @@ func Admit(what string, c net.Conn) error {
 	if err != nil {
 		return &UnknownError{What: what, Remote: c.RemoteAddr().String(), Err: err}
 	}
-	if owner := os.Geteuid(); uid != owner && uid != 0 {
-		return &RefusedError{What: what, OwnerUID: owner, CallerUID: uid}
+	return serves(what, os.Geteuid(), uid)
+}
+
+// serves is Admit's rule: a listener run as owner serves owner and root.
+func serves(what string, owner, caller int) error {
+	if caller != owner && caller != 0 {
+		return &RefusedError{What: what, OwnerUID: owner, CallerUID: caller}
 	}
 	return nil
 }

@@ -100,6 +100,24 @@ func TestAdmit(t *testing.T) {
 	}
 }
 
+// A user's listener serves that user and root, and no one else.
+func TestServes(t *testing.T) {
+	for _, tc := range []struct {
+		owner, caller int
+		want          string
+	}{
+		{1000, 1000, ""},
+		{1000, 0, ""},
+		{1000, 1001, "socks of uid 1000 refuses uid 1001"},
+		{0, 65534, "socks of uid 0 refuses uid 65534"},
+	} {
+		err := serves("socks", tc.owner, tc.caller)
+		if (err == nil) != (tc.want == "") || (err != nil && err.Error() != tc.want) {
+			t.Errorf("owner %d, caller %d: %v; want %q", tc.owner, tc.caller, err, tc.want)
+		}
+	}
+}
+
 func TestParseDiagMsg(t *testing.T) {
 	r := diagReq{family: afINET, local: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 40000}, remote: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2), Port: 1080}}
 	b := append(append([]byte{afINET, 1, 0, 0}, r.Serialize()[8:]...), make([]byte, 20)...)
