@@ -1,6 +1,3 @@
-// Package peercredtest plays other local accounts in tests: connections
-// made from a socket that another uid owns, as that account's process
-// would make them. It needs root (tests run as root, CI does).
 package peercredtest
 
 import (
@@ -11,9 +8,6 @@ import (
 
 	"golang.org/x/sys/unix"
 )
-
-// Nobody is the uid tests play another account with.
-const Nobody = 65534
 
 // NeedRoot skips t unless it runs as root.
 func NeedRoot(t testing.TB) {
