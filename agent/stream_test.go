@@ -150,7 +150,7 @@ func TestStreamBind(t *testing.T) {
 	ab, cb := startAgent(t, "beta", hubAddr)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b, err := ca.Bind(ctx, control.BindRequest{})
+	b, err := ca.Bind(ctx, control.BindRequest{Peer: "beta"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,14 +180,14 @@ func TestStreamBind(t *testing.T) {
 	}
 	c.Close()
 
-	b2, err := ca.Bind(ctx, control.BindRequest{Port: 5000})
+	b2, err := ca.Bind(ctx, control.BindRequest{Peer: "beta", Port: 5000})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b2.Close()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		b3, err := ca.Bind(ctx, control.BindRequest{Port: 5000})
+		b3, err := ca.Bind(ctx, control.BindRequest{Peer: "beta", Port: 5000})
 		if err == nil {
 			b3.Close()
 			break

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gridlink/gridlink/agent"
 	"github.com/gridlink/gridlink/agent/control"
 )
 
@@ -18,16 +17,9 @@ import (
 // hosts, and a BIND whose peer comes through the other agent's SOCKS
 // server.
 func TestAgentBackend(t *testing.T) {
+	clients, socksAddr, _ := agents(t, "alpha", "beta")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	hub := startHub(t, ctx)
-	var socksAddr []string
-	var clients []*control.Client
-	for _, name := range []string{"alpha", "beta"} {
-		c := startAgent(t, ctx, hub, name, agent.Config{})
-		clients = append(clients, c)
-		socksAddr = append(socksAddr, startServer(t, &Server{Backend: &AgentBackend{Client: c}}))
-	}
 	// beta exposes an echo service.
 	el, _ := net.Listen("tcp", "127.0.0.1:0")
 	defer el.Close()
@@ -74,8 +66,8 @@ func TestAgentBackend(t *testing.T) {
 		}
 	}
 
-	// BIND on alpha; the peer CONNECTs through beta's SOCKS server.
-	bc, rep, bound := request(t, socksAddr[0], encodeRequest(CmdBind, Addr{IP: ipv4zero()}))
+	// BIND on alpha for beta; the peer CONNECTs through beta's SOCKS server.
+	bc, rep, bound := request(t, socksAddr[0], encodeRequest(CmdBind, Addr{Host: "beta.grid"}))
 	defer bc.Close()
 	if rep != ReplySucceeded || !strings.HasPrefix(bound.Host, "alpha.grid") {
 		t.Fatalf("BIND: reply %#x at %s", rep, bound)
@@ -86,7 +78,7 @@ func TestAgentBackend(t *testing.T) {
 		t.Fatalf("CONNECT to the bound %s: %#x", bound, rep)
 	}
 	rep, from, err := readReply(bc)
-	if err != nil || rep != ReplySucceeded || !strings.HasSuffix(from.Host, ".grid") {
+	if err != nil || rep != ReplySucceeded || from.Host != "beta.grid" {
 		t.Fatalf("second BIND reply: %#x %s %v", rep, from, err)
 	}
 	pc.Write([]byte("over the bind"))

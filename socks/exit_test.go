@@ -35,7 +35,7 @@ func startHub(t *testing.T, ctx context.Context) string {
 // kept), until the test ends, and returns its client.
 func startAgent(t *testing.T, ctx context.Context, hub, name string, cfg agent.Config) *control.Client {
 	t.Helper()
-	cfg.Control = fmt.Sprintf("@gridlink-sockstest-%d-%s", os.Getpid(), name)
+	cfg.Control = fmt.Sprintf("@gridlink-sockstest-%d-%s-%s", os.Getpid(), t.Name(), name)
 	cfg.Node = vconn.Config{Name: name, Hubs: []string{hub}, ListenAddr: "127.0.0.1", Logf: cfg.Node.Logf}
 	a, err := agent.Start(ctx, cfg)
 	if err != nil {
