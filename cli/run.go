@@ -79,10 +79,7 @@ func hubCmd() *cobra.Command {
 	return withConfigFile(c)
 }
 
-func hostname() string {
-	h, _ := os.Hostname()
-	return h
-}
+func hostname() string { return gridlink.HostName() }
 
 // nodeFlags are the flags of every command that runs a node.
 type nodeFlags struct {
@@ -155,7 +152,7 @@ func hold(ctx context.Context, who string, n *gridlink.Node, verbose bool) (cont
 	if !verbose {
 		go n.WatchAttach(ctx, func(c gridlink.AttachChange) {
 			if c.Attached {
-				fmt.Fprintf(os.Stderr, "%s %s: attached to hub %s\n", who, c.Machine.Name, c.Machine.HubName)
+				fmt.Fprintf(os.Stderr, "%s %s: attached to hub %s\n", who, c.Machine.Name, status.Printable(c.Machine.HubName))
 				return
 			}
 			fmt.Fprintf(os.Stderr, "%s %s: %s\n", who, n.Name(), c.State)
@@ -323,10 +320,10 @@ func statusCmd() *cobra.Command {
 				return json.NewEncoder(os.Stdout).Encode(st)
 			}
 			fmt.Printf("node %s (%s)\n  hub: %s\n  addresses: %v\n  seen by the hub as: %s\n",
-				st.Node.Name, st.Node.ID.Short(), st.HubWords(), st.Node.Addrs, st.Observed)
+				status.Printable(st.Node.Name), st.Node.ID.Short(), st.HubWords(), st.Node.Addrs, st.Observed)
 			fmt.Printf("connections: %d\n", len(st.Conns))
 			for _, c := range st.Conns {
-				fmt.Printf("  %s -> %s  %s\n", c.Local, c.Remote, c.Method)
+				fmt.Printf("  %s -> %s  %s\n", c.Local, status.Printable(c.Remote), c.Method)
 			}
 			printStreamLinks(st.Links)
 			for h, m := range st.Cache {
@@ -358,7 +355,7 @@ func printStreamLinks(links []status.StreamLink) {
 		if l.Upgrade {
 			more = append(more, "upgrading")
 		}
-		fmt.Printf("  stream %d -> %s  %s", l.Stream, l.Remote, l.Method)
+		fmt.Printf("  stream %d -> %s  %s", l.Stream, status.Printable(l.Remote), l.Method)
 		if len(more) > 0 {
 			fmt.Printf(" (%s)", strings.Join(more, ", "))
 		}

@@ -140,10 +140,10 @@ func printVIPStatus(v *status.VIP) {
 		fmt.Printf("  access rules: %s\n", strings.ReplaceAll(v.Rules, "\n", "; "))
 	}
 	if v.Claim != "" {
-		fmt.Printf("  addresses refused: %s\n", v.Claim)
+		fmt.Printf("  addresses refused: %s\n", status.PrintableLine(v.Claim))
 	}
 	for _, p := range v.Peers {
-		name := p.Name
+		name := status.Printable(p.Name) // from the hubs' directory
 		if name == "" {
 			name = p.ID.Short()
 		}

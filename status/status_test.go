@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gridlink/gridlink/identity"
 )
 
 // schema is every JSON object of the package with its field names, in
@@ -76,6 +78,8 @@ func TestHubWords(t *testing.T) {
 		{Agent{HubChoice: 2, Hubs: 3}, "its hub number 2 of 3: away from its first, which it probes to return to"},
 		{Agent{HubChoice: 2, Hubs: 2, NoReturn: true}, "its hub number 2 of 2: away from its first, where it does not return (--no-return-home)"},
 		{Agent{Attach: "attaching to a:1: refused", HubChoice: 0, Hubs: 2}, "attaching to a:1: refused"},
+		{Agent{Node: identity.Machine{HubName: "h\x1b[2J"}}, `"h\x1b[2J" (`},               // escaped (issue 32)
+		{Agent{Attach: "refused: bad name \x1b[2J", Hubs: 1}, `refused: bad name \x1b[2J`}, // escaped
 	} {
 		got := c.st.HubWords()
 		if !strings.Contains(got, c.want) {

@@ -230,6 +230,9 @@ func New(cfg Config) (*Hub, error) {
 	if h.cfg.Name == "" {
 		h.cfg.Name = cfg.Creds.DefaultName(h.id.Short())
 	}
+	if err := identity.CheckName(h.cfg.Name); err != nil {
+		return nil, fmt.Errorf("hub: %w", err)
+	}
 	switch {
 	case cfg.MaxLinks == 0:
 		h.maxLinks = DefaultMaxLinks
@@ -432,6 +435,10 @@ func (h *Hub) serveConn(ctx context.Context, raw net.Conn, pend *direct.Pending)
 	}
 	if err := admitRole(sec.TLS.Peer, hello.Role); err != nil {
 		h.refuse(c, sealer, id.Short(), roleRefusal(err))
+		return
+	}
+	if e := nameRefusal(hello); e != nil {
+		h.refuse(c, sealer, id.Short(), e)
 		return
 	}
 	if hello.Lane != nil {
