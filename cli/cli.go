@@ -83,12 +83,13 @@ func parsePorts(s string) (gridlink.PortRange, error) {
 	return gridlink.PortRange{Lo: uint16(l), Hi: uint16(h)}, nil
 }
 
-func parsePrefixes(ss []string) ([]netip.Prefix, error) {
+// parsePrefixes parses the values of a repeatable prefix flag.
+func parsePrefixes(flag string, ss []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, s := range ss {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
-			return nil, fmt.Errorf("--prefer %q: want a network like 10.2.0.0/16", s)
+			return nil, fmt.Errorf("%s %q: want a network like 10.2.0.0/16", flag, s)
 		}
 		out = append(out, p)
 	}

@@ -24,7 +24,7 @@ func signalContext() (context.Context, context.CancelFunc) {
 
 func hubCmd() *cobra.Command {
 	var name, listen, keyFile, sshCfg, known, control, metricsAddr string
-	var peers, ids []string
+	var peers, ids, vipPrefixes []string
 	var useSSH, verbose, announce bool
 	var trunkConns, maxLinks int
 	var trunkCC string
@@ -40,7 +40,11 @@ func hubCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			hc := gridlink.HubConfig{FallbackName: name, KeyFile: keyFile, Credentials: creds, Listen: listen, Peers: peers,
+			prefixes, err := parsePrefixes("--vip-prefix", vipPrefixes)
+			if err != nil {
+				return err
+			}
+			hc := gridlink.HubConfig{VIPPrefixes: prefixes, FallbackName: name, KeyFile: keyFile, Credentials: creds, Listen: listen, Peers: peers,
 				SSH: sshConfig(useSSH, sshCfg, known, ids), Control: control, Announce: announce, Metrics: metricsAddr,
 				TrunkConnections: trunkConns, TrunkCongestion: trunkCC, MaxLinks: maxLinks,
 				Logger: logger()} // a hub logs its links, routes and refusals always (-v or not)
@@ -62,6 +66,7 @@ func hubCmd() *cobra.Command {
 	f := c.Flags()
 	f.StringVar(&name, "name", hostname(), "hub name, usually the site's (with --cert: the name it certifies)")
 	f.StringVar(&listen, "listen", "0.0.0.0:7946", "address for hub links and node attachments")
+	f.StringArrayVar(&vipPrefixes, "vip-prefix", nil, "a virtual network prefix of the grid, in which nodes may claim addresses (repeatable; default: "+gridlink.DefaultVIPPrefix4.String()+" and "+gridlink.DefaultVIPPrefix6.String()+", the nodes' --vip-prefix4/6)")
 	f.StringArrayVar(&peers, "peer", nil, "another hub: HOST:PORT or ssh://[USER@]HOST[:PORT]/[TARGET:]PORT (repeatable)")
 	f.StringVar(&keyFile, "key", "", "key file (created if missing); default: a fresh key")
 	f.BoolVar(&useSSH, "ssh", false, "allow ssh:// peers with ~/.ssh defaults")
@@ -125,7 +130,7 @@ func (nf *nodeFlags) apiConfig(who string) (gridlink.Config, error) {
 	if err != nil {
 		return gridlink.Config{}, err
 	}
-	pref, err := parsePrefixes(nf.prefer)
+	pref, err := parsePrefixes("--prefer", nf.prefer)
 	if err != nil {
 		return gridlink.Config{}, err
 	}
