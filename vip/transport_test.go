@@ -114,6 +114,9 @@ func FuzzTransport(f *testing.F) {
 	f.Add(ipv6(a6, b6, extHopByHop, cat(ext(extHopByHop, extFragment, 8, 0), ext(extFragment, protoICMPv6, 8, 0), []byte{1, 4, 0, 0, 0, 0, 0, 0})))
 	f.Add(ipv6(a6, b6, extAuth, cat(ext(extAuth, protoUDP, 12, 0), udpHeader(1, 2, 3))))
 	f.Add(ipv6(a6, b6, extRouting, []byte{extRouting, 255}))
+	f.Add(ipv6(a6, b6, extFragment, cat(frag6(extFragment, 0, false), frag6(protoTCP, 8, false), make([]byte, 24)))) // fragment.go
+	f.Add(ipv6(a6, b6, extFragment, cat(frag6(protoTCP, 0, true), tcpHeader(1, 80, tcpSYN)[:16])))
+	f.Add(frag4(a4, b4, protoTCP, 0, true, tcpHeader(1, 80, tcpSYN)[:16]))
 	f.Fuzz(func(t *testing.T, pkt []byte) {
 		h, err := Parse(pkt)
 		if err != nil {
@@ -122,8 +125,9 @@ func FuzzTransport(f *testing.F) {
 		tr, err := transportOf(h, pkt)
 		if err != nil {
 			var te *TransportError
-			if !errors.As(err, &te) {
-				t.Fatalf("error %v is not a TransportError", err)
+			var fe *FragmentError
+			if !errors.As(err, &te) && !errors.As(err, &fe) {
+				t.Fatalf("error %v is neither a TransportError nor a FragmentError", err)
 			}
 			return
 		}
