@@ -1,13 +1,10 @@
 package hubserver
 
 import (
-	"context"
 	"errors"
-	"net"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/identity"
@@ -29,27 +26,9 @@ func badNames() []string {
 // the error is what the node reads back.
 func helloAs(t *testing.T, c *pki.Credentials, h *Hub, role, name string) error {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := net.Dial("tcp", h.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	sec, err := hub.Secure(ctx, c, conn, true, identity.ID{}, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
-	me := identity.Machine{ID: c.Key.ID(), Name: name}
-	if err := hub.WriteHello(conn, sec.Sealer, &wire.Hello{Role: role, Machine: me, Version: wire.Version}); err != nil {
-		t.Fatal(err)
-	}
-	if err := sec.Verdict(); err != nil {
-		t.Fatal(err)
-	}
-	_, err = sec.ReadHello()
-	return err
+	return sendHello(t, c, h, "", func(*hub.Secured) *wire.Hello {
+		return &wire.Hello{Role: role, Machine: identity.Machine{ID: c.Key.ID(), Name: name}, Version: wire.Version}
+	})
 }
 
 // A node's name that is not a name is refused before the node dials a

@@ -271,15 +271,8 @@ func TestVirtualAddrOutsidePrefixesRefused(t *testing.T) {
 	}
 
 	logs := newLogBook(t, "own: ")
-	own, err := New(Config{Name: "own", Creds: creds(t), Listen: "127.0.0.1:0", Logf: logs.logf,
+	own := startHub(t, Config{Name: "own", Creds: creds(t), Logf: logs.logf,
 		VirtualPrefixes: []netip.Prefix{netip.MustParsePrefix("10.99.0.0/16"), netip.MustParsePrefix("fd00:1::/48")}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- own.Serve(sctx) }()
-	t.Cleanup(func() { cancel(); <-done })
 	m := vipNode(t, "member", own)
 	if err := m.ClaimAddrs(ctx, netip.MustParseAddr("10.99.0.5"), netip.MustParseAddr("fd00:1::5")); err != nil {
 		t.Errorf("a claim in the grid's own prefixes: %v", err)
