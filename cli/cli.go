@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gridlink/gridlink"
+	"github.com/gridlink/gridlink/status"
 )
 
 // Root returns the gridlink command.
@@ -43,7 +44,13 @@ func Main() {
 		os.Exit(runExec(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	if err := Root().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "gridlink:", err)
+		// an error may carry another machine's words: its lines keep
+		// their breaks, their control characters are escaped.
+		lines := strings.Split(err.Error(), "\n")
+		for i := range lines {
+			lines[i] = status.PrintableLine(lines[i])
+		}
+		fmt.Fprintln(os.Stderr, "gridlink:", strings.Join(lines, "\n"))
 		os.Exit(1)
 	}
 }

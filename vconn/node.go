@@ -116,6 +116,11 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			cfg.Name = cfg.Creds.DefaultName(cfg.Name) // a node certificate binds its name
 		}
 	}
+	if cfg.Name != "" {
+		if err := identity.CheckName(cfg.Name); err != nil {
+			return nil, fmt.Errorf("vconn: %w", err) // before anything starts; every hub would refuse it
+		}
+	}
 	if cfg.Creds != nil {
 		cfg.Key = cfg.Creds.Key
 	}
