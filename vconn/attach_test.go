@@ -91,10 +91,12 @@ func TestDialNotAttached(t *testing.T) {
 }
 
 // A name that is not one (identity.CheckName; issue 32) fails Start up
-// front, before a listener or a hub: every hub would refuse it.
+// front, before a listener or a hub: every hub would refuse it. (The
+// listen address is not this host's: a Start that got as far as
+// listening would fail there instead.)
 func TestBadNameRefusedAtStart(t *testing.T) {
 	for _, name := range []string{"c.grid", "a b", "x\x1b[2J"} {
-		n, err := Start(context.Background(), Config{Name: name, ListenAddr: "127.0.0.1", Hubs: []string{"127.0.0.1:1"}})
+		n, err := Start(context.Background(), Config{Name: name, ListenAddr: "192.0.2.1", Hubs: []string{"127.0.0.1:1"}})
 		if !errors.Is(err, identity.ErrBadName) {
 			if n != nil {
 				n.Close()
