@@ -123,8 +123,7 @@ func New(cfg Config) (*Server, error) {
 		name = base.Node.FallbackName
 	}
 	if name == "" {
-		h, _ := os.Hostname()
-		name = fmt.Sprintf("dashboard-%s-%d", h, os.Getpid())
+		name = fmt.Sprintf("dashboard-%s-%d", gridlink.HostName(), os.Getpid())
 	}
 	base.Node.Name = name
 	base.Progress, base.Hold = nil, nil

@@ -33,12 +33,12 @@ type Machine struct {
 }
 
 func (m Machine) String() string {
-	name := m.Name
+	name := Printable(m.Name)
 	if name == "" {
 		name = m.ID.Short()
 	}
 	if m.HubName != "" {
-		return name + "@" + m.HubName
+		return name + "@" + Printable(m.HubName)
 	}
 	return name
 }

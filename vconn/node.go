@@ -112,9 +112,15 @@ type Node struct {
 // Start, an unreachable hub does not.
 func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Name == "" {
-		cfg.Name, _ = os.Hostname()
+		host, _ := os.Hostname()
+		cfg.Name = identity.ShortName(host) // a name has no dot (identity.CheckName)
 		if cfg.Creds != nil {
 			cfg.Name = cfg.Creds.DefaultName(cfg.Name) // a node certificate binds its name
+		}
+	}
+	if cfg.Name != "" {
+		if err := identity.CheckName(cfg.Name); err != nil {
+			return nil, fmt.Errorf("vconn: %w", err) // before anything starts; every hub would refuse it
 		}
 	}
 	if cfg.Creds != nil {

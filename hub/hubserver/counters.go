@@ -25,6 +25,7 @@ var refusalKinds = [...]struct{ what, reason string }{
 	{"circuit", status.RefusedLinkLost},
 	{"circuit", status.RefusedBadOpen},
 	{"connection", status.RefusedLane},
+	{"connection", status.RefusedBadName},
 }
 
 // refusal indexes refusalKinds.
@@ -42,6 +43,7 @@ const (
 	refLinkLost
 	refBadOpen
 	refLane
+	refBadName
 )
 
 // hubCounters are a hub's counts (Hub.counts).
@@ -89,6 +91,8 @@ func linkRefusal(code string) refusal {
 		return refNameTaken
 	case wire.RefusedLane:
 		return refLane
+	case wire.RefusedBadName:
+		return refBadName
 	}
 	return refName
 }
