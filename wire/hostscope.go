@@ -12,92 +12,57 @@ func StripHostScoped(m *Message) *Message {
 	if m == nil {
 		return nil
 	}
-	c := *m
 	changed := false
-	machine := func(mm identity.Machine) identity.Machine {
-		out, dropped := mm.WithoutHostScoped()
+	machine := func(mm *identity.Machine) {
+		var dropped bool
+		*mm, dropped = mm.WithoutHostScoped()
 		changed = changed || dropped
-		return out
 	}
 	holdings := func(hs []Holding) []Holding {
-		if hs == nil {
-			return nil
+		hs = append([]Holding(nil), hs...)
+		for i := range hs {
+			machine(&hs[i].Node)
 		}
-		out := make([]Holding, len(hs))
-		for i, h := range hs {
-			h.Node = machine(h.Node)
-			out[i] = h
+		return hs
+	}
+	c := *m
+	c.Found = edit(m.Found, func(f *Found) {
+		f.Matches = append([]identity.Machine(nil), f.Matches...)
+		for i := range f.Matches {
+			machine(&f.Matches[i])
 		}
-		return out
-	}
-	if m.Found != nil {
-		f := *m.Found
-		f.Matches = nil
-		for _, mm := range m.Found.Matches {
-			f.Matches = append(f.Matches, machine(mm))
+	})
+	c.Reverse = edit(m.Reverse, func(r *Reverse) { machine(&r.From) })
+	c.Splice = edit(m.Splice, func(s *Splice) { s.From = edit(s.From, machine) })
+	c.Machine = edit(m.Machine, machine)
+	c.Refusal = edit(m.Refusal, func(r *Refusal) { r.Holder = edit(r.Holder, machine) })
+	c.Claim = edit(m.Claim, func(cl *Claim) { machine(&cl.Holding.Node) })
+	c.Claimed = edit(m.Claimed, func(cl *Claimed) { cl.Holders = holdings(cl.Holders) })
+	c.AddrClaim = edit(m.AddrClaim, func(cl *AddrClaim) { machine(&cl.Holding.Node) })
+	c.AddrClaimed = edit(m.AddrClaimed, func(cl *AddrClaimed) { cl.Holders = holdings(cl.Holders) })
+	c.VirtualAck = edit(m.VirtualAck, func(v *VirtualAck) {
+		v.Taken = append([]AddrTaken(nil), v.Taken...)
+		for i := range v.Taken {
+			machine(&v.Taken[i].Holder)
 		}
-		c.Found = &f
-	}
-	if m.Reverse != nil {
-		r := *m.Reverse
-		r.From = machine(r.From)
-		c.Reverse = &r
-	}
-	if m.Splice != nil && m.Splice.From != nil {
-		s := *m.Splice
-		from := machine(*s.From)
-		s.From = &from
-		c.Splice = &s
-	}
-	if m.Machine != nil {
-		mm := machine(*m.Machine)
-		c.Machine = &mm
-	}
-	if m.Refusal != nil && m.Refusal.Holder != nil {
-		r := *m.Refusal
-		h := machine(*r.Holder)
-		r.Holder = &h
-		c.Refusal = &r
-	}
-	if m.Claim != nil {
-		cl := *m.Claim
-		cl.Holding.Node = machine(cl.Holding.Node)
-		c.Claim = &cl
-	}
-	if m.Claimed != nil {
-		cl := *m.Claimed
-		cl.Holders = holdings(cl.Holders)
-		c.Claimed = &cl
-	}
-	if m.AddrClaim != nil {
-		cl := *m.AddrClaim
-		cl.Holding.Node = machine(cl.Holding.Node)
-		c.AddrClaim = &cl
-	}
-	if m.AddrClaimed != nil {
-		cl := *m.AddrClaimed
-		cl.Holders = holdings(cl.Holders)
-		c.AddrClaimed = &cl
-	}
-	if m.VirtualAck != nil && m.VirtualAck.Taken != nil {
-		v := *m.VirtualAck
-		v.Taken = make([]AddrTaken, len(m.VirtualAck.Taken))
-		for i, t := range m.VirtualAck.Taken {
-			t.Holder = machine(t.Holder)
-			v.Taken[i] = t
+	})
+	c.Routed = edit(m.Routed, func(r *Routed) {
+		if inner := StripHostScoped(r.Msg); inner != r.Msg {
+			r.Msg, changed = inner, true
 		}
-		c.VirtualAck = &v
-	}
-	if m.Routed != nil && m.Routed.Msg != nil {
-		if inner := StripHostScoped(m.Routed.Msg); inner != m.Routed.Msg {
-			r := *m.Routed
-			r.Msg = inner
-			c.Routed = &r
-			changed = true
-		}
-	}
+	})
 	if !changed {
 		return m
 	}
+	return &c
+}
+
+// edit is a copy of *p changed by f, or nil for nil.
+func edit[T any](p *T, f func(*T)) *T {
+	if p == nil {
+		return nil
+	}
+	c := *p
+	f(&c)
 	return &c
 }
