@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/gridlink/gridlink/direct"
 )
 
 // Dialer opens a connection to a transfer service (a link, in gridlink).
@@ -53,6 +55,9 @@ const MaxBackoff = 30 * time.Second
 type RefusedError struct{ Reason string }
 
 func (e *RefusedError) Error() string { return e.Reason }
+
+// Unwrap makes it one of the refusal family (direct.ErrRefused).
+func (e *RefusedError) Unwrap() error { return direct.ErrRefused }
 
 // Put copies local files and, with Recursive, directories (paths of this
 // host) to dest at the service dial reaches.

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/gridlink/gridlink/direct"
 )
 
 // tree is where one end reads and writes files: a served root (RootTree,
@@ -308,6 +310,6 @@ func (e *UnsafePathError) Error() string {
 	return fmt.Sprintf("xfer: the sender offered an entry named %q, %s: refused, nothing of it written", e.Path, e.Reason)
 }
 
-// Unwrap makes it a malformed message: the session ends, and is not
-// retried.
-func (e *UnsafePathError) Unwrap() error { return errFrame }
+// Unwrap makes it a malformed message, the session ends and is not
+// retried, and a refusal (direct.ErrRefused).
+func (e *UnsafePathError) Unwrap() []error { return []error{errFrame, direct.ErrRefused} }

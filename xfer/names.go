@@ -6,6 +6,8 @@ import (
 	"path"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/gridlink/gridlink/direct"
 )
 
 // The names a receiver takes. Whoever sends, a receiver writes only the
@@ -108,9 +110,9 @@ func (e *UnaskedError) Error() string {
 		e.Path, strings.Join(qs, ", "))
 }
 
-// Unwrap makes it a malformed message: the session ends, and is not
-// retried.
-func (e *UnaskedError) Unwrap() error { return errFrame }
+// Unwrap makes it a malformed message, the session ends and is not
+// retried, and a refusal (direct.ErrRefused).
+func (e *UnaskedError) Unwrap() []error { return []error{errFrame, direct.ErrRefused} }
 
 // SourceNameError is a put whose request names a source by something
 // other than a plain name: refused before anything flows.
@@ -122,6 +124,9 @@ type SourceNameError struct {
 func (e *SourceNameError) Error() string {
 	return fmt.Sprintf("xfer: a put names its source %q, %s: refused", e.Name, e.Reason)
 }
+
+// Unwrap makes it one of the refusal family (direct.ErrRefused).
+func (e *SourceNameError) Unwrap() error { return direct.ErrRefused }
 
 // plainName says why n is not a plain name, one element of an entry's
 // path ("" if it is one).
