@@ -33,8 +33,10 @@ type SOCKSConfig struct {
 	Exit string
 	// Link are the options of every link.
 	Link control.LinkOptions
-	// Users are the usernames and passwords of non-loopback clients;
-	// none: only loopback clients are served.
+	// Users are the usernames and passwords of clients on other hosts;
+	// none: only this host's clients are served. Of those, only the
+	// ones of this process's uid and root, whatever they give
+	// (socks.Server: the kernel says whose a connection is).
 	Users map[string]string
 	// Logger logs failed requests; nil: no log.
 	Logger *slog.Logger
@@ -66,7 +68,8 @@ func ListenSOCKS(cfg SOCKSConfig) (*SOCKSServer, error) {
 func (s *SOCKSServer) Addr() net.Addr { return s.ln.Addr() }
 
 // LoopbackOnly says that the server listens beyond loopback without
-// users, so that it will serve only loopback clients.
+// users, so that it will serve only this host's clients (of this uid and
+// root).
 func (s *SOCKSServer) LoopbackOnly() bool {
 	ap, err := net.ResolveTCPAddr("tcp", s.ln.Addr().String())
 	return err == nil && !ap.IP.IsLoopback() && len(s.s.Users) == 0
@@ -117,14 +120,26 @@ func Expose(ctx context.Context, c *control.Client, req control.ExposeRequest, b
 	return forward.Expose(ctx, c, req, bound)
 }
 
-// Forward joins every connection to l to a new overlay connection
-// (req), until ctx is done; logger, if set, logs those that fail.
-func Forward(ctx context.Context, l net.Listener, c *control.Client, req control.ConnectRequest, logger *slog.Logger) error {
-	var logf func(string, ...any)
-	if logger != nil {
-		logf = logfOf(logger)
+// ForwardConfig configures Forward. The zero value serves this host's
+// clients of this uid and root, and logs nothing.
+type ForwardConfig struct {
+	// Logger logs the connections that fail or are refused; nil: no log.
+	Logger *slog.Logger
+	// AllowRemote serves clients of other hosts too (l listens beyond
+	// loopback), whom nothing identifies: they act with the agent's
+	// credentials. Off: refused.
+	AllowRemote bool
+}
+
+// Forward joins every connection to l it admits (only this uid's and
+// root's on this host, see package forward) to a new overlay connection
+// (req), until ctx is done.
+func Forward(ctx context.Context, l net.Listener, c *control.Client, req control.ConnectRequest, cfg ForwardConfig) error {
+	o := forward.Options{AllowRemote: cfg.AllowRemote}
+	if cfg.Logger != nil {
+		o.Logf = logfOf(cfg.Logger)
 	}
-	return forward.Forward(ctx, l, c, req, logf)
+	return forward.Forward(ctx, l, c, req, o)
 }
 
 // NC joins in and out to an overlay connection (req): what in says is

@@ -216,6 +216,14 @@ func loadKey(key Key, file string) (Key, error) {
 	return identity.NewKey()
 }
 
+// HostName is this host's name without its domain, the name a hub or
+// node goes by when it is given none: a name has no dot (NAME.grid names
+// the node NAME; see identity.CheckName for what a name may be).
+func HostName() string {
+	host, _ := os.Hostname()
+	return identity.ShortName(host)
+}
+
 // name is the name a hub or node of creds goes by: the one given, else the
 // one its certificate certifies, else fallback, else the host name.
 func pickName(given, fallback string, creds *pki.Credentials) string {
@@ -223,7 +231,7 @@ func pickName(given, fallback string, creds *pki.Credentials) string {
 		return given
 	}
 	if fallback == "" {
-		fallback, _ = os.Hostname()
+		fallback = HostName()
 	}
 	return creds.DefaultName(fallback)
 }

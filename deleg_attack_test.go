@@ -157,7 +157,7 @@ func TestStolenDelegatedProxyStaysWithTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, thief := node("a-data.thief", thiefCreds)
+	_, thief := node("a-data-thief", thiefCreds)
 	dial := func(target string) xfer.Dialer {
 		return func(ctx context.Context) (net.Conn, error) {
 			return dialService(ctx, apiNode(thief, vconn.Config{}), target, link.Options{})

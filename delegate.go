@@ -148,7 +148,7 @@ func dialAs(ctx context.Context, cfg Config, target string, o link.Options) (net
 func pushNodeConfig(cfg Config, name string, creds *pki.Credentials) Config {
 	c := cfg
 	c.creds = creds
-	c.Name = fmt.Sprintf("%.40s.push-%s", name, creds.Key.ID().Short())
+	c.Name = fmt.Sprintf("%.40s-push-%s", name, creds.Key.ID().Short()) // a name has no dot (identity.CheckName)
 	c.PortMap = false
 	return c
 }

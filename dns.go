@@ -168,7 +168,8 @@ const (
 	ResolverResolvConf ResolverMethod = "resolv.conf"
 	// ResolverNetns writes /etc/netns/NAMESPACE/resolv.conf, which
 	// `ip netns exec NAMESPACE` mounts over /etc/resolv.conf, with the
-	// name server alone. Removed on Close.
+	// name server alone. Removed on Close, or, if there was one before
+	// (a lab's: internal/lab's netnsetc.go), put back as it was.
 	ResolverNetns ResolverMethod = "netns"
 )
 
@@ -210,6 +211,7 @@ type HostResolver struct {
 	path    string   // the resolv.conf written
 	symlink string   // its symlink target before, if it was one
 	created bool     // the file did not exist before (netns)
+	prev    []byte   // the file as it was before, to put back (netns)
 	dirs    []string // the directories made for it (netns), innermost first
 }
 
@@ -328,6 +330,7 @@ func (h *HostResolver) write(server netip.Addr, zone string) error {
 		if old, err = os.ReadFile(h.path); err != nil {
 			return err
 		}
+		h.prev = old
 	case os.IsNotExist(err):
 		h.created = true
 	default:
@@ -412,6 +415,11 @@ func (h *HostResolver) Close() error {
 			return fail("remove", h.path, err)
 		}
 		h.removeDirs()
+	case h.method == ResolverNetns && h.prev != nil:
+		// the namespace's own file before (a lab's), as it was
+		if err := replaceFile(h.path, h.prev); err != nil {
+			return fail("restore", h.path, err)
+		}
 	case h.symlink != "":
 		// it was a link (to systemd-resolved's file, say): the link again
 		tmp := h.path + ".gridlink-tmp"

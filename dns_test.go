@@ -194,6 +194,29 @@ func TestResolvConfNetns(t *testing.T) {
 	if _, err := os.Stat(dir); !os.IsNotExist(err) {
 		t.Errorf("the directories made for the file are left: %v", err)
 	}
+	// a namespace that has a resolv.conf of its own (a lab's): the name
+	// server alone while the node runs, the file as it was after
+	lab := filepath.Join(dir, "lab-b", "resolv.conf")
+	const labText = "# gridlab: no name server\noptions timeout:1 attempts:1\n"
+	if err := os.MkdirAll(filepath.Dir(lab), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(lab, []byte(labText), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h, err = ConfigureResolver(context.Background(), ResolverOptions{Server: server, Namespace: "lab-b", NetnsDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(lab); strings.Contains(string(b), "options") || !strings.Contains(string(b), "nameserver 127.0.0.153\n") {
+		t.Errorf("the lab's namespace file while the node runs:\n%s", b)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(lab); string(b) != labText {
+		t.Errorf("the lab's namespace file after Close:\n%s\nwant it as it was:\n%s", b, labText)
+	}
 	for _, bad := range []string{"../x", "a/b", ".."} {
 		if _, err := ConfigureResolver(context.Background(), ResolverOptions{Server: server, Namespace: bad, NetnsDir: dir}); !errors.Is(err, ErrResolver) {
 			t.Errorf("namespace %q: %v", bad, err)

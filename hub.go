@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/gridlink/gridlink/agent"
@@ -69,6 +70,10 @@ type HubConfig struct {
 	// (hubserver.DefaultMaxLinks); a negative number dials every one (a
 	// full mesh); see hubserver.Config.MaxLinks.
 	MaxLinks int
+	// VIPPrefixes are the grid's virtual prefixes, in which the hub admits
+	// its nodes' claims of virtual addresses; empty: DefaultVIPPrefix4 and
+	// DefaultVIPPrefix6 (hubserver.Config.VirtualPrefixes).
+	VIPPrefixes []netip.Prefix
 }
 
 // HubControl is the hub's status socket (abstract, per network namespace)
@@ -127,7 +132,7 @@ func NewHub(cfg HubConfig) (*Hub, error) {
 	}
 	d := &direct.Dialer{Creds: creds, SSH: cfg.SSH}
 	h, err := hubserver.New(hubserver.Config{Name: cfg.Name, Creds: creds, Listen: cfg.Listen, Peers: cfg.Peers, Dial: d.Transport, Logf: logf,
-		Lanes: cfg.TrunkConnections, Congestion: cfg.TrunkCongestion, MaxLinks: cfg.MaxLinks})
+		Lanes: cfg.TrunkConnections, Congestion: cfg.TrunkCongestion, MaxLinks: cfg.MaxLinks, VirtualPrefixes: cfg.VIPPrefixes})
 	if err == nil && ms != nil {
 		err = ms.Serve(hubMetrics(h))
 	}

@@ -164,8 +164,19 @@ type AgentConfig struct {
 	// use); empty: @gridlink-agent for root, else
 	// $XDG_RUNTIME_DIR/gridlink/agent.sock or /tmp/gridlink-UID/agent.sock.
 	Control string
-	// AllowExit lets other nodes' SOCKS clients reach TCP hosts from here.
+	// AllowExit lets other nodes' SOCKS clients reach TCP hosts from
+	// here: public addresses, and the private ones ExitAllow lists; never
+	// this host's loopback, link-local, unspecified, multicast, broadcast
+	// or own addresses (agent.Config.AllowExit). Every exit is logged
+	// and counted (/metrics).
 	AllowExit bool
+	// ExitAllow lists the private addresses (RFC 1918, 100.64.0.0/10,
+	// fc00::/7, the virtual prefixes) and ports exits may reach
+	// (--exit-allow, ParseExitRule); none by default.
+	ExitAllow []ExitRule
+	// ExitPerMember bounds the exits one member may have open at once;
+	// zero: DefaultExitPerMember (64).
+	ExitPerMember int
 	// VIP is the node's virtual IP network; the zero value: off.
 	VIP VIPConfig
 	// Metrics is the address of the agent's Prometheus endpoint, /metrics
@@ -174,6 +185,21 @@ type AgentConfig struct {
 	// counts by path kind and method, no peers' names or addresses.
 	Metrics string
 }
+
+// ExitRule is one --exit-allow entry: private addresses exits may reach,
+// and on which ports (agent.ExitRule).
+type ExitRule = agent.ExitRule
+
+// DefaultExitPerMember is how many exits one member may have open at
+// once unless AgentConfig.ExitPerMember says otherwise.
+const DefaultExitPerMember = agent.DefaultExitPerMember
+
+// ParseExitRule reads --exit-allow's CIDR[:PORTS] (agent.ParseExitRule):
+// e.g. 10.0.0.0/8, 192.168.1.5/32:22, fd00::/8:80,443,8000-9000.
+func ParseExitRule(s string) (ExitRule, error) { return agent.ParseExitRule(s) }
+
+// ErrBadExitRule matches ParseExitRule's errors.
+var ErrBadExitRule = agent.ErrBadExitRule
 
 // Agent is a running node agent: a node and the local control API other
 // programs (and the gridlink commands) use through its client.
@@ -200,10 +226,13 @@ func StartAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
 			return nil, err
 		}
 	}
-	a, err := agent.Start(ctx, agent.Config{Control: cfg.Control, Node: vc, AllowExit: cfg.AllowExit})
+	a, err := agent.Start(ctx, agent.Config{Control: cfg.Control, Node: vc, AllowExit: cfg.AllowExit, ExitAllow: cfg.ExitAllow, ExitPerMember: cfg.ExitPerMember})
 	var vipNet atomic.Pointer[vip.Network] // for /metrics, once the virtual network runs
 	if err == nil && ms != nil {
 		mn := nodeMetrics(a.Node())
+		if cfg.AllowExit {
+			mn.ExitCounters = a.ExitCounters
+		}
 		if cfg.VIP.On {
 			mn.VirtualCounters = func() status.VIPCounters {
 				if n := vipNet.Load(); n != nil {

@@ -28,7 +28,9 @@ type ServeConfig struct {
 	AllowPlain bool   // allow clients to ask for authenticated-plain links
 	// Allow and AllowGroups, if any, admit only these subjects (a user's,
 	// node's or hub's certificate name) and the members of these groups;
-	// they need a grid CA (else ErrAllowWithoutCA).
+	// they need a grid CA (else ErrAllowWithoutCA). Every peer admitted
+	// may read and overwrite every file below Root (no per-user
+	// permissions): without them, every member of the grid.
 	Allow, AllowGroups []string
 	// Quota bounds the bytes of file data Root holds, what was there
 	// before included; UserQuota the bytes each user's copies add (kept in

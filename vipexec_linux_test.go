@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -39,6 +40,32 @@ import (
 // (docs/vip.md); this host's is mode 0600, so the unprivileged commands
 // run with a 0666 node of the same device bind-mounted over it in a mount
 // namespace of their own (what udev's default gives a site).
+
+// vipexecNS starts the names of the test's namespaces, vipexec-test-PID
+// (not gl-: the lab's sweep of leftovers would take them).
+const vipexecNS = "vipexec-test-"
+
+// sweepVIPExecLeftovers removes what runs of this test that were killed
+// before their cleanup (on a timeout) left: their namespace, and the
+// root node's resolv.conf of it in /etc/netns (a make test run left
+// those), for each run whose process is gone.
+func sweepVIPExecLeftovers(t *testing.T) {
+	for _, dir := range []string{"/run/netns", "/etc/netns"} {
+		left, _ := filepath.Glob(filepath.Join(dir, vipexecNS+"*"))
+		for _, f := range left {
+			pid, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(f), vipexecNS))
+			if err != nil || pid <= 0 || syscall.Kill(pid, 0) == nil {
+				continue // not the test's name, or a run that still goes on
+			}
+			if dir == "/run/netns" {
+				err = exec.Command("ip", "netns", "delete", filepath.Base(f)).Run()
+			} else {
+				err = os.RemoveAll(f)
+			}
+			t.Logf("removed %s, left by a run of this test that was killed (process %d): %v", f, pid, err)
+		}
+	}
+}
 
 // vipexecUser makes (or reuses) a system account for the test; removed
 // when the test ends if the test made it.
@@ -122,8 +149,8 @@ func TestVIPExecWithoutRoot(t *testing.T) {
 			t.Skipf("needs %s", tool)
 		}
 	}
-	// (not gl-: the lab's sweep of leftovers would take it)
-	e := &vipexecEnv{ns: fmt.Sprintf("vipexec-test-%d", os.Getpid())}
+	sweepVIPExecLeftovers(t)
+	e := &vipexecEnv{ns: fmt.Sprintf("%s%d", vipexecNS, os.Getpid())}
 	uidA, gidA := vipexecUser(t, "gl-vipexec-a")
 	uidB, gidB := vipexecUser(t, "gl-vipexec-b")
 
@@ -158,7 +185,12 @@ func TestVIPExecWithoutRoot(t *testing.T) {
 	if out, err := exec.Command("ip", "netns", "add", e.ns).CombinedOutput(); err != nil {
 		t.Fatalf("ip netns add: %v %s", err, out)
 	}
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "delete", e.ns).Run() })
+	t.Cleanup(func() {
+		_ = exec.Command("ip", "netns", "delete", e.ns).Run()
+		// the root node's resolv.conf of the namespace, which it leaves
+		// when killed (and it is killed: vipexecProc's cleanup)
+		_ = os.RemoveAll(filepath.Join("/etc/netns", e.ns))
+	})
 	if out, err := e.command("", "", "ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
 		t.Fatalf("lo up: %v %s", err, out)
 	}

@@ -214,6 +214,8 @@ func claimAddrs(ctx context.Context, s addrClaimer, cfg VIPConfig, id identity.I
 		switch {
 		case err == nil:
 			return v4, v6, nil
+		case errors.Is(err, hub.ErrAddrOutside): // every candidate would be
+			return v4, v6, fmt.Errorf("virtual network: %w", err)
 		case errors.As(err, &taken):
 			log.Warn("virtual network: address held by another node, trying the next candidate",
 				"addr", taken.Addr, "holder", taken.Holder.Name, "holder_id", taken.Holder.ID.Short(), "hub", taken.Hub, "err", err)

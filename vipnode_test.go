@@ -206,6 +206,13 @@ func TestVIPClaimBounded(t *testing.T) {
 	if _, _, err := claimAddrs(ctx, old, cfg, id, log); !errors.Is(err, hub.ErrNoVirtual) || old.claims != 1 {
 		t.Fatalf("an old hub: %v after %d claims", err, old.claims)
 	}
+	// both addresses outside the hubs' prefixes (and one held): every
+	// candidate would be, so the first refusal ends the claim.
+	outside := &claimFake{err: errors.Join(&hub.AddrTakenError{Addr: netip.MustParseAddr("100.96.0.9"), Hub: "site", Reason: "held by x"},
+		&hub.AddrOutsideError{Addr: netip.MustParseAddr("fd67:726c::9"), Hub: "site", Reason: "outside"})}
+	if _, _, err := claimAddrs(ctx, outside, cfg, id, log); !errors.Is(err, hub.ErrAddrOutside) || outside.claims != 1 {
+		t.Fatalf("outside the hubs' prefixes: %v after %d claims", err, outside.claims)
+	}
 	away := &claimFake{err: fmt.Errorf("hub: %w", &hub.NotAttachedError{Cause: errors.New("no route")})}
 	v4, v6, err := claimAddrs(ctx, away, cfg, id, log)
 	first4, first6, _ := vip.Addrs(cfg.Prefix4, cfg.Prefix6, id, 0)

@@ -159,7 +159,8 @@ func peerStatus(p vip.PeerStats) status.VIPPeer {
 func vipDrops(d vip.Drops) status.VIPDrops {
 	return status.VIPDrops{MalformedPackets: d.Malformed, NotUnicastPackets: d.NotUnicast, SourceNotOursPackets: d.SourceNotOurs,
 		TooBigPackets: d.TooBig, NoRoutePackets: d.NoRoute, QueueFullPackets: d.QueueFull, ConnLostPackets: d.ConnLost,
-		NoConnectionPackets: d.NoConnection, SpoofedPackets: d.SpoofedSource, NotForUsPackets: d.NotForUs, DeviceWritePackets: d.DeviceWrite, DeniedPackets: d.Denied}
+		NoConnectionPackets: d.NoConnection, SpoofedPackets: d.SpoofedSource, NotForUsPackets: d.NotForUs, DeviceWritePackets: d.DeviceWrite, DeniedPackets: d.Denied,
+		BadFragmentPackets: d.BadFragment}
 }
 
 // vipCounters are what the packet path counted, for /metrics

@@ -28,7 +28,9 @@
 // (streamend.go). Connection setups run in turns of MaxSetups
 // (setups.go). Every agent also answers on its service directory port
 // (services.go) and, only with AllowExit, on the exit port (exit.go),
-// which dials ordinary TCP hosts for SOCKS clients elsewhere.
+// which dials ordinary TCP hosts for SOCKS clients elsewhere: public
+// ones, private ones only as ExitAllow lists them, never this host's own
+// (exitpolicy.go); each exit logged and counted (exitcount.go).
 package agent
 
 import (
@@ -40,6 +42,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/gridlink/gridlink/agent/control"
@@ -59,8 +62,21 @@ type Config struct {
 	// control.DefaultControl for root, control.UserControl for anyone else.
 	Control string
 	// AllowExit serves the exit service (ExitPort): other nodes' SOCKS
-	// clients may then reach any TCP address this host can. Off by default.
+	// clients may then reach public TCP addresses from this host, and the
+	// private ones ExitAllow lists; never this host's own (loopback,
+	// link-local, its interfaces' addresses: exitpolicy.go). Off by
+	// default.
 	AllowExit bool
+	// ExitAllow lists the private addresses (and their ports) exits may
+	// reach; none by default.
+	ExitAllow []ExitRule
+	// ExitPerMember bounds the exits one member (by its certificate's
+	// subject, or its ID in an open grid) may have open at once; zero:
+	// DefaultExitPerMember.
+	ExitPerMember int
+	// exitNet replaces the host's resolver and TCP for the exit service
+	// (tests: no packet leaves loopback).
+	exitNet *exitNet
 }
 
 // Agent is a running node agent.
@@ -85,6 +101,8 @@ type Agent struct {
 	more statusHook
 	// vip is the handed device of gridlink vip exec (vipdevice.go).
 	vip vipDevices
+	// exits is the exit service; nil without Config.AllowExit.
+	exits *exitService
 }
 
 // Start brings the node up and serves the control API and echo service.
@@ -128,6 +146,14 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 			node.Close()
 			return nil, err
 		}
+		xn := hostNet
+		if cfg.exitNet != nil {
+			xn = *cfg.exitNet
+		}
+		a.exits = &exitService{node: node.Name(), net: xn, logf: a.refusalLog(cfg.Node.Logf),
+			policy: exitPolicy{allow: cfg.ExitAllow, virtual: cfg.Node.Hide},
+			slots:  exitSlots{max: cfg.ExitPerMember},
+			count:  exitCounters{refusals: make([]atomic.Uint64, len(status.ExitRefusalReasons))}}
 		go a.serveExit(ex)
 	}
 	if a.ln, err = listenControl(cfg.Control); err != nil {

@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/gridlink/gridlink/agent/control"
+	"github.com/gridlink/gridlink/peercred"
 )
 
 // The agent's side of who may use it (package control's doc says who,
@@ -80,7 +81,7 @@ type peerCreds struct {
 // PeerContext is an http.Server's ConnContext for control sockets: it
 // records the connecting process's credentials, which Guard checks.
 func PeerContext(ctx context.Context, c net.Conn) context.Context {
-	uid, pid, err := control.PeerCred(c)
+	uid, pid, err := peercred.Unix(c)
 	return context.WithValue(ctx, peerKey{}, peerCreds{uid: uid, pid: pid, err: err})
 }
 

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -12,12 +11,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gridlink/gridlink/agent/control"
+	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/vconn"
 )
 
@@ -28,30 +27,6 @@ import (
 const helperEnv = "GRIDLINK_AGENT_TEST_HELPER"
 
 const nobody = 65534
-
-// syncBuffer is a log the agent writes while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) logf(format string, args ...any) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	fmt.Fprintf(&s.b, format+"\n", args...)
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 func needRoot(t *testing.T) {
 	t.Helper()
@@ -205,11 +180,11 @@ func helperAgent() {
 }
 
 // startLoggedAgent is startAgent with the agent's log kept.
-func startLoggedAgent(t *testing.T, name, hubAddr string) (*Agent, string, *syncBuffer) {
+func startLoggedAgent(t *testing.T, name, hubAddr string) (*Agent, string, *testwait.Log) {
 	t.Helper()
-	log := &syncBuffer{}
+	log := &testwait.Log{}
 	sock := fmt.Sprintf("@gridlink-test-%d-%s", os.Getpid(), name)
-	a, err := Start(context.Background(), Config{Control: sock, Node: vconn.Config{Name: name, Hubs: []string{hubAddr}, ListenAddr: "127.0.0.1", Logf: log.logf}})
+	a, err := Start(context.Background(), Config{Control: sock, Node: vconn.Config{Name: name, Hubs: []string{hubAddr}, ListenAddr: "127.0.0.1", Logf: log.Logf}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -307,12 +282,12 @@ func TestUserAgentSocket(t *testing.T) {
 
 // startHelperAgent runs an agent as uid in a helper process and returns
 // its control socket and its log (standard error).
-func startHelperAgent(t *testing.T, uid int, env ...string) (string, *syncBuffer) {
+func startHelperAgent(t *testing.T, uid int, env ...string) (string, *testwait.Log) {
 	t.Helper()
 	cmd := asUID(uid, "agent", env...)
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
-	log := &syncBuffer{}
+	log := &testwait.Log{}
 	cmd.Stderr = log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -155,61 +155,6 @@ func (a *Agent) connect(w http.ResponseWriter, r *http.Request) {
 	a.joinStream(c, up, id, end, req.Addr)
 }
 
-func (a *Agent) bind(w http.ResponseWriter, r *http.Request) {
-	var req control.BindRequest
-	if !decode(w, r, "bind", &req) {
-		return
-	}
-	l, err := link.Listen(a.node, req.Port, link.ListenOptions{AllowPlain: req.AllowPlain})
-	if err != nil {
-		streamFail(w, http.StatusConflict, control.KindFailed, err)
-		return
-	}
-	defer l.Close()
-	c, err := upgrade(w, "")
-	if err != nil {
-		return
-	}
-	if _, err := c.Write(control.AppendEvent(nil, control.Event{Bound: a.boundAddr(l)})); err != nil {
-		c.Close()
-		return
-	}
-	wait := 5 * time.Minute
-	if req.WaitSeconds > 0 {
-		wait = time.Duration(req.WaitSeconds * float64(time.Second))
-	}
-	// the client's read ending (it closed, or broke the protocol) or the
-	// wait ending closes the listener, which ends Accept.
-	watch := make(chan bool, 1)
-	go func() {
-		var one [1]byte
-		n, _ := c.Read(one[:])
-		l.Close()
-		watch <- n > 0
-	}()
-	timer := time.AfterFunc(wait, func() { l.Close() })
-	peer, err := l.Accept()
-	timer.Stop()
-	_ = c.SetReadDeadline(time.Now())
-	early := <-watch
-	_ = c.SetReadDeadline(time.Time{})
-	if err == nil && early {
-		peer.Close()
-		err = errors.New("the client sent bytes before the peer came")
-	}
-	if err != nil {
-		_, _ = c.Write(control.AppendEvent(nil, control.Event{Error: fmt.Sprintf("bind: no peer: %v", err), Kind: control.KindTimeout}))
-		c.Close()
-		return
-	}
-	if _, err := c.Write(control.AppendEvent(nil, control.Event{Peer: peer.RemoteAddr().String()})); err != nil {
-		c.Close()
-		peer.Close()
-		return
-	}
-	control.Join(c, peer)
-}
-
 // boundAddr is the text form others dial a listener at: NAME:PORT.
 func (a *Agent) boundAddr(l net.Listener) string {
 	port := l.Addr().(vconn.Addr).Port

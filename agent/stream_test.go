@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -149,7 +150,7 @@ func TestStreamBind(t *testing.T) {
 	ab, cb := startAgent(t, "beta", hubAddr)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	b, err := ca.Bind(ctx, control.BindRequest{})
+	b, err := ca.Bind(ctx, control.BindRequest{Peer: "beta"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,14 +180,14 @@ func TestStreamBind(t *testing.T) {
 	}
 	c.Close()
 
-	b2, err := ca.Bind(ctx, control.BindRequest{Port: 5000})
+	b2, err := ca.Bind(ctx, control.BindRequest{Peer: "beta", Port: 5000})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b2.Close()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		b3, err := ca.Bind(ctx, control.BindRequest{Port: 5000})
+		b3, err := ca.Bind(ctx, control.BindRequest{Peer: "beta", Port: 5000})
 		if err == nil {
 			b3.Close()
 			break
@@ -198,19 +199,28 @@ func TestStreamBind(t *testing.T) {
 	}
 }
 
-// An agent with AllowExit dials TCP addresses for others.
+// An agent with AllowExit dials TCP addresses for others (public ones
+// here, stood in for by loopback listeners: exitpolicy.go refuses the
+// exit host's loopback).
 func TestStreamExit(t *testing.T) {
 	hubAddr := startHub(t)
 	_, ca := startAgent(t, "alpha", hubAddr)
+	l, _ := net.Listen("tcp", "127.0.0.1:0")
+	closed := l.Addr().String()
+	l.Close()
+	n := &testNet{standIn: map[netip.AddrPort]string{
+		netip.MustParseAddrPort("203.0.113.7:80"): hashServer(t),
+		netip.MustParseAddrPort("203.0.113.7:81"): closed,
+	}}
 	sock := "@gridlink-test-exit-" + t.Name()
-	ex, err := Start(context.Background(), Config{Control: sock, AllowExit: true, Node: vconn.Config{Name: "exitnode", Hubs: []string{hubAddr}, ListenAddr: "127.0.0.1"}})
+	ex, err := Start(context.Background(), Config{Control: sock, AllowExit: true, exitNet: n.exitNet(), Node: vconn.Config{Name: "exitnode", Hubs: []string{hubAddr}, ListenAddr: "127.0.0.1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ex.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c, err := ca.Connect(ctx, control.ConnectRequest{Addr: hashServer(t), Exit: "exitnode.grid"})
+	c, err := ca.Connect(ctx, control.ConnectRequest{Addr: "203.0.113.7:80", Exit: "exitnode.grid"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,10 +231,7 @@ func TestStreamExit(t *testing.T) {
 	if !bytes.Equal(got, want[:]) {
 		t.Fatalf("through the exit: %x", got)
 	}
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	closed := l.Addr().String()
-	l.Close()
-	_, err = ca.Connect(ctx, control.ConnectRequest{Addr: closed, Exit: "exitnode"})
+	_, err = ca.Connect(ctx, control.ConnectRequest{Addr: "203.0.113.7:81", Exit: "exitnode"})
 	var se *control.StreamError
 	if !errors.As(err, &se) || se.Kind != control.KindRefused {
 		t.Fatalf("exit to a closed port: %v", err)

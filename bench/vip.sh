@@ -334,7 +334,9 @@ NO_IPERF=${NO_IPERF:-gridlink-routed} # paths that get ping only (routed through
 GL_HUB=
 start_gl_hub() { # a hub on host a, once a phase
   [ -n "$GL_HUB" ] && return 0
-  bgon "$NSA" gl-hub "$GRIDLINK" hub --name vb-hub --listen "0.0.0.0:$GL_HUB_PORT"; GL_HUB=$bgpid
+  # the routed pair's prefixes (start_gridlink-routed) besides the defaults
+  bgon "$NSA" gl-hub "$GRIDLINK" hub --name vb-hub --listen "0.0.0.0:$GL_HUB_PORT" \
+    --vip-prefix 100.96.0.0/12 --vip-prefix fd67:726c::/32 --vip-prefix 100.112.0.0/12 --vip-prefix fd67:726d::/32; GL_HUB=$bgpid
   within 10 listening "$NSA" $GL_HUB_PORT || die "gridlink hub did not start: $(tail -5 "$tmp/gl-hub.log")"
 }
 gl_node() { # NS NAME HUB DEV CONTROL [WRAPPER...]: a --vip node (pid in bgpid, its IPv4 address in glv4)

@@ -3,7 +3,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"os"
 	"strconv"
@@ -113,10 +112,15 @@ func socksCmd() *cobra.Command {
 agent. CONNECT to NAME.grid:PORT reaches port PORT of node NAME however the
 network allows; other hosts go through the node --exit (whose agent runs
 with --allow-exit) or are refused. BIND listens on a free virtual port of
-this node and tells the client NAME.grid:PORT for its peer. Clients on
-loopback need no authentication; others need a username and password
-from --users (lines USER:PASSWORD), without which only loopback clients
-are served.`,
+this node and tells the client NAME.grid:PORT for its peer.
+
+It acts with your agent's credentials, so it serves only you: a client
+on this host is served when the kernel says its socket is your uid's (or
+root's), and any other account is refused ("connection not allowed by
+ruleset"; the log says "socks of uid N refuses uid M"). Clients on other
+hosts (with --listen beyond loopback) need a username and password from
+--users (lines USER:PASSWORD), without which they are refused; a
+password never admits another account of this host.`,
 		Example: `  gridlink socks &
   curl --socks5-hostname 127.0.0.1:1080 http://hiroshi-n1.grid:8000/
   gridlink socks --listen 10.1.0.5:1080 --users /etc/gridlink/socks-users --exit das3v-fe`,
@@ -140,7 +144,7 @@ are served.`,
 				return err
 			}
 			if s.LoopbackOnly() {
-				fmt.Fprintf(os.Stderr, "gridlink socks: %s is not loopback and no --users given: only loopback clients will be served\n", listen)
+				fmt.Fprintf(os.Stderr, "gridlink socks: %s is not loopback and no --users given: only this host's clients of your uid will be served\n", listen)
 			}
 			sctx, scancel := context.WithTimeout(context.Background(), 10*time.Second)
 			_, err = control.Dial(lf.control).Status(sctx)
@@ -159,7 +163,7 @@ are served.`,
 	f := c.Flags()
 	f.StringVar(&listen, "listen", "127.0.0.1:1080", "address of the SOCKS server")
 	f.StringVar(&exit, "exit", "", "node that dials hosts outside the overlay (its agent needs --allow-exit)")
-	f.StringVar(&users, "users", "", "file of USER:PASSWORD lines for non-loopback clients")
+	f.StringVar(&users, "users", "", "file of USER:PASSWORD lines for clients on other hosts")
 	f.BoolVarP(&verbose, "verbose", "v", false, "log failed requests")
 	return c
 }
@@ -216,10 +220,18 @@ agent's service directory.`,
 
 func forwardCmd() *cobra.Command {
 	var lf linkFlags
-	var verbose bool
+	var verbose, allowRemote bool
 	c := &cobra.Command{
 		Use:   "forward LOCAL_ADDR NAME[.grid]:PORT",
 		Short: "make a local TCP port lead to an overlay service",
+		Long: `forward listens on LOCAL_ADDR and joins every connection to a new overlay
+connection to NAME:PORT through your agent, with its credentials. So it
+serves only you: a client on this host is served when the kernel says
+its socket is your uid's (or root's); any other account is told
+"forward of uid N refuses uid M" and its connection closed, and -v logs
+the same. Clients on other hosts (LOCAL_ADDR beyond loopback) cannot be
+identified: they are refused unless --allow-remote, with which anyone
+who reaches the port acts as you.`,
 		Example: `  gridlink forward 127.0.0.1:8080 hiroshi-n1.grid:80
   gridlink forward 127.0.0.1:5201 g5k-n1:5201 --streams 4`,
 		Args: cobra.ExactArgs(2),
@@ -233,17 +245,21 @@ func forwardCmd() *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(os.Stderr, "gridlink forward: %s -> %s\n", ln.Addr(), args[1])
+			if ta, ok := ln.Addr().(*net.TCPAddr); ok && !ta.IP.IsLoopback() && !allowRemote {
+				fmt.Fprintf(os.Stderr, "gridlink forward: %s is not loopback and no --allow-remote given: only this host's clients of your uid will be served\n", ln.Addr())
+			}
 			ctx, cancel := signalContext()
 			defer cancel()
-			var l *slog.Logger
+			fc := gridlink.ForwardConfig{AllowRemote: allowRemote}
 			if verbose {
-				l = logger()
+				fc.Logger = logger()
 			}
-			return gridlink.Forward(ctx, ln, control.Dial(lf.control), control.ConnectRequest{Addr: args[1], Link: lo}, l)
+			return gridlink.Forward(ctx, ln, control.Dial(lf.control), control.ConnectRequest{Addr: args[1], Link: lo}, fc)
 		},
 	}
 	lf.add(c)
-	c.Flags().BoolVarP(&verbose, "verbose", "v", false, "log connections that fail")
+	c.Flags().BoolVarP(&verbose, "verbose", "v", false, "log connections that fail or are refused")
+	c.Flags().BoolVar(&allowRemote, "allow-remote", false, "serve clients of other hosts too (LOCAL_ADDR beyond loopback): anyone who reaches the port acts as you")
 	return c
 }
 

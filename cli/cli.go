@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gridlink/gridlink"
+	"github.com/gridlink/gridlink/status"
 )
 
 // Root returns the gridlink command.
@@ -43,7 +44,13 @@ func Main() {
 		os.Exit(runExec(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	if err := Root().Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "gridlink:", err)
+		// an error may carry another machine's words: its lines keep
+		// their breaks, their control characters are escaped.
+		lines := strings.Split(err.Error(), "\n")
+		for i := range lines {
+			lines[i] = status.PrintableLine(lines[i])
+		}
+		fmt.Fprintln(os.Stderr, "gridlink:", strings.Join(lines, "\n"))
 		os.Exit(1)
 	}
 }
@@ -83,12 +90,13 @@ func parsePorts(s string) (gridlink.PortRange, error) {
 	return gridlink.PortRange{Lo: uint16(l), Hi: uint16(h)}, nil
 }
 
-func parsePrefixes(ss []string) ([]netip.Prefix, error) {
+// parsePrefixes parses the values of a repeatable prefix flag.
+func parsePrefixes(flag string, ss []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, s := range ss {
 		p, err := netip.ParsePrefix(s)
 		if err != nil {
-			return nil, fmt.Errorf("--prefer %q: want a network like 10.2.0.0/16", s)
+			return nil, fmt.Errorf("%s %q: want a network like 10.2.0.0/16", flag, s)
 		}
 		out = append(out, p)
 	}

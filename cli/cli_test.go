@@ -23,11 +23,11 @@ func TestParsePorts(t *testing.T) {
 }
 
 func TestParsePrefixes(t *testing.T) {
-	ps, err := parsePrefixes([]string{"10.2.0.0/24", "192.168.0.0/16"})
+	ps, err := parsePrefixes("--prefer", []string{"10.2.0.0/24", "192.168.0.0/16"})
 	if err != nil || len(ps) != 2 || ps[0].String() != "10.2.0.0/24" {
 		t.Errorf("%v %v", ps, err)
 	}
-	if _, err := parsePrefixes([]string{"10.2.0.0"}); err == nil || !strings.Contains(err.Error(), "--prefer") {
+	if _, err := parsePrefixes("--prefer", []string{"10.2.0.0"}); err == nil || !strings.Contains(err.Error(), "--prefer") {
 		t.Errorf("bad prefix: %v", err)
 	}
 }

@@ -31,6 +31,14 @@ func serveCmd() *cobra.Command {
 default; no path may leave it), and pushes from DIR to another service
 (third-party transfers, which this service dials itself).
 
+Every client the service admits may read every file below DIR and
+overwrite any of them, with the service's rights: DIR has no per-user
+permissions. Without --allow or --allow-group that is every member of
+the grid (in an open grid, without --ca, every node that reaches its
+hubs): serve only what all of them may change, or admit only some
+(--allow, --allow-group; they need a grid CA). Names with control
+characters are neither stored nor sent.
+
 --quota bounds the bytes of file data DIR holds, what was there before
 included (measured at start, logged with the time it took; a replaced
 file counts its new size less the old). --user-quota bounds the bytes each

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -24,7 +23,8 @@ func dashboardCmd() *cobra.Command {
 		Use:   "dashboard",
 		Short: "a live web view of the overlay, your connections and transfers (on loopback, for you only)",
 		Long: `dashboard serves a web page on loopback, as you, and prints its address
-with a secret token (and opens it with xdg-open where there is one). The
+with a secret token (and opens it with xdg-open where there is one,
+through a file only you can read: the token goes on no command line). The
 page shows the overlay (hubs, their links with round trips and state,
 nodes at their hubs: read from the hub status sockets of this host,
 --hub-status), your agent's connections with a live throughput graph and
@@ -78,7 +78,7 @@ reason (403), which the dashboard logs in the same words.`,
 				fmt.Printf("gridlink dashboard: for the grid's members (their certificates): %s\n", u)
 			}
 			if !noBrowser {
-				openBrowser(d.URL())
+				defer openBrowser(d.URL())()
 			}
 			ctx, cancel := signalContext()
 			defer cancel()
@@ -98,20 +98,4 @@ reason (403), which the dashboard logs in the same words.`,
 	f.StringVar(&membersMap, "members-mapfile", "", `a grid-mapfile ("SUBJECT" ACCOUNT[,ACCOUNT...]): members it maps to your account may change transfers too`)
 	f.DurationVar(&interval, "interval", time.Second, "how often the page is updated")
 	return withConfigFile(c)
-}
-
-// openBrowser opens url with xdg-open when there is one (and a display),
-// without waiting for it; the address is printed either way.
-func openBrowser(url string) {
-	if os.Getenv("DISPLAY") == "" && os.Getenv("WAYLAND_DISPLAY") == "" {
-		return
-	}
-	p, err := exec.LookPath("xdg-open")
-	if err != nil {
-		return
-	}
-	cmd := exec.Command(p, url)
-	if cmd.Start() == nil {
-		go func() { _ = cmd.Wait() }()
-	}
 }

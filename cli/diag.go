@@ -14,6 +14,7 @@ import (
 
 	"github.com/gridlink/gridlink"
 	"github.com/gridlink/gridlink/agent/control"
+	"github.com/gridlink/gridlink/status"
 )
 
 func doctorCmd() *cobra.Command {
@@ -37,7 +38,7 @@ func doctorCmd() *cobra.Command {
 			if asJSON {
 				return json.NewEncoder(os.Stdout).Encode(d)
 			}
-			fmt.Printf("this host: node %s (%s)\n", d.Node.Name, d.Node.ID.Short())
+			fmt.Printf("this host: node %s (%s)\n", status.Printable(d.Node.Name), d.Node.ID.Short())
 			for _, f := range append(d.Host, d.NAT.Words(), d.PortMap.Words()) {
 				fmt.Printf("  - %s\n", f)
 			}
@@ -51,7 +52,7 @@ func doctorCmd() *cobra.Command {
 				if m.OK {
 					fmt.Printf("  %-8s works (%.1f ms)\n", m.Method, m.MS)
 				} else {
-					fmt.Printf("  %-8s fails: %s\n", m.Method, m.Why)
+					fmt.Printf("  %-8s fails: %s\n", m.Method, status.PrintableLine(m.Why))
 				}
 			}
 			fmt.Println(d.Verdict)
@@ -79,19 +80,21 @@ func hubStatus(ctx context.Context, control string, asJSON bool) error {
 	if asJSON {
 		return json.NewEncoder(os.Stdout).Encode(st)
 	}
-	fmt.Printf("hub %s (%s) on %s\n\nroutes:\n", st.Name, st.ID.Short(), st.Addr)
+	// Names are escaped (status.Printable): a hub's comes from the hubs'
+	// gossip, a node's from its hello.
+	fmt.Printf("hub %s (%s) on %s\n\nroutes:\n", status.Printable(st.Name), st.ID.Short(), st.Addr)
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(w, "  HUB\tNEXT HOP\tHOPS\tLATENCY\tNODES\tSTATE")
-	names := map[gridlink.ID]string{st.ID: st.Name}
+	names := map[gridlink.ID]string{st.ID: status.Printable(st.Name)}
 	for _, r := range st.Routes {
-		names[r.Hub] = r.Name
+		names[r.Hub] = status.Printable(r.Name)
 	}
 	for _, r := range st.Routes {
 		next := names[r.NextHop]
 		if !r.Reachable {
 			next = "unreachable"
 		}
-		fmt.Fprintf(w, "  %s\t%s\t%d\t%v\t%d\t%d\n", r.Name, next, r.Hops, msDuration(r.LatencyMS), r.Nodes, r.State)
+		fmt.Fprintf(w, "  %s\t%s\t%d\t%v\t%d\t%d\n", names[r.Hub], next, r.Hops, msDuration(r.LatencyMS), r.Nodes, r.State)
 	}
 	w.Flush()
 	fmt.Println("\nlinks:")
@@ -111,11 +114,11 @@ func hubStatus(ctx context.Context, control string, asJSON bool) error {
 				trunk += " " + l.Congestion
 			}
 		}
-		fmt.Printf("  %-4s %-12s %-22s %-8s rtt %-10v circuits %d%s\n", l.Role, l.Name, remote, dir, msDuration(l.RTTMS), l.Circuits, trunk)
+		fmt.Printf("  %-4s %-12s %-22s %-8s rtt %-10v circuits %d%s\n", l.Role, status.Printable(l.Name), remote, dir, msDuration(l.RTTMS), l.Circuits, trunk)
 	}
 	var nodes []string
 	for _, n := range st.Nodes {
-		nodes = append(nodes, n.Name)
+		nodes = append(nodes, status.Printable(n.Name))
 	}
 	fmt.Printf("\nnodes attached: %d %s\n", len(st.Nodes), strings.Join(nodes, " "))
 	return nil

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/gridlink/gridlink/status"
 )
 
 // Logging of the long-running commands (hub, node, serve, socks, ...):
@@ -63,8 +65,8 @@ func logf(verbose bool, attrs ...any) func(string, ...any) {
 
 // lineHandler writes a record as one line: the time (RFC 3339, UTC,
 // milliseconds), the level, the message as it is (so that it reads as
-// the plain line it replaces; its line breaks become "; ") and the
-// attributes as key=value.
+// the plain line it replaces; its line breaks become "; ", other control
+// characters are escaped) and the attributes as key=value.
 type lineHandler struct {
 	w     io.Writer
 	mu    *sync.Mutex
@@ -84,14 +86,15 @@ func (h *lineHandler) Handle(_ context.Context, r slog.Record) error {
 	b.WriteString(r.Level.String())
 	b.WriteByte(' ')
 	// a message of several lines (a joined error) stays one line, so
-	// that every line starts with its record's time.
-	b.WriteString(strings.ReplaceAll(r.Message, "\n", "; "))
+	// that every line starts with its record's time; what else a peer's
+	// words could do to a terminal (control characters) is escaped.
+	b.WriteString(status.PrintableLine(strings.ReplaceAll(r.Message, "\n", "; ")))
 	add := func(a slog.Attr) bool {
 		if a.Equal(slog.Attr{}) {
 			return true
 		}
 		v := a.Value.Resolve().String()
-		if strings.ContainsAny(v, " \t\n\"=") || v == "" {
+		if strings.ContainsAny(v, " \t\n\"=") || v == "" || status.PrintableLine(v) != v {
 			v = fmt.Sprintf("%q", v)
 		}
 		fmt.Fprintf(&b, " %s=%s", a.Key, v)

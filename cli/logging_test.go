@@ -25,6 +25,14 @@ func TestLogFormats(t *testing.T) {
 	if !regexp.MustCompile(`^\S+ INFO splice: observe at a: timeout; observe at b: timeout\n$`).MatchString(b.String()) {
 		t.Errorf("text, two lines: %q", b.String())
 	}
+	// what a peer sent cannot rewrite the terminal of whoever reads the
+	// log (issue 32): control characters are escaped, in the message and
+	// in attributes.
+	b.Reset()
+	printf(newLogger(&b, "text").With("node", "n\x1b[2J"))("hub %s: refused: %s", "das3v", "bad name \x1b]0;owned\x07\u202e")
+	if !regexp.MustCompile(`^\S+ INFO hub das3v: refused: bad name \\x1b\]0;owned\\a\\u202e node="n\\x1b\[2J"\n$`).MatchString(b.String()) {
+		t.Errorf("text, control characters: %q", b.String())
+	}
 	b.Reset()
 	printf(newLogger(&b, "json").With("hub", "das3v"))("hub %s: refused: %q", "das3v", "x")
 	var rec map[string]any

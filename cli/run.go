@@ -24,7 +24,7 @@ func signalContext() (context.Context, context.CancelFunc) {
 
 func hubCmd() *cobra.Command {
 	var name, listen, keyFile, sshCfg, known, control, metricsAddr string
-	var peers, ids []string
+	var peers, ids, vipPrefixes []string
 	var useSSH, verbose, announce bool
 	var trunkConns, maxLinks int
 	var trunkCC string
@@ -40,7 +40,11 @@ func hubCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			hc := gridlink.HubConfig{FallbackName: name, KeyFile: keyFile, Credentials: creds, Listen: listen, Peers: peers,
+			prefixes, err := parsePrefixes("--vip-prefix", vipPrefixes)
+			if err != nil {
+				return err
+			}
+			hc := gridlink.HubConfig{VIPPrefixes: prefixes, FallbackName: name, KeyFile: keyFile, Credentials: creds, Listen: listen, Peers: peers,
 				SSH: sshConfig(useSSH, sshCfg, known, ids), Control: control, Announce: announce, Metrics: metricsAddr,
 				TrunkConnections: trunkConns, TrunkCongestion: trunkCC, MaxLinks: maxLinks,
 				Logger: logger()} // a hub logs its links, routes and refusals always (-v or not)
@@ -62,6 +66,7 @@ func hubCmd() *cobra.Command {
 	f := c.Flags()
 	f.StringVar(&name, "name", hostname(), "hub name, usually the site's (with --cert: the name it certifies)")
 	f.StringVar(&listen, "listen", "0.0.0.0:7946", "address for hub links and node attachments")
+	f.StringArrayVar(&vipPrefixes, "vip-prefix", nil, "a virtual network prefix of the grid, in which nodes may claim addresses (repeatable; default: "+gridlink.DefaultVIPPrefix4.String()+" and "+gridlink.DefaultVIPPrefix6.String()+", the nodes' --vip-prefix4/6)")
 	f.StringArrayVar(&peers, "peer", nil, "another hub: HOST:PORT or ssh://[USER@]HOST[:PORT]/[TARGET:]PORT (repeatable)")
 	f.StringVar(&keyFile, "key", "", "key file (created if missing); default: a fresh key")
 	f.BoolVar(&useSSH, "ssh", false, "allow ssh:// peers with ~/.ssh defaults")
@@ -79,10 +84,7 @@ func hubCmd() *cobra.Command {
 	return withConfigFile(c)
 }
 
-func hostname() string {
-	h, _ := os.Hostname()
-	return h
-}
+func hostname() string { return gridlink.HostName() }
 
 // nodeFlags are the flags of every command that runs a node.
 type nodeFlags struct {
@@ -128,7 +130,7 @@ func (nf *nodeFlags) apiConfig(who string) (gridlink.Config, error) {
 	if err != nil {
 		return gridlink.Config{}, err
 	}
-	pref, err := parsePrefixes(nf.prefer)
+	pref, err := parsePrefixes("--prefer", nf.prefer)
 	if err != nil {
 		return gridlink.Config{}, err
 	}
@@ -155,7 +157,7 @@ func hold(ctx context.Context, who string, n *gridlink.Node, verbose bool) (cont
 	if !verbose {
 		go n.WatchAttach(ctx, func(c gridlink.AttachChange) {
 			if c.Attached {
-				fmt.Fprintf(os.Stderr, "%s %s: attached to hub %s\n", who, c.Machine.Name, c.Machine.HubName)
+				fmt.Fprintf(os.Stderr, "%s %s: attached to hub %s\n", who, c.Machine.Name, status.Printable(c.Machine.HubName))
 				return
 			}
 			fmt.Fprintf(os.Stderr, "%s %s: %s\n", who, n.Name(), c.State)
@@ -173,8 +175,8 @@ func nodeCmd() *cobra.Command {
 	var xf execFlags
 	var nf nodeFlags
 	var vf vipFlags
+	var ef exitFlags
 	var control, metricsAddr string
-	var allowExit bool
 	c := &cobra.Command{
 		Use:   "node",
 		Short: "run this host's node agent (other gridlink commands talk to it)",
@@ -186,7 +188,8 @@ stopped or when the hubs refuse it for good (its certificate, role or name).`,
   gridlink node --hub 10.4.0.10:7946 --ports 40000-40100 --prefer 10.2.0.0/24
   gridlink node --hub 198.51.100.10:7946 --portmap   # behind a home router: ask it for an inbound port
   gridlink node --hub ssh://root@10.5.0.1/127.0.0.1:7946 --identity ~/.ssh/id_ed25519   # through the frontend's sshd
-  gridlink node --hub 198.51.100.10:7946 --vip   # on the grid's virtual IP network (as root)`,
+  gridlink node --hub 198.51.100.10:7946 --vip   # on the grid's virtual IP network (as root)
+  gridlink node --hub 198.51.100.10:7946 --allow-exit --exit-allow 10.1.0.0/16:22,443   # an exit to the internet and to the site's ssh and https`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := signalContext()
@@ -199,7 +202,11 @@ stopped or when the hubs refuse it for good (its certificate, role or name).`,
 			if err != nil {
 				return err
 			}
-			a, err := gridlink.StartAgent(ctx, gridlink.AgentConfig{Control: control, Node: cfg, AllowExit: allowExit, VIP: vc, Metrics: metricsAddr})
+			ac := gridlink.AgentConfig{Control: control, Node: cfg, VIP: vc, Metrics: metricsAddr}
+			if err := ef.config(cmd, &ac); err != nil {
+				return err
+			}
+			a, err := gridlink.StartAgent(ctx, ac)
 			if err != nil {
 				return flagWords(err)
 			}
@@ -238,7 +245,7 @@ stopped or when the hubs refuse it for good (its certificate, role or name).`,
 	xf.add(c)
 	c.Flags().StringVar(&control, "control", "", "control socket, which only this uid and root may use (default: @gridlink-agent for root, else $XDG_RUNTIME_DIR/gridlink/agent.sock or /tmp/gridlink-UID/agent.sock)")
 	vf.add(c)
-	c.Flags().BoolVar(&allowExit, "allow-exit", false, "let other nodes' SOCKS clients reach TCP hosts from here (gridlink socks --exit)")
+	ef.add(c)
 	c.Flags().StringVar(&metricsAddr, "metrics", "", metricsUsage)
 	return withConfigFile(c)
 }
@@ -323,10 +330,10 @@ func statusCmd() *cobra.Command {
 				return json.NewEncoder(os.Stdout).Encode(st)
 			}
 			fmt.Printf("node %s (%s)\n  hub: %s\n  addresses: %v\n  seen by the hub as: %s\n",
-				st.Node.Name, st.Node.ID.Short(), st.HubWords(), st.Node.Addrs, st.Observed)
+				status.Printable(st.Node.Name), st.Node.ID.Short(), st.HubWords(), st.Node.Addrs, st.Observed)
 			fmt.Printf("connections: %d\n", len(st.Conns))
 			for _, c := range st.Conns {
-				fmt.Printf("  %s -> %s  %s\n", c.Local, c.Remote, c.Method)
+				fmt.Printf("  %s -> %s  %s\n", c.Local, status.Printable(c.Remote), c.Method)
 			}
 			printStreamLinks(st.Links)
 			for h, m := range st.Cache {
@@ -358,7 +365,7 @@ func printStreamLinks(links []status.StreamLink) {
 		if l.Upgrade {
 			more = append(more, "upgrading")
 		}
-		fmt.Printf("  stream %d -> %s  %s", l.Stream, l.Remote, l.Method)
+		fmt.Printf("  stream %d -> %s  %s", l.Stream, status.Printable(l.Remote), l.Method)
 		if len(more) > 0 {
 			fmt.Printf(" (%s)", strings.Join(more, ", "))
 		}

@@ -71,3 +71,19 @@ func TestCredentialFlagWords(t *testing.T) {
 		}
 	}
 }
+
+// serve's help says plainly what the service lets every client it
+// admits do, and who that is without --allow.
+func TestServeHelpSaysWhoOverwrites(t *testing.T) {
+	c, _, err := Root().Find([]string{"serve"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Join(strings.Fields(c.Long), " ")
+	for _, w := range []string{"may read every file below DIR and overwrite any of them", "no per-user permissions",
+		"Without --allow or --allow-group that is every member of the grid", "control characters are neither stored nor sent"} {
+		if !strings.Contains(long, w) {
+			t.Errorf("serve's help does not say %q", w)
+		}
+	}
+}

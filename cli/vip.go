@@ -140,10 +140,10 @@ func printVIPStatus(v *status.VIP) {
 		fmt.Printf("  access rules: %s\n", strings.ReplaceAll(v.Rules, "\n", "; "))
 	}
 	if v.Claim != "" {
-		fmt.Printf("  addresses refused: %s\n", v.Claim)
+		fmt.Printf("  addresses refused: %s\n", status.PrintableLine(v.Claim))
 	}
 	for _, p := range v.Peers {
-		name := p.Name
+		name := status.Printable(p.Name) // from the hubs' directory
 		if name == "" {
 			name = p.ID.Short()
 		}
@@ -156,7 +156,7 @@ func printVIPStatus(v *status.VIP) {
 			p.QueueFullPackets+p.ConnLostPackets+p.SpoofedPackets+p.DeniedPackets, p.QueueFullPackets, p.ConnLostPackets, p.SpoofedPackets, p.DeniedPackets, p.RefusedPackets)
 	}
 	d := v.Drops
-	fmt.Printf("  dropped: %d malformed, %d not unicast, %d not from this node, %d too big, %d to no node, %d queue full, %d connection lost, %d unreachable peer, %d spoofed, %d not for this node, %d refused by the device, %d denied by the access rules\n",
+	fmt.Printf("  dropped: %d malformed, %d not unicast, %d not from this node, %d too big, %d to no node, %d queue full, %d connection lost, %d unreachable peer, %d spoofed, %d not for this node, %d refused by the device, %d denied by the access rules, %d fragments that cannot be judged\n",
 		d.MalformedPackets, d.NotUnicastPackets, d.SourceNotOursPackets, d.TooBigPackets, d.NoRoutePackets, d.QueueFullPackets,
-		d.ConnLostPackets, d.NoConnectionPackets, d.SpoofedPackets, d.NotForUsPackets, d.DeviceWritePackets, d.DeniedPackets)
+		d.ConnLostPackets, d.NoConnectionPackets, d.SpoofedPackets, d.NotForUsPackets, d.DeviceWritePackets, d.DeniedPackets, d.BadFragmentPackets)
 }

@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
@@ -10,6 +11,8 @@ import (
 	"net/http"
 	"os"
 	"strings"
+
+	"github.com/gridlink/gridlink/peercred"
 )
 
 // Who may use the dashboard: the user who started it, on loopback (this
@@ -30,7 +33,9 @@ import (
 //     number, or localhost): a page of another site that rebinds its DNS
 //     name to 127.0.0.1 is refused.
 //   - On Linux, a connection from another uid is refused even with the
-//     token (the kernel's socket table says whose it is; peeruid_linux.go).
+//     token (the kernel's socket table says whose it is: package
+//     peercred, sock_diag), and so is one whose uid the kernel does not
+//     tell; elsewhere the token alone keeps other users out.
 //   - Behind it, the agent's control socket admits only the agent's own
 //     uid and root (SO_PEERCRED): a dashboard another user started
 //     cannot drive this user's agent.
@@ -99,8 +104,13 @@ func (s *Server) authorize(r *http.Request) *Refusal {
 	if !s.hostOK(r.Host) {
 		return &Refusal{Reason: RefusedHost, Detail: fmt.Sprintf("Host %q", r.Host)}
 	}
-	if uid, ok := r.Context().Value(peerUIDKey{}).(int); ok && uid != os.Geteuid() {
-		return &Refusal{Reason: RefusedOtherUser, Detail: fmt.Sprintf("uid %d; the dashboard runs as uid %d", uid, os.Geteuid())}
+	if p, ok := r.Context().Value(peerUIDKey{}).(peerUID); ok {
+		switch {
+		case p.err != nil && !errors.Is(p.err, peercred.ErrUnsupported):
+			return &Refusal{Reason: RefusedOtherUser, Detail: fmt.Sprintf("uid unknown (%v); the dashboard runs as uid %d", p.err, os.Geteuid())}
+		case p.err == nil && p.uid != os.Geteuid():
+			return &Refusal{Reason: RefusedOtherUser, Detail: fmt.Sprintf("uid %d; the dashboard runs as uid %d", p.uid, os.Geteuid())}
+		}
 	}
 	if q := r.URL.Query().Get(TokenParam); q != "" && r.Method == http.MethodGet {
 		if !sameToken(q, s.token) {
@@ -187,6 +197,19 @@ func secureHeaders(w http.ResponseWriter) {
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; frame-ancestors 'none'")
 }
 
-// peerUIDKey keys the uid of a connection's peer in its requests'
-// contexts, where the platform tells (peeruid_linux.go).
+// peerUIDKey keys the uid of a connection's peer (peerUID) in its
+// requests' contexts.
 type peerUIDKey struct{}
+
+// peerUID is whose a connection is, as the kernel tells (package
+// peercred; ErrUnsupported off Linux).
+type peerUID struct {
+	uid int
+	err error
+}
+
+// peerContext is the HTTP server's ConnContext: it records whose c is.
+func peerContext(ctx context.Context, c net.Conn) context.Context {
+	uid, err := peercred.UID(c)
+	return context.WithValue(ctx, peerUIDKey{}, peerUID{uid: uid, err: err})
+}

@@ -123,8 +123,7 @@ func New(cfg Config) (*Server, error) {
 		name = base.Node.FallbackName
 	}
 	if name == "" {
-		h, _ := os.Hostname()
-		name = fmt.Sprintf("dashboard-%s-%d", h, os.Getpid())
+		name = fmt.Sprintf("dashboard-%s-%d", gridlink.HostName(), os.Getpid())
 	}
 	base.Node.Name = name
 	base.Progress, base.Hold = nil, nil
@@ -145,12 +144,7 @@ func (s *Server) Addr() net.Addr { return s.ln.Addr() }
 // transfers still running and waits for them.
 func (s *Server) Serve(ctx context.Context) error {
 	hs := &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
-		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			if uid, ok := peerUID(c); ok {
-				return context.WithValue(ctx, peerUIDKey{}, uid)
-			}
-			return ctx
-		}}
+		ConnContext: peerContext}
 	go s.publish()
 	errc := make(chan error, 2)
 	go func() { errc <- hs.Serve(s.ln) }()

@@ -20,7 +20,10 @@ import (
 // the hubs, a link acceptor): the target was reached and said no, so
 // trying it again, or its other addresses, meets the same answer. The
 // error is a *RefusedError (errors.As) naming the refusing end and its
-// reason; no other package defines a refusal sentinel of its own.
+// reason, or a refusal of a service above that carries facts of its own
+// and wraps ErrRefused (exec's and xfer's refusals, a virtual network's
+// carrier refused: each package's refusal_test.go lists them); no other
+// package defines a refusal sentinel of its own.
 var ErrRefused = errors.New("refused")
 
 // What a refusal refused (RefusedError.What).
@@ -121,6 +124,11 @@ func decodeRefusal(b []byte) (reason string, n int, err error) {
 	}
 	return sanitize(string(b[refusalHeader : refusalHeader+size])), refusalHeader + size, nil
 }
+
+// Sanitize makes text from another end safe to print: valid UTF-8
+// without control characters (each replaced by a space), as refusal
+// reasons are.
+func Sanitize(s string) string { return sanitize(s) }
 
 // sanitize makes text safe to print: valid UTF-8 without control
 // characters (each replaced by a space).

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gridlink/gridlink/direct"
 )
 
 // account is a local account commands run as.
@@ -47,6 +49,11 @@ func (e *AccountError) Error() string {
 }
 
 func (e *AccountError) Unwrap() error { return e.Err }
+
+// Is makes a missing account a refusal (direct.ErrRefused): asked again,
+// the name service gives the same answer. A name service that could not
+// be asked is no refusal; it may answer next time.
+func (e *AccountError) Is(target error) bool { return target == direct.ErrRefused && e.Missing }
 
 // nameService is where accounts are read: getent asks the system's name
 // service (NSS: files, LDAP, sssd, ...) whatever this binary was built

@@ -5,6 +5,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	"github.com/gridlink/gridlink/direct"
 )
 
 // The caller's environment settings (Request.Env) reach the command only
@@ -73,6 +75,9 @@ type EnvRefusedError struct {
 	Name string
 	Why  string
 }
+
+// Unwrap makes it one of the refusal family (direct.ErrRefused).
+func (e *EnvRefusedError) Unwrap() error { return direct.ErrRefused }
 
 func (e *EnvRefusedError) Error() string {
 	return fmt.Sprintf("%s does not pass %s to a command, whatever its accept list: %s; set it in the command line instead, where the account's shell decides", e.Node, e.Name, e.Why)

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/link"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/vconn"
@@ -132,6 +133,9 @@ type RefusedError struct {
 func (e *RefusedError) Error() string {
 	return fmt.Sprintf("exec refused by %s: %s", e.Node, e.Reason)
 }
+
+// Unwrap makes it one of the refusal family (direct.ErrRefused).
+func (e *RefusedError) Unwrap() error { return direct.ErrRefused }
 
 // requestWait bounds the wait for a new connection's request.
 const requestWait = 30 * time.Second

@@ -136,7 +136,7 @@ func TestRoutedHubDeathNamed(t *testing.T) {
 				if lerr != nil {
 					t.Fatal(lerr)
 				}
-				go Forward(ctx, l, alpha, control.ConnectRequest{Addr: "beta:8080", Link: noResume}, logs.logf)
+				go Forward(ctx, l, alpha, control.ConnectRequest{Addr: "beta:8080", Link: noResume}, Options{Logf: logs.logf})
 				c, derr := net.Dial("tcp", l.Addr().String())
 				if derr != nil {
 					t.Fatal(derr)

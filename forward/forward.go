@@ -8,6 +8,18 @@
 // this package owns the local ends and their half-close (a program's EOF
 // reaches the far side as EOF, so ssh, scp and nc-style protocols finish
 // cleanly).
+//
+// Who is served: Forward's connections are made with the agent's
+// credentials, so a forwarded port serves only its user. A client on this
+// host is served when the kernel says its socket is this process's uid's
+// or root's (package peercred); any other account is told
+//
+//	gridlink forward: forward of uid N refuses uid M
+//
+// and its connection closed, and the log says the same. A client on
+// another host (a port listening beyond loopback) cannot be identified:
+// it is refused too unless Options.AllowRemote (gridlink forward
+// --allow-remote) says to serve whoever reaches the port.
 package forward
 
 import (
@@ -19,15 +31,28 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/agent/control"
+	"github.com/gridlink/gridlink/peercred"
 )
 
+// Options are Forward's.
+type Options struct {
+	// Logf, if set, logs the connections that fail or are refused.
+	Logf func(format string, args ...any)
+	// AllowRemote serves clients of other hosts, whom the kernel cannot
+	// name (a listener beyond loopback): anyone who reaches the port
+	// acts with the agent's credentials. Off: they are refused. Another
+	// account of this host is refused either way.
+	AllowRemote bool
+}
+
 // Forward accepts TCP connections on l until it fails or ctx ends, and
-// joins each to a new overlay connection made by the agent as req says.
-// A connection that cannot be set up is closed and reported to logf; the
-// others go on; so do they when one fails mid-stream (why, the agent
-// tells: a hub on the way died, say), also reported to logf. logf may be
-// nil.
-func Forward(ctx context.Context, l net.Listener, c *control.Client, req control.ConnectRequest, logf func(string, ...any)) error {
+// joins each it admits (see the package doc) to a new overlay connection
+// made by the agent as req says. A connection refused or that cannot be
+// set up is closed and reported to o.Logf; the others go on; so do they
+// when one fails mid-stream (why, the agent tells: a hub on the way died,
+// say), also reported to o.Logf.
+func Forward(ctx context.Context, l net.Listener, c *control.Client, req control.ConnectRequest, o Options) error {
+	logf := o.Logf
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
@@ -47,6 +72,12 @@ func Forward(ctx context.Context, l net.Listener, c *control.Client, req control
 			return err
 		}
 		go func() {
+			if err := admit(local, o.AllowRemote); err != nil {
+				logf("forward %s -> %s: %v", local.RemoteAddr(), req.Addr, err)
+				_, _ = io.WriteString(local, "gridlink forward: "+err.Error()+"\n")
+				local.Close()
+				return
+			}
 			dctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 			s, err := c.Open(dctx, req)
 			cancel()
@@ -62,6 +93,21 @@ func Forward(ctx context.Context, l net.Listener, c *control.Client, req control
 			}
 		}()
 	}
+}
+
+// admit says why c's client is refused, or nil: the kernel names its
+// socket's uid, or (allowRemote) places it on no socket of this host.
+func admit(c net.Conn, allowRemote bool) error {
+	err := peercred.Admit("forward", c)
+	if allowRemote && errors.Is(err, peercred.ErrNotLocal) && !isLoopback(c.RemoteAddr()) {
+		return nil
+	}
+	return err
+}
+
+func isLoopback(a net.Addr) bool {
+	ta, ok := a.(*net.TCPAddr)
+	return ok && ta.IP.IsLoopback()
 }
 
 // ncBuffer is the copy buffer of each direction of NC.

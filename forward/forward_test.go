@@ -100,7 +100,7 @@ func TestExposeForwardNC(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs strings.Builder
-	go Forward(ctx, l, alpha, control.ConnectRequest{Addr: "beta.grid:8080"}, func(f string, a ...any) { fmt.Fprintf(&logs, f, a...) })
+	go Forward(ctx, l, alpha, control.ConnectRequest{Addr: "beta.grid:8080"}, Options{Logf: func(f string, a ...any) { fmt.Fprintf(&logs, f, a...) }})
 	for i := 0; i < 2; i++ {
 		c, err := net.Dial("tcp", l.Addr().String())
 		if err != nil {
@@ -157,7 +157,7 @@ func TestForwardWithoutLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- Forward(ctx, l, alpha, control.ConnectRequest{Addr: "nobody:22"}, nil) }()
+	go func() { errc <- Forward(ctx, l, alpha, control.ConnectRequest{Addr: "nobody:22"}, Options{}) }()
 	for range 2 {
 		c, err := net.Dial("tcp", l.Addr().String())
 		if err != nil {

@@ -53,6 +53,11 @@ func Connect(cfg SessionConfig) (*Session, error) {
 	if cfg.Machine.ID != id {
 		return nil, fmt.Errorf("hub: machine %s does not match the credentials' key %s", cfg.Machine.ID.Short(), id.Short())
 	}
+	if cfg.Machine.Name != "" {
+		if err := identity.CheckName(cfg.Machine.Name); err != nil {
+			return nil, fmt.Errorf("hub: %w", err) // every hub would refuse it (wire.RefusedBadName)
+		}
+	}
 	cfg.Machine.Hub, cfg.Machine.HubName = identity.ID{}, ""
 	if cfg.Dial == nil {
 		cfg.Dial = DialTCP

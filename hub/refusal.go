@@ -10,11 +10,12 @@ import (
 )
 
 // A hub that refuses a link after reading its hello (the certificate's
-// role does not allow what the hello asks, the name is not the
-// certificate's or is held by another identity, or another process with
-// the identity is attached there and answers: wire/instance.go) sends a
-// wire.KRefused message with the reason in place of its own hello, logs
-// the same reason and closes the link. The refused end's error is a *RefusedError;
+// role does not allow what the hello asks, the name is not a name, is
+// not the certificate's or is held by another identity, or another
+// process with the identity is attached there and answers:
+// wire/instance.go) sends a wire.KRefused message with the reason in
+// place of its own hello, logs the same reason and closes the link. The
+// refused end's error is a *RefusedError;
 // retrying will not change it, so sessions and hub diallers stop.
 
 // Refusals after the hello, on both ends (errors.Is).
@@ -41,8 +42,8 @@ var (
 // RefusedError is a hub's refusal of a link after its hello. On the
 // refused end ByPeer is true and Hub names the refusing hub; on the
 // refusing end it is what the hub logs. It wraps pki.ErrDenied,
-// ErrPermanent and its kind (ErrWrongRole, pki.ErrNameNotCertified or
-// ErrNameTaken).
+// ErrPermanent and its kind (ErrWrongRole, pki.ErrNameNotCertified,
+// ErrNameTaken, ErrLaneRefused or identity.ErrBadName).
 type RefusedError struct {
 	Hub    string // the refusing hub's name
 	ByPeer bool
@@ -56,7 +57,7 @@ type RefusedError struct {
 
 func (e *RefusedError) Error() string {
 	if e.ByPeer {
-		return fmt.Sprintf("%v by hub %s: %s", pki.ErrDenied, e.Hub, e.Reason)
+		return fmt.Sprintf("%v by hub %s: %s", pki.ErrDenied, e.Hub, identity.PrintableLine(e.Reason)) // the hub's words
 	}
 	return fmt.Sprintf("refused: %s", e.Reason)
 }
@@ -72,6 +73,8 @@ func (e *RefusedError) Unwrap() []error {
 		errs = append(errs, ErrNameTaken)
 	case wire.RefusedLane:
 		errs = append(errs, ErrLaneRefused)
+	case wire.RefusedBadName:
+		errs = append(errs, identity.ErrBadName)
 	case wire.RefusedAttached:
 		errs = append(errs, ErrIdentityAttached)
 	}

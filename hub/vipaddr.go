@@ -19,7 +19,8 @@ import (
 // session claims them again on every re-attachment; any node looks up
 // who holds an address (LookupAddr: wire.KLookupAddr, answered as a
 // lookup by name). A refused address comes back as an *AddrTakenError
-// naming the address and its holder, in the words the refusing hub logs.
+// naming the address and its holder, in the words the refusing hub logs,
+// or as an *AddrOutsideError when it lies outside the grid's prefixes.
 //
 // Only hubs of wire.VersionVirtual or later keep virtual addresses: on an
 // older hub ClaimAddrs and LookupAddr fail with ErrNoVirtual without
@@ -38,7 +39,27 @@ var (
 	// ErrNoVirtual: the session's hub is of a protocol version that keeps
 	// no virtual addresses.
 	ErrNoVirtual = errors.New("the hub keeps no virtual addresses")
+	// ErrAddrOutside: the virtual address lies outside the grid's virtual
+	// prefixes, as the hub knows them (an *AddrOutsideError).
+	ErrAddrOutside = errors.New("virtual address outside the grid's prefixes")
 )
+
+// AddrOutsideError is a virtual address the hub refused because it lies
+// outside the grid's virtual prefixes (wire.AddrOutside), in the words
+// the hub logs. Another candidate in the same prefix would be refused
+// too: the node's prefixes and the hubs' must agree. It wraps
+// ErrAddrOutside and direct.ErrRefused.
+type AddrOutsideError struct {
+	Addr   netip.Addr
+	Hub    string // the refusing hub
+	Reason string
+}
+
+func (e *AddrOutsideError) Error() string {
+	return fmt.Sprintf("virtual address %s refused by hub %s: %s", e.Addr, e.Hub, identity.PrintableLine(e.Reason))
+}
+
+func (e *AddrOutsideError) Unwrap() []error { return []error{ErrAddrOutside, direct.ErrRefused} }
 
 // AddrTakenError is a virtual address refused to this node (or lost by
 // it, when two hubs that each gave it to a node met): which one, the node
@@ -167,6 +188,10 @@ func (s *Session) claimOn(ctx context.Context, sl *slink) error {
 func takenErrors(hub string, taken []wire.AddrTaken, lost bool) error {
 	var errs []error
 	for _, t := range taken {
+		if t.Code == wire.AddrOutside {
+			errs = append(errs, &AddrOutsideError{Addr: t.Addr, Hub: hub, Reason: t.Reason})
+			continue
+		}
 		errs = append(errs, &AddrTakenError{Addr: t.Addr, Holder: t.Holder, Hub: hub, Reason: t.Reason, Lost: lost})
 	}
 	return errors.Join(errs...)

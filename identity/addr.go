@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -33,12 +34,12 @@ type Machine struct {
 }
 
 func (m Machine) String() string {
-	name := m.Name
+	name := Printable(m.Name)
 	if name == "" {
 		name = m.ID.Short()
 	}
 	if m.HubName != "" {
-		return name + "@" + m.HubName
+		return name + "@" + Printable(m.HubName)
 	}
 	return name
 }
@@ -162,4 +163,27 @@ func (a Addr) PortName() string {
 func (a Addr) IsIP() bool {
 	_, err := netip.ParseAddr(a.Node)
 	return err == nil
+}
+
+// HostScoped reports whether a names a machine only as seen from its own
+// host: loopback (127.0.0.0/8, ::1), link-local (whose meaning depends
+// on the interface of one host) and unspecified addresses. A node's
+// host-scoped addresses are of use only to peers on the same host; a
+// peer elsewhere that dials one reaches itself or its own link.
+func HostScoped(a netip.Addr) bool {
+	a = a.Unmap()
+	return a.IsLoopback() || a.IsLinkLocalUnicast() || a.IsUnspecified()
+}
+
+// WithoutHostScoped returns m without the host-scoped addresses among its
+// Addrs and Observed, and whether it dropped any; m's slices are left as
+// they are (the result has its own when it dropped some).
+func (m Machine) WithoutHostScoped() (Machine, bool) {
+	scoped := func(ap netip.AddrPort) bool { return HostScoped(ap.Addr()) }
+	if !slices.ContainsFunc(m.Addrs, scoped) && !slices.ContainsFunc(m.Observed, scoped) {
+		return m, false
+	}
+	m.Addrs = slices.DeleteFunc(slices.Clone(m.Addrs), scoped)
+	m.Observed = slices.DeleteFunc(slices.Clone(m.Observed), scoped)
+	return m, true
 }

@@ -1,7 +1,7 @@
 // Package identity defines who is who in gridlink: the Ed25519 key pair of
 // every node and hub, the ID derived from it, the machine identifier that
-// lists how a machine may be reached, and the text form of virtual
-// addresses. It owns these value types and their text and file encodings;
+// lists how a machine may be reached, the text form of virtual
+// addresses, and what a node's or hub's name may be (name.go). It owns these value types and their text and file encodings;
 // proving an identity over a connection is package pki's, and finding a
 // machine is the hubs'.
 package identity

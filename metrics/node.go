@@ -21,6 +21,9 @@ type Node struct {
 	// Virtual's), its packets by direction and its drops by reason
 	// (vip.go); nil: no such series.
 	VirtualCounters func() status.VIPCounters
+	// ExitCounters, if set, reads the exit service's counts (exit.go);
+	// nil: no such series (a node without --allow-exit).
+	ExitCounters func() status.ExitCounters
 }
 
 var (
@@ -43,6 +46,9 @@ func (n *Node) Describe(ch chan<- *prometheus.Desc) {
 	if n.VirtualCounters != nil {
 		ch <- vipPackets
 		ch <- vipDropped
+	}
+	if n.ExitCounters != nil {
+		describeExit(ch)
 	}
 }
 
@@ -68,6 +74,9 @@ func (n *Node) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, h := range c.SetupTimes {
 		ch <- constHistogram(nodeSetupTime, h, h.Method)
+	}
+	if n.ExitCounters != nil {
+		collectExit(ch, n.ExitCounters())
 	}
 	if n.Attached != nil {
 		ch <- prometheus.MustNewConstMetric(nodeAttached, prometheus.GaugeValue, bool01(n.Attached()))

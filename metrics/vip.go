@@ -11,7 +11,7 @@ import (
 // connection series, and its packets and drops.
 var (
 	vipPackets = desc("node", "vip_packets_total", "Packets the virtual IP network carried, by direction (sent: read from the device and written to a peer; received: from a peer, written to the device).", "direction")
-	vipDropped = desc("node", "vip_dropped_packets_total", "Packets the virtual IP network dropped, by reason (malformed, not_unicast, source_not_ours, too_big, no_route, queue_full, conn_lost, no_connection, spoofed, not_for_us, device_write, denied).", "reason")
+	vipDropped = desc("node", "vip_dropped_packets_total", "Packets the virtual IP network dropped, by reason (malformed, not_unicast, source_not_ours, too_big, no_route, queue_full, conn_lost, no_connection, spoofed, not_for_us, device_write, denied, bad_fragment).", "reason")
 )
 
 // virtualPath is the virtual network's counters as a path kind's bytes.

@@ -36,8 +36,9 @@ gridlink_node_connections{path="virtual"} 2
 # TYPE gridlink_node_vip_packets_total counter
 gridlink_node_vip_packets_total{direction="received"} 5
 gridlink_node_vip_packets_total{direction="sent"} 7
-# HELP gridlink_node_vip_dropped_packets_total Packets the virtual IP network dropped, by reason (malformed, not_unicast, source_not_ours, too_big, no_route, queue_full, conn_lost, no_connection, spoofed, not_for_us, device_write, denied).
+# HELP gridlink_node_vip_dropped_packets_total Packets the virtual IP network dropped, by reason (malformed, not_unicast, source_not_ours, too_big, no_route, queue_full, conn_lost, no_connection, spoofed, not_for_us, device_write, denied, bad_fragment).
 # TYPE gridlink_node_vip_dropped_packets_total counter
+gridlink_node_vip_dropped_packets_total{reason="bad_fragment"} 0
 gridlink_node_vip_dropped_packets_total{reason="conn_lost"} 0
 gridlink_node_vip_dropped_packets_total{reason="denied"} 1
 gridlink_node_vip_dropped_packets_total{reason="device_write"} 0

@@ -16,7 +16,10 @@ import (
 // DNS: Name.GRID is name.grid) reaches node NAME's virtual
 // port; CONNECT to any other host goes through the node Exit (its agent
 // must allow exits) or is not allowed. BIND listens on a free virtual port
-// of this node and tells the client NAME.grid:PORT.
+// of this node (chosen at random) and tells the client NAME.grid:PORT;
+// it admits only the node its DST.ADDR names (PEER.grid: the agent
+// refuses any other, naming it, and waits on), and is not allowed for a
+// DST.ADDR that names no node.
 type AgentBackend struct {
 	Client *control.Client
 	Exit   string              // node that dials ordinary hosts; "": none
@@ -62,9 +65,12 @@ func (b *AgentBackend) Connect(ctx context.Context, a Addr) (net.Conn, error) {
 	return s, nil // a Joiner: the agent copies the client's bytes itself
 }
 
-// Bind listens on the overlay for one peer.
-func (b *AgentBackend) Bind(ctx context.Context, _ Addr) (Binding, error) {
-	l, err := b.Client.Bind(ctx, control.BindRequest{AllowPlain: b.BindPlain})
+// Bind listens on the overlay for one peer, the node a names.
+func (b *AgentBackend) Bind(ctx context.Context, a Addr) (Binding, error) {
+	if !a.IsName() || !control.HasGridDomain(a.Host) {
+		return nil, &Error{Code: ReplyNotAllowed, Err: fmt.Errorf("BIND admits only the node DST.ADDR names, and %s names none: give the expected peer as NAME%s", a, control.GridDomain)}
+	}
+	l, err := b.Client.Bind(ctx, control.BindRequest{Peer: control.VirtualAddr(a.Host), AllowPlain: b.BindPlain})
 	if err != nil {
 		return nil, wrap(err)
 	}

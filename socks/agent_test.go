@@ -3,20 +3,13 @@ package socks
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"net"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/gridlink/gridlink/agent"
 	"github.com/gridlink/gridlink/agent/control"
-	"github.com/gridlink/gridlink/hub/hubserver"
-	"github.com/gridlink/gridlink/identity"
-	"github.com/gridlink/gridlink/pki"
-	"github.com/gridlink/gridlink/vconn"
 )
 
 // The agent backend on two loopback agents: CONNECT to an exposed
@@ -24,28 +17,9 @@ import (
 // hosts, and a BIND whose peer comes through the other agent's SOCKS
 // server.
 func TestAgentBackend(t *testing.T) {
-	key, _ := identity.NewKey()
-	creds, _ := pki.NewCredentials(key)
-	h, err := hubserver.New(hubserver.Config{Name: "site", Creds: creds, Listen: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	clients, socksAddr, _ := agents(t, "alpha", "beta")
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	go h.Serve(ctx)
-	var socksAddr []string
-	var clients []*control.Client
-	for _, name := range []string{"alpha", "beta"} {
-		sock := fmt.Sprintf("@gridlink-sockstest-%d-%s", os.Getpid(), name)
-		a, err := agent.Start(ctx, agent.Config{Control: sock, Node: vconn.Config{Name: name, Hubs: []string{h.Addr().String()}, ListenAddr: "127.0.0.1"}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer a.Close()
-		c := control.Dial(sock)
-		clients = append(clients, c)
-		socksAddr = append(socksAddr, startServer(t, &Server{Backend: &AgentBackend{Client: c}}))
-	}
 	// beta exposes an echo service.
 	el, _ := net.Listen("tcp", "127.0.0.1:0")
 	defer el.Close()
@@ -92,8 +66,8 @@ func TestAgentBackend(t *testing.T) {
 		}
 	}
 
-	// BIND on alpha; the peer CONNECTs through beta's SOCKS server.
-	bc, rep, bound := request(t, socksAddr[0], encodeRequest(CmdBind, Addr{IP: ipv4zero()}))
+	// BIND on alpha for beta; the peer CONNECTs through beta's SOCKS server.
+	bc, rep, bound := request(t, socksAddr[0], encodeRequest(CmdBind, Addr{Host: "beta.grid"}))
 	defer bc.Close()
 	if rep != ReplySucceeded || !strings.HasPrefix(bound.Host, "alpha.grid") {
 		t.Fatalf("BIND: reply %#x at %s", rep, bound)
@@ -104,7 +78,7 @@ func TestAgentBackend(t *testing.T) {
 		t.Fatalf("CONNECT to the bound %s: %#x", bound, rep)
 	}
 	rep, from, err := readReply(bc)
-	if err != nil || rep != ReplySucceeded || !strings.HasSuffix(from.Host, ".grid") {
+	if err != nil || rep != ReplySucceeded || from.Host != "beta.grid" {
 		t.Fatalf("second BIND reply: %#x %s %v", rep, from, err)
 	}
 	pc.Write([]byte("over the bind"))

@@ -9,9 +9,20 @@
 // and per-client handshake timeouts; one bad client never disturbs
 // another. It leaves out UDP ASSOCIATE (reply 0x07), GSSAPI and SOCKS4.
 //
-// Authentication: clients on loopback need none; others must give a
-// username and password from Server.Users (and are refused when it is
-// empty). Failed guesses are throttled per source address (throttle.go).
+// Who is served: the server dials and binds with its agent's credentials,
+// so it serves only its own user. A client on this host (whatever
+// address it connects to) is served when the kernel says its socket is
+// this process's uid's or root's (package peercred: the kernel's socket
+// table); any other account gets the reply "connection not allowed by
+// ruleset" (0x02) to its request, and the log says
+//
+//	socks of uid N refuses uid M
+//
+// A client the kernel cannot place on this host (one on another host, or
+// a connection that is no socket) must give a username and password from
+// Server.Users, and is refused when it is empty: a password admits remote
+// clients only, never another account of this host. Failed guesses are
+// throttled per source address (throttle.go).
 package socks
 
 import (
@@ -22,14 +33,17 @@ import (
 	"io"
 	"net"
 	"time"
+
+	"github.com/gridlink/gridlink/peercred"
 )
 
 // Backend dials and binds for the server.
 type Backend interface {
 	// Connect dials a.
 	Connect(ctx context.Context, a Addr) (net.Conn, error)
-	// Bind listens for one connection; a is the client's DST (the peer it
-	// expects), advisory.
+	// Bind listens for one connection from the peer a names (the
+	// client's DST.ADDR, RFC 1928: the address it expects the peer at),
+	// refusing others.
 	Bind(ctx context.Context, a Addr) (Binding, error)
 }
 
@@ -124,7 +138,17 @@ func (s *Server) ServeConn(c net.Conn) {
 	defer c.Close()
 	deadline := time.Now().Add(orDefault(s.HandshakeTimeout, 10*time.Second))
 	_ = c.SetDeadline(deadline)
-	req, err := s.handshake(c, deadline)
+	want, refused := admit(c)
+	req, err := s.handshake(c, deadline, want)
+	if refused != nil {
+		// the refused client hears it in its request's reply
+		if err == nil {
+			s.reply(c, ReplyNotAllowed, Addr{})
+		}
+		s.logf("socks: %s: %v", c.RemoteAddr(), refused)
+		lingerClose(c)
+		return
+	}
 	if err != nil {
 		s.logf("socks: %s: %v", c.RemoteAddr(), err)
 		lingerClose(c)
@@ -145,19 +169,35 @@ func (s *Server) ServeConn(c net.Conn) {
 	}
 }
 
-// handshake negotiates the method, authenticates and reads the request,
-// answering a bad one.
-func (s *Server) handshake(c net.Conn, deadline time.Time) (Request, error) {
+// admit decides who c's client is: this user's or root's socket on this
+// host needs no authentication (MethodNone); a client the kernel does not
+// place on this host (another host's, or no socket) must authenticate
+// (MethodPassword); another account, or one the kernel does not name, is
+// refused (a *peercred.RefusedError or *peercred.UnknownError), after a
+// handshake without authentication so that its request can be answered.
+func admit(c net.Conn) (want byte, refused error) {
+	if !isSocket(c.RemoteAddr()) {
+		return MethodPassword, nil
+	}
+	err := peercred.Admit("socks", c)
+	switch {
+	case err == nil:
+		return MethodNone, nil
+	case errors.Is(err, peercred.ErrNotLocal) && !isLoopback(c.RemoteAddr()):
+		return MethodPassword, nil
+	}
+	return MethodNone, err
+}
+
+// handshake negotiates the method want, authenticates and reads the
+// request, answering a bad one.
+func (s *Server) handshake(c net.Conn, deadline time.Time, want byte) (Request, error) {
 	methods, err := readGreeting(c)
 	if errors.Is(err, errSocks4) {
 		_, _ = c.Write([]byte{0, Socks4Rejected, 0, 0, 0, 0, 0, 0})
 	}
 	if err != nil {
 		return Request{}, err
-	}
-	want := byte(MethodNone)
-	if !isLoopback(c.RemoteAddr()) {
-		want = MethodPassword
 	}
 	offered := false
 	for _, m := range methods {
@@ -232,6 +272,16 @@ func isLoopback(a net.Addr) bool {
 	case *net.TCPAddr:
 		return a.IP.IsLoopback()
 	case *net.UnixAddr:
+		return true
+	}
+	return false
+}
+
+// isSocket says whether a is a TCP or unix socket's address: one the
+// kernel can say the owner of.
+func isSocket(a net.Addr) bool {
+	switch a.(type) {
+	case *net.TCPAddr, *net.UnixAddr:
 		return true
 	}
 	return false

@@ -106,6 +106,13 @@ func request(t *testing.T, addr string, raw []byte) (net.Conn, byte, Addr) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rep, a := requestOn(t, c, raw)
+	return c, rep, a
+}
+
+// requestOn is request on the connection c.
+func requestOn(t *testing.T, c net.Conn, raw []byte) (byte, Addr) {
+	t.Helper()
 	c.SetDeadline(time.Now().Add(10 * time.Second))
 	c.Write([]byte{5, 1, MethodNone})
 	var ch [2]byte
@@ -117,7 +124,7 @@ func request(t *testing.T, addr string, raw []byte) (net.Conn, byte, Addr) {
 	if err != nil {
 		t.Fatalf("reply: %v", err)
 	}
-	return c, rep, a
+	return rep, a
 }
 
 // readReply decodes a reply (same layout as a request).

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/gridlink/gridlink/internal/testwait"
 )
 
 // offerPassword greets s over a pipe (not loopback: a password is asked)
@@ -83,6 +85,11 @@ func TestPendingAuthCap(t *testing.T) {
 		a := offerPassword(t, s) // sends no credentials: stays pending
 		defer a.Close()
 	}
+	// the server takes its place after it sent the method choice
+	testwait.Until(t, "two authentications pending", 5*time.Second, func() bool {
+		s.auth.init(2) // (synchronizes with the server's init)
+		return len(s.auth.pending) == 2
+	})
 	a := offerPassword(t, s)
 	defer a.Close()
 	var st [2]byte

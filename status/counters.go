@@ -79,6 +79,8 @@ const (
 	RefusedBadOpen     = "bad-open"      // an open without a target hub, or one that could not be passed on
 	// a connection asking to join a trunk between hubs as a further one
 	RefusedLane = "lane" // no such trunk, a proof that does not match it, or no more connections taken
+	// a hello whose name is not a name (identity.CheckName)
+	RefusedBadName = "bad-name"
 )
 
 // HubCounters is what a hub counted.

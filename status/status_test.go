@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gridlink/gridlink/identity"
 )
 
 // schema is every JSON object of the package with its field names, in
@@ -31,7 +33,7 @@ var schema = map[reflect.Type][]string{
 	reflect.TypeFor[VIPPeer](): {"id", "name", "addrs", "path", "paths", "connected", "queued_packets", "sent_packets", "sent_bytes", "recv_packets", "recv_bytes",
 		"queue_full_packets", "conn_lost_packets", "spoofed_packets", "denied_packets", "refused_packets", "path_switches"},
 	reflect.TypeFor[VIPDrops](): {"malformed_packets", "not_unicast_packets", "source_not_ours_packets", "too_big_packets", "no_route_packets", "queue_full_packets",
-		"conn_lost_packets", "no_connection_packets", "spoofed_packets", "not_for_us_packets", "device_write_packets", "denied_packets"},
+		"conn_lost_packets", "no_connection_packets", "spoofed_packets", "not_for_us_packets", "device_write_packets", "denied_packets", "bad_fragment_packets"},
 	reflect.TypeFor[CopyError]():        {"path", "error", "changed"},
 	reflect.TypeFor[NodeCounters]():     {"paths", "setups", "setup_times"},
 	reflect.TypeFor[PathBytes]():        {"path", "sent_bytes", "received_bytes", "open"},
@@ -76,6 +78,8 @@ func TestHubWords(t *testing.T) {
 		{Agent{HubChoice: 2, Hubs: 3}, "its hub number 2 of 3: away from its first, which it probes to return to"},
 		{Agent{HubChoice: 2, Hubs: 2, NoReturn: true}, "its hub number 2 of 2: away from its first, where it does not return (--no-return-home)"},
 		{Agent{Attach: "attaching to a:1: refused", HubChoice: 0, Hubs: 2}, "attaching to a:1: refused"},
+		{Agent{Node: identity.Machine{HubName: "h\x1b[2J"}}, `"h\x1b[2J" (`},               // escaped (issue 32)
+		{Agent{Attach: "refused: bad name \x1b[2J", Hubs: 1}, `refused: bad name \x1b[2J`}, // escaped
 	} {
 		got := c.st.HubWords()
 		if !strings.Contains(got, c.want) {

@@ -73,4 +73,5 @@ type VIPDrops struct {
 	NotForUsPackets      uint64 `json:"not_for_us_packets"`      // from a peer, to an address not the node's
 	DeviceWritePackets   uint64 `json:"device_write_packets"`    // the device refused them
 	DeniedPackets        uint64 `json:"denied_packets"`          // from a peer, refused by this node's access rules (ICMP prohibited went back)
+	BadFragmentPackets   uint64 `json:"bad_fragment_packets"`    // from a peer, fragments the access rules cannot judge (nested, or a first one without its transport header)
 }

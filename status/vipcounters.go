@@ -28,6 +28,7 @@ const (
 	VIPDropNotForUs      = "not_for_us"
 	VIPDropDeviceWrite   = "device_write"
 	VIPDropDenied        = "denied"
+	VIPDropBadFragment   = "bad_fragment"
 )
 
 // VIPDropCount is the packets dropped for one reason.
@@ -52,5 +53,6 @@ func (d VIPDrops) ByReason() []VIPDropCount {
 		{VIPDropNotForUs, d.NotForUsPackets},
 		{VIPDropDeviceWrite, d.DeviceWritePackets},
 		{VIPDropDenied, d.DeniedPackets},
+		{VIPDropBadFragment, d.BadFragmentPackets},
 	}
 }

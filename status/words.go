@@ -3,7 +3,20 @@ package status
 import (
 	"fmt"
 	"time"
+
+	"github.com/gridlink/gridlink/identity"
 )
+
+// Printable is a name another machine gave (a node's, a hub's) as the
+// command line shows it among other words: escaped and quoted unless it
+// is printable ASCII without spaces (identity.Printable), so that it
+// cannot rewrite the terminal of whoever reads a table.
+func Printable(name string) string { return identity.Printable(name) }
+
+// PrintableLine is a line of words another machine sent (a reason) with
+// its control characters and non-ASCII runes escaped
+// (identity.PrintableLine).
+func PrintableLine(s string) string { return identity.PrintableLine(s) }
 
 // NAT is what the node knows of this host's NAT (vconn.Node.NAT), as
 // /status and /doctor report it.
@@ -105,9 +118,9 @@ func (i PortMap) Words() string {
 // to the first.
 func (a *Agent) HubWords() string {
 	if a.Attach != "" {
-		return a.Attach
+		return PrintableLine(a.Attach)
 	}
-	s := fmt.Sprintf("%s (%s)", a.Node.HubName, a.Node.Hub.Short())
+	s := fmt.Sprintf("%s (%s)", Printable(a.Node.HubName), a.Node.Hub.Short())
 	if a.HubChoice > 1 {
 		s += fmt.Sprintf(", its hub number %d of %d: away from its first", a.HubChoice, a.Hubs)
 		if a.NoReturn {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/internal/testwait"
 )
 
@@ -87,4 +88,20 @@ func TestDialNotAttached(t *testing.T) {
 		t.Errorf("dial without a hub: %v; want a *NotAttachedError", err)
 	}
 	t.Logf("dial without a hub failed in %v: %v", time.Since(start).Round(time.Millisecond), err)
+}
+
+// A name that is not one (identity.CheckName; issue 32) fails Start up
+// front, before a listener or a hub: every hub would refuse it. (The
+// listen address is not this host's: a Start that got as far as
+// listening would fail there instead.)
+func TestBadNameRefusedAtStart(t *testing.T) {
+	for _, name := range []string{"c.grid", "a b", "x\x1b[2J"} {
+		n, err := Start(context.Background(), Config{Name: name, ListenAddr: "192.0.2.1", Hubs: []string{"127.0.0.1:1"}})
+		if !errors.Is(err, identity.ErrBadName) {
+			if n != nil {
+				n.Close()
+			}
+			t.Errorf("Start as %q: %v, want the name refused", name, err)
+		}
+	}
 }

@@ -2,6 +2,8 @@ package vconn
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"log/slog"
 	"net"
@@ -110,9 +112,15 @@ type Node struct {
 // Start, an unreachable hub does not.
 func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Name == "" {
-		cfg.Name, _ = os.Hostname()
+		host, _ := os.Hostname()
+		cfg.Name = identity.ShortName(host) // a name has no dot (identity.CheckName)
 		if cfg.Creds != nil {
 			cfg.Name = cfg.Creds.DefaultName(cfg.Name) // a node certificate binds its name
+		}
+	}
+	if cfg.Name != "" {
+		if err := identity.CheckName(cfg.Name); err != nil {
+			return nil, fmt.Errorf("vconn: %w", err) // before anything starts; every hub would refuse it
 		}
 	}
 	if cfg.Creds != nil {
@@ -259,7 +267,8 @@ func (n *Node) Close() error {
 	return nil
 }
 
-// Listen opens a virtual listener on port (0: a free port from 49152 up).
+// Listen opens a virtual listener on port (0: a free port from 49152 up,
+// chosen at random: freePortLocked).
 func (n *Node) Listen(port uint16) (*Listener, error) { return n.ListenAllow(port, nil) }
 
 // ListenAllow opens a virtual listener on port that admits only the
@@ -272,12 +281,11 @@ func (n *Node) ListenAllow(port uint16, allow func(pki.Peer) error) (*Listener, 
 		return nil, fmt.Errorf("vconn: port %d is reserved: it names a spare connection's setup", port)
 	}
 	if port == 0 {
-		for p := uint16(49152); p != wire.SparePort; p++ {
-			if n.ports.listeners[p] == nil {
-				port = p
-				break
-			}
+		p, err := n.freePortLocked()
+		if err != nil {
+			return nil, err
 		}
+		port = p
 	}
 	if n.ports.listeners[port] != nil {
 		return nil, fmt.Errorf("vconn: port %d is already in use on node %s", port, n.cfg.Name)
@@ -285,6 +293,35 @@ func (n *Node) ListenAllow(port uint16, allow func(pki.Peer) error) (*Listener, 
 	l := &Listener{node: n, port: port, allow: allow, queue: make(chan *Conn, 64), done: make(chan struct{})}
 	n.ports.listeners[port] = l
 	return l, nil
+}
+
+// Free ports are taken from firstFreePort up to wire.SparePort (not
+// included).
+const firstFreePort = 49152
+
+// freePortLocked is a free port chosen at random (crypto/rand), so that
+// no one can tell which a listener will get (a SOCKS BIND's, which a
+// racing member would dial first): a random one again while it is taken,
+// then the next free one after a random port. n.ports.mu is held.
+func (n *Node) freePortLocked() (uint16, error) {
+	const span = uint32(wire.SparePort - firstFreePort)
+	random := func() uint16 {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		return firstFreePort + uint16(binary.BigEndian.Uint32(b[:])%span)
+	}
+	for range 64 {
+		if p := random(); n.ports.listeners[p] == nil {
+			return p, nil
+		}
+	}
+	start := uint32(random() - firstFreePort)
+	for i := range span {
+		if p := firstFreePort + uint16((start+i)%span); n.ports.listeners[p] == nil {
+			return p, nil
+		}
+	}
+	return 0, fmt.Errorf("vconn: no free virtual port on node %s (%d-%d are all taken)", n.cfg.Name, firstFreePort, wire.SparePort-1)
 }
 
 func (n *Node) listener(port uint16) *Listener {

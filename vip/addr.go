@@ -9,15 +9,14 @@ import (
 	"net/netip"
 
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/wire"
 )
 
-// The default prefixes of the virtual network. DefaultPrefix4 lies inside
-// the shared address space 100.64.0.0/10 (RFC 6598), which sites rarely
-// use inside; DefaultPrefix6 is a ULA (RFC 4193) whose bytes after fd
-// spell "grl" (0x67 0x72 0x6c).
+// The default prefixes of the virtual network: wire's (100.96.0.0/12,
+// fd67:726c::/32), those hubs admit claims in by default.
 var (
-	DefaultPrefix4 = netip.MustParsePrefix("100.96.0.0/12")
-	DefaultPrefix6 = netip.MustParsePrefix("fd67:726c::/32")
+	DefaultPrefix4 = wire.DefaultVirtual4
+	DefaultPrefix6 = wire.DefaultVirtual6
 )
 
 // ErrBadPrefix matches every PrefixError.

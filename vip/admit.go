@@ -2,6 +2,7 @@ package vip
 
 import (
 	"encoding/binary"
+	"errors"
 	"net/netip"
 
 	"golang.org/x/time/rate"
@@ -21,14 +22,22 @@ func newICMPLimiter() *rate.Limiter { return rate.NewLimiter(icmpBackRate, icmpB
 
 // admit applies this node's access rules to a packet the peer p sent on
 // l (parsed as h): a denied one is dropped, counted, logged and answered
-// with ICMP administratively prohibited back over the tunnel.
+// with ICMP administratively prohibited back over the tunnel. A fragment
+// the rules could not judge (fragment.go) is dropped with or without
+// rules.
 func (n *Network) admit(p *peer, l *link, h Header, pkt []byte) bool {
 	rules := n.rules.Load()
-	if rules.IsZero() {
+	if rules.IsZero() && !maybeFragment(h) {
 		return true
 	}
 	t, err := transportOf(h, pkt)
 	switch {
+	case errors.Is(err, ErrBadFragment):
+		p.c.malformed.Add(1)
+		n.drop(dropBadFragment, "a fragment from a peer that the access rules could not judge", "peer", p.id.Short(), "src", h.Src, "dst", h.Dst, "err", err)
+		return false
+	case rules.IsZero():
+		return true
 	case err != nil:
 		p.c.malformed.Add(1)
 		n.drop(dropMalformed, "a malformed packet from a peer", "peer", p.id.Short(), "err", err)

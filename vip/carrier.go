@@ -10,6 +10,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/vconn"
 )
@@ -94,7 +95,9 @@ func (e *CarrierRefusedError) Error() string {
 	return fmt.Sprintf("vip: carrier refused by %s: %s", e.Peer.Short(), e.Reason)
 }
 
-func (e *CarrierRefusedError) Unwrap() error { return ErrCarrierRefused }
+// Unwrap makes it ErrCarrierRefused and one of the refusal family
+// (direct.ErrRefused).
+func (e *CarrierRefusedError) Unwrap() []error { return []error{ErrCarrierRefused, direct.ErrRefused} }
 
 // ErrBadHello matches every HelloError.
 var ErrBadHello = errors.New("vip: bad carrier hello")

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/vconn"
@@ -271,4 +272,16 @@ func FuzzCarrierHello(f *testing.F) {
 			t.Fatalf("answer %x accepted as %d, %d", b, agreed, reason)
 		}
 	})
+}
+
+// A carrier's refusal is one of the refusal family (direct.ErrRefused)
+// and still ErrCarrierRefused, its words unchanged.
+func TestCarrierRefusedIsErrRefused(t *testing.T) {
+	err := fmt.Errorf("carrier: %w", &CarrierRefusedError{Reason: "too many"})
+	if !errors.Is(err, direct.ErrRefused) || !errors.Is(err, ErrCarrierRefused) {
+		t.Errorf("%v: errors.Is ErrRefused %v, ErrCarrierRefused %v; want both", err, errors.Is(err, direct.ErrRefused), errors.Is(err, ErrCarrierRefused))
+	}
+	if got, want := err.Error(), "carrier: vip: carrier refused by "+(identity.ID{}).Short()+": too many"; got != want {
+		t.Errorf("says %q, want %q", got, want)
+	}
 }

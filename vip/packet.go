@@ -32,10 +32,13 @@ type Header struct {
 	TotalLen  int        // the whole packet, header included
 	Protocol  uint8      // IPv4 protocol; IPv6 next header
 	Src, Dst  netip.Addr // the addresses
-	// IPv4 only: the don't-fragment flag and the fragment offset in bytes
-	// (a packet that is not a first fragment gets no ICMP error).
-	DontFragment bool
-	FragOffset   int
+	// IPv4 only: the don't-fragment and more-fragments flags and the
+	// fragment offset in bytes (a packet that is not a first fragment gets
+	// no ICMP error). IPv6 fragments are told by their Fragment header
+	// (transportOf).
+	DontFragment  bool
+	MoreFragments bool
+	FragOffset    int
 }
 
 // ErrMalformed matches every PacketError.
@@ -114,14 +117,15 @@ func Parse(pkt []byte) (Header, error) {
 		}
 		frag := binary.BigEndian.Uint16(pkt[6:8])
 		return Header{
-			Version:      4,
-			HeaderLen:    hl,
-			TotalLen:     tl,
-			Protocol:     pkt[9],
-			Src:          netip.AddrFrom4([4]byte(pkt[12:16])),
-			Dst:          netip.AddrFrom4([4]byte(pkt[16:20])),
-			DontFragment: frag&0x4000 != 0,
-			FragOffset:   int(frag&0x1fff) * 8,
+			Version:       4,
+			HeaderLen:     hl,
+			TotalLen:      tl,
+			Protocol:      pkt[9],
+			Src:           netip.AddrFrom4([4]byte(pkt[12:16])),
+			Dst:           netip.AddrFrom4([4]byte(pkt[16:20])),
+			DontFragment:  frag&0x4000 != 0,
+			MoreFragments: frag&0x2000 != 0,
+			FragOffset:    int(frag&0x1fff) * 8,
 		}, nil
 	case 6:
 		if len(pkt) < ipv6Header {

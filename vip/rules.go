@@ -49,7 +49,8 @@ import (
 // entries match it. A fragment other than the first (which carries no
 // port) passes when an entry allows its protocol at some port to the
 // peer: alone it reaches no program, since the kernel reassembles it with
-// a first fragment, which the rules checked.
+// a first fragment, which the rules checked (and which must show its
+// whole transport header, unnested: fragment.go).
 type Rules struct {
 	entries []rule
 }

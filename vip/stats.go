@@ -27,6 +27,7 @@ const (
 	dropNotForUs                    // from a peer, to an address that is not this node's
 	dropDeviceWrite                 // the device refused it
 	dropDenied                      // from a peer, refused by this node's access rules (ICMP prohibited sent)
+	dropBadFragment                 // from a peer, a fragment the rules cannot judge (fragment.go)
 	numReasons
 )
 
@@ -43,6 +44,7 @@ var reasonText = [numReasons]string{
 	dropNotForUs:      "destination not this node's",
 	dropDeviceWrite:   "device refused the packet",
 	dropDenied:        "denied by the access rules",
+	dropBadFragment:   "fragment that cannot be judged",
 }
 
 func (r reason) String() string { return reasonText[r] }
@@ -61,6 +63,7 @@ type Drops struct {
 	NotForUs      uint64 `json:"not_for_us"`      // from a peer, to an address that is not this node's
 	DeviceWrite   uint64 `json:"device_write"`    // the device refused it
 	Denied        uint64 `json:"denied"`          // from a peer, refused by this node's access rules (ICMP prohibited went back)
+	BadFragment   uint64 `json:"bad_fragment"`    // from a peer, a fragment the rules cannot judge: a Fragment header behind another, a first fragment without its whole transport header
 }
 
 // PeerStats is the traffic with one peer since the Network started
@@ -127,6 +130,7 @@ func (n *Network) Stats() Stats {
 		ConnLost: d[dropConnLost].Load(), NoConnection: d[dropNoConnection].Load(),
 		SpoofedSource: d[dropSpoofedSource].Load(), NotForUs: d[dropNotForUs].Load(),
 		DeviceWrite: d[dropDeviceWrite].Load(), Denied: d[dropDenied].Load(),
+		BadFragment: d[dropBadFragment].Load(),
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()

@@ -15,7 +15,8 @@ import (
 //	    byte 0 next header, byte 1 length in 8-byte units not counting
 //	    the first 8;
 //	  fragment (44): byte 0 next header, bytes 2-3 the fragment offset
-//	    (high 13 bits, in 8-byte units), 8 bytes in all;
+//	    (high 13 bits, in 8-byte units) and the M flag (low bit, more
+//	    fragments follow), 8 bytes in all; at most one (fragment.go);
 //	  authentication (51): byte 0 next header, byte 1 length in 4-byte
 //	    units less 2.
 //	  At most maxExtHeaders are walked; ESP (50) and no next header (59)
@@ -101,23 +102,26 @@ func isICMPProto(v int, proto uint8) bool {
 
 // transportOf reads the transport header of pkt (parsed as h by Parse),
 // walking IPv6 extension headers. A non-first fragment, and protocols it
-// does not read, yield what is known (proto, fragment) without error.
+// does not read, yield what is known (proto, fragment) without error; a
+// fragment that cannot be judged (fragment.go) is a *FragmentError.
 func transportOf(h Header, pkt []byte) (transport, error) {
 	t := transport{proto: h.Protocol, off: h.HeaderLen, fragment: h.FragOffset != 0}
+	first := h.MoreFragments && h.FragOffset == 0 // IPv4; IPv6 below
 	if h.Version == 6 {
-		for i := 0; ; i++ {
+		seenFragment := false
+		for i := 0; !t.fragment; i++ {
 			var size int
 			switch t.proto {
 			case extHopByHop, extRouting, extDestOpts:
 				if t.off+2 > len(pkt) {
-					return t, &TransportError{What: fmt.Sprintf("extension header %d", t.proto), At: t.off, Needs: 2, Packet: len(pkt)}
+					return t, cut(first, &TransportError{What: fmt.Sprintf("extension header %d", t.proto), At: t.off, Needs: 2, Packet: len(pkt)})
 				}
 				size = (int(pkt[t.off+1]) + 1) * 8
 			case extFragment:
 				size = 8
 			case extAuth:
 				if t.off+2 > len(pkt) {
-					return t, &TransportError{What: "extension header 51", At: t.off, Needs: 2, Packet: len(pkt)}
+					return t, cut(first, &TransportError{What: "extension header 51", At: t.off, Needs: 2, Packet: len(pkt)})
 				}
 				size = (int(pkt[t.off+1]) + 2) * 4
 			default:
@@ -130,10 +134,16 @@ func transportOf(h Header, pkt []byte) (transport, error) {
 				return t, &TransportError{What: "too many extension headers"}
 			}
 			if t.off+size > len(pkt) {
-				return t, &TransportError{What: fmt.Sprintf("extension header %d", t.proto), At: t.off, Needs: size, Packet: len(pkt)}
+				return t, cut(first, &TransportError{What: fmt.Sprintf("extension header %d", t.proto), At: t.off, Needs: size, Packet: len(pkt)})
 			}
-			if t.proto == extFragment && binary.BigEndian.Uint16(pkt[t.off+2:])>>3 != 0 {
-				t.fragment = true
+			if t.proto == extFragment {
+				if seenFragment {
+					return t, &FragmentError{Why: "a Fragment header behind another"}
+				}
+				seenFragment = true
+				offM := binary.BigEndian.Uint16(pkt[t.off+2:])
+				t.fragment = offM>>3 != 0 // then what follows is data: the walk ends
+				first = offM>>3 == 0 && offM&1 != 0
 			}
 			t.proto = pkt[t.off]
 			t.off += size
@@ -143,6 +153,11 @@ func transportOf(h Header, pkt []byte) (transport, error) {
 		return t, nil
 	}
 	rest := pkt[t.off:]
+	if first {
+		if err := firstFragmentShort(h.Version, t.proto, len(rest)); err != nil {
+			return t, err
+		}
+	}
 	switch {
 	case t.proto == protoTCP:
 		if len(rest) < 14 {

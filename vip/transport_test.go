@@ -54,6 +54,7 @@ func TestTransportOf(t *testing.T) {
 		pkt       []byte
 		want      transport
 		err       bool
+		fragErr   bool // a FragmentError (fragment.go)
 		icmpError bool
 	}{
 		{name: "IPv4 TCP SYN", pkt: ipv4(a4, b4, protoTCP, tcpHeader(40000, 22, tcpSYN)),
@@ -84,12 +85,41 @@ func TestTransportOf(t *testing.T) {
 			ext(extDestOpts, extDestOpts, 8, 0), ext(extDestOpts, extDestOpts, 8, 0), ext(extDestOpts, extDestOpts, 8, 0),
 			ext(extDestOpts, extDestOpts, 8, 0), ext(extDestOpts, extDestOpts, 8, 0), ext(extDestOpts, extDestOpts, 8, 0),
 			ext(extDestOpts, extDestOpts, 8, 0), ext(extDestOpts, extDestOpts, 8, 0), ext(extDestOpts, protoUDP, 8, 0), udpHeader(1, 2, 0))), err: true},
+		// What a fragment may carry (fragment.go): a Fragment header behind
+		// another, and a first fragment without its whole transport header,
+		// are refused; atomic fragments, first fragments that hold it and
+		// later fragments are read as before, the walk ending at a later
+		// fragment's Fragment header.
+		{name: "IPv6 later fragment nested in an atomic one", pkt: ipv6(a6, b6, extFragment, cat(frag6(extFragment, 0, false), frag6(protoTCP, 8, false), make([]byte, 24))), fragErr: true},
+		{name: "IPv6 later fragment nested in a first one", pkt: ipv6(a6, b6, extFragment, cat(frag6(extFragment, 0, true), frag6(protoTCP, 8, false), make([]byte, 24))), fragErr: true},
+		{name: "IPv6 Fragment header behind destination options and another", pkt: ipv6(a6, b6, extFragment, cat(frag6(extDestOpts, 0, false), ext(extDestOpts, extFragment, 8, 0), frag6(protoTCP, 0, false), tcpHeader(1, 80, tcpSYN))), fragErr: true},
+		{name: "IPv6 first fragment with 16 bytes of TCP", pkt: ipv6(a6, b6, extFragment, cat(frag6(protoTCP, 0, true), tcpHeader(1, 80, tcpSYN)[:16])), fragErr: true},
+		{name: "IPv6 first fragment with 4 bytes of UDP", pkt: ipv6(a6, b6, extFragment, cat(frag6(protoUDP, 0, true), udpHeader(1, 53, 0)[:4], make([]byte, 4))[:12]), fragErr: true},
+		{name: "IPv6 first fragment whose header chain goes on in the next", pkt: ipv6(a6, b6, extFragment, cat(frag6(extDestOpts, 0, true), []byte{protoTCP, 2})), fragErr: true},
+		{name: "IPv4 first fragment with 16 bytes of TCP", pkt: frag4(a4, b4, protoTCP, 0, true, tcpHeader(1, 80, tcpSYN)[:16]), fragErr: true},
+		{name: "IPv6 first fragment of TCP, whole", pkt: ipv6(a6, b6, extFragment, cat(frag6(protoTCP, 0, true), tcpHeader(1000, 80, tcpSYN), make([]byte, 16))),
+			want: transport{proto: protoTCP, off: 48, ports: true, srcPort: 1000, dstPort: 80, flags: tcpSYN}},
+		{name: "IPv6 atomic fragment with 16 bytes of TCP (a whole packet, cut short as before)", pkt: ipv6(a6, b6, extFragment, cat(frag6(protoTCP, 0, false), tcpHeader(1000, 80, tcpSYN)[:16])),
+			want: transport{proto: protoTCP, off: 48, ports: true, srcPort: 1000, dstPort: 80, flags: tcpSYN}},
+		{name: "IPv6 later fragment whose data reads as a Fragment header", pkt: ipv6(a6, b6, extFragment, cat(frag6(extFragment, 1232, false), frag6(protoTCP, 0, true), make([]byte, 16))),
+			want: transport{proto: extFragment, off: 48, fragment: true}},
+		{name: "IPv4 first fragment of TCP, whole", pkt: frag4(a4, b4, protoTCP, 0, true, cat(tcpHeader(1000, 80, tcpACK), make([]byte, 4))),
+			want: transport{proto: protoTCP, off: 20, ports: true, srcPort: 1000, dstPort: 80, flags: tcpACK}},
+		{name: "IPv4 later fragment", pkt: frag4(a4, b4, protoTCP, 24, false, make([]byte, 8)),
+			want: transport{proto: protoTCP, off: 20, fragment: true}},
 	} {
 		h, err := Parse(c.pkt)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
 		got, err := transportOf(h, c.pkt)
+		if c.fragErr {
+			var fe *FragmentError
+			if !errors.As(err, &fe) || !errors.Is(err, ErrBadFragment) || !errors.Is(err, ErrMalformed) {
+				t.Errorf("%s: %+v, %v; want a FragmentError", c.name, got, err)
+			}
+			continue
+		}
 		if c.err {
 			var te *TransportError
 			if !errors.As(err, &te) || !errors.Is(err, ErrMalformed) {
@@ -114,6 +144,9 @@ func FuzzTransport(f *testing.F) {
 	f.Add(ipv6(a6, b6, extHopByHop, cat(ext(extHopByHop, extFragment, 8, 0), ext(extFragment, protoICMPv6, 8, 0), []byte{1, 4, 0, 0, 0, 0, 0, 0})))
 	f.Add(ipv6(a6, b6, extAuth, cat(ext(extAuth, protoUDP, 12, 0), udpHeader(1, 2, 3))))
 	f.Add(ipv6(a6, b6, extRouting, []byte{extRouting, 255}))
+	f.Add(ipv6(a6, b6, extFragment, cat(frag6(extFragment, 0, false), frag6(protoTCP, 8, false), make([]byte, 24)))) // fragment.go
+	f.Add(ipv6(a6, b6, extFragment, cat(frag6(protoTCP, 0, true), tcpHeader(1, 80, tcpSYN)[:16])))
+	f.Add(frag4(a4, b4, protoTCP, 0, true, tcpHeader(1, 80, tcpSYN)[:16]))
 	f.Fuzz(func(t *testing.T, pkt []byte) {
 		h, err := Parse(pkt)
 		if err != nil {
@@ -122,8 +155,9 @@ func FuzzTransport(f *testing.F) {
 		tr, err := transportOf(h, pkt)
 		if err != nil {
 			var te *TransportError
-			if !errors.As(err, &te) {
-				t.Fatalf("error %v is not a TransportError", err)
+			var fe *FragmentError
+			if !errors.As(err, &te) && !errors.As(err, &fe) {
+				t.Fatalf("error %v is neither a TransportError nor a FragmentError", err)
 			}
 			return
 		}

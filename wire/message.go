@@ -44,10 +44,12 @@ const Version = VersionInstance
 
 // Limits on decoded messages.
 const (
-	maxAddrs   = 32
-	maxName    = 64
-	maxRoutes  = 1024
-	maxMatches = 64
+	maxAddrs = 32
+	maxName  = 64
+	// maxHelloName bounds the name of a node's hello (checkMachine).
+	maxHelloName = 1024
+	maxRoutes    = 1024
+	maxMatches   = 64
 	// MaxTTL bounds the hops a routed message or an open may still travel.
 	MaxTTL = 32
 	maxTTL = MaxTTL
@@ -335,7 +337,7 @@ func (m *Message) check(depth int) error {
 			if err := m.Hello.checkInstance(); err != nil {
 				return err
 			}
-			return checkMachine(&m.Hello.Machine)
+			return m.Hello.checkMachine()
 		}
 	case KGossip:
 		ok = m.Gossip != nil
@@ -448,6 +450,24 @@ func (g *Gossip) check() error {
 		}
 	}
 	return nil
+}
+
+// checkMachine checks a hello's machine. A node's hello may give a name
+// longer than any other message carries (up to maxHelloName), so that
+// its hub reads it and refuses it by name (RefusedBadName) instead of
+// closing the link on a malformed frame, which the node would take for
+// a failure worth retrying; what a name may be is the hub's to judge
+// (identity.CheckName).
+func (h *Hello) checkMachine() error {
+	if h.Role != "node" || len(h.Machine.Name) <= maxName {
+		return checkMachine(&h.Machine)
+	}
+	if len(h.Machine.Name) > maxHelloName {
+		return fmt.Errorf("hello name of %d bytes, more than %d", len(h.Machine.Name), maxHelloName)
+	}
+	m := h.Machine
+	m.Name = ""
+	return checkMachine(&m)
 }
 
 func checkMachine(m *identity.Machine) error {

@@ -43,6 +43,12 @@ const (
 	RefusedNameTaken = "name-taken"
 	// RefusedLane (lane.go): a connection that asked to join a trunk as
 	// one of its lanes.
+
+	// RefusedBadName: the hello's name is not a name (identity.CheckName:
+	// a dot, a space, a control character, too long, ...). It cannot
+	// change without another name. A node older than this code reads it
+	// as a malformed message.
+	RefusedBadName = "bad-name"
 )
 
 // maxHolders bounds the holders one KClaimed lists.
@@ -88,7 +94,7 @@ type Claimed struct {
 
 func (r *Refusal) check() error {
 	switch r.Code {
-	case RefusedRole, RefusedName, RefusedNameTaken, RefusedLane, RefusedAttached:
+	case RefusedRole, RefusedName, RefusedNameTaken, RefusedLane, RefusedBadName, RefusedAttached:
 	default:
 		return fmt.Errorf("unknown refusal code %q", r.Code)
 	}

@@ -34,3 +34,31 @@ func TestNameMessages(t *testing.T) {
 		}
 	}
 }
+
+// A node's hello may give a name longer than other messages carry, so
+// that its hub reads it and refuses it by name (RefusedBadName, issue
+// 32); up to maxHelloName. A hub's hello and every other message keep
+// maxName.
+func TestHelloNameBounds(t *testing.T) {
+	m := testMachine()
+	for _, c := range []struct {
+		role string
+		n    int
+		ok   bool
+	}{{"node", 300, true}, {"node", maxHelloName, true}, {"node", maxHelloName + 1, false}, {"hub", maxName, true}, {"hub", maxName + 1, false}} {
+		mm := m
+		mm.Name = strings.Repeat("x", c.n)
+		_, err := Decode(Encode(&Message{Kind: KHello, Hello: &Hello{Role: c.role, Machine: mm}}))
+		if (err == nil) != c.ok {
+			t.Errorf("a %s's hello with a name of %d bytes: %v", c.role, c.n, err)
+		}
+	}
+	long := m
+	long.Name = strings.Repeat("x", 300)
+	if _, err := Decode(Encode(&Message{Kind: KMachine, Machine: &long})); err == nil {
+		t.Error("a machine message with a name of 300 bytes decoded")
+	}
+	if _, err := Decode(Encode(&Message{Kind: KRefused, Refusal: &Refusal{Code: RefusedBadName, Reason: "r"}})); err != nil {
+		t.Errorf("a bad-name refusal: %v", err)
+	}
+}

@@ -46,6 +46,17 @@ const (
 	KAddrClaimed = "addr-claimed"
 )
 
+// The default prefixes of the virtual network (package vip derives
+// addresses in them; a hub admits claims in them unless configured with
+// the grid's own). DefaultVirtual4 lies inside the shared address space
+// 100.64.0.0/10 (RFC 6598), which sites rarely use inside;
+// DefaultVirtual6 is a ULA (RFC 4193) whose bytes after fd spell "grl"
+// (0x67 0x72 0x6c).
+var (
+	DefaultVirtual4 = netip.MustParsePrefix("100.96.0.0/12")
+	DefaultVirtual6 = netip.MustParsePrefix("fd67:726c::/32")
+)
+
 // VersionVirtual is the first protocol version (Hello.Version) whose hubs
 // keep virtual addresses.
 const VersionVirtual = 2
@@ -82,12 +93,22 @@ type VirtualAck struct {
 	Taken []AddrTaken `json:"taken,omitempty"`
 }
 
-// AddrTaken is one virtual address refused to a node.
+// AddrTaken is one virtual address refused to a node: held by another
+// node (Code empty, Holder that node) or, Code AddrOutside, not in the
+// grid's virtual prefixes (Holder zero). A node older than Code reads a
+// KVirtualAck that sets it as a malformed message (strict decoding): it
+// was sent only for a claim no hub of the grid admits.
 type AddrTaken struct {
 	Addr   netip.Addr       `json:"addr"`
-	Holder identity.Machine `json:"holder"` // with Hub and HubName
-	Reason string           `json:"reason"` // in words, as the refusing hub logs it
+	Holder identity.Machine `json:"holder"`         // with Hub and HubName
+	Reason string           `json:"reason"`         // in words, as the refusing hub logs it
+	Code   string           `json:"code,omitempty"` // "" or AddrOutside
 }
+
+// AddrOutside (AddrTaken.Code): the address lies outside the virtual
+// prefixes the refusing hub admits (hubserver.Config.VirtualPrefixes):
+// an underlay address, say, that NAME.grid would otherwise resolve to.
+const AddrOutside = "outside"
 
 // LookupAddr is the body of KLookupAddr.
 type LookupAddr struct {
@@ -268,8 +289,17 @@ func (m *Message) checkVirtual(depth int) error {
 			if t.Reason == "" || len(t.Reason) > 1024 {
 				return fmt.Errorf("refusal reason of %d bytes, want 1 to 1024", len(t.Reason))
 			}
-			if err := checkMachine(&t.Holder); err != nil {
-				return err
+			switch t.Code {
+			case "":
+				if err := checkMachine(&t.Holder); err != nil {
+					return err
+				}
+			case AddrOutside:
+				if !t.Holder.ID.IsZero() {
+					return fmt.Errorf("an address outside the prefixes with a holder")
+				}
+			default:
+				return fmt.Errorf("unknown address refusal code %q", t.Code)
 			}
 		}
 		return nil

@@ -195,6 +195,11 @@ func FuzzDecode(f *testing.F) {
 	f.Add(Encode(&Message{Kind: KRouted, Routed: &Routed{FromHub: m.ID, ToHub: m.ID, Msg: &Message{Kind: KSpliceFail, Fail: &Fail{Token: 1, Reason: "r", Code: FailNATRandom}}}}))
 	f.Add(Encode(&Message{Kind: KRouted, Routed: &Routed{FromHub: m.ID, ToHub: m.ID, Msg: &Message{Kind: KSplice, Splice: &Splice{Token: 1, From: &m, Port: SparePort, Target: m.ID, Addrs: []netip.AddrPort{netip.MustParseAddrPort("192.0.2.1:9")}, RTTUs: 192500}}}}))
 	f.Add(Encode(&Message{Kind: KRefused, Refusal: &Refusal{Code: RefusedNameTaken, Reason: "taken", Holder: &m}}))
+	f.Add(Encode(&Message{Kind: KRefused, Refusal: &Refusal{Code: RefusedBadName, Reason: `bad node or hub name "c.grid"`}}))
+	longName := m
+	longName.Name = strings.Repeat("x", 300) // a node's hello: read, then refused by name (names.go)
+	f.Add(Encode(&Message{Kind: KHello, Hello: &Hello{Role: "node", Machine: longName}}))
+	f.Add(Encode(&Message{Kind: KHello, Hello: &Hello{Role: "hub", Machine: longName}}))
 	f.Add(Encode(&Message{Kind: KHello, Hello: &Hello{Role: "node", Machine: m, Version: VersionInstance, Instance: "0123456789abcdef0123456789abcdef"}})) // instance.go
 	f.Add(Encode(&Message{Kind: KRefused, Refusal: &Refusal{Code: RefusedAttached, Reason: "attached", Holder: &m}}))
 	f.Add(Encode(&Message{Kind: KRouted, Routed: &Routed{FromHub: m.ID, ToHub: m.ID, Msg: &Message{Kind: KClaim, Claim: &Claim{Query: 1, Name: "n", Holding: Holding{Node: m, Owner: "o", SinceMs: 1}}}}}))

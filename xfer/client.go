@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/gridlink/gridlink/direct"
 )
 
 // Dialer opens a connection to a transfer service (a link, in gridlink).
@@ -54,6 +56,9 @@ type RefusedError struct{ Reason string }
 
 func (e *RefusedError) Error() string { return e.Reason }
 
+// Unwrap makes it one of the refusal family (direct.ErrRefused).
+func (e *RefusedError) Unwrap() error { return direct.ErrRefused }
+
 // Put copies local files and, with Recursive, directories (paths of this
 // host) to dest at the service dial reaches.
 func Put(ctx context.Context, dial Dialer, paths []string, dest string, o Options) (Summary, error) {
@@ -69,7 +74,11 @@ func Put(ctx context.Context, dial Dialer, paths []string, dest string, o Option
 
 // put sends paths of t to the service dial reaches.
 func put(ctx context.Context, dial Dialer, t tree, paths []string, top func(string) string, dest string, o Options) (Summary, error) {
-	req := request{op: opPut, dest: dest, recursive: o.Recursive, resume: o.Resume, limit: uint64(max(o.Limit, 0))}
+	names, err := sourceNames(paths, top)
+	if err != nil {
+		return Summary{}, err
+	}
+	req := request{op: opPut, dest: dest, paths: names, recursive: o.Recursive, resume: o.Resume, limit: uint64(max(o.Limit, 0))}
 	return changed(retry(ctx, o, func(ctx context.Context, ep *endpoint, tl *tally) error {
 		pl, err := open(ep, req)
 		if err != nil {
@@ -111,7 +120,7 @@ func Get(ctx context.Context, dial Dialer, paths []string, dest string, o Option
 		}
 	}
 	defer d.close()
-	d.recursive = o.Recursive
+	d.recursive, d.asked = o.Recursive, askedOf(paths)
 	if d.place == placeAs && len(paths) > 1 {
 		return Summary{}, fmt.Errorf("%s: not a directory, and there are several sources", dest)
 	}

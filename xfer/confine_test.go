@@ -90,10 +90,7 @@ func (v *victim) unharmed(what, dest string, before map[string]fs.FileMode) {
 // outside it, changes no mode outside what it made, and its error names
 // the entry; the service hears why.
 func TestEvilServiceStaysInDestination(t *testing.T) {
-	file := func(p string) evilEntry {
-		return evilEntry{kind: kindFile, path: p, mode: 0o777, data: []byte("evil\n")}
-	}
-	dir := func(p string) evilEntry { return evilEntry{kind: kindDir, path: p, mode: 0o777} }
+	file, dir := evilFile, evilDir
 	for _, c := range []struct {
 		name      string
 		dest      func(v *victim) string // the destination the caller names
@@ -161,7 +158,8 @@ func TestEvilServiceStaysInDestination(t *testing.T) {
 			}
 			before := v.modes(dest)
 			dial, heard := evilService(t, es)
-			sum, err := Get(ctx, dial, []string{"x"}, dest, Options{Recursive: c.recursive, Retries: -1})
+			// asking for what the entries are named: their form is refused
+			sum, err := Get(ctx, dial, firstNames(es), dest, Options{Recursive: c.recursive, Retries: -1})
 			v.unharmed(c.name, dest, before)
 			said := <-heard
 			var ue *UnsafePathError
@@ -195,10 +193,7 @@ func TestEvilClientStaysInDestination(t *testing.T) {
 	os.WriteFile(filepath.Join(root, "sub/keep"), []byte("original\n"), 0o644)
 	var logs logLines
 	dial, _ := service(t, Config{Root: root, Logf: logs.add})
-	dir := func(p string) evilEntry { return evilEntry{kind: kindDir, path: p, mode: 0o777} }
-	file := func(p string) evilEntry {
-		return evilEntry{kind: kindFile, path: p, mode: 0o777, data: []byte("evil\n")}
-	}
+	file, dir := evilFile, evilDir
 	for _, c := range []struct {
 		name    string
 		dest    string
@@ -218,7 +213,7 @@ func TestEvilClientStaysInDestination(t *testing.T) {
 		{"a tree as a link beside the destination", "sub/in", flagAs, []evilEntry{dir("x"), file("x/f")}, "sub/in"},
 	} {
 		n := len(logs.all())
-		said := evilPut(t, dial, c.dest, c.flags, c.entries)
+		said := evilPut(t, dial, c.dest, c.flags, firstNames(c.entries), c.entries)
 		if len(said) == 0 || !strings.Contains(said[len(said)-1], c.bad) {
 			t.Errorf("%s: the client heard %q, want the reason naming %q", c.name, said, c.bad)
 		}

@@ -23,6 +23,9 @@ type destination struct {
 	// one file named by one element: a directory, or a name below one, is
 	// refused as unsafe.
 	recursive bool
+	// asked: the sources the caller named; every entry's first element
+	// is one of their names (names.go)
+	asked asked
 	// unfinished (placeAs): base is a directory an earlier copy made as
 	// the destination itself and did not finish (its UnfinishedFile names
 	// that copy's source, this one); a resumed copy continues it there.

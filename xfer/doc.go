@@ -74,10 +74,17 @@
 // A receiver trusts no sender with where things go (scp's CVE-2019-6111
 // is a client that did): it writes only what its caller named, the one
 // file, or the tree below the named directory, whoever sends. An entry's
-// name must be a clean relative path whose first element is the source's
-// name (checkEntryPath: no "..", ".", empty elements or leading "/"); one
-// that is not ends the session with an UnsafePathError naming it, and the
-// receiver tells the sender why (mAbort). Files are written through an
+// name must be a clean relative path (checkEntryPath: no "..", ".", empty
+// elements or leading "/", no control characters); one that is not ends
+// the session with an UnsafePathError naming it, and the receiver tells
+// the sender why (mAbort). Its first element must be the base name of a
+// source the caller asked for (names.go): a get's client holds the
+// service to its own request (a request for the served root takes the one
+// directory name the service gives it), and a put announces its sources'
+// base names in its request, to which the service holds the client's
+// entries, and a push's target its source's; an entry named otherwise
+// ends the session with an UnaskedError naming it and the names asked
+// for, on both ends, and nothing of it is written. Files are written through an
 // os.Root: on the destination directory, or, when the destination is a
 // new name or a file, on the directory that holds it, where the receiver
 // touches that one name only (and below it, once it is a directory,

@@ -3,6 +3,7 @@ package xfer
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 )
 
@@ -86,45 +87,58 @@ func evilSend(ep *endpoint, entries []evilEntry) (heard []string) {
 	return heard
 }
 
-// evilService is a transfer service that answers every get with entries.
-// What the client said back comes on the channel, one slice per session.
-func evilService(t *testing.T, entries []evilEntry) (Dialer, <-chan []string) {
+// evilFile and evilDir are entries of a malicious sender: a file of 5
+// bytes, a directory, both mode 0777.
+func evilFile(p string) evilEntry {
+	return evilEntry{kind: kindFile, path: p, mode: 0o777, data: []byte("evil\n")}
+}
+
+func evilDir(p string) evilEntry { return evilEntry{kind: kindDir, path: p, mode: 0o777} }
+
+// evilListener runs a malicious service on 127.0.0.1: serve plays each
+// connection, one after the other. It returns a dialer for it.
+func evilListener(t *testing.T, serve func(*endpoint)) Dialer {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	heard := make(chan []string, 16)
 	go func() {
 		for {
 			c, err := l.Accept()
 			if err != nil {
 				return
 			}
-			ep := newEndpoint(c)
-			if typ, _, err := ep.recv(); err != nil || typ != mRequest {
-				c.Close()
-				continue
-			}
-			if err := ep.sendNow(mAccept, []byte{0}); err != nil {
-				c.Close()
-				continue
-			}
-			heard <- evilSend(ep, entries)
+			serve(newEndpoint(c))
 			c.Close()
 		}
 	}()
 	return func(ctx context.Context) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "tcp", l.Addr().String())
-	}, heard
+	}
+}
+
+// evilService is a transfer service that answers every get with entries.
+// What the client said back comes on the channel, one slice per session.
+func evilService(t *testing.T, entries []evilEntry) (Dialer, <-chan []string) {
+	heard := make(chan []string, 16)
+	return evilListener(t, func(ep *endpoint) {
+		if typ, _, err := ep.recv(); err != nil || typ != mRequest {
+			return
+		}
+		if err := ep.sendNow(mAccept, []byte{0}); err != nil {
+			return
+		}
+		heard <- evilSend(ep, entries)
+	}), heard
 }
 
 // evilPut plays a client that puts entries to the service dial reaches,
-// with the request's placement flags as given; it returns the refusal or
-// what the service said in words.
-func evilPut(t *testing.T, dial Dialer, dest string, flags uint8, entries []evilEntry) []string {
+// with the request's placement flags and sources' names as given; it
+// returns the refusal or what the service said in words.
+func evilPut(t *testing.T, dial Dialer, dest string, flags uint8, names []string, entries []evilEntry) []string {
 	t.Helper()
 	c, err := dial(context.Background())
 	if err != nil {
@@ -132,7 +146,7 @@ func evilPut(t *testing.T, dial Dialer, dest string, flags uint8, entries []evil
 	}
 	defer c.Close()
 	ep := newEndpoint(c)
-	if err := ep.sendNow(mRequest, request{op: opPut, dest: dest, flags: flags | flagRecursive}.encode()); err != nil {
+	if err := ep.sendNow(mRequest, request{op: opPut, dest: dest, paths: names, flags: flags | flagRecursive}.encode()); err != nil {
 		t.Fatal(err)
 	}
 	typ, p, err := ep.recv()
@@ -144,4 +158,19 @@ func evilPut(t *testing.T, dial Dialer, dest string, flags uint8, entries []evil
 		return []string{s}
 	}
 	return evilSend(ep, entries)
+}
+
+// firstNames is what a put of entries would announce: their first
+// elements that are plain names ("x" if none is).
+func firstNames(entries []evilEntry) []string {
+	var a asked
+	for _, e := range entries {
+		if first, _, _ := strings.Cut(e.path, "/"); plainName(first) == "" {
+			a.add(first)
+		}
+	}
+	if len(a.list) == 0 {
+		return []string{"x"}
+	}
+	return a.list
 }

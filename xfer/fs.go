@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/gridlink/gridlink/direct"
 )
 
 // tree is where one end reads and writes files: a served root (RootTree,
@@ -156,6 +158,10 @@ func walk(t tree, paths []string, recursive bool, top func(string) string) ([]so
 			if private(t, n) || de.Name() == UnfinishedFile {
 				continue // the service's own, or a copy's mark: not listed
 			}
+			if why := controlIn(de.Name()); why != "" {
+				fails = append(fails, unsendable(t, n, r, why))
+				continue
+			}
 			fi, err := t.Stat(n)
 			switch {
 			case err != nil:
@@ -180,7 +186,10 @@ func walk(t tree, paths []string, recursive bool, top func(string) string) ([]so
 		}
 		rel := top(name)
 		fi, err := t.Stat(name)
+		why := controlIn(rel)
 		switch {
+		case why != "":
+			fails = append(fails, unsendable(t, name, p, why))
 		case err != nil:
 			fails = append(fails, fail{path: p, text: pathErr(t, name, err)})
 		case fi.IsDir() && !recursive:
@@ -203,6 +212,12 @@ func walk(t tree, paths []string, recursive bool, top func(string) string) ([]so
 		kept = append(kept, s)
 	}
 	return kept, fails
+}
+
+// unsendable is the failure of an entry whose name no receiver stores
+// (controlIn says why), quoted so that it stays one line.
+func unsendable(t tree, name, rel, why string) fail {
+	return fail{path: fmt.Sprintf("%q", rel), text: fmt.Sprintf("%q: %s: not sent (receivers refuse it)", t.Name(name), why)}
 }
 
 // errPathEscapes is the error os.Root gives a name that leads out of it.
@@ -244,7 +259,8 @@ func pathErr(t tree, name string, err error) string {
 
 // checkEntryPath checks the name a sender gives an entry: relative,
 // slash-separated, every element a name (not "", "." or ".."), so that it
-// names a place below the receiver's destination and nothing else.
+// names a place below the receiver's destination and nothing else, and
+// without control characters (controlIn).
 func checkEntryPath(p string) error {
 	why := ""
 	switch {
@@ -268,6 +284,9 @@ func checkEntryPath(p string) error {
 		}
 	}
 	if why == "" {
+		why = controlIn(p)
+	}
+	if why == "" {
 		return nil
 	}
 	return &UnsafePathError{Path: p, Reason: why}
@@ -275,17 +294,22 @@ func checkEntryPath(p string) error {
 
 // UnsafePathError is an entry a receiver refused because its name is not
 // a clean relative path below the destination: "..", ".", an absolute
-// path, an empty element or a trailing slash. A sender that offers one is
+// path, an empty element or a trailing slash, or a name with a control
+// character. A sender that offers one is
 // broken or malicious; the receiver ends the session (mAbort).
 type UnsafePathError struct {
 	Path   string // the entry's name as the sender gave it
 	Reason string
+	Dest   bool // Path is a put's destination, which the service would store as named
 }
 
 func (e *UnsafePathError) Error() string {
+	if e.Dest {
+		return fmt.Sprintf("xfer: the put's destination %q is %s: refused, nothing written", e.Path, e.Reason)
+	}
 	return fmt.Sprintf("xfer: the sender offered an entry named %q, %s: refused, nothing of it written", e.Path, e.Reason)
 }
 
-// Unwrap makes it a malformed message: the session ends, and is not
-// retried.
-func (e *UnsafePathError) Unwrap() error { return errFrame }
+// Unwrap makes it a malformed message, the session ends and is not
+// retried, and a refusal (direct.ErrRefused).
+func (e *UnsafePathError) Unwrap() []error { return []error{errFrame, direct.ErrRefused} }

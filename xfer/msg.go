@@ -11,13 +11,13 @@ type request struct {
 	op        uint8
 	flags     uint8
 	dest      string
-	paths     []string
-	target    string // opPush: the destination's server, NODE[:PORT][@HUB]
-	streams   uint32 // opPush: the link to target: 0 for auto, else a count
-	compress  string // opPush: the link's compression (link.ParseCompression)
-	limit     uint64 // bytes per second of file data the sender may send (get, push: the service), 0 for no bound
-	recursive bool   // from flags
-	resume    bool   // from flags
+	paths     []string // get, push: the paths asked for; put: the sources' base names (see asked)
+	target    string   // opPush: the destination's server, NODE[:PORT][@HUB]
+	streams   uint32   // opPush: the link to target: 0 for auto, else a count
+	compress  string   // opPush: the link's compression (link.ParseCompression)
+	limit     uint64   // bytes per second of file data the sender may send (get, push: the service), 0 for no bound
+	recursive bool     // from flags
+	resume    bool     // from flags
 }
 
 func (r request) encode() []byte {
@@ -41,8 +41,11 @@ func decodeRequest(p []byte) (request, error) {
 	r.op, r.flags = d.u8(), d.u8()
 	r.dest = d.str()
 	n := int(d.u16())
-	if n > maxPaths || (n == 0) != (r.op == opPut) {
-		d.fail("%d paths for operation %d (a put names none, others 1-%d)", n, r.op, maxPaths)
+	switch {
+	case n == 0 && r.op == opPut:
+		d.fail("a put that names none of its sources (a client older than this service? upgrade it)")
+	case n > maxPaths || n == 0:
+		d.fail("%d paths for operation %d (want 1-%d)", n, r.op, maxPaths)
 	}
 	for i := 0; i < n && d.err == nil; i++ {
 		r.paths = append(r.paths, d.str())

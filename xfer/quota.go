@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"path"
 	"sync"
+
+	"github.com/gridlink/gridlink/direct"
 )
 
 // Quotas bound what a service stores: Config.Quota for all its clients
@@ -60,6 +62,9 @@ func (e *QuotaError) Error() string {
 	}
 	return fmt.Sprintf("xfer: quota: %s %d bytes exceed the %d bytes left of %s quota of %d bytes: refused", what, e.Want, e.Left, e.Who, e.Quota)
 }
+
+// Unwrap makes it one of the refusal family (direct.ErrRefused).
+func (e *QuotaError) Unwrap() error { return direct.ErrRefused }
 
 // counter is a quota: how much of limit is used.
 type counter struct {

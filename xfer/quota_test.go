@@ -76,7 +76,7 @@ func TestQuota(t *testing.T) {
 	}
 	defer c.Close()
 	ep := newEndpoint(c)
-	ep.sendNow(mRequest, request{op: opPut, dest: ".", flags: flagInto}.encode())
+	ep.sendNow(mRequest, request{op: opPut, dest: ".", paths: []string{"d1", "d2"}, flags: flagInto}.encode())
 	if typ, _, err := ep.recv(); err != nil || typ != mAccept {
 		t.Fatalf("put: %d %v", typ, err)
 	}

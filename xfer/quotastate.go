@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/gridlink/gridlink/direct"
 )
 
 // StateFile is the file, in the served root, that keeps the per-user
@@ -57,6 +59,9 @@ type ReservedPathError struct{ Path string }
 func (e *ReservedPathError) Error() string {
 	return fmt.Sprintf("%s: reserved for the service's quota state (%s): not served or written", e.Path, StateFile)
 }
+
+// Unwrap makes it one of the refusal family (direct.ErrRefused).
+func (e *ReservedPathError) Unwrap() error { return direct.ErrRefused }
 
 // reserved says whether the slash-separated path p has an element that
 // names the state file (or its temporary file).

@@ -17,7 +17,8 @@ import (
 const partSuffix = ".gridlink-part"
 
 // receiver stores what a sender offers in its destination. Every entry
-// name is checked (checkEntryPath) and every file written through an
+// name is checked (checkEntryPath), its first element against the names
+// of the sources asked for (destination.asked), and every file written through an
 // os.Root: the destination directory, or for placeAs the directory that
 // holds the destination, in which the one name base is all it touches
 // (and below it, through a root of its own, once it is a directory).
@@ -140,6 +141,9 @@ func (r *receiver) run() error {
 			}
 			if !r.d.recursive && strings.Contains(e.path, "/") {
 				return refusal{&UnsafePathError{Path: e.path, Reason: "a name below a directory, in a copy without -r"}}
+			}
+			if err := r.d.asked.take(e); err != nil {
+				return refusal{err}
 			}
 			if r.files[e.id] != nil {
 				return refusal{fmt.Errorf("xfer: entry %d offered twice", e.id)}

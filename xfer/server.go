@@ -182,6 +182,7 @@ func (s *Server) serveConn(ctx context.Context, c net.Conn) {
 			user = s.cfg.User(c)
 		}
 		d.recursive = req.recursive
+		d.asked, _ = announced(req.paths) // checked (check)
 		if err = ep.sendNow(mAccept, []byte{d.place}); err == nil {
 			err = receive(ep, d, req.resume, &s.busy, &s.made, s.quotas.charge(user), nil, &tl, user)
 		}
@@ -220,7 +221,9 @@ func opName(op uint8) string {
 	return map[uint8]string{opGet: "get", opPut: "put", opPush: "push"}[op]
 }
 
-// check cleans the paths of a request, refusing it if one leaves the root.
+// check cleans the paths of a request, refusing it if one leaves the root;
+// a put's, if its destination holds a control character, or it does not
+// name its sources by plain names (announced).
 func (s *Server) check(r *request) error {
 	var err error
 	if r.op == opPut {
@@ -229,6 +232,12 @@ func (s *Server) check(r *request) error {
 		}
 		if reserved(r.dest) {
 			return &ReservedPathError{Path: r.dest}
+		}
+		if why := controlIn(r.dest); why != "" {
+			return &UnsafePathError{Path: r.dest, Reason: why, Dest: true}
+		}
+		if _, err := announced(r.paths); err != nil {
+			return err
 		}
 	}
 	for i, p := range r.paths {

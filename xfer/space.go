@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+
+	"github.com/gridlink/gridlink/direct"
 )
 
 // Whatever the quotas, a receiver (a service, or a client getting files)
@@ -45,6 +47,11 @@ func (e *SpaceError) Error() string {
 }
 
 func (e *SpaceError) Unwrap() error { return syscall.ENOSPC }
+
+// Is makes a transfer refused for the space it asks for (Want) a refusal
+// (direct.ErrRefused); a write that found the file system full is not
+// one (it failed, and may succeed once space is freed).
+func (e *SpaceError) Is(target error) bool { return target == direct.ErrRefused && e.Want > 0 }
 
 // fits checks that n bytes fit on the file system of dir in t (path, the
 // file they are for; "" for a plan). A file system whose space cannot be

@@ -66,7 +66,7 @@ func TestSpace(t *testing.T) {
 	}
 	defer c.Close()
 	ep := newEndpoint(c)
-	ep.sendNow(mRequest, request{op: opPut, dest: "small", flags: flagInto}.encode())
+	ep.sendNow(mRequest, request{op: opPut, dest: "small", paths: []string{"one"}, flags: flagInto}.encode())
 	if typ, _, err := ep.recv(); err != nil || typ != mAccept {
 		t.Fatalf("put: %d %v", typ, err)
 	}

@@ -20,6 +20,10 @@ import (
 //	        field out of range and bytes left over.
 const (
 	// Opening (the client's first frame and the server's answer).
+	// A get's or push's paths are those asked for, relative to the
+	// served root; a put's are its sources' base names, one element
+	// each, which every entry's first element must be (names.go). n is
+	// at least 1.
 	mRequest = 1 // op u8, flags u8, dest str, n u16, n x path str, target str, streams u32 (0 = auto), compress str, limit u64 (bytes/s the sender may send, 0 = no bound)
 	mAccept  = 2 // placement u8: where entries go at a receiving server (placeInto, placeAs; 0 otherwise)
 	mRefuse  = 3 // text str
@@ -101,7 +105,7 @@ const (
 const (
 	maxFrame = MaxBlock + 64 // the largest payload: a data block and its fields
 	maxBlob  = 1 << 20       // delegation blobs and summaries
-	maxPaths = 4096          // paths in one request
+	maxPaths = 0xffff        // paths in one request (the range of its u16 count: a put names every source; maxFrame bounds their bytes)
 	// maxBlocks bounds the digests in a want: a file's size over its block
 	// size (see blockSize).
 	maxBlocks = 1 << 17

@@ -12,7 +12,7 @@ func seeds() map[byte][][]byte {
 	return map[byte][][]byte{
 		mRequest: {
 			request{op: opGet, dest: "x", paths: []string{"a", "b/c"}, recursive: true}.encode(),
-			request{op: opPut, dest: "d", resume: true, flags: flagInto}.encode(),
+			request{op: opPut, dest: "d", paths: []string{"a", "b"}, resume: true, flags: flagInto}.encode(),
 			request{op: opPush, dest: "d", paths: []string{"."}, target: "b:2811@hub", streams: 8, compress: "auto"}.encode(),
 			request{op: opGet, dest: "x", paths: []string{"a"}, limit: 20 << 20}.encode(),
 		},
@@ -112,9 +112,9 @@ func TestBadMessages(t *testing.T) {
 	}{
 		{mRequest, request{op: 9, dest: "x", paths: []string{"a"}}.encode()},
 		{mRequest, request{op: opGet, dest: "x"}.encode()},                                    // no paths
-		{mRequest, request{op: opPut, dest: "x", paths: []string{"a"}}.encode()},              // a put names none
+		{mRequest, request{op: opPut, dest: "x"}.encode()},                                    // a put names its sources
 		{mRequest, request{op: opGet, dest: "x", paths: []string{"a"}, target: "b"}.encode()}, // only a push has a target
-		{mRequest, request{op: opPut, dest: "x", flags: flagInto | flagAs}.encode()},
+		{mRequest, request{op: opPut, dest: "x", paths: []string{"a"}, flags: flagInto | flagAs}.encode()},
 		{mFile, entry{id: 1, path: "../x", block: 1}.encode()},
 		{mFile, entry{id: 1, path: "/x", block: 1}.encode()},
 		{mFile, entry{id: 1, path: ".", kind: kindDir}.encode()},
@@ -130,6 +130,9 @@ func TestBadMessages(t *testing.T) {
 		{mFile, entry{id: 1, path: "x", kind: kindDir, size: 1}.encode()},
 		{mFile, entry{id: 1, path: "x", block: 1, mode: 0o170000}.encode()},
 		{mFile, entry{id: 1, path: "a\x00b", block: 1}.encode()},
+		{mFile, entry{id: 1, path: "a\nb", block: 1}.encode()},
+		{mFile, entry{id: 1, path: "a/b\x7f", block: 1}.encode()},
+		{mFile, entry{id: 1, path: "a\xffb", block: 1}.encode()},
 		{mData, block{id: 1}.header()},
 		{mWant, want{id: 1, status: wantSkip, have: []uint64{1}}.encode()},
 		{mWant, want{id: 1, status: 7}.encode()},

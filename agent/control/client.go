@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/gridlink/gridlink/peercred"
 	"github.com/gridlink/gridlink/status"
 )
 
@@ -50,7 +51,7 @@ func (c *Client) dial(ctx context.Context) (net.Conn, error) {
 			return nil, &DialError{Control: control, Err: err}
 		}
 		if c.byDefault {
-			if uid, _, err := PeerCred(conn); err == nil && uid != 0 && uid != os.Geteuid() {
+			if uid, _, err := peercred.Unix(conn); err == nil && uid != 0 && uid != os.Geteuid() {
 				conn.Close()
 				return nil, &ForeignAgentError{Control: control, UID: uid}
 			}

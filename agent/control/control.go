@@ -48,6 +48,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/gridlink/gridlink/peercred"
 )
 
 // DefaultControl is the system agent's control socket address (abstract,
@@ -89,16 +91,10 @@ func defaultControls() []string {
 // agent does not serve.
 const KindCallerRefused = "caller-refused"
 
-// CallerRefusedError is a control connection refused for its caller's uid.
-type CallerRefusedError struct {
-	What      string // "agent" or "hub"
-	OwnerUID  int    // the uid the agent (or hub) runs as
-	CallerUID int    // the uid of the refused caller
-}
-
-func (e *CallerRefusedError) Error() string {
-	return fmt.Sprintf("%s of uid %d refuses uid %d", e.What, e.OwnerUID, e.CallerUID)
-}
+// CallerRefusedError is a control connection refused for its caller's
+// uid ("agent" or "hub" of uid N refuses uid M): the one refusal of
+// another account, peercred's.
+type CallerRefusedError = peercred.RefusedError
 
 // Refusal is the JSON body of a refused control request (403): a
 // StreamError of kind KindCallerRefused with the uids; CallerUID is -1

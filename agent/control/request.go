@@ -69,7 +69,11 @@ type ConnectRequest struct {
 
 // BindRequest is the body of POST /bind.
 type BindRequest struct {
-	Port       uint16 `json:"port,omitempty"` // virtual port; 0: a free one
+	// Peer is the node admitted, NODE[.grid][@HUB] (a SOCKS client's
+	// DST.ADDR): the agent looks it up when the bind starts and refuses
+	// any other dialler, naming it, while it waits. Required.
+	Peer       string `json:"peer"`
+	Port       uint16 `json:"port,omitempty"` // virtual port; 0: a free one, chosen at random
 	AllowPlain bool   `json:"allow_plain,omitempty"`
 	// Wait bounds the wait for the peer (default 5 min).
 	WaitSeconds float64 `json:"wait_seconds,omitempty"`

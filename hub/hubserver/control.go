@@ -21,6 +21,7 @@ const (
 
 // control handles a control message from a peer.
 func (h *Hub) control(p *peer, m *wire.Message) error {
+	m = p.fromHost(m) // hostscope.go
 	switch {
 	case m.Kind == wire.KGossip && p.isHub:
 		h.queueGossip(p, m.Gossip) // routing.go

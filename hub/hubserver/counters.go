@@ -25,6 +25,7 @@ var refusalKinds = [...]struct{ what, reason string }{
 	{"circuit", status.RefusedLinkLost},
 	{"circuit", status.RefusedBadOpen},
 	{"connection", status.RefusedLane},
+	{"connection", status.RefusedBadName},
 	{"connection", status.RefusedAttached},
 }
 
@@ -43,6 +44,7 @@ const (
 	refLinkLost
 	refBadOpen
 	refLane
+	refBadName
 	refAttached
 )
 
@@ -91,6 +93,8 @@ func linkRefusal(code string) refusal {
 		return refNameTaken
 	case wire.RefusedLane:
 		return refLane
+	case wire.RefusedBadName:
+		return refBadName
 	case wire.RefusedAttached:
 		return refAttached
 	}

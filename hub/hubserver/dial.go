@@ -87,6 +87,9 @@ func (h *Hub) helloOver(ctx context.Context, c net.Conn, sec *hub.Secured, nagle
 	if hello.Role != "hub" {
 		return nil, nil, fmt.Errorf("%s is a %s, not a hub", id.Short(), hello.Role)
 	}
+	if err := identity.CheckName(hello.Machine.Name); err != nil {
+		return nil, nil, fmt.Errorf("hub %s: %w", id.Short(), err)
+	}
 	_ = c.SetDeadline(time.Time{})
 	p := h.newPeer(c, sealer, hello, true, nagle)
 	p.who = sec.TLS.Peer

@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/netip"
 	"os"
 	"runtime/pprof"
 	"strings"
@@ -80,6 +81,10 @@ type grid struct {
 	lanes int
 	// logged keeps every hub's log lines.
 	logged logCounter
+	// hosts puts hubs and nodes on other hosts than loopback's (memGrid
+	// only): the address the connections of the one of that name come
+	// from (onHost, see hostscope.go).
+	hosts map[string]netip.Addr
 }
 
 type testHub struct {
@@ -113,6 +118,18 @@ func (g *grid) dial(ctx context.Context, spec string) (net.Conn, error) {
 	}
 	var d net.Dialer
 	return d.DialContext(ctx, "tcp", spec)
+}
+
+// dialAs is dial for the hub or node name: from its host (g.hosts) on a
+// memGrid.
+func (g *grid) dialAs(name string) func(context.Context, string) (net.Conn, error) {
+	g.mu.Lock()
+	from, ok := g.hosts[name]
+	g.mu.Unlock()
+	if !ok || g.mem == nil {
+		return g.dial
+	}
+	return func(ctx context.Context, spec string) (net.Conn, error) { return g.mem.DialFrom(ctx, from, spec) }
 }
 
 // hub starts a hub that dials the named peers (started before).
@@ -158,7 +175,7 @@ func (g *grid) hubWith(name string, cr *pki.Credentials, peers ...string) *testH
 			if blocked {
 				return nil, fmt.Errorf("dial %s: blocked by the test firewall", spec)
 			}
-			return g.dial(ctx, spec)
+			return g.dialAs(name)(ctx, spec)
 		},
 	})
 	if err != nil {
@@ -250,7 +267,7 @@ func (g *grid) node(name string, hubs ...string) *hub.Session {
 	for _, h := range hubs {
 		specs = append(specs, g.get(h).Addr().String())
 	}
-	return attachNodeDial(g.t, g.dial, name, specs...)
+	return attachNodeDial(g.t, g.dialAs(name), name, specs...)
 }
 
 func attachNode(t testing.TB, name string, specs ...string) *hub.Session {

@@ -124,6 +124,13 @@ type Config struct {
 	// another name is tried like "bbr". Nodes' attachments keep the
 	// kernel's default.
 	Congestion string
+	// VirtualPrefixes are the grid's virtual prefixes: a node's claim of
+	// a virtual address outside all of them is refused (vipaddr.go), so
+	// that no node takes an underlay address (and NAME.grid resolves to
+	// it). Empty: wire.DefaultVirtual4 and wire.DefaultVirtual6, the
+	// nodes' defaults; a grid whose nodes run with other prefixes
+	// (--vip-prefix4/6) lists them here (gridlink hub --vip-prefix).
+	VirtualPrefixes []netip.Prefix
 }
 
 // Hub is a hub server. Make one with New and run it with Serve.
@@ -230,6 +237,17 @@ func New(cfg Config) (*Hub, error) {
 	}
 	if h.cfg.Name == "" {
 		h.cfg.Name = cfg.Creds.DefaultName(h.id.Short())
+	}
+	if err := identity.CheckName(h.cfg.Name); err != nil {
+		return nil, fmt.Errorf("hub: %w", err)
+	}
+	if len(h.cfg.VirtualPrefixes) == 0 {
+		h.cfg.VirtualPrefixes = []netip.Prefix{wire.DefaultVirtual4, wire.DefaultVirtual6}
+	}
+	for _, p := range h.cfg.VirtualPrefixes {
+		if !p.IsValid() || p.Masked() != p || p.Addr().Zone() != "" || p.Addr().Is4In6() {
+			return nil, fmt.Errorf("hub: virtual prefix %s: want a prefix without host bits, such as %s or %s", p, wire.DefaultVirtual4, wire.DefaultVirtual6)
+		}
 	}
 	switch {
 	case cfg.MaxLinks == 0:
@@ -433,6 +451,10 @@ func (h *Hub) serveConn(ctx context.Context, raw net.Conn, pend *direct.Pending)
 	}
 	if err := admitRole(sec.TLS.Peer, hello.Role); err != nil {
 		h.refuse(c, sealer, id.Short(), roleRefusal(err))
+		return
+	}
+	if e := nameRefusal(hello); e != nil {
+		h.refuse(c, sealer, id.Short(), e)
 		return
 	}
 	if hello.Lane != nil {

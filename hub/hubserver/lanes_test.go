@@ -318,6 +318,20 @@ func startHub(t *testing.T, cfg Config) *Hub {
 // lane secret).
 func joinLane(t *testing.T, creds *pki.Credentials, name string, to *Hub, proof func(lane []byte) []byte) error {
 	t.Helper()
+	return sendHello(t, creds, to, ca.Hub, func(sec *hub.Secured) *wire.Hello {
+		mine, err := sec.LaneSecret()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &wire.Hello{Role: "hub", Machine: identity.Machine{ID: creds.Key.ID(), Name: name}, Version: wire.Version, Lane: &wire.LaneJoin{Proof: proof(mine)}}
+	})
+}
+
+// sendHello runs a link's handshake with hub to (as a peer of role, ""
+// for any) and sends it the hello made after the handshake; the error is
+// what the hub's answer says (nil: its hello).
+func sendHello(t *testing.T, creds *pki.Credentials, to *Hub, role ca.Role, hello func(*hub.Secured) *wire.Hello) error {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	c, err := net.Dial("tcp", to.Addr().String())
@@ -325,16 +339,12 @@ func joinLane(t *testing.T, creds *pki.Credentials, name string, to *Hub, proof 
 		t.Fatal(err)
 	}
 	defer c.Close()
-	sec, err := hub.Secure(ctx, creds, c, true, to.ID(), ca.Hub)
+	sec, err := hub.Secure(ctx, creds, c, true, to.ID(), role)
 	if err != nil {
 		return err
 	}
-	mine, err := sec.LaneSecret()
-	if err != nil {
-		t.Fatal(err)
-	}
-	hello := &wire.Hello{Role: "hub", Machine: identity.Machine{ID: creds.Key.ID(), Name: name}, Version: wire.Version, Lane: &wire.LaneJoin{Proof: proof(mine)}}
-	if err := hub.WriteHello(c, sec.Sealer, hello); err != nil {
+	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+	if err := hub.WriteHello(c, sec.Sealer, hello(sec)); err != nil {
 		return sec.Explain(err)
 	}
 	if err := sec.Verdict(); err != nil {

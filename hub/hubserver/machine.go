@@ -19,8 +19,12 @@ const maxObserved = 8
 
 // nodeRecord is what the hub keeps for a node that presents machine m on
 // a link from remote: m with the hub fields filled and remote among the
-// observed addresses.
+// observed addresses; m's host-scoped addresses only if remote is on this
+// hub's host (hostscope.go).
 func (h *Hub) nodeRecord(m identity.Machine, remote netip.AddrPort) identity.Machine {
+	if !onHost(remote) {
+		m, _ = m.WithoutHostScoped()
+	}
 	m.Addrs = slices.Clone(m.Addrs)
 	m.Observed = slices.Clone(m.Observed)
 	m.Hub, m.HubName = h.id, h.cfg.Name

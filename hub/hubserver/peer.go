@@ -111,8 +111,13 @@ func (h *Hub) newPeer(c net.Conn, sealer *wire.Sealer, hello *wire.Hello, dialed
 // send sends m on p's link as p's protocol version decodes it (a lookup's
 // answer without virtual addresses for a peer older than
 // wire.VersionVirtual, without the hubs it could not ask for one older
-// than wire.VersionUnreached: its strict decoder would close the link).
+// than wire.VersionUnreached: its strict decoder would close the link),
+// and without host-scoped addresses for a peer on another host
+// (hostscope.go).
 func (p *peer) send(m *wire.Message) bool {
+	if !p.onHost() {
+		m = wire.StripHostScoped(m)
+	}
 	return p.t.SendControl(wire.StripUnreached(wire.StripVirtual(m, p.version), p.version))
 }
 

@@ -104,6 +104,8 @@ func (h *Hub) open(p *peer, in *lane, f wire.Frame) error {
 	} else if out = h.nextHop(o.ToHub); out == nil {
 		return refuse(refNoRoute, fmt.Sprintf("hub %s: no route to hub %s", h.cfg.Name, h.hubName(o.ToHub)))
 	}
+	// the opener's addresses as they may cross both trunks (hostscope.go)
+	o.From = out.across(p.across(o.From))
 	payload, err := json.Marshal(o)
 	if err != nil {
 		return refuse(refBadOpen, fmt.Sprintf("hub %s: %v", h.cfg.Name, err))

@@ -40,9 +40,12 @@ import (
 // directory gives it, never what the node says of itself; a peer older
 // than wire.VersionVirtual gets the answer without them (peer.send).
 //
-// The hub cannot know the grid's prefixes: it keeps addresses unique, one
-// IPv4 and one IPv6 per node, and refuses only what no node may hold
-// (wire.CheckVirtualAddr).
+// The hub keeps addresses unique, one IPv4 and one IPv6 per node, refuses
+// what no node may hold (wire.CheckVirtualAddr) and what lies outside the
+// grid's virtual prefixes (Config.VirtualPrefixes: outsidePrefixes), so
+// that no node holds an underlay address that NAME.grid and lookups by
+// address would then give out; the node is told (wire.AddrOutside) and
+// the hub logs it.
 
 // vipDir is the hub's part of the directory, under h.mu.
 type vipDir struct {
@@ -253,6 +256,10 @@ func (h *Hub) runClaim(p *peer, v *wire.Virtual) {
 		if !a.IsValid() || (d.held[a] != nil && d.held[a].p == p) {
 			continue // none, or held already
 		}
+		if t := h.outsidePrefixes(a); t != nil {
+			taken = append(taken, *t)
+			continue
+		}
 		hold := wire.Holding{Node: p.machine, Owner: ownerOf(p), SinceMs: since.UnixMilli()}
 		evict, lost := h.judgeAddrLocked(a, &hold)
 		if lost != nil {
@@ -350,6 +357,18 @@ func (h *Hub) runClaim(p *peer, v *wire.Virtual) {
 		h.logf("hub %s: node %s (%s) holds virtual addresses %s", h.cfg.Name, p.name, p.id.Short(), addrList(now))
 	}
 	p.t.SendControl(&wire.Message{Kind: wire.KVirtualAck, VirtualAck: &wire.VirtualAck{Query: v.Query, V4: now[0], V6: now[1], Taken: taken}})
+}
+
+// outsidePrefixes is the refusal of a claim of a, when a lies outside
+// the grid's virtual prefixes.
+func (h *Hub) outsidePrefixes(a netip.Addr) *wire.AddrTaken {
+	for _, p := range h.cfg.VirtualPrefixes {
+		if p.Contains(a) {
+			return nil
+		}
+	}
+	return &wire.AddrTaken{Addr: a, Code: wire.AddrOutside,
+		Reason: fmt.Sprintf("%s is outside the grid's virtual prefixes %v (the hubs' --vip-prefix; a node's --vip-prefix4/6 must lie in them)", a, h.cfg.VirtualPrefixes)}
 }
 
 // addrList is a node's addresses for a log line: "100.96.0.5 fd67:726c::5".

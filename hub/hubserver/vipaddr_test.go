@@ -238,3 +238,71 @@ func TestVirtualSettledWhenHubsMeet(t *testing.T) {
 		t.Errorf("lookup at b: %v %v, want first", m, err)
 	}
 }
+
+// A node claiming an address outside the grid's virtual prefixes (an
+// underlay address, which NAME.grid and lookups by address would then
+// give out: issue 32) is refused, told which address and why, as the
+// refusing hub logs it; it holds none of it, and no lookup finds it. A
+// hub configured with the grid's own prefixes admits claims in them
+// only.
+func TestVirtualAddrOutsidePrefixesRefused(t *testing.T) {
+	a, alog := namedHub(t, "a", creds(t))
+	ctx := context.Background()
+	underlay4, underlay6 := netip.MustParseAddr("198.51.100.7"), netip.MustParseAddr("2001:db8::7")
+	evil := vipNode(t, "squat", a)
+	err := evil.ClaimAddrs(ctx, underlay4, underlay6)
+	for _, addr := range []netip.Addr{underlay4, underlay6} {
+		outsideRefused(t, err, addr, "squat", alog)
+	}
+	if v4, v6, _ := evil.VirtualAddrs(); v4.IsValid() || v6.IsValid() {
+		t.Errorf("the refused node holds %v %v", v4, v6)
+	}
+	n := vipNode(t, "asker", a)
+	if m, err := n.LookupAddr(ctx, underlay4); !errors.Is(err, hub.ErrNotFound) {
+		t.Errorf("lookup of the refused address: %v %v, want not found", m, err)
+	}
+	// in the prefixes and out of them in one claim: the one held, the
+	// other refused.
+	if err := evil.ClaimAddrs(ctx, v4a, underlay6); !errors.Is(err, hub.ErrAddrOutside) || errors.Is(err, hub.ErrAddrTaken) {
+		t.Errorf("a claim half outside: %v", err)
+	}
+	if v4, v6, _ := evil.VirtualAddrs(); v4 != v4a || v6.IsValid() {
+		t.Errorf("after a claim half outside the node holds %v %v, want only %v", v4, v6, v4a)
+	}
+
+	logs := newLogBook(t, "own: ")
+	own := startHub(t, Config{Name: "own", Creds: creds(t), Logf: logs.logf,
+		VirtualPrefixes: []netip.Prefix{netip.MustParsePrefix("10.99.0.0/16"), netip.MustParsePrefix("fd00:1::/48")}})
+	m := vipNode(t, "member", own)
+	if err := m.ClaimAddrs(ctx, netip.MustParseAddr("10.99.0.5"), netip.MustParseAddr("fd00:1::5")); err != nil {
+		t.Errorf("a claim in the grid's own prefixes: %v", err)
+	}
+	outsideRefused(t, vipNode(t, "default", own).ClaimAddrs(ctx, v4b, netip.Addr{}), v4b, "default", logs)
+	if _, err := New(Config{Name: "bad", Creds: creds(t), Listen: "127.0.0.1:0", VirtualPrefixes: []netip.Prefix{netip.MustParsePrefix("10.99.0.1/16")}}); err == nil {
+		t.Error("a hub with a prefix with host bits started")
+	}
+}
+
+// outsideRefused checks that err refuses address a to node refused as
+// outside the grid's prefixes, in the words the refusing hub logged.
+func outsideRefused(t *testing.T, err error, a netip.Addr, refused string, hubLog *logBook) {
+	t.Helper()
+	var oe *hub.AddrOutsideError
+	if j, ok := err.(interface{ Unwrap() []error }); ok { // errors.Join: one per address
+		for _, e := range j.Unwrap() {
+			if errors.As(e, &oe) && oe.Addr == a {
+				break
+			}
+			oe = nil
+		}
+	}
+	if oe == nil || !errors.Is(err, hub.ErrAddrOutside) || !errors.Is(err, direct.ErrRefused) {
+		t.Fatalf("got %v, want the address %s refused as outside the prefixes (hub.ErrAddrOutside)", err, a)
+	}
+	for _, want := range []string{a.String(), "outside the grid's virtual prefixes"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refused node's error %q does not say %q", err, want)
+		}
+	}
+	hubLog.wait(t, "the refusing hub's log", "node "+refused+" (", "refused", oe.Reason)
+}

@@ -14,7 +14,7 @@ const module = "github.com/gridlink/gridlink"
 // (and its own subpackages). Paths are relative to the module; a path
 // covers its subpackages.
 var layers = [][]string{
-	{"identity"},
+	{"identity", "peercred"}, // peercred: which local account is at a connection's other end (the kernel's word)
 	{"status"},        // the JSON schema of what agents and hubs report
 	{"agent/control"}, // the agent's control API as its callers see it: schema, sockets, client
 	{"pki"},
@@ -104,7 +104,7 @@ func TestTUNThroughSeam(t *testing.T) {
 
 func TestLayerOf(t *testing.T) {
 	for rel, want := range map[string]string{"": "", "internal/lab/matrix": "internal/lab", "internal/archtest": "internal", "cmd/gridlab": "cmd", "hub": "hub", "vconn/splice": "vconn", "tun": "tun", "tun/tuntest": "tun", "vip": "vip", "exec": "exec", "dashboard": "dashboard", "metrics": "metrics",
-		"agent": "agent", "agent/control": "agent/control", "status": "status"} {
+		"agent": "agent", "agent/control": "agent/control", "status": "status", "peercred/peercredtest": "peercred"} {
 		if _, got, ok := layerOf(rel); !ok || got != want {
 			t.Errorf("layerOf(%q) = %q, %v; want %q", rel, got, ok, want)
 		}

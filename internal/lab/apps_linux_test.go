@@ -276,13 +276,14 @@ func (L *appsLab) curl(t *testing.T, ctx context.Context) {
 }
 
 // bind: socksio (not written here) sends BIND to gridlink socks on
-// das3v-n1; the peer, on desktop-pc, reaches the address the first reply
+// das3v-n1 for the peer desktop-pc.grid (DST.ADDR: the only node it
+// admits); the peer, on desktop-pc, reaches the address the first reply
 // names with gridlink nc; the bytes and their hash go both ways.
 func (L *appsLab) bind(t *testing.T, ctx context.Context) {
 	sp := startIn(t, L.das3v, "socks-das3v", L.bin, "socks", "--listen", "127.0.0.1:1081")
 	sp.waitLog(t, "listening on", 10*time.Second)
 	script, _ := filepath.Abs("testdata/apps/bind_socksio.py")
-	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", lab.HostNS(L.das3v), python, script, "127.0.0.1", "1081")
+	cmd := exec.CommandContext(ctx, "ip", "netns", "exec", lab.HostNS(L.das3v), python, script, "127.0.0.1", "1081", "desktop-pc.grid")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -308,7 +309,7 @@ func (L *appsLab) bind(t *testing.T, ctx context.Context) {
 	if want := fmt.Sprintf("sha256 %x\n", sha256.Sum256(msg)); string(out) != want {
 		t.Fatalf("the peer got %q, want %q", out, want)
 	}
-	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "peer ") || !strings.HasSuffix(strings.Fields(lines.Text())[1], ".grid") {
+	if !lines.Scan() || !strings.HasPrefix(lines.Text(), "peer desktop-pc.grid ") {
 		t.Fatalf("second BIND reply: %q %s", lines.Text(), errb.String())
 	}
 	if err := cmd.Wait(); err != nil {

@@ -160,7 +160,8 @@ func alive(pid int) bool {
 	return err == nil && bytes.Contains(cmd, []byte(EmulateCmd))
 }
 
-// Leftovers lists what a previous run left: lab namespaces and state.
+// Leftovers lists what a previous run left: lab namespaces, state, and
+// the files in /etc/netns that are the lab's (netnsetc.go).
 func Leftovers() ([]string, error) {
 	names, err := netns.List(Prefix)
 	if err != nil {
@@ -169,5 +170,5 @@ func Leftovers() ([]string, error) {
 	if _, err := os.Stat(statePath()); err == nil {
 		names = append(names, statePath())
 	}
-	return names, nil
+	return append(names, etcOurs(EtcNetns)...), nil
 }

@@ -2,6 +2,7 @@ package lab
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/gridlink/gridlink/internal/lab/topology"
@@ -26,8 +27,9 @@ func GatewayNS(s *topology.Site) string { return Prefix + s.Name + "-gw" }
 type Step struct {
 	What string   // for messages
 	NS   string   // namespace, or "" for the root namespace
-	Tool string   // "ip" (ip -batch), "nft" (nft -f) or "sysctl"
-	Body []string // batch lines
+	Tool string   // "ip" (ip -batch), "nft" (nft -f), "sysctl" or "file"
+	Body []string // batch lines; a file's lines
+	File string   // Tool "file": the file written (netnsetc.go)
 }
 
 // Shell renders the step as a shell command, for --dry-run and errors.
@@ -44,6 +46,8 @@ func (s Step) Shell() string {
 		head = fmt.Sprintf("ip netns exec %s nft -f - <<'EOF'", s.NS)
 	case s.Tool == "sysctl":
 		return fmt.Sprintf("# %s\nip netns exec %s sysctl -q -w %s\n", s.What, s.NS, strings.Join(s.Body, " "))
+	case s.Tool == "file":
+		head = fmt.Sprintf("mkdir -p %s && cat > %s <<'EOF'", filepath.Dir(s.File), s.File)
 	}
 	return fmt.Sprintf("# %s\n%s\n%s\nEOF\n", s.What, head, strings.Join(s.Body, "\n"))
 }
@@ -63,6 +67,8 @@ func Plan(t *topology.Topology) []Step {
 		add = append(add, "netns add "+ns)
 	}
 	steps = append(steps, Step{What: "namespaces", Tool: "ip", Body: add})
+	// their names, before anything runs in them (netnsetc.go)
+	steps = append(steps, etcSteps(t, all)...)
 
 	// sysctls first, so interfaces made later inherit "no IPv6".
 	for _, ns := range all {

@@ -215,6 +215,8 @@ func run(s Step) error {
 			args = append([]string{"-n", s.NS}, args...)
 		}
 		cmd = exec.Command("ip", args...)
+	case "file":
+		return writeEtc(s)
 	case "nft":
 		cmd = exec.Command("nft", "-f", "-")
 		if s.NS != "" {

@@ -69,15 +69,25 @@ func (n *Network) port() uint16 {
 }
 
 // Dial connects to the listener at addr ("IP:PORT"), or fails as a
-// refused connect does when none listens there.
+// refused connect does when none listens there. The connection comes
+// from addr's IP address, as one to a loopback address does.
 func (n *Network) Dial(ctx context.Context, addr string) (net.Conn, error) {
+	return n.DialFrom(ctx, netip.Addr{}, addr)
+}
+
+// DialFrom is Dial from the IP address from (the listener sees a
+// connection of another host); the zero address dials as Dial does.
+func (n *Network) DialFrom(ctx context.Context, from netip.Addr, addr string) (net.Conn, error) {
 	ap, err := netip.ParseAddrPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("memnet: dial %s: %w", addr, err)
 	}
+	if !from.IsValid() {
+		from = ap.Addr()
+	}
 	n.mu.Lock()
 	l := n.listeners[ap]
-	local := netip.AddrPortFrom(ap.Addr(), n.port())
+	local := netip.AddrPortFrom(from, n.port())
 	n.mu.Unlock()
 	refused := &net.OpError{Op: "dial", Net: "tcp", Addr: net.TCPAddrFromAddrPort(ap), Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
 	if l == nil {

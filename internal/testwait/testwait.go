@@ -5,7 +5,8 @@
 // It leaves waiting for a timer alone: a test that only waits for time to
 // pass runs in a testing/synctest bubble instead, where time is synthetic
 // (see portmap's renewal tests). Until works inside a bubble too: its sleeps
-// advance the synthetic clock.
+// advance the synthetic clock. A Log (log.go) is what a test's servers
+// write and the test waits on, line by line.
 package testwait
 
 import (

@@ -53,3 +53,28 @@ func TestUntilTimesOut(t *testing.T) {
 		}
 	})
 }
+
+// Log.Line finds the line that holds every part, also once another
+// goroutine has written it; one that never comes fails, naming the parts.
+func TestLogLine(t *testing.T) {
+	var l Log
+	l.Logf("exit for %s: opened", "alice")
+	go l.Logf("exit refused %s: %s", "alice", "loopback")
+	if got := l.Line(t, "refused", "alice", "loopback"); got != "exit refused alice: loopback" {
+		t.Errorf("Line = %q", got)
+	}
+	synctest.Test(t, func(t *testing.T) {
+		r := &recorder{TB: t}
+		func() {
+			defer func() {
+				if p := recover(); p != r {
+					panic(p)
+				}
+			}()
+			l.Line(r, "refused", "bob")
+		}()
+		if !strings.Contains(r.msg, `a log line with ["refused" "bob"]`) {
+			t.Errorf("a line that never comes: %q", r.msg)
+		}
+	})
+}

@@ -9,8 +9,10 @@ import (
 	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"errors"
 	"math/big"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -301,3 +303,32 @@ func TestCheckCA(t *testing.T) {
 }
 
 func pkixName(cn string) pkix.Name { return pkix.Name{CommonName: cn} }
+
+// A hub's or node's certificate certifies only names a hub admits
+// (identity.CheckName, issue 32): no dot (NAME.grid), '@', space,
+// control character or the form of an ID. A user's CN stays a login
+// name.
+func TestIssueRefusesMachineNames(t *testing.T) {
+	a := newCA(t, "grid")
+	_, ed, _ := ed25519.GenerateKey(rand.Reader)
+	id := identity.KeyFromSeed(make([]byte, 32)).ID().String()
+	for name, r := range map[string]Request{
+		"node NAME.grid":  {Role: Node, Name: "c.grid", Key: ed.Public()},
+		"hub with @":      {Role: Hub, Name: "alice@vu", Key: ed.Public()},
+		"node with +":     {Role: Node, Name: "a+b", Key: ed.Public()},
+		"node ID":         {Role: Node, Name: id, Key: ed.Public()},
+		"alias with dot":  {Role: Node, Name: "n1", Aliases: []string{"das3v.data"}, Key: ed.Public()},
+		"alias of 64":     {Role: Hub, Name: "h", Aliases: []string{string(bytes.Repeat([]byte("a"), 64))}, Key: ed.Public()},
+		"alias ID-shaped": {Role: Hub, Name: "h", Aliases: []string{strings.ToUpper(id)}, Key: ed.Public()},
+	} {
+		if _, err := a.Issue(r); !errors.Is(err, identity.ErrBadName) {
+			t.Errorf("%s: %v, want a refusal naming the bad name", name, err)
+		}
+	}
+	if _, err := a.Issue(Request{Role: Node, Name: "das3v-n1", Aliases: []string{"das3v-data", "N1_b"}, Key: ed.Public()}); err != nil {
+		t.Errorf("a node certificate: %v", err)
+	}
+	if _, err := a.Issue(Request{Role: User, Name: "alice@vu", Key: ed.Public()}); err != nil {
+		t.Errorf("a user's certificate: %v", err)
+	}
+}

@@ -15,6 +15,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gridlink/gridlink/identity"
 )
 
 // Role is what an end-entity certificate's holder is in the grid; it is the
@@ -83,6 +85,9 @@ func (a *Authority) Issue(r Request) (*x509.Certificate, error) {
 	}
 	if err := checkName(r.Name); err != nil {
 		return nil, fmt.Errorf("ca: %w", err)
+	}
+	if err := checkMachineName(r.Role, r.Name); err != nil {
+		return nil, err
 	}
 	groups, err := normGroups(r.Groups)
 	if err != nil {
@@ -161,12 +166,26 @@ func normAliases(role Role, in []string) ([]string, error) {
 	}
 	out := slices.Clone(in)
 	for _, a := range out {
-		if err := checkName(a); err != nil {
+		if err := checkMachineName(role, a); err != nil {
 			return nil, fmt.Errorf("ca: alias: %w", err)
 		}
 	}
 	slices.Sort(out)
 	return slices.Compact(out), nil
+}
+
+// checkMachineName checks a name a hub's or node's certificate would
+// certify: the name it goes by, so one a hub admits (identity.CheckName:
+// no dot, '@', space or control character, at most 63 bytes). A user's
+// CN is a login name (checkName), never a node's name.
+func checkMachineName(role Role, name string) error {
+	if role == User {
+		return nil
+	}
+	if err := identity.CheckName(name); err != nil {
+		return fmt.Errorf("ca: a %s certificate's name: %w", role, err)
+	}
+	return nil
 }
 
 func checkKey(role Role, key crypto.PublicKey) error {

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"github.com/gridlink/gridlink/internal/lab"
 	"github.com/gridlink/gridlink/internal/lab/netns"
 )
 
@@ -89,12 +90,11 @@ func (c *Cluster) writeFiles() error {
 
 // hostsText is the hosts file: localhost, then ADDR NAME for every host.
 func hostsText(hosts []Host) []byte {
-	var b strings.Builder
-	b.WriteString("# written by package cluster\n127.0.0.1 localhost\n::1 localhost\n")
-	for _, h := range hosts {
-		fmt.Fprintf(&b, "%s %s\n", h.Addr, h.Name)
+	names := make([]lab.HostName, len(hosts))
+	for i, h := range hosts {
+		names[i] = lab.HostName{Name: h.Name, Addr: h.Addr}
 	}
-	return []byte(b.String())
+	return lab.HostsText("# written by package cluster\n", names)
 }
 
 // knownHostsLine names h's key under its name and its address, with the

@@ -5,7 +5,10 @@
 //
 // A goroutine enters a namespace on a locked OS thread. Sockets created
 // there stay in that namespace for their whole life, whichever thread later
-// uses them, so Do can hand them back to ordinary code.
+// uses them, so Do can hand them back to ordinary code. Code run by Do
+// keeps the root namespace's /etc (not the lab's /etc/netns/NS files,
+// which only `ip netns exec` mounts): a name looked up there asks the
+// machine's name servers, out of the namespace's reach; use addresses.
 package netns
 
 import (

@@ -3,8 +3,9 @@
 implementation not written by gridlink: its request encoder sends the BIND
 command and its reply parser reads both replies.
 
-usage: bind_socksio.py PROXY_HOST PROXY_PORT
-Prints "bound HOST PORT" once the proxy listens, waits for the peer, reads
+usage: bind_socksio.py PROXY_HOST PROXY_PORT PEER
+PEER (NAME.grid) is the expected peer, the BIND's DST.ADDR: gridlink socks
+admits no other. Prints "bound HOST PORT" once the proxy listens, waits for the peer, reads
 what it sends until EOF, answers "sha256 HEX\n" and prints "peer HOST PORT".
 """
 import hashlib
@@ -14,6 +15,7 @@ import sys
 from socksio import socks5
 
 proxy = (sys.argv[1], int(sys.argv[2]))
+peer = sys.argv[3]
 s = socket.create_connection(proxy, timeout=60)
 conn = socks5.SOCKS5Connection()
 conn.send(socks5.SOCKS5AuthMethodsRequest([socks5.SOCKS5AuthMethod.NO_AUTH_REQUIRED]))
@@ -44,7 +46,7 @@ def host_of(r):
     return r.addr
 
 
-conn.send(socks5.SOCKS5CommandRequest.from_address(socks5.SOCKS5Command.BIND, ("0.0.0.0", 0)))
+conn.send(socks5.SOCKS5CommandRequest.from_address(socks5.SOCKS5Command.BIND, (peer, 0)))
 s.sendall(conn.data_to_send())
 first = read_reply()
 if first.reply_code != socks5.SOCKS5ReplyCode.SUCCEEDED:

@@ -8,46 +8,22 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 
-	"golang.org/x/sys/unix"
+	"github.com/gridlink/gridlink/peercred/peercredtest"
 )
 
 // nobody is the uid the tests play another user with.
-const nobody = 65534
+const nobody = peercredtest.Nobody
 
-// dialAs connects to addr from a socket that uid owns: the socket is
-// made on a thread whose effective uid is uid for the call (setresuid on
-// that thread alone), as another user's process would make it. It needs
-// root.
+// dialAs connects to addr from a socket that uid owns (needs root).
 func dialAs(t *testing.T, uid int, addr string) net.Conn {
-	t.Helper()
-	type result struct {
-		c   net.Conn
-		err error
-	}
-	res := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread() // the thread ends with the goroutine: its uid goes with it
-		if _, _, e := unix.RawSyscall(unix.SYS_SETRESUID, ^uintptr(0), uintptr(uid), ^uintptr(0)); e != 0 {
-			res <- result{nil, e}
-			return
-		}
-		c, err := net.Dial("tcp", addr)
-		res <- result{c, err}
-	}()
-	r := <-res
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	return r.c
+	return peercredtest.DialAs(t, uid, "tcp", addr)
 }
 
 // A connection from another user is refused even with the right token:
@@ -181,31 +157,4 @@ func gridlinkBin(t *testing.T) string {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
-}
-
-func TestParseSocketLine(t *testing.T) {
-	uid, l, r, ok := parseSocketLine("   3: 0100007F:A0B4 0100007F:1F90 01 00000000:00000000 00:00000000 00000000  1000        0 4242 1 0000000000000000 20 4 30 10 -1")
-	if !ok || uid != 1000 || l != netip.MustParseAddrPort("127.0.0.1:41140") || r != netip.MustParseAddrPort("127.0.0.1:8080") {
-		t.Errorf("parsed %d %v %v %v", uid, l, r, ok)
-	}
-	uid, l, _, ok = parseSocketLine("   0: 00000000000000000000000001000000:1F90 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1")
-	if !ok || uid != 0 || l != netip.MustParseAddrPort("[::1]:8080") {
-		t.Errorf("parsed IPv6 %d %v %v", uid, l, ok)
-	}
-	for _, bad := range []string{"", "sl local", "0: 0100007F:A0B4 0100007F:1F90 01 0 0 0 x", "0: 0100007:A0B4 0100007F:1F90 01 0 0 0 1", "0: 0100007F:FFFFF 0100007F:1F90 01 0 0 0 1"} {
-		if _, _, _, ok := parseSocketLine(bad); ok {
-			t.Errorf("parsed %q", bad)
-		}
-	}
-}
-
-func FuzzParseSocketLine(f *testing.F) {
-	f.Add("   3: 0100007F:A0B4 0100007F:1F90 01 00000000:00000000 00:00000000 00000000  1000        0 4242")
-	f.Add("0: 00000000000000000000000001000000:1F90 00000000000000000000000000000000:0000 0A 0 0 0 0")
-	f.Fuzz(func(t *testing.T, line string) {
-		_, l, r, ok := parseSocketLine(line)
-		if ok && (!l.IsValid() || !r.IsValid()) {
-			t.Fatalf("accepted %q with invalid ends", line)
-		}
-	})
 }
