@@ -5,6 +5,8 @@ import (
 	"net"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // listenControl readies a listening socket for floods of connections that
@@ -67,4 +69,44 @@ func PeekFirstRecord(c net.Conn) error {
 		return err
 	}
 	return perr
+}
+
+// WholeFirstMessage tells, without waiting and without consuming
+// anything, whether c's socket already holds its peer's whole first
+// message: a whole TLS record (its ClientHello) or, when other is not
+// "", the whole of other, if the bytes start as it does. It reports
+// false for a connection that is no socket (it cannot tell).
+func WholeFirstMessage(c net.Conn, other string) bool {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return false
+	}
+	whole := false
+	_ = rc.Control(func(fd uintptr) {
+		var hdr [recordHeader]byte
+		n, _, e := syscall.Recvfrom(int(fd), hdr[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		if e != nil || n == 0 {
+			return
+		}
+		want := 0
+		switch {
+		case other != "" && string(hdr[:n]) == other[:min(n, len(other))]:
+			want = len(other)
+		case n == recordHeader:
+			size, err := recordSize(hdr[:])
+			if err != nil {
+				return
+			}
+			want = recordHeader + size
+		default:
+			return
+		}
+		queued, err := unix.IoctlGetInt(int(fd), unix.SIOCINQ)
+		whole = err == nil && queued >= want
+	})
+	return whole
 }

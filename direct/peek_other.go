@@ -13,3 +13,6 @@ func listenControl(_, _ string, _ syscall.RawConn) error { return nil }
 // PeekFirstRecord does not check connections elsewhere than Linux: the
 // handshake's timeout bounds them.
 func PeekFirstRecord(net.Conn) error { return nil }
+
+// WholeFirstMessage cannot tell elsewhere than Linux: it reports false.
+func WholeFirstMessage(net.Conn, string) bool { return false }

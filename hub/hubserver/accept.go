@@ -11,6 +11,7 @@ import (
 
 	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/pki"
+	"github.com/gridlink/gridlink/wire"
 )
 
 // The accept path: what strangers can make a hub hold and log before
@@ -61,6 +62,10 @@ func (h *Hub) logQuiet(reason, format string, args ...any) {
 		h.logf(format, args...)
 	}
 }
+
+// spoke tells the hub's gate whether a connection's whole first message,
+// a TLS ClientHello or an observation request, is in its socket.
+func spoke(c net.Conn) bool { return direct.WholeFirstMessage(c, wire.ObserveRequest) }
 
 // outOfFiles tells an accept error that a spare descriptor would cure.
 func outOfFiles(err error) bool {

@@ -250,6 +250,7 @@ func New(cfg Config) (*Hub, error) {
 	}
 	h.lookups.pending = map[uint64]*query{}
 	h.quiet = h.newQuiet()
+	h.gate.Spoke = spoke
 	// State numbers start from the clock, so a restarted hub's states are
 	// newer than any of its previous life.
 	h.state = uint64(time.Now().UnixMilli()) * 2
