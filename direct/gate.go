@@ -25,7 +25,7 @@ const (
 
 // Gate bounds the connections a listener holds while their handshakes run
 // (unauthenticated: anyone can open them), in all (Max) and per source
-// address (PerSource; an IPv6 source is its /64). It never refuses a
+// address (PerSource; an IPv6 source is its /64). Admit never refuses a
 // newcomer: when a bound is reached it sheds an older pending connection
 // instead (victimLocked says which): a source's idle connections (no
 // whole first message yet, see Pending.Hello) beyond PerSource; when the
@@ -42,7 +42,11 @@ const (
 // message (Pending.Hello) or, with Spoke set, until the Gate finds that
 // message whole in its socket when it looks for one to shed: on a busy
 // machine the goroutine that will read it may not have run yet, and a
-// peer that spoke at once is not shed for that.
+// peer that spoke at once is not shed for that. With Spoke set, the
+// listener may ask TurnAway first, which closes a newcomer to a full
+// gate that has been silent since it connected for StaleAfter (it
+// waited in the accept queue): the one connection Admit would shed
+// soonest, at a fraction of the cost.
 //
 // The zero value uses the defaults. Safe for concurrent use.
 type Gate struct {

@@ -110,3 +110,24 @@ func WholeFirstMessage(c net.Conn, other string) bool {
 	})
 	return whole
 }
+
+// SilentFor is how long c's peer has sent nothing: since its last data,
+// or since the connection was set up if it sent none (TCP_INFO's
+// last_data_recv, in milliseconds). ok is false where it cannot tell.
+func SilentFor(c net.Conn) (d time.Duration, ok bool) {
+	sc, isSock := c.(syscall.Conn)
+	if !isSock {
+		return 0, false
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return 0, false
+	}
+	_ = rc.Control(func(fd uintptr) {
+		info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO)
+		if err == nil {
+			d, ok = time.Duration(info.Last_data_recv)*time.Millisecond, true
+		}
+	})
+	return d, ok
+}

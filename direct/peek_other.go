@@ -5,6 +5,7 @@ package direct
 import (
 	"net"
 	"syscall"
+	"time"
 )
 
 // listenControl leaves listening sockets as they are elsewhere than Linux.
@@ -16,3 +17,6 @@ func PeekFirstRecord(net.Conn) error { return nil }
 
 // WholeFirstMessage cannot tell elsewhere than Linux: it reports false.
 func WholeFirstMessage(net.Conn, string) bool { return false }
+
+// SilentFor cannot tell elsewhere than Linux.
+func SilentFor(net.Conn) (time.Duration, bool) { return 0, false }

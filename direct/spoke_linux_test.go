@@ -1,8 +1,10 @@
 package direct
 
 import (
+	"errors"
 	"net"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -65,6 +67,47 @@ func TestWholeFirstMessage(t *testing.T) {
 	} else {
 		a.Close()
 		b.Close()
+	}
+}
+
+// A full gate turns away a newcomer that has been silent since it
+// connected (it waited in the accept queue while the listener was busy)
+// at once, with a reset the dialler reads, instead of admitting it and
+// shedding an older one; one whose first message is in, and any while
+// the gate has room, it admits.
+func TestGateTurnsAwaySilent(t *testing.T) {
+	g := &Gate{Max: 1, Spoke: func(c net.Conn) bool { return WholeFirstMessage(c, "") }}
+	held, _ := tcpPair(t)
+	if s := g.TurnAway(held); s != nil {
+		t.Fatalf("the gate has room: turned away %+v", s)
+	}
+	g.Admit(held)
+	stale := func(c net.Conn) func() bool {
+		return func() bool { d, ok := SilentFor(c); return ok && d >= StaleAfter }
+	}
+
+	silent, silentCli := tcpPair(t)
+	testwait.Until(t, "the newcomer silent for StaleAfter", 5*time.Second, stale(silent))
+	s := g.TurnAway(silent)
+	if s == nil || !strings.Contains(s.Reason, "turned away: silent for") {
+		t.Fatalf("full gate, silent newcomer: %+v, want it turned away", s)
+	}
+	_ = silentCli.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := silentCli.Read(make([]byte, 1)); !errors.Is(err, syscall.ECONNRESET) {
+		t.Errorf("the dialler of a turned-away connection read %v, want a reset", err)
+	}
+
+	spoken, spokenCli := tcpPair(t)
+	if _, err := spokenCli.Write(append([]byte{recordHandshake, 3, 1, 0, 4}, 1, 0, 0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	testwait.Until(t, "the ClientHello in the socket", 5*time.Second, func() bool { return WholeFirstMessage(spoken, "") })
+	testwait.Until(t, "the newcomer silent for StaleAfter", 5*time.Second, stale(spoken))
+	if s := g.TurnAway(spoken); s != nil {
+		t.Fatalf("full gate, the newcomer's ClientHello in: turned away %+v", s)
+	}
+	if g.Shed() != 1 || g.Len() != 1 {
+		t.Errorf("shed %d, pending %d; want 1 and 1", g.Shed(), g.Len())
 	}
 }
 
