@@ -29,8 +29,9 @@ import (
 // GRIDLINK_FLOOD_ROUNDS rounds (3). It logs a row per phase (attach
 // p50/p99/max, attaches whose TCP connect took over 900 ms: a SYN the
 // hub's full accept queue dropped, resent after 1 s; the hub's CPU time,
-// the flood's rate, the kernel's listen overflows, the hub's RSS and
-// descriptors) and reports the pooled percentiles. It ignores b.N: run
+// the flood's rate, the hub's CPU time per flood connection, the
+// kernel's listen overflows, the hub's RSS and descriptors) and reports
+// the pooled percentiles. It ignores b.N: run
 // it with -benchtime 1x (bench/flood.sh ATTACH=1).
 func BenchmarkFloodAttach(b *testing.B) {
 	total := envInt(b, "GRIDLINK_FLOOD_CONNS", 20000)
@@ -49,8 +50,8 @@ func BenchmarkFloodAttach(b *testing.B) {
 	_, fds0 := procStatus(pid)
 	b.Logf("flood of %d connections, each redialled at most every %v; %d attaches a phase, %d rounds; %d CPUs, load %s",
 		total, redial, n, rounds, runtime.NumCPU(), loadAvg())
-	b.Logf("| round | phase | attach p50 ms | p99 ms | max ms | connects over 900 ms | hub CPU s | new conns/s | listen overflows | hub RSS max KiB | hub fds max |")
-	b.Logf("|---|---|---|---|---|---|---|---|---|---|---|")
+	b.Logf("| round | phase | attach p50 ms | p99 ms | max ms | connects over 900 ms | hub CPU s | new conns/s | hub CPU µs a conn | listen overflows | hub RSS max KiB | hub fds max |")
+	b.Logf("|---|---|---|---|---|---|---|---|---|---|---|---|")
 	var idle, flooded []time.Duration
 	for r := 1; r <= rounds; r++ {
 		ph := runPhase(b, addr, pid, n, nil)
@@ -88,16 +89,17 @@ type phase struct {
 	times     []time.Duration // each attach (a failed one counts as its limit)
 	slowSYN   int             // attaches whose TCP connect took over 900 ms
 	hubCPU    time.Duration
-	rate      float64 // new flood connections a second
-	overflows int64   // the kernel's ListenOverflows
-	rss       int64   // KiB
+	rate      float64       // new flood connections a second
+	perConn   time.Duration // the hub's CPU time per new flood connection
+	overflows int64         // the kernel's ListenOverflows
+	rss       int64         // KiB
 	fds       int
 }
 
 func (p phase) String() string {
-	return fmt.Sprintf("%s | %s | %s | %d | %.2f | %.0f | %d | %d | %d",
+	return fmt.Sprintf("%s | %s | %s | %d | %.2f | %.0f | %.1f | %d | %d | %d",
 		msec(percentile(p.times, 0.5)), msec(percentile(p.times, 0.99)), msec(slices.Max(p.times)), p.slowSYN,
-		p.hubCPU.Seconds(), p.rate, p.overflows, p.rss, p.fds)
+		p.hubCPU.Seconds(), p.rate, float64(p.perConn.Nanoseconds())/1e3, p.overflows, p.rss, p.fds)
 }
 
 // runPhase times n attaches to the hub at addr (process pid), one after
@@ -129,7 +131,9 @@ func runPhase(b *testing.B, addr string, pid, n int, fl *flood) phase {
 	p.hubCPU = procCPU(b, pid) - cpu0
 	p.overflows = listenOverflows() - over0
 	if fl != nil {
-		p.rate = float64(fl.opened()-opened0) / time.Since(start).Seconds()
+		opened := fl.opened() - opened0
+		p.rate = float64(opened) / time.Since(start).Seconds()
+		p.perConn = p.hubCPU / time.Duration(max(opened, 1))
 	}
 	return p
 }
