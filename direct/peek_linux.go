@@ -29,18 +29,14 @@ func listenControl(_, _ string, c syscall.RawConn) error {
 // record does not come whole. A connection that is no socket is not
 // checked.
 func PeekFirstRecord(c net.Conn) error {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return nil
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
+	rc := rawConn(c)
+	if rc == nil {
 		return nil
 	}
 	buf := make([]byte, recordHeader+maxRecord)
 	want := recordHeader
 	var perr error
-	err = rc.Read(func(fd uintptr) bool {
+	err := rc.Read(func(fd uintptr) bool {
 		for {
 			n, _, e := syscall.Recvfrom(int(fd), buf[:want], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
 			switch {
@@ -77,12 +73,8 @@ func PeekFirstRecord(c net.Conn) error {
 // "", the whole of other, if the bytes start as it does. It reports
 // false for a connection that is no socket (it cannot tell).
 func WholeFirstMessage(c net.Conn, other string) bool {
-	sc, ok := c.(syscall.Conn)
-	if !ok {
-		return false
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
+	rc := rawConn(c)
+	if rc == nil {
 		return false
 	}
 	whole := false
@@ -115,12 +107,8 @@ func WholeFirstMessage(c net.Conn, other string) bool {
 // or since the connection was set up if it sent none (TCP_INFO's
 // last_data_recv, in milliseconds). ok is false where it cannot tell.
 func SilentFor(c net.Conn) (d time.Duration, ok bool) {
-	sc, isSock := c.(syscall.Conn)
-	if !isSock {
-		return 0, false
-	}
-	rc, err := sc.SyscallConn()
-	if err != nil {
+	rc := rawConn(c)
+	if rc == nil {
 		return 0, false
 	}
 	_ = rc.Control(func(fd uintptr) {
@@ -130,4 +118,17 @@ func SilentFor(c net.Conn) (d time.Duration, ok bool) {
 		}
 	})
 	return d, ok
+}
+
+// rawConn is c's socket, or nil for a connection that is no socket.
+func rawConn(c net.Conn) syscall.RawConn {
+	sc, ok := c.(syscall.Conn)
+	if !ok {
+		return nil
+	}
+	rc, err := sc.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	return rc
 }

@@ -37,14 +37,7 @@ func BenchmarkFloodAttach(b *testing.B) {
 	total := envInt(b, "GRIDLINK_FLOOD_CONNS", 20000)
 	rounds := envInt(b, "GRIDLINK_FLOOD_ROUNDS", 3)
 	n := envInt(b, "GRIDLINK_FLOOD_ATTACHES", 40)
-	redial := 4 * time.Second
-	if v := os.Getenv("GRIDLINK_FLOOD_REDIAL"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			b.Fatalf("GRIDLINK_FLOOD_REDIAL=%q", v)
-		}
-		redial = d
-	}
+	redial := envDuration(b, "GRIDLINK_FLOOD_REDIAL", 4*time.Second)
 	hubCmd, addr, _ := floodHub(b)
 	pid := hubCmd.Process.Pid
 	_, fds0 := procStatus(pid)
@@ -209,6 +202,22 @@ func msec(d time.Duration) string {
 	return strconv.FormatFloat(float64(d.Microseconds())/1e3, 'f', 1, 64)
 }
 
+// envDuration is the duration the environment variable name gives, or
+// def.
+func envDuration(t testing.TB, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("%s=%q", name, v)
+	}
+	return d
+}
+
+// envInt is the positive number the environment variable name gives, or
+// def.
 func envInt(b testing.TB, name string, def int) int {
 	v := os.Getenv(name)
 	if v == "" {

@@ -217,22 +217,8 @@ func TestFloodNewNodeAttaches(t *testing.T) {
 	if testing.Short() {
 		t.Skip("floods a hub with thousands of connections")
 	}
-	total := 20000
-	if v := os.Getenv("GRIDLINK_FLOOD_CONNS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < floodProcs {
-			t.Fatalf("GRIDLINK_FLOOD_CONNS=%q", v)
-		}
-		total = n
-	}
-	redial := floodRedial
-	if v := os.Getenv("GRIDLINK_FLOOD_REDIAL"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			t.Fatalf("GRIDLINK_FLOOD_REDIAL=%q", v)
-		}
-		redial = d
-	}
+	total := max(envInt(t, "GRIDLINK_FLOOD_CONNS", 20000), floodProcs)
+	redial := envDuration(t, "GRIDLINK_FLOOD_REDIAL", floodRedial)
 	hubCmd, addr, hubLines := floodHub(t)
 	pid := hubCmd.Process.Pid
 	calm, err := attachTime(t, addr, "calm", 5*time.Second)
