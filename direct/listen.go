@@ -130,6 +130,7 @@ func Listen(ctx context.Context, cfg ListenConfig) (*Listener, error) {
 	if l.log == nil {
 		l.log = slog.Default()
 	}
+	l.gate.Spoke = func(c net.Conn) bool { return WholeFirstMessage(c, "") }
 	l.quiet = NewQuiet(0, 0, func(reason string, more int, since time.Time) {
 		l.log.Info("direct: more connections not logged", "reason", reason, "count", more, "since", since.Format(time.TimeOnly))
 	})
