@@ -109,6 +109,9 @@ function renderConns(st) {
   $("#agent-error").textContent = st.agent_error || "";
   const conns = (st.agent && st.agent.conns) || [];
   $("#node-name").textContent = st.agent ? `of ${st.agent.node.name}` : "";
+  // the node's proxy or certificate and revocation lists: their ends
+  $("#node-creds").replaceChildren(...((st.agent && st.agent.credentials) || []).map((c) => el("span", { class: c.state, "data-kind": c.kind },
+    `${c.kind} ${c.state}, ${c.kind === "revocation list" ? "next update" : "until"} ${new Date(c.not_after).toLocaleString()}${c.error ? " (" + c.error + ")" : ""}. `)));
   rows("#conns tbody", conns, (c) => el("tr", { "data-remote": c.remote }, td(c.local), td(c.remote), td(c.method), td(bytes(c.sent_bytes), "num"), td(bytes(c.received_bytes), "num"), td(rate(rateOf(st, connKey(c))), "num")));
   const cv = $("#graph"), g = cv.getContext("2d");
   g.clearRect(0, 0, cv.width, cv.height);
