@@ -73,6 +73,9 @@ func (c Credential) Remedy() string {
 	case CredCertificate:
 		return "have the grid CA issue a new one (`gridlink cert issue`)"
 	}
+	if c.File == "" {
+		return "give the node the CA's newer list (--crl; `gridlink ca revoke` writes one)"
+	}
 	return "put the CA's newer list in " + c.File + " (`gridlink ca revoke` writes one)"
 }
 
