@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -182,15 +183,7 @@ func TestAgentProxyRenewedUnderStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
-		}
-	}()
+	go echoAll(l)
 	var log testwait.Log
 	sock := fmt.Sprintf("@gridlink-credwatch-test-%d", os.Getpid())
 	cfg := Config{Name: "alice-n", Credentials: Credentials{CA: f.Cert, CRL: f.CRL, Proxy: first.Out}, Hubs: []string{h.Addr().String()}, ListenAddr: "127.0.0.1", Logger: slog.New(slog.NewTextHandler(&log, nil))}
@@ -263,5 +256,16 @@ func TestAgentProxyRenewedUnderStream(t *testing.T) {
 	}
 	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 		t.Fatal("out of time")
+	}
+}
+
+// echoAll echoes every connection l accepts until it closes.
+func echoAll(l net.Listener) {
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
 	}
 }

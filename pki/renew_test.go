@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
-	"net"
 	"testing"
 	"time"
 
@@ -31,19 +30,7 @@ func TestRenew(t *testing.T) {
 	srv := g.Member(t, ca.Node, "srv")
 	peerEnd := func() time.Time {
 		t.Helper()
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer ln.Close()
-		a, err := net.Dial("tcp", ln.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := ln.Accept()
-		if err != nil {
-			t.Fatal(err)
-		}
+		a, b := pki.TCPPair(t)
 		defer a.Close()
 		defer b.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
