@@ -48,10 +48,11 @@ type credWatch struct {
 	logf  func(string, ...any)
 	every time.Duration // rereads the file
 
-	mu     sync.Mutex
-	sum    [sha256.Size]byte // of the file last taken or refused
-	err    string            // why the file's newest version was not taken
-	warned map[string]time.Time
+	mu         sync.Mutex
+	sum        [sha256.Size]byte // of the file last taken or refused
+	err        string            // why the file's newest version was not taken
+	unreadable bool              // the file could not be read at the last look
+	warned     map[string]time.Time
 }
 
 func newCredWatch(files Credentials, creds *pki.Credentials, logf func(string, ...any)) *credWatch {
@@ -114,6 +115,7 @@ func (w *credWatch) reread() {
 	sum := sha256.Sum256(data)
 	w.mu.Lock()
 	same := bytes.Equal(sum[:], w.sum[:])
+	w.unreadable = false
 	w.mu.Unlock()
 	if same {
 		return
@@ -137,8 +139,8 @@ func (w *credWatch) reread() {
 // version was not taken.
 func (w *credWatch) refuse(sum *[sha256.Size]byte, file string, err error) {
 	w.mu.Lock()
-	news := w.err != err.Error()
-	w.err = err.Error()
+	news := sum != nil || !w.unreadable // a new version, or newly unreadable
+	w.err, w.unreadable = err.Error(), sum == nil
 	if sum != nil {
 		w.sum = *sum
 	}
