@@ -269,3 +269,42 @@ func echoAll(l net.Listener) {
 		go func() { defer c.Close(); _, _ = io.Copy(c, c) }()
 	}
 }
+
+// proxy init over a proxy of the same user certificate keeps its key
+// (the agent's identity); --new-key, or another user's proxy there, does
+// not.
+func TestInitProxyKeepsKey(t *testing.T) {
+	dir := t.TempDir()
+	gca := filepath.Join(dir, "ca")
+	if _, err := InitCA(CAConfig{Dir: gca, Name: "testgrid"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range []string{"alice", "bob"} {
+		if _, err := IssueCert(CertRequest{Dir: gca, Role: "user", Name: u, KeyFile: filepath.Join(dir, u+".key"), Out: filepath.Join(dir, u+".pem"), Lifetime: 24 * time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := filepath.Join(dir, "proxy.pem")
+	keyOf := func(user string, newKey bool) string {
+		t.Helper()
+		if _, err := InitProxy(ProxyRequest{CertFile: filepath.Join(dir, user+".pem"), KeyFile: filepath.Join(dir, user+".key"), Out: out, Lifetime: time.Hour, NewKey: newKey}); err != nil {
+			t.Fatal(err)
+		}
+		p, err := proxy.Load(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pkitest.ProxyKey(t, p).ID().String()
+	}
+	first := keyOf("alice", false)
+	if again := keyOf("alice", false); again != first {
+		t.Errorf("a renewed proxy has key %s, was %s", again, first)
+	}
+	fresh := keyOf("alice", true)
+	if fresh == first {
+		t.Error("--new-key kept the key")
+	}
+	if bob := keyOf("bob", false); bob == fresh {
+		t.Error("another user's proxy took alice's proxy key")
+	}
+}
