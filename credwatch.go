@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync"
 	"time"
@@ -45,7 +46,7 @@ var (
 type credWatch struct {
 	files Credentials
 	creds *pki.Credentials
-	logf  func(string, ...any)
+	log   *slog.Logger  // warnings at level Warn, the rest at Info
 	every time.Duration // rereads the file
 
 	mu         sync.Mutex
@@ -55,10 +56,10 @@ type credWatch struct {
 	warned     map[string]time.Time
 }
 
-func newCredWatch(files Credentials, creds *pki.Credentials, logf func(string, ...any)) *credWatch {
-	w := &credWatch{files: files, creds: creds, logf: logf, every: credCheckInterval, warned: map[string]time.Time{}}
-	if logf == nil {
-		w.logf = func(string, ...any) {}
+func newCredWatch(files Credentials, creds *pki.Credentials, log *slog.Logger) *credWatch {
+	w := &credWatch{files: files, creds: creds, log: log, every: credCheckInterval, warned: map[string]time.Time{}}
+	if log == nil {
+		w.log = slog.New(slog.DiscardHandler)
 	}
 	if data, err := os.ReadFile(w.file()); err == nil {
 		w.sum = sha256.Sum256(data)
@@ -132,7 +133,7 @@ func (w *credWatch) reread() {
 	w.sum, w.err = sum, ""
 	w.mu.Unlock()
 	_, end := pki.Lifetime(chain)
-	w.logf("the %s %s was renewed: valid until %s, presented to peers from now on", w.kind(), file, end.UTC().Format(time.RFC3339))
+	w.log.Info(fmt.Sprintf("the %s %s was renewed: valid until %s, presented to peers from now on", w.kind(), file, end.UTC().Format(time.RFC3339)))
 }
 
 // refuse keeps the credential in use and says once why the file's
@@ -146,7 +147,7 @@ func (w *credWatch) refuse(sum *[sha256.Size]byte, file string, err error) {
 	}
 	w.mu.Unlock()
 	if news {
-		w.logf("the %s %s was not reloaded (the one in use stays): %v", w.kind(), file, err)
+		w.log.Warn(fmt.Sprintf("the %s %s was not reloaded (the one in use stays): %v", w.kind(), file, err))
 	}
 }
 
@@ -248,5 +249,5 @@ func (w *credWatch) warn(c status.Credential, now time.Time) {
 	if passed.IsZero() || seen {
 		return
 	}
-	w.logf("%s", c.Words(now))
+	w.log.Warn(c.Words(now))
 }

@@ -44,7 +44,7 @@ func TestCredWatchTwoMinuteProxy(t *testing.T) {
 			t.Fatal(err)
 		}
 		var log testwait.Log
-		w := newCredWatch(files, creds, log.Logf)
+		w := newCredWatch(files, creds, slog.New(slog.NewTextHandler(&log, nil)))
 		ctx, cancel := context.WithCancel(t.Context())
 		defer cancel()
 		go w.run(ctx)
@@ -63,18 +63,18 @@ func TestCredWatchTwoMinuteProxy(t *testing.T) {
 		}
 		time.Sleep(time.Until(end) - 13*time.Second)
 		synctest.Wait()
-		if s := log.String(); s != "" {
+		if s := log.String(); strings.Contains(s, "level=WARN") {
 			t.Errorf("logged 13 s before the end: %s", s)
 		}
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
-		warn := log.Line(t, "the proxy", files.Proxy, "expires in 12s", "renew it with `gridlink proxy init`")
+		warn := log.Line(t, "level=WARN", "the proxy", files.Proxy, "expires in 12s", "renew it with `gridlink proxy init`")
 		if c := own(); c.State != status.CredExpiring {
 			t.Errorf("11 s before the end: %s (%s)", c.State, warn)
 		}
 		time.Sleep(time.Until(end))
 		synctest.Wait()
-		line := log.Line(t, "the proxy", "expired at "+end.UTC().Format(time.RFC3339), "renew it with `gridlink proxy init`; until then peers refuse this node")
+		line := log.Line(t, "level=WARN", "the proxy", "expired at "+end.UTC().Format(time.RFC3339), "renew it with `gridlink proxy init`; until then peers refuse this node")
 		if c := own(); c.State != status.CredExpired {
 			t.Errorf("at its end: %s (%s)", c.State, line)
 		}

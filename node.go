@@ -219,7 +219,11 @@ func StartAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
 	}
 	var creds *credWatch // over the files it read (credwatch.go)
 	if cfg.Node.creds == nil && vc.Creds.Trust() != nil {
-		creds = newCredWatch(cfg.Node.Credentials, vc.Creds, vc.Logf)
+		var log *slog.Logger
+		if cfg.Node.Logger != nil {
+			log = cfg.Node.Logger.With("node", vc.Name)
+		}
+		creds = newCredWatch(cfg.Node.Credentials, vc.Creds, log)
 	}
 	ac := agent.Config{Control: cfg.Control, Node: vc, AllowExit: cfg.AllowExit, ExitAllow: cfg.ExitAllow, ExitPerMember: cfg.ExitPerMember}
 	if creds != nil {
