@@ -138,10 +138,13 @@ func TestCredMarks(t *testing.T) {
 	}
 }
 
-// `gridlink proxy init` renews into a running agent: while an nc-like
-// stream runs through the agent, a proxy for the same key replaces the
-// file, the agent's status shows the new end and the same identity, and
-// the stream carries on.
+// `gridlink proxy init` renews into a running agent: an agent whose
+// proxy (of a few seconds) expired says so in its status and log, and
+// peers refuse it, naming the expiry; an nc-like stream set up before
+// carries on; a proxy for the same key written over the file is taken,
+// the status shows the new end and the same identity, peers admit the
+// node again (its listeners and its dials present the new proxy), and
+// the stream still carries on.
 func TestAgentProxyRenewedUnderStream(t *testing.T) {
 	old := credCheckInterval
 	credCheckInterval = 50 * time.Millisecond
@@ -166,14 +169,15 @@ func TestAgentProxyRenewedUnderStream(t *testing.T) {
 		}
 		return p
 	}
-	first := initProxy(2 * time.Minute)
+	first := initProxy(5 * time.Second)
 	certOf := func(name string) Credentials {
 		return Credentials{CA: f.Cert, CRL: f.CRL, Cert: filepath.Join(dir, name+".pem")}
 	}
 	h := serveHub(t, HubConfig{KeyFile: filepath.Join(dir, "site.key"), Credentials: certOf("site")})
+	var srvLog testwait.Log
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	srv, err := StartAttached(ctx, Config{KeyFile: filepath.Join(dir, "srv.key"), Credentials: certOf("srv"), Hubs: []string{h.Addr().String()}, ListenAddr: "127.0.0.1"})
+	srv, err := StartAttached(ctx, Config{KeyFile: filepath.Join(dir, "srv.key"), Credentials: certOf("srv"), Hubs: []string{h.Addr().String()}, ListenAddr: "127.0.0.1", Logger: slog.New(slog.NewTextHandler(&srvLog, nil))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +212,7 @@ func TestAgentProxyRenewedUnderStream(t *testing.T) {
 		return status.Credential{}, nil
 	}
 	before, st := proxyOf()
-	if before.State != status.CredValid || !before.NotAfter.Equal(first.NotAfter) {
+	if before.State == status.CredExpired || !before.NotAfter.Equal(first.NotAfter) {
 		t.Fatalf("the agent's proxy: %+v; want valid until %v", before, first.NotAfter)
 	}
 	id := st.Node.ID
@@ -229,7 +233,24 @@ func TestAgentProxyRenewedUnderStream(t *testing.T) {
 			t.Fatalf("echo of %q: %q, %v", msg, buf, err)
 		}
 	}
-	echo("before the renewal\n")
+	echo("before the proxy expired\n")
+
+	testwait.Until(t, "the agent's status saying its proxy expired", 0, func() bool {
+		c, _ := proxyOf()
+		return c.State == status.CredExpired
+	})
+	log.Line(t, "level=WARN", "the proxy", first.Out, "expired at", "renew it with `gridlink proxy init`; until then peers refuse this node")
+	echo("after the proxy expired\n")
+	dctx, dcancel := context.WithTimeout(ctx, 3*time.Second)
+	defer dcancel()
+	if c, err := srv.Dial(dctx, "alice-n:echo"); err == nil {
+		c.Close()
+		t.Error("a peer reached the node of an expired proxy")
+	}
+	// the refusing peer names the expiry (the node's own words are its
+	// log's line above); the dial itself runs to its deadline, vconn
+	// trying other methods
+	srvLog.Line(t, "not admitted: proxy 1: expired at")
 
 	second := initProxy(time.Hour)
 	testwait.Until(t, "the agent's status showing the renewed proxy", 0, func() bool {
@@ -242,7 +263,19 @@ func TestAgentProxyRenewedUnderStream(t *testing.T) {
 	}
 	echo("after the renewal\n")
 
-	// a new stream's handshake presents the renewed proxy, and works
+	// peers admit it again, dialling it (its listeners present the new
+	// proxy) and dialled by it (a new stream's handshake)
+	back, err := srv.Dial(ctx, "alice-n:echo")
+	if err != nil {
+		t.Fatalf("a peer dialling the node after the renewal: %v", err)
+	}
+	defer back.Close()
+	if _, err := io.WriteString(back, "y"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadFull(back, make([]byte, 1)); err != nil {
+		t.Errorf("no echo from the renewed node: %v", err)
+	}
 	again, err := cl.Connect(ctx, control.ConnectRequest{Addr: "srv:" + port})
 	if err != nil {
 		t.Fatalf("a stream after the renewal: %v", err)

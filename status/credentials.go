@@ -108,12 +108,20 @@ func (c Credential) Words(now time.Time) string {
 	case CredExpired:
 		s = fmt.Sprintf("the %s expired at %s: %s; until then %s", c.Name(), at, c.Remedy(), c.Consequence())
 	case CredExpiring:
-		s = fmt.Sprintf("the %s expires in %v (%s %s): %s", c.Name(), c.NotAfter.Sub(now).Round(time.Second), until, at, c.Remedy())
+		s = fmt.Sprintf("the %s expires in %v (%s %s): %s", c.Name(), left(c.NotAfter.Sub(now)), until, at, c.Remedy())
 	default:
-		s = fmt.Sprintf("the %s is %s, %s %s (in %v)", c.Name(), CredValid, until, at, c.NotAfter.Sub(now).Round(time.Second))
+		s = fmt.Sprintf("the %s is %s, %s %s (in %v)", c.Name(), CredValid, until, at, left(c.NotAfter.Sub(now)))
 	}
 	if c.Error != "" {
 		s += "; its file's newest version was not taken: " + c.Error
 	}
 	return s
+}
+
+// left is a time left, to the second, or the tenth of one under 10 s.
+func left(d time.Duration) time.Duration {
+	if d < 10*time.Second {
+		return d.Round(100 * time.Millisecond)
+	}
+	return d.Round(time.Second)
 }
