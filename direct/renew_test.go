@@ -2,14 +2,11 @@ package direct
 
 import (
 	"context"
-	"crypto/x509"
 	"testing"
 	"time"
 
-	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/pki/ca"
 	"github.com/gridlink/gridlink/pki/pkitest"
-	"github.com/gridlink/gridlink/pki/proxy"
 )
 
 // A listener presents the chain its credentials hold at each handshake:
@@ -19,14 +16,7 @@ import (
 func TestListenerPresentsRenewedChain(t *testing.T) {
 	g := pkitest.New(t, "grid")
 	user := g.User(t, "alice")
-	first, err := proxy.New(user, proxy.Options{Lifetime: 2 * time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv, err := pki.FromProxy(first, g.Trust)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first, srv := g.ProxyFor(t, user, 2*time.Minute)
 	l, err := Listen(context.Background(), ListenConfig{Creds: srv, Addr: "127.0.0.1", Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -50,11 +40,9 @@ func TestListenerPresentsRenewedChain(t *testing.T) {
 	if end := seen(); !end.Equal(first.Leaf().NotAfter) {
 		t.Fatalf("the dialler saw a chain until %v, want %v", end, first.Leaf().NotAfter)
 	}
-	cert, err := proxy.Issue(user, first.Key.Public(), proxy.Options{Lifetime: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Renew(append([]*x509.Certificate{cert}, user.Chain...)); err != nil {
+	renewed := pkitest.Renewed(t, user, first, time.Hour)
+	cert := renewed[0]
+	if err := srv.Renew(renewed); err != nil {
 		t.Fatal(err)
 	}
 	if end := seen(); !end.Equal(cert.NotAfter) {

@@ -2,7 +2,6 @@ package pki_test
 
 import (
 	"context"
-	"crypto/x509"
 	"errors"
 	"testing"
 	"time"
@@ -19,14 +18,7 @@ import (
 func TestRenew(t *testing.T) {
 	g := pkitest.New(t, "grid")
 	user := g.User(t, "alice")
-	first, err := proxy.New(user, proxy.Options{Lifetime: 2 * time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	creds, err := pki.FromProxy(first, g.Trust)
-	if err != nil {
-		t.Fatal(err)
-	}
+	first, creds := g.ProxyFor(t, user, 2*time.Minute)
 	srv := g.Member(t, ca.Node, "srv")
 	peerEnd := func() time.Time {
 		t.Helper()
@@ -53,11 +45,9 @@ func TestRenew(t *testing.T) {
 	if end := peerEnd(); !end.Equal(first.Leaf().NotAfter) {
 		t.Fatalf("the server saw a chain until %v, want %v", end, first.Leaf().NotAfter)
 	}
-	cert, err := proxy.Issue(user, first.Key.Public(), proxy.Options{Lifetime: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := creds.Renew(append([]*x509.Certificate{cert}, user.Chain...)); err != nil {
+	renewed := pkitest.Renewed(t, user, first, time.Hour)
+	cert := renewed[0]
+	if err := creds.Renew(renewed); err != nil {
 		t.Fatal(err)
 	}
 	if end := peerEnd(); !end.Equal(cert.NotAfter) {
@@ -71,11 +61,7 @@ func TestRenew(t *testing.T) {
 		t.Errorf("a chain for another key: %v, want ErrNewKey", err)
 	}
 	outsider := pkitest.New(t, "other").User(t, "mallory")
-	foreign, err := proxy.Issue(outsider, first.Key.Public(), proxy.Options{Lifetime: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := creds.Renew(append([]*x509.Certificate{foreign}, outsider.Chain...)); err == nil {
+	if err := creds.Renew(pkitest.Renewed(t, outsider, first, time.Hour)); err == nil {
 		t.Error("a chain of another CA renewed the credentials")
 	}
 	if end := peerEnd(); !end.Equal(cert.NotAfter) {
