@@ -130,7 +130,7 @@ func Listen(ctx context.Context, cfg ListenConfig) (*Listener, error) {
 	if l.log == nil {
 		l.log = slog.Default()
 	}
-	l.quiet = NewQuiet(0, 0, func(reason string, more int, since time.Time) {
+	l.quiet = NewQuiet(0, 0, func(reason QuietKind, more int, since time.Time) {
 		l.log.Info("direct: more connections not logged", "reason", reason, "count", more, "since", since.Format(time.TimeOnly))
 	})
 	l.ctx, l.cancel = context.WithCancel(context.Background())
@@ -208,9 +208,10 @@ func (l *Listener) loop() {
 }
 
 // quietly logs a line about a stranger's connection, rate-limited by
-// reason (Quiet).
-func (l *Listener) quietly(reason, msg string, args ...any) {
-	if l.quiet.Allow(reason) {
+// kind (Quiet): refusals are one kind whatever their reason, which the
+// line says.
+func (l *Listener) quietly(kind QuietKind, msg string, args ...any) {
+	if l.quiet.Allow(kind) {
 		l.log.Info(msg, args...)
 	}
 }
@@ -247,7 +248,7 @@ func (l *Listener) serve(raw net.Conn, pend *Pending) {
 		raw.Close()
 		if st.refusal != "" {
 			l.stats.refused.Add(1)
-			l.quietly("refused: "+st.refusal, "direct: refused", "from", from, "peer", st.claim.Short(), "reason", st.refusal, "err", err)
+			l.quietly("refused", "direct: refused", "from", from, "peer", st.claim.Short(), "reason", st.refusal, "err", err)
 			return
 		}
 		l.stats.failed.Add(1)
@@ -258,7 +259,7 @@ func (l *Listener) serve(raw net.Conn, pend *Pending) {
 	}
 	if st.refusal != "" {
 		l.stats.refused.Add(1)
-		l.quietly("refused: "+st.refusal, "direct: refused", "from", from, "peer", st.claim.Short(), "request", st.request, "reason", st.refusal)
+		l.quietly("refused", "direct: refused", "from", from, "peer", st.claim.Short(), "request", st.request, "reason", st.refusal)
 		_ = raw.SetWriteDeadline(time.Now().Add(5 * time.Second))
 		_, _ = tc.Write(encodeRefusal(st.refusal))
 		tc.Close()
@@ -271,7 +272,7 @@ func (l *Listener) serve(raw net.Conn, pend *Pending) {
 	pc, err := l.cfg.Creds.Settle(tc, admit)
 	if err != nil {
 		l.stats.refused.Add(1)
-		l.quietly("refused: "+err.Error(), "direct: refused", "from", from, "request", st.request, "err", err)
+		l.quietly("refused", "direct: refused", "from", from, "request", st.request, "err", err)
 		return
 	}
 	pend.Done()
