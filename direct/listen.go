@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
 )
@@ -170,7 +171,7 @@ func listenRange(ctx context.Context, network, host string, r PortRange) (net.Li
 
 func (l *Listener) loop() {
 	defer l.wg.Done()
-	backoff := time.Duration(0)
+	retry := backoff.ExponentialBackOff{InitialInterval: 5 * time.Millisecond, Multiplier: 2, MaxInterval: acceptBackoffMax}
 	for {
 		raw, err := l.ln.Accept()
 		if err != nil {
@@ -185,16 +186,16 @@ func (l *Listener) loop() {
 					continue
 				}
 			}
-			backoff = min(max(2*backoff, 5*time.Millisecond), acceptBackoffMax)
-			l.quietly("accept", "direct: accept", "addr", l.ln.Addr().String(), "err", err, "retry", backoff)
+			pause := retry.NextBackOff()
+			l.quietly("accept", "direct: accept", "addr", l.ln.Addr().String(), "err", err, "retry", pause)
 			select {
-			case <-time.After(backoff):
+			case <-time.After(pause):
 			case <-l.ctx.Done():
 				return
 			}
 			continue
 		}
-		backoff = 0
+		retry.Reset()
 		pend, shed := l.gate.Admit(raw)
 		if shed != nil {
 			l.quietly("shed", "direct: shed", "from", shed.From, "reason", shed.Reason)

@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/pki"
 )
@@ -88,7 +89,7 @@ func (h *Hub) acceptLoops(ctx context.Context) error {
 }
 
 func (h *Hub) acceptLoop(ctx context.Context) error {
-	var delay time.Duration
+	retry := backoff.ExponentialBackOff{InitialInterval: 5 * time.Millisecond, Multiplier: 2, MaxInterval: acceptBackoffMax}
 	for {
 		c, err := h.ln.Accept()
 		if err != nil {
@@ -108,7 +109,7 @@ func (h *Hub) acceptLoop(ctx context.Context) error {
 					continue
 				}
 			}
-			delay = min(max(2*delay, 5*time.Millisecond), acceptBackoffMax)
+			delay := retry.NextBackOff()
 			h.logQuiet(quietAccept, "hub %s: accept: %v; retrying in %v", h.cfg.Name, err, delay)
 			select {
 			case <-time.After(delay):
@@ -117,7 +118,7 @@ func (h *Hub) acceptLoop(ctx context.Context) error {
 			}
 			continue
 		}
-		delay = 0
+		retry.Reset()
 		pend, shed := h.gate.Admit(c)
 		if shed != nil {
 			h.counts.refuse(refShed)
