@@ -1,6 +1,7 @@
 package direct
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -15,11 +16,11 @@ import (
 // alias; as in OpenSSH the first value found for a keyword wins, except
 // IdentityFile which accumulates, and options before the first Host
 // apply to every host. Include is followed (relative paths from ~/.ssh).
-// "Match host" and "Match all" blocks apply like Host blocks; a file with
-// other Match criteria (exec, user, ...) is refused with its line, and
-// SSHConfig.ConfigFile can name another file (or "-", none). Other
-// keywords (ProxyJump and ProxyCommand among them) are ignored. The
-// system-wide /etc/ssh/ssh_config is not read.
+// "Match host PATTERNS" and "Match all" blocks apply like Host blocks;
+// Match blocks of other criteria (exec, user, several at once), which the
+// library refuses, never apply (matchNever). Other keywords (ProxyJump
+// and ProxyCommand among them) are ignored. The system-wide
+// /etc/ssh/ssh_config is not read.
 
 // sshHost is what the config says about one alias.
 type sshHost struct {
@@ -47,11 +48,32 @@ func loadSSHConfig(path string) (*sshConfigFile, error) {
 
 // parseSSHConfig parses one file's text (path names it in errors).
 func parseSSHConfig(text []byte, path string) (*sshConfigFile, error) {
-	cfg, err := ssh_config.DecodeBytes(text)
+	cfg, err := ssh_config.DecodeBytes(matchNever(text))
 	if err != nil {
-		return nil, fmt.Errorf("ssh config %s: %w (name another file, or none, in SSHConfig.ConfigFile)", path, err)
+		return nil, fmt.Errorf("ssh config %s: %w", path, err)
 	}
 	return &sshConfigFile{path: path, cfg: cfg}, nil
+}
+
+// matchNever rewrites the Match lines of the config text that are not
+// "Match all" or "Match host PATTERNS" into a Host line that no alias
+// matches: the library refuses their criteria (it cannot run Match exec,
+// say), and refusing the user's whole file for them would leave every
+// ssh transport unusable. (Files it Includes are read as they are.)
+func matchNever(text []byte) []byte {
+	lines := bytes.Split(text, []byte("\n"))
+	for i, l := range lines {
+		f := strings.Fields(strings.Replace(string(l), "=", " ", 1))
+		if len(f) == 0 || !strings.EqualFold(f[0], "match") {
+			continue
+		}
+		all := len(f) == 2 && strings.EqualFold(f[1], "all")
+		host := len(f) == 3 && strings.EqualFold(f[1], "host")
+		if !all && !host {
+			lines[i] = []byte("Host !*")
+		}
+	}
+	return bytes.Join(lines, []byte("\n"))
 }
 
 // lookup returns the settings for alias.

@@ -125,6 +125,9 @@ Host hiroshi
 Match host hiroshi
     User matched
 
+Match host *.das3
+    Port 2200
+
 Host *
     User fallback
     Port 22
@@ -136,8 +139,8 @@ Host *
 	for alias, want := range map[string]sshHost{
 		"hiroshi":  {hostName: "192.0.2.129", user: "root", port: "2222", identityFiles: []string{"~/.ssh/global_key", "/keys/hiroshi key", "%d/id_%h_%r"}},
 		"HIROSHI":  {hostName: "192.0.2.129", user: "root", port: "2222", identityFiles: []string{"~/.ssh/global_key", "/keys/hiroshi key", "%d/id_%h_%r"}},
-		"fe.das3":  {hostName: "%h.example.org", user: "das", port: "22", identityFiles: []string{"~/.ssh/global_key"}},
-		"bad.das3": {user: "fallback", port: "22", identityFiles: []string{"~/.ssh/global_key"}},
+		"fe.das3":  {hostName: "%h.example.org", user: "das", port: "2200", identityFiles: []string{"~/.ssh/global_key"}},
+		"bad.das3": {user: "fallback", port: "2200", identityFiles: []string{"~/.ssh/global_key"}},
 		"included": {hostName: "10.9.9.9", user: "fallback", port: "22", identityFiles: []string{"~/.ssh/global_key"}},
 	} {
 		got, err := f.lookup(alias)
@@ -145,10 +148,14 @@ Host *
 			t.Errorf("lookup(%q) = %+v, want %+v", alias, got, want)
 		}
 	}
-	// Match criteria the library cannot judge refuse the file, naming
-	// it and what to do, rather than being ignored.
-	if _, err := parseSSHConfig([]byte("Match exec \"true\"\n  User m\n"), "x"); err == nil || !strings.Contains(err.Error(), "ssh config x:") || !strings.Contains(err.Error(), "SSHConfig.ConfigFile") {
-		t.Errorf("a file with Match exec: %v, want a refusal naming it and SSHConfig.ConfigFile", err)
+	// Match blocks of criteria the library cannot judge never apply, and
+	// leave the rest of the file in force.
+	f, err = parseSSHConfig([]byte("Match exec \"true\"\n  User m\nMatch host a,b user x\n  User n\nHost a\n  User first\n"), "x")
+	if err != nil {
+		t.Fatalf("a file with Match exec and Match host+user: %v", err)
+	}
+	if h, err := f.lookup("a"); err != nil || h.user != "first" {
+		t.Errorf("lookup(a) in a file with Match exec: %+v, %v; want User first", h, err)
 	}
 	// Resolving a spec: the spec beats the file, which beats SSHConfig.
 	cfgPath := filepath.Join(dir, "config")
