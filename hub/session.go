@@ -86,7 +86,7 @@ type Session struct {
 	since      time.Time        // not attached since (while cur is nil)
 	cause      error            // why not attached (while cur is nil)
 	firstRound chan struct{}    // closed once the first round of attempts ended
-	logged     string           // the last "attaching to" reason logged
+	logged     string           // the class of the last "attaching to" round logged
 	loggedAt   time.Time
 	refused    error         // a permanent refusal that ended the session's attachments
 	gaveUp     chan struct{} // closed with refused

@@ -160,9 +160,9 @@ func (h *Hub) dialPeer(ctx context.Context, spec string) {
 				h.logf("hub %s: peer %s: %v; not dialling it again: retrying cannot change that", h.cfg.Name, spec, err)
 				return
 			}
-			if msg := err.Error(); msg != lastErr {
+			if class := direct.ErrorClass(err); class != lastErr {
 				h.logf("hub %s: peer %s: %v (retrying every %v at most)", h.cfg.Name, spec, err, backoffMax)
-				lastErr = msg
+				lastErr = class
 			}
 			sleepCtx(ctx, retry.NextBackOff())
 			continue
@@ -279,14 +279,20 @@ func (h *Hub) dialLearned(ctx context.Context, id identity.ID) {
 
 // spliceFailureKey is what a hub compares splice failures by, so that a
 // retry that failed the same way is not logged again: the class of a
-// failed punch (its words name ports that change at every try), else the
-// failure's words (a refusal or no answer, which stay the same).
+// failed punch, the other hub's reason for declining, else the failure's
+// class (direct.ErrorClass); never its words (a punch's name ports that
+// change at every try).
 func spliceFailureKey(err error) string {
 	var refused *nat.RefusedError
+	var declined *spliceDeclined
 	var ne net.Error
 	switch {
+	case errors.As(err, &declined):
+		return "declined: " + declined.reason
+	case errors.Is(err, errNoSpliceAnswer):
+		return "no answer to the offer"
 	case !errors.Is(err, nat.ErrPunch):
-		return err.Error()
+		return direct.ErrorClass(err)
 	case errors.As(err, &refused):
 		return "punch refused by the network"
 	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
