@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/agent"
+	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/metrics"
 	"github.com/gridlink/gridlink/status"
 	"github.com/gridlink/gridlink/vconn"
@@ -143,7 +144,7 @@ func (n *Node) WatchAttach(ctx context.Context, f func(AttachChange)) {
 		st, cause := n.AttachState(), ""
 		var na *vconn.NotAttachedError
 		if err := n.Attached(); errors.As(err, &na) {
-			cause = na.Cause.Error()
+			cause = direct.ErrorClass(na.Cause)
 		}
 		switch {
 		case st == "" && last != "":

@@ -18,8 +18,10 @@
 //   - the request carried in ALPN and its refusal by the listener within
 //     the handshake (ListenConfig.Check, ErrRefused);
 //   - raw transports for hub links: plain TCP or a direct-tcpip channel
-//     through an OpenSSH server, honouring ~/.ssh/config and known_hosts
-//     (Dialer.Transport).
+//     through an OpenSSH server, honouring ~/.ssh/config (sshconfig.go)
+//     and known_hosts (Dialer.Transport);
+//   - ErrorClass: a failure's kind from its type, for callers that log a
+//     retried failure again only when its kind changes.
 //
 // It leaves out: keys and IDs (package identity), what a certificate proves
 // (package pki, whose rules this package applies; see handshake.go),

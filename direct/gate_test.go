@@ -167,7 +167,7 @@ func TestQuiet(t *testing.T) {
 		var mu sync.Mutex
 		var summaries []string
 		start := time.Now()
-		q := NewQuiet(2, 50*time.Millisecond, func(reason string, more int, since time.Time) {
+		q := NewQuiet(2, 50*time.Millisecond, func(reason QuietKind, more int, since time.Time) {
 			mu.Lock()
 			defer mu.Unlock()
 			summaries = append(summaries, fmt.Sprintf("%d more %s since +%v", more, reason, since.Sub(start)))

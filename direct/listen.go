@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
 )
@@ -129,7 +130,7 @@ func Listen(ctx context.Context, cfg ListenConfig) (*Listener, error) {
 		l.log = slog.Default()
 	}
 	l.gate.Spoke = func(c net.Conn) bool { return WholeFirstMessage(c, "") }
-	l.quiet = NewQuiet(0, 0, func(reason string, more int, since time.Time) {
+	l.quiet = NewQuiet(0, 0, func(reason QuietKind, more int, since time.Time) {
 		l.log.Info("direct: more connections not logged", "reason", reason, "count", more, "since", since.Format(time.TimeOnly))
 	})
 	l.ctx, l.cancel = context.WithCancel(context.Background())
@@ -169,7 +170,7 @@ func listenRange(ctx context.Context, network, host string, r PortRange) (net.Li
 
 func (l *Listener) loop() {
 	defer l.wg.Done()
-	backoff := time.Duration(0)
+	retry := backoff.ExponentialBackOff{InitialInterval: 5 * time.Millisecond, Multiplier: 2, MaxInterval: acceptBackoffMax}
 	for {
 		raw, err := l.ln.Accept()
 		if err != nil {
@@ -184,16 +185,16 @@ func (l *Listener) loop() {
 					continue
 				}
 			}
-			backoff = min(max(2*backoff, 5*time.Millisecond), acceptBackoffMax)
-			l.quietly("accept", "direct: accept", "addr", l.ln.Addr().String(), "err", err, "retry", backoff)
+			pause := retry.NextBackOff()
+			l.quietly("accept", "direct: accept", "addr", l.ln.Addr().String(), "err", err, "retry", pause)
 			select {
-			case <-time.After(backoff):
+			case <-time.After(pause):
 			case <-l.ctx.Done():
 				return
 			}
 			continue
 		}
-		backoff = 0
+		retry.Reset()
 		pend, shed := l.gate.Admit(raw)
 		if shed != nil {
 			l.quietly("shed", "direct: shed", "from", shed.From, "reason", shed.Reason)
@@ -207,9 +208,10 @@ func (l *Listener) loop() {
 }
 
 // quietly logs a line about a stranger's connection, rate-limited by
-// reason (Quiet).
-func (l *Listener) quietly(reason, msg string, args ...any) {
-	if l.quiet.Allow(reason) {
+// kind (Quiet): refusals are one kind whatever their reason, which the
+// line says.
+func (l *Listener) quietly(kind QuietKind, msg string, args ...any) {
+	if l.quiet.Allow(kind) {
 		l.log.Info(msg, args...)
 	}
 }
@@ -247,7 +249,7 @@ func (l *Listener) serve(raw net.Conn, pend *Pending) {
 		raw.Close()
 		if st.refusal != "" {
 			l.stats.refused.Add(1)
-			l.quietly("refused: "+st.refusal, "direct: refused", "from", from, "peer", st.claim.Short(), "reason", st.refusal, "err", err)
+			l.quietly("refused", "direct: refused", "from", from, "peer", st.claim.Short(), "reason", st.refusal, "err", err)
 			return
 		}
 		l.stats.failed.Add(1)
@@ -258,7 +260,7 @@ func (l *Listener) serve(raw net.Conn, pend *Pending) {
 	}
 	if st.refusal != "" {
 		l.stats.refused.Add(1)
-		l.quietly("refused: "+st.refusal, "direct: refused", "from", from, "peer", st.claim.Short(), "request", st.request, "reason", st.refusal)
+		l.quietly("refused", "direct: refused", "from", from, "peer", st.claim.Short(), "request", st.request, "reason", st.refusal)
 		_ = raw.SetWriteDeadline(time.Now().Add(5 * time.Second))
 		_, _ = tc.Write(encodeRefusal(st.refusal))
 		tc.Close()
@@ -271,7 +273,7 @@ func (l *Listener) serve(raw net.Conn, pend *Pending) {
 	pc, err := l.cfg.Creds.Settle(tc, admit)
 	if err != nil {
 		l.stats.refused.Add(1)
-		l.quietly("refused: "+err.Error(), "direct: refused", "from", from, "request", st.request, "err", err)
+		l.quietly("refused", "direct: refused", "from", from, "request", st.request, "err", err)
 		return
 	}
 	pend.Done()

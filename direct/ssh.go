@@ -62,11 +62,13 @@ func (c *SSHConfig) resolve(s transportSpec) (sshTarget, error) {
 	}
 	var h sshHost
 	if cfgPath != "-" {
-		f, err := loadSSHConfig(cfgPath, home)
+		f, err := loadSSHConfig(cfgPath)
+		if err == nil {
+			h, err = f.lookup(s.host)
+		}
 		if err != nil {
 			return sshTarget{}, err
 		}
-		h = f.lookup(s.host)
 	}
 	t := sshTarget{alias: s.host, user: s.user}
 	hostname := s.host

@@ -2,55 +2,19 @@ package exec
 
 import (
 	"os"
-	"strconv"
-	"syscall"
 
+	"github.com/creack/pty"
 	"golang.org/x/sys/unix"
 )
 
-// openPty opens a new pseudo-terminal: its master and its slave.
-func openPty() (master, slave *os.File, err error) {
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		return nil, nil, err
-	}
-	var n uint32
-	rc, err := m.SyscallConn()
-	if err == nil {
-		cerr := rc.Control(func(fd uintptr) {
-			if err = unix.IoctlSetPointerInt(int(fd), unix.TIOCSPTLCK, 0); err == nil {
-				n, err = unix.IoctlGetUint32(int(fd), unix.TIOCGPTN)
-			}
-		})
-		if err == nil {
-			err = cerr
-		}
-	}
-	if err != nil {
-		m.Close()
-		return nil, nil, err
-	}
-	s, err := os.OpenFile("/dev/pts/"+strconv.FormatUint(uint64(n), 10), os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		m.Close()
-		return nil, nil, err
-	}
-	return m, s, nil
-}
+// openPty opens a new pseudo-terminal, its master and its slave
+// (github.com/creack/pty). The master stays in Go's poller, so that
+// closing it or a deadline ends a Read under way.
+func openPty() (master, slave *os.File, err error) { return pty.Open() }
 
 // setWinsize sets the terminal's size.
 func setWinsize(f *os.File, rows, cols uint16) error {
-	rc, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	cerr := rc.Control(func(fd uintptr) {
-		err = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols})
-	})
-	if err == nil {
-		err = cerr
-	}
-	return err
+	return pty.Setsize(f, &pty.Winsize{Rows: rows, Cols: cols})
 }
 
 // pipeSize is what growPipe asks for: a frame's worth and more.

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/wire"
 )
@@ -218,21 +221,33 @@ func (e *RoundError) Unwrap() []error {
 	return out
 }
 
+// class is what rounds are compared by, to log a round again only when
+// it failed differently: each hub's spec and the class of its error
+// (direct.ErrorClass), never their words.
+func (e *RoundError) class() string {
+	var parts []string
+	for spec, err := range e.Errs {
+		parts = append(parts, spec+": "+direct.ErrorClass(err))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, "; ")
+}
+
 // roundFailed records and logs why a round of attempts failed: "attaching
-// to HUB: reason, retrying", once per change or minute.
+// to HUB: reason, retrying", once per change (of round.class) or minute.
 func (s *Session) roundFailed(round *RoundError) {
-	why := round.Error()
+	class := round.class()
 	s.mu.Lock()
 	s.cause = round
-	again := why == s.logged && time.Since(s.loggedAt) < attachLogEvery
+	again := class == s.logged && time.Since(s.loggedAt) < attachLogEvery
 	if !again {
-		s.logged, s.loggedAt = why, time.Now()
+		s.logged, s.loggedAt = class, time.Now()
 	}
 	s.mu.Unlock()
 	// Logged before the first round is declared over, so whoever waited
 	// for it (a one-shot command) finds the reason already in the log.
 	if !again {
-		s.logf("hub: node %s: attaching to %s, retrying", s.cfg.Machine, why)
+		s.logf("hub: node %s: attaching to %s, retrying", s.cfg.Machine, round)
 	}
 	s.endFirstRound()
 }

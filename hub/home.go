@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/wire"
 )
@@ -40,7 +41,7 @@ import (
 //     the new hub).
 //
 // A probe that fails (the hub is down, or answers and refuses the node)
-// is logged once per change of its reason (or every probeLogEvery), and
+// is logged once per change of its class (or every probeLogEvery), and
 // the next waits twice as long. A node that moved home and loses its
 // home again within homeStable waits twice as long as the last time
 // before the next probe, so a flapping hub cannot make it move faster
@@ -78,7 +79,7 @@ var ErrMoved = errors.New("the node moved to its preferred hub")
 type homeward struct {
 	wait     time.Duration // the pause before the next probe
 	movedAt  time.Time     // the last move to a preferred hub
-	logged   string        // the last probe failure logged
+	logged   string        // the class of the last probe failure logged
 	loggedAt time.Time
 }
 
@@ -232,16 +233,16 @@ func (e *IsolatedError) Error() string {
 }
 
 // probeFailed records a failed probe and logs it, once per change of its
-// reason or probeLogEvery.
+// class (direct.ErrorClass) or probeLogEvery.
 func (s *Session) probeFailed(h *homeward, cur *slink, err error) {
 	h.failed()
-	why := err.Error()
-	if why == h.logged && time.Since(h.loggedAt) < probeLogEvery {
+	class := direct.ErrorClass(err)
+	if class == h.logged && time.Since(h.loggedAt) < probeLogEvery {
 		return
 	}
-	h.logged, h.loggedAt = why, time.Now()
+	h.logged, h.loggedAt = class, time.Now()
 	s.logf("hub: node %s: staying on hub %s, no preferred hub to move to (%s); probing again in about %v",
-		s.cfg.Machine, cur.hub.Name, why, h.wait)
+		s.cfg.Machine, cur.hub.Name, err, h.wait)
 }
 
 // moveTo makes the readied link p.sl the current one (install), after

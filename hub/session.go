@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/pki"
@@ -85,7 +86,7 @@ type Session struct {
 	since      time.Time        // not attached since (while cur is nil)
 	cause      error            // why not attached (while cur is nil)
 	firstRound chan struct{}    // closed once the first round of attempts ended
-	logged     string           // the last "attaching to" reason logged
+	logged     string           // the class of the last "attaching to" round logged
 	loggedAt   time.Time
 	refused    error         // a permanent refusal that ended the session's attachments
 	gaveUp     chan struct{} // closed with refused
@@ -201,7 +202,7 @@ func Attach(ctx context.Context, cfg SessionConfig) (*Session, error) {
 // attachLoop tries the hubs in order from start, in rounds with backoff,
 // until one answers or ctx is done.
 func (s *Session) attachLoop(ctx context.Context, start int) (*slink, int, error) {
-	backoff := backoffMin
+	retry := backoff.ExponentialBackOff{InitialInterval: backoffMin, Multiplier: 2, MaxInterval: backoffMax}
 	n := len(s.cfg.Hubs)
 	errs := make([]string, n)
 	for {
@@ -243,9 +244,8 @@ func (s *Session) attachLoop(ctx context.Context, start int) (*slink, int, error
 			return nil, 0, fmt.Errorf("hub: cannot attach to any hub (%s): %w", strings.Join(compact(errs), "; "), ctx.Err())
 		case <-s.done:
 			return nil, 0, ErrClosed
-		case <-time.After(backoff):
+		case <-time.After(retry.NextBackOff()):
 		}
-		backoff = min(2*backoff, backoffMax)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/vconn"
@@ -289,7 +290,7 @@ const maxRedialBackoff = 500 * time.Millisecond
 // revoked) fails the link at once: waiting cannot help.
 func (s *session) redialLoop() {
 	defer s.wg.Done()
-	backoff := 20 * time.Millisecond
+	retry := backoff.ExponentialBackOff{InitialInterval: 20 * time.Millisecond, Multiplier: 2, MaxInterval: maxRedialBackoff}
 	for {
 		s.mu.Lock()
 		if len(s.live) > 0 || s.err != nil || s.closed {
@@ -318,9 +319,8 @@ func (s *session) redialLoop() {
 		s.mu.Unlock()
 		select {
 		case <-s.ctx.Done():
-		case <-time.After(backoff):
+		case <-time.After(retry.NextBackOff()):
 		}
-		backoff = min(2*backoff, maxRedialBackoff)
 	}
 }
 

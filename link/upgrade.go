@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/gridlink/gridlink/vconn"
 )
 
@@ -79,7 +80,8 @@ func (c *Conn) upgradeLoop(u *upgrader) {
 		u.ended = true
 		u.mu.Unlock()
 	}()
-	wait := upgradeFirst
+	retry := backoff.ExponentialBackOff{InitialInterval: upgradeFirst, Multiplier: 2, MaxInterval: upgradeMax}
+	wait := retry.NextBackOff()
 	for {
 		select {
 		case <-u.stop:
@@ -95,7 +97,7 @@ func (c *Conn) upgradeLoop(u *upgrader) {
 			if cur == vconn.Direct {
 				return
 			}
-			wait = min(2*wait, upgradeMax)
+			wait = retry.NextBackOff()
 			continue
 		}
 		better := methodOrder[:i]
@@ -113,10 +115,11 @@ func (c *Conn) upgradeLoop(u *upgrader) {
 		}
 		cancel()
 		if err != nil {
-			wait = min(2*wait, upgradeMax)
+			wait = retry.NextBackOff()
 			continue
 		}
-		wait = upgradeFirst
+		retry.Reset()
+		wait = retry.NextBackOff()
 		to := vc.Method()
 		// recorded as vc joins, so that the switches and Path (from the
 		// live connections) agree

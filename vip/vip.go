@@ -148,7 +148,7 @@ func New(cfg Config) (*Network, error) {
 	case n.maxCarriers > maxCarriers:
 		n.maxCarriers = maxCarriers
 	}
-	n.quiet = direct.NewQuiet(0, 0, func(reason string, more int, since time.Time) {
+	n.quiet = direct.NewQuiet(0, 0, func(reason direct.QuietKind, more int, since time.Time) {
 		n.log.Info("vip: more drops not logged", "reason", reason, "count", more, "since", since.Format(time.TimeOnly))
 	})
 	n.ctx, n.cancel = context.WithCancel(context.Background())
@@ -212,7 +212,7 @@ func (n *Network) Accept(conn net.Conn, id identity.ID) error {
 // what is not empty.
 func (n *Network) drop(r reason, what string, args ...any) {
 	n.drops[r].Add(1)
-	if what != "" && n.quiet.Allow(r.String()) {
+	if what != "" && n.quiet.Allow(direct.QuietKind(r.String())) {
 		n.log.Warn("vip: dropped "+what, append([]any{"reason", r.String()}, args...)...)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/gridlink/gridlink/direct"
 )
 
@@ -243,9 +244,9 @@ func retry(ctx context.Context, o Options, session func(context.Context, *endpoi
 	if retries == 0 {
 		retries = 5
 	}
-	wait := o.Backoff
-	if wait <= 0 {
-		wait = time.Second
+	retry := backoff.ExponentialBackOff{InitialInterval: o.Backoff, Multiplier: 2, MaxInterval: MaxBackoff}
+	if retry.InitialInterval <= 0 {
+		retry.InitialInterval = time.Second
 	}
 	start := time.Now()
 	var sent int64
@@ -269,6 +270,7 @@ func retry(ctx context.Context, o Options, session func(context.Context, *endpoi
 			}
 			return s, err
 		}
+		wait := retry.NextBackOff()
 		if o.Logf != nil {
 			o.Logf("xfer: %v; resuming in %v (attempt %d of %d)", err, wait, attempt+1, retries+1)
 		}
@@ -278,7 +280,6 @@ func retry(ctx context.Context, o Options, session func(context.Context, *endpoi
 		case <-ctx.Done():
 			return s, ctx.Err()
 		}
-		wait = min(2*wait, MaxBackoff)
 	}
 }
 

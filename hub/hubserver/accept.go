@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/wire"
@@ -48,25 +49,25 @@ const (
 	listenBacklog = 4096
 )
 
-// Log reasons of the accept path (keys of the hub's Quiet; each is the
-// noun the summary line counts).
+// Kinds of log lines of the accept path (keys of the hub's Quiet; each
+// is the noun the summary line counts).
 const (
-	quietShed    = "pending connections shed"
-	quietSilent  = "connections that sent no ClientHello in time"
-	quietFailed  = "failed handshakes"
-	quietAccept  = "accept errors"
-	quietRefused = "refusals: " // + the reason in words
+	quietShed    direct.QuietKind = "pending connections shed"
+	quietSilent  direct.QuietKind = "connections that sent no ClientHello in time"
+	quietFailed  direct.QuietKind = "failed handshakes"
+	quietAccept  direct.QuietKind = "accept errors"
+	quietRefused direct.QuietKind = "refusals" // the line says the reason
 )
 
 func (h *Hub) newQuiet() *direct.Quiet {
-	return direct.NewQuiet(0, 0, func(reason string, more int, since time.Time) {
+	return direct.NewQuiet(0, 0, func(reason direct.QuietKind, more int, since time.Time) {
 		h.logf("hub %s: %d more %s since %s", h.cfg.Name, more, reason, since.Format(time.TimeOnly))
 	})
 }
 
-// logQuiet logs a line of the accept path, rate-limited by reason.
-func (h *Hub) logQuiet(reason, format string, args ...any) {
-	if h.quiet.Allow(reason) {
+// logQuiet logs a line of the accept path, rate-limited by kind.
+func (h *Hub) logQuiet(kind direct.QuietKind, format string, args ...any) {
+	if h.quiet.Allow(kind) {
 		h.logf(format, args...)
 	}
 }
@@ -101,7 +102,7 @@ func (h *Hub) acceptLoops(ctx context.Context) error {
 }
 
 func (h *Hub) acceptLoop(ctx context.Context) error {
-	var delay time.Duration
+	retry := backoff.ExponentialBackOff{InitialInterval: 5 * time.Millisecond, Multiplier: 2, MaxInterval: acceptBackoffMax}
 	for {
 		c, err := h.ln.Accept()
 		if err != nil {
@@ -121,7 +122,7 @@ func (h *Hub) acceptLoop(ctx context.Context) error {
 					continue
 				}
 			}
-			delay = min(max(2*delay, 5*time.Millisecond), acceptBackoffMax)
+			delay := retry.NextBackOff()
 			h.logQuiet(quietAccept, "hub %s: accept: %v; retrying in %v", h.cfg.Name, err, delay)
 			select {
 			case <-time.After(delay):
@@ -130,7 +131,7 @@ func (h *Hub) acceptLoop(ctx context.Context) error {
 			}
 			continue
 		}
-		delay = 0
+		retry.Reset()
 		if s := h.gate.TurnAway(c); s != nil {
 			h.counts.refuse(refShed)
 			h.logQuiet(quietShed, "hub %s: connection from %s: %s", h.cfg.Name, s.From, s.Reason)
@@ -156,7 +157,7 @@ func (h *Hub) logHandshake(c net.Conn, pend *direct.Pending, err error) {
 		// logged by the accept loop when it shed the connection
 	case errors.Is(err, pki.ErrDenied):
 		h.counts.refuse(refNotAdmitted)
-		h.logQuiet(quietRefused+err.Error(), "hub %s: connection from %s: %v", h.cfg.Name, c.RemoteAddr(), err)
+		h.logQuiet(quietRefused, "hub %s: connection from %s: %v", h.cfg.Name, c.RemoteAddr(), err)
 	default:
 		h.logQuiet(quietFailed, "hub %s: connection from %s: %v", h.cfg.Name, c.RemoteAddr(), err)
 	}

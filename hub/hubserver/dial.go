@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/hub"
 	"github.com/gridlink/gridlink/identity"
@@ -132,7 +133,7 @@ func (h *Hub) linkedTo(id identity.ID) bool {
 // none, with backoff while it cannot be reached.
 func (h *Hub) dialPeer(ctx context.Context, spec string) {
 	var known identity.ID
-	backoff := backoffMin
+	retry := backoff.ExponentialBackOff{InitialInterval: backoffMin, Multiplier: 2, MaxInterval: backoffMax}
 	lastErr := ""
 	for ctx.Err() == nil {
 		if !known.IsZero() && h.linkedTo(known) {
@@ -150,7 +151,8 @@ func (h *Hub) dialPeer(ctx context.Context, spec string) {
 				if h.linkedTo(known) {
 					// it dropped this link as a duplicate of ours: quiet
 					// until that one ends
-					backoff, lastErr = backoffMin, ""
+					retry.Reset()
+					lastErr = ""
 					continue
 				}
 			}
@@ -158,15 +160,15 @@ func (h *Hub) dialPeer(ctx context.Context, spec string) {
 				h.logf("hub %s: peer %s: %v; not dialling it again: retrying cannot change that", h.cfg.Name, spec, err)
 				return
 			}
-			if msg := err.Error(); msg != lastErr {
+			if class := direct.ErrorClass(err); class != lastErr {
 				h.logf("hub %s: peer %s: %v (retrying every %v at most)", h.cfg.Name, spec, err, backoffMax)
-				lastErr = msg
+				lastErr = class
 			}
-			sleepCtx(ctx, backoff)
-			backoff = min(2*backoff, backoffMax)
+			sleepCtx(ctx, retry.NextBackOff())
 			continue
 		}
-		known, backoff, lastErr = p.id, backoffMin, ""
+		known, lastErr = p.id, ""
+		retry.Reset()
 		if err := h.register(p); err != nil {
 			h.logf("hub %s: peer %s: %v", h.cfg.Name, spec, err)
 			p.t.Close(err)
@@ -221,7 +223,7 @@ func (h *Hub) startDialLocked(r *route) {
 // dialLearned tries a learned hub's addresses until a link exists (ours or
 // theirs) or the hub is forgotten or unreachable.
 func (h *Hub) dialLearned(ctx context.Context, id identity.ID) {
-	backoff := backoffMin
+	retry := backoff.ExponentialBackOff{InitialInterval: backoffMin, Multiplier: 2, MaxInterval: backoffMax}
 	lastSplice := "" // the key of the last splice failure logged (spliceFailureKey)
 	for ctx.Err() == nil {
 		h.mu.Lock()
@@ -248,7 +250,7 @@ func (h *Hub) dialLearned(ctx context.Context, id identity.ID) {
 				break
 			}
 			h.run(p, rd)
-			backoff = backoffMin
+			retry.Reset()
 			break
 		}
 		if !linked && h.shouldSplice(id) {
@@ -266,26 +268,31 @@ func (h *Hub) dialLearned(ctx context.Context, id identity.ID) {
 			} else {
 				h.logf("hub %s: spliced a link to %s", h.cfg.Name, p.name)
 				h.run(p, rd)
-				backoff = backoffMin
+				retry.Reset()
 			}
 		}
-		if !sleepCtx(ctx, backoff) {
+		if !sleepCtx(ctx, retry.NextBackOff()) {
 			return
 		}
-		backoff = min(2*backoff, backoffMax)
 	}
 }
 
 // spliceFailureKey is what a hub compares splice failures by, so that a
 // retry that failed the same way is not logged again: the class of a
-// failed punch (its words name ports that change at every try), else the
-// failure's words (a refusal or no answer, which stay the same).
+// failed punch, the other hub's reason for declining, else the failure's
+// class (direct.ErrorClass); never its words (a punch's name ports that
+// change at every try).
 func spliceFailureKey(err error) string {
 	var refused *nat.RefusedError
+	var declined *spliceDeclined
 	var ne net.Error
 	switch {
+	case errors.As(err, &declined):
+		return "declined: " + declined.reason
+	case errors.Is(err, errNoSpliceAnswer):
+		return "no answer to the offer"
 	case !errors.Is(err, nat.ErrPunch):
-		return err.Error()
+		return direct.ErrorClass(err)
 	case errors.As(err, &refused):
 		return "punch refused by the network"
 	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():

@@ -138,6 +138,15 @@ type spliceAnswered struct{ err error }
 func (e *spliceAnswered) Error() string { return e.err.Error() }
 func (e *spliceAnswered) Unwrap() error { return e.err }
 
+// spliceDeclined is the other hub's answer that it cannot splice, with
+// its reason (words from the wire, which it picks from a few of its own).
+type spliceDeclined struct{ hub, reason string }
+
+func (e *spliceDeclined) Error() string { return e.hub + " cannot splice: " + e.reason }
+
+// errNoSpliceAnswer: the other hub did not answer a splice offer in time.
+var errNoSpliceAnswer = errors.New("did not answer the splice offer")
+
 func (h *Hub) spliceOnce(ctx context.Context, id identity.ID) (*peer, *wire.Reader, error) {
 	var tb [8]byte
 	_, _ = rand.Read(tb[:])
@@ -161,9 +170,9 @@ func (h *Hub) spliceOnce(ctx context.Context, id identity.ID) (*peer, *wire.Read
 		case r := <-s.reply:
 			return r.Addrs, time.Duration(r.HeldUs) * time.Microsecond, nil
 		case reason := <-s.fail:
-			return nil, 0, &spliceAnswered{fmt.Errorf("%s cannot splice: %s", h.hubName(id), reason)}
+			return nil, 0, &spliceAnswered{&spliceDeclined{hub: h.hubName(id), reason: reason}}
 		case <-time.After(spliceReplyWait):
-			return nil, 0, fmt.Errorf("%s did not answer the splice offer within %v", h.hubName(id), spliceReplyWait)
+			return nil, 0, fmt.Errorf("%s %w within %v", h.hubName(id), errNoSpliceAnswer, spliceReplyWait)
 		case <-ctx.Done():
 			return nil, 0, ctx.Err()
 		}

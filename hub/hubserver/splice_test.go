@@ -68,7 +68,9 @@ func TestSpliceRefused(t *testing.T) {
 
 // A hub logs a splice failure again only when its kind changes: failed
 // punches name fresh ports at every try (a lab run on main logged each
-// retry as news), refusals and unanswered offers keep their words.
+// retry as news); the other hub's reasons to decline are kinds of their
+// own; other failures are compared by type (direct.ErrorClass), never by
+// words.
 func TestSpliceFailureKey(t *testing.T) {
 	punch := func(local, remote string, cause error) error {
 		return fmt.Errorf("%w: %w", nat.ErrPunch, fmt.Errorf("splice %s -> %s: %w", local, remote, cause))
@@ -79,7 +81,10 @@ func TestSpliceFailureKey(t *testing.T) {
 	same := [][2]error{
 		{punch("[::]:34783", "[203.0.113.17:40821]", os.ErrDeadlineExceeded), punch("[::]:35001", "[203.0.113.17:40999]", os.ErrDeadlineExceeded)},
 		{punch("[::]:1", "[203.0.113.17:2]", refused("203.0.113.17:2")), punch("[::]:3", "[203.0.113.17:4]", refused("203.0.113.17:4"))},
-		{errors.New("east cannot splice: its NAT is random"), errors.New("east cannot splice: its NAT is random")},
+		{&spliceAnswered{&spliceDeclined{"east", "its NAT is random"}}, &spliceDeclined{"east", "its NAT is random"}},
+		{fmt.Errorf("east %w within 5s", errNoSpliceAnswer), fmt.Errorf("west %w within 5s", errNoSpliceAnswer)},
+		// not logged again for new words alone
+		{fmt.Errorf("link to east: %w", errors.New("port 1234 gone")), fmt.Errorf("link to east: %w", errors.New("port 5678 gone"))},
 	}
 	for _, c := range same {
 		if a, b := spliceFailureKey(c[0]), spliceFailureKey(c[1]); a != b {
@@ -88,8 +93,9 @@ func TestSpliceFailureKey(t *testing.T) {
 	}
 	differ := [][2]error{
 		{punch("[::]:1", "[203.0.113.17:2]", os.ErrDeadlineExceeded), punch("[::]:1", "[203.0.113.17:2]", refused("203.0.113.17:2"))},
-		{punch("[::]:1", "[203.0.113.17:2]", os.ErrDeadlineExceeded), errors.New("east did not answer the splice offer within 5s")},
-		{errors.New("east cannot splice: its NAT is random"), errors.New("east cannot splice: splicing is off on hub east")},
+		{punch("[::]:1", "[203.0.113.17:2]", os.ErrDeadlineExceeded), fmt.Errorf("east %w within 5s", errNoSpliceAnswer)},
+		{&spliceDeclined{"east", "its NAT is random"}, &spliceDeclined{"east", "splicing is off on hub east"}},
+		{&spliceDeclined{"east", "its NAT is random"}, fmt.Errorf("east %w within 5s", errNoSpliceAnswer)},
 	}
 	for _, c := range differ {
 		if a, b := spliceFailureKey(c[0]), spliceFailureKey(c[1]); a == b {

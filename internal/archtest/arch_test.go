@@ -15,8 +15,8 @@ const module = "github.com/gridlink/gridlink"
 // covers its subpackages.
 var layers = [][]string{
 	{"identity", "peercred"}, // peercred: which local account is at a connection's other end (the kernel's word)
-	{"status"},        // the JSON schema of what agents and hubs report
-	{"agent/control"}, // the agent's control API as its callers see it: schema, sockets, client
+	{"status"},               // the JSON schema of what agents and hubs report
+	{"agent/control"},        // the agent's control API as its callers see it: schema, sockets, client
 	{"pki"},
 	{"wire"},
 	{"direct", "nat", "portmap", "tun", "vip/dns"}, // tun: the TUN device seam of the virtual IP network; vip/dns: its names (needs only a lookup function)

@@ -9,12 +9,15 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/netip"
+	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/gridlink/gridlink/internal/lab"
@@ -173,16 +176,16 @@ func dialPlain(ctx context.Context, src, dst *topology.Host, to netip.AddrPort, 
 
 // explain turns a dial error into words a user can act on.
 func explain(err error, timeout time.Duration) string {
-	s := err.Error()
+	var ne net.Error
 	switch {
-	case strings.Contains(s, "i/o timeout"):
-		return fmt.Sprintf("%s (no answer within %v: dropped by a firewall or NAT, or no route beyond a site)", s, timeout)
-	case strings.Contains(s, "network is unreachable"):
-		return s + " (the source host has no route there: a non-routed network)"
-	case strings.Contains(s, "connection refused"):
-		return s + " (the host answered but rejected it)"
+	case errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		return fmt.Sprintf("%v (no answer within %v: dropped by a firewall or NAT, or no route beyond a site)", err, timeout)
+	case errors.Is(err, syscall.ENETUNREACH):
+		return fmt.Sprintf("%v (the source host has no route there: a non-routed network)", err)
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Sprintf("%v (the host answered but rejected it)", err)
 	}
-	return s
+	return err.Error()
 }
 
 // WriteJSON writes m as one JSON object.
