@@ -1,6 +1,7 @@
 // Package pki proves identities over connections: every gridlink
 // connection, direct or relayed, starts with a TLS 1.3 handshake in which
-// both ends present a certificate for their Ed25519 key, each checks that
+// both ends present a certificate for their Ed25519 key (RSA and ECDSA
+// keys certify users and their proxies higher in the chain), each checks that
 // the other's key is the one it meant to reach, and each sends its verdict
 // on the other (verdict.go) before any data.
 //
@@ -71,8 +72,21 @@ func Certified(key identity.Key, chain []*x509.Certificate, trust *Trust) (*Cred
 
 // FromProxy makes credentials of a proxy credential (a user's proxy from
 // `gridlink proxy init`, or one delegated to a service): the proxy's key is
-// the node's identity key (ProxyKey).
+// the node's identity key (ProxyKey). A proxy of another key type (RSA or
+// ECDSA: grid-proxy-init's, voms-proxy-init's) signs a proxy of a new
+// Ed25519 key for the node, valid as long as it is (7 days at most).
 func FromProxy(p *proxy.Credential, trust *Trust) (*Credentials, error) {
+	if _, ok := p.Key.(ed25519.PrivateKey); !ok && p.Key != nil && len(p.Chain) > 0 {
+		life := min(time.Until(p.Leaf().NotAfter), proxy.DefaultMaxLifetime)
+		if life <= 0 {
+			return nil, fmt.Errorf("pki: the proxy expired at %s", p.Leaf().NotAfter.UTC().Format(time.RFC3339))
+		}
+		sub, err := proxy.New(p, proxy.Options{Lifetime: life})
+		if err != nil {
+			return nil, fmt.Errorf("pki: a proxy for the node's Ed25519 key, signed by the %T proxy: %w", p.Key, err)
+		}
+		p = sub
+	}
 	key, err := ProxyKey(p)
 	if err != nil {
 		return nil, err

@@ -1,5 +1,6 @@
 // Package ca is the grid's certificate authority: it makes the CA (a
-// self-signed certificate for an Ed25519 key), issues the long-lived
+// self-signed certificate for an ECDSA P-256 key; Ed25519 and RSA CAs
+// made before or elsewhere work too), issues the long-lived
 // end-entity certificates of hubs, nodes and users, and signs the
 // revocation list. It owns the layout of those certificates, which
 // AttributesOf reads back: the subject O=grid, OU=role, CN=name, and the
@@ -13,7 +14,6 @@ package ca
 
 import (
 	"crypto"
-	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -51,8 +51,10 @@ type Config struct {
 	// Name is the grid's name: the CA's subject is O=Name, CN=Name CA,
 	// and the certificates it issues have O=Name.
 	Name string
-	// Key signs for the CA; nil makes a new Ed25519 key (Key() returns it
-	// for saving).
+	// Key signs for the CA; nil makes a new ECDSA P-256 key (Key()
+	// returns it for saving): OpenSSL and the Globus tools cannot use
+	// certificates an Ed25519 CA signed (grid-proxy-init: "signing
+	// algorithm not supported").
 	Key crypto.Signer
 	// Start is when the CA becomes valid (zero: now); it stays valid for
 	// Lifetime (zero: DefaultCALifetime).
@@ -67,7 +69,7 @@ func New(c Config) (*Authority, error) {
 	}
 	key := c.Key
 	if key == nil {
-		_, priv, err := ed25519.GenerateKey(rand.Reader)
+		priv, err := NewUserKey()
 		if err != nil {
 			return nil, err
 		}

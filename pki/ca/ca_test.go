@@ -40,8 +40,8 @@ func TestNew(t *testing.T) {
 	if life := c.NotAfter.Sub(c.NotBefore); life != DefaultCALifetime+Backdate {
 		t.Errorf("lifetime %v", life)
 	}
-	if _, ok := a.Key().(ed25519.PrivateKey); !ok {
-		t.Errorf("key %T", a.Key())
+	if k, ok := a.Key().(*ecdsa.PrivateKey); !ok || k.Curve != elliptic.P256() {
+		t.Errorf("key %T, want ECDSA P-256 (which OpenSSL and Globus use)", a.Key())
 	}
 	if _, err := New(Config{Name: "bad name"}); err == nil {
 		t.Error("bad grid name accepted")

@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
+	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
@@ -50,7 +51,10 @@ func dn(raw []byte) string {
 //     names, no other unknown critical extension, within every
 //     pCPathLenConstraint above it, and a policy gridlink knows that is
 //     at least as restricted as the restriction above it;
-//   - keys are Ed25519 or ECDSA P-256/P-384, signatures Ed25519 or ECDSA.
+//   - keys are Ed25519, ECDSA P-256/P-384 or RSA of MinRSABits or more,
+//     signatures Ed25519, ECDSA or RSA (PKCS #1 v1.5 or PSS) with SHA-2;
+//   - an end-entity certificate of a federation CA (Config.UserCAs) is a
+//     user's, named by its subject (ca.ForeignAttributes).
 //
 // The first failure is returned as an *Error.
 func (v *Verifier) VerifyCertificates(certs []*x509.Certificate, at time.Time) (*Result, error) {
@@ -165,6 +169,9 @@ func (v *Verifier) endEntity(certs []*x509.Certificate, i int, at time.Time) (*R
 		return nil, fail(i, name, ErrKeyUsage, "key usage includes keyCertSign or cRLSign, which only the CA's may")
 	}
 	attrs, err := ca.AttributesOf(c)
+	if r.user {
+		attrs, err = ca.ForeignAttributes(c)
+	}
 	if err != nil {
 		return nil, fail(i, name, ErrMalformed, "%v", err)
 	}
@@ -197,6 +204,10 @@ func (v *Verifier) proxy(certs []*x509.Certificate, i, k int, at time.Time, res 
 	switch {
 	case err != nil:
 		return fail(i, name, ErrMalformed, "%s", strings.TrimPrefix(err.Error(), "proxy: "))
+	case !isProxy && proxy.Legacy(c.RawSubject, parent.RawSubject):
+		return fail(i, name, ErrNotProxy,
+			"%s is a legacy Globus proxy (CN=proxy, before RFC 3820), which gridlink does not accept: make an RFC 3820 proxy (grid-proxy-init -rfc, the default of Globus 6, or voms-proxy-init -rfc)",
+			dn(c.RawSubject))
 	case !isProxy:
 		return fail(i, fmt.Sprintf("certificate %d of %d", i+1, len(certs)), ErrNotProxy,
 			"%s is not a proxy certificate, yet it follows %s: only proxies follow a user's certificate, and users and proxies sign nothing else",
@@ -302,6 +313,10 @@ func validity(i int, name string, c *x509.Certificate, at time.Time) error {
 	return nil
 }
 
+// MinRSABits is the smallest RSA key a chain may hold (grid certificates
+// and the proxies grid-proxy-init makes are RSA, 2048 bits and more).
+const MinRSABits = 2048
+
 // algorithms says what is wrong with a certificate's key or signature
 // algorithm, or "".
 func algorithms(c *x509.Certificate) string {
@@ -311,12 +326,18 @@ func algorithms(c *x509.Certificate) string {
 		if k.Curve != elliptic.P256() && k.Curve != elliptic.P384() {
 			return fmt.Sprintf("an ECDSA key on %s: gridlink accepts P-256 and P-384", k.Curve.Params().Name)
 		}
+	case *rsa.PublicKey:
+		if k.N.BitLen() < MinRSABits {
+			return fmt.Sprintf("an RSA key of %d bits: gridlink accepts %d bits and more", k.N.BitLen(), MinRSABits)
+		}
 	default:
-		return fmt.Sprintf("a %v key: gridlink accepts Ed25519 and ECDSA", c.PublicKeyAlgorithm)
+		return fmt.Sprintf("a %v key: gridlink accepts Ed25519, ECDSA and RSA", c.PublicKeyAlgorithm)
 	}
 	switch c.SignatureAlgorithm {
-	case x509.PureEd25519, x509.ECDSAWithSHA256, x509.ECDSAWithSHA384, x509.ECDSAWithSHA512:
+	case x509.PureEd25519, x509.ECDSAWithSHA256, x509.ECDSAWithSHA384, x509.ECDSAWithSHA512,
+		x509.SHA256WithRSA, x509.SHA384WithRSA, x509.SHA512WithRSA,
+		x509.SHA256WithRSAPSS, x509.SHA384WithRSAPSS, x509.SHA512WithRSAPSS:
 		return ""
 	}
-	return fmt.Sprintf("signed with %v: gridlink accepts Ed25519 and ECDSA signatures", c.SignatureAlgorithm)
+	return fmt.Sprintf("signed with %v: gridlink accepts Ed25519, ECDSA and RSA signatures with SHA-2", c.SignatureAlgorithm)
 }

@@ -21,6 +21,7 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -246,11 +247,13 @@ func effective(chain []*x509.Certificate) (effect, error) {
 	if _, isProxy, _ := Of(eec); isProxy {
 		return e, errors.New("proxy: the issuer's chain does not end at its user's certificate")
 	}
+	// A certificate without a gridlink role is another CA's: a user's
+	// (ca.ForeignAttributes), which only a verifier given that CA accepts.
 	attrs, err := ca.AttributesOf(eec)
-	if err != nil {
+	if err != nil && len(eec.Subject.OrganizationalUnit) == 1 && ca.Role(eec.Subject.OrganizationalUnit[0]).Valid() {
 		return e, fmt.Errorf("proxy: issuer: %w", err)
 	}
-	if attrs.Role != ca.User {
+	if err == nil && attrs.Role != ca.User {
 		return e, fmt.Errorf("proxy: only users sign proxies, and %s is a %s", attrs.Name, attrs.Role)
 	}
 	for i := len(chain) - 2; i >= 0; i-- {
@@ -280,13 +283,28 @@ var oidCommonName = encasn1.ObjectIdentifier{2, 5, 4, 3}
 // plus one RDN holding a single CN (RFC 3820 §3.4), comparing the issuer's
 // part byte for byte.
 func ExtendsSubject(child, issuer []byte) bool {
+	_, ok := addedCN(child, issuer)
+	return ok
+}
+
+// Legacy reports whether the DER Name child is the issuer's plus
+// CN=proxy or CN=limited proxy: the subject of a legacy (pre-RFC 3820)
+// Globus proxy, which has no ProxyCertInfo.
+func Legacy(child, issuer []byte) bool {
+	cn, ok := addedCN(child, issuer)
+	return ok && (cn == "proxy" || cn == "limited proxy")
+}
+
+// addedCN is the value of the one CN the DER Name child adds to issuer,
+// and whether it adds exactly that.
+func addedCN(child, issuer []byte) (string, bool) {
 	c, p := cryptobyte.String(child), cryptobyte.String(issuer)
 	var crdns, prdns cryptobyte.String
 	if !c.ReadASN1(&crdns, asn1.SEQUENCE) || !c.Empty() || !p.ReadASN1(&prdns, asn1.SEQUENCE) || !p.Empty() {
-		return false
+		return "", false
 	}
 	if !bytes.HasPrefix(crdns, prdns) {
-		return false
+		return "", false
 	}
 	last := crdns[len(prdns):]
 	var set, atv, val cryptobyte.String
@@ -296,9 +314,9 @@ func ExtendsSubject(child, issuer []byte) bool {
 		!set.ReadASN1(&atv, asn1.SEQUENCE) || !set.Empty() ||
 		!atv.ReadASN1ObjectIdentifier(&oid) || !oid.Equal(oidCommonName) ||
 		!atv.ReadAnyASN1(&val, &tag) || !atv.Empty() {
-		return false
+		return "", false
 	}
-	return (tag == asn1.UTF8String || tag == asn1.PrintableString) && len(val) > 0
+	return string(val), (tag == asn1.UTF8String || tag == asn1.PrintableString) && len(val) > 0
 }
 
 // extendSubject appends the RDN CN=cn to a DER Name (RFC 3820 §3.4).
@@ -331,6 +349,10 @@ func checkPublicKey(pub crypto.PublicKey) error {
 		if k.Curve == elliptic.P256() || k.Curve == elliptic.P384() {
 			return nil
 		}
+	case *rsa.PublicKey:
+		if k.N.BitLen() >= ca.MinRSABits {
+			return nil
+		}
 	}
-	return fmt.Errorf("proxy: cannot certify a %T key: want Ed25519 or ECDSA P-256/P-384", pub)
+	return fmt.Errorf("proxy: cannot certify a %T key: want Ed25519, ECDSA P-256/P-384 or RSA of %d bits or more", pub, ca.MinRSABits)
 }
