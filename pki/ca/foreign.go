@@ -51,9 +51,18 @@ var attrNames = map[string]string{
 // grid-proxy-info): each attribute "/TYPE=VALUE" in the order the
 // certificate holds them (/O=mygrid/OU=user/CN=alice).
 func SubjectDN(cert *x509.Certificate) string {
+	if s := NameDN(cert.RawSubject); s != "" {
+		return s
+	}
+	return cert.Subject.String()
+}
+
+// NameDN is a DER Name as Globus writes it (SubjectDN), or "" if it does
+// not decode.
+func NameDN(raw []byte) string {
 	var seq pkix.RDNSequence
-	if rest, err := asn1.Unmarshal(cert.RawSubject, &seq); err != nil || len(rest) != 0 {
-		return cert.Subject.String()
+	if rest, err := asn1.Unmarshal(raw, &seq); err != nil || len(rest) != 0 {
+		return ""
 	}
 	var b bytes.Buffer
 	for _, rdn := range seq {

@@ -25,13 +25,19 @@ var (
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // dn prints a DER Name with every attribute (pkix.Name.String keeps one
-// CN of a proxy's several).
+// CN of a proxy's several); one with attributes Go has no name for (the
+// DC of most grid certificates, which it prints as OID=#hex) as Globus
+// writes it, /DC=org/DC=example/CN=Alice Smith.
 func dn(raw []byte) string {
 	var rdns pkix.RDNSequence
 	if rest, err := asn1.Unmarshal(raw, &rdns); err != nil || len(rest) != 0 {
 		return "(undecodable name)"
 	}
-	return rdns.String()
+	s := rdns.String()
+	if strings.Contains(s, "=#") {
+		return ca.NameDN(raw)
+	}
+	return s
 }
 
 // VerifyCertificates validates a parsed chain, leaf first, at time at
@@ -83,7 +89,7 @@ func (v *Verifier) VerifyCertificates(certs []*x509.Certificate, at time.Time) (
 			"the chain ends at a proxy certificate (%s): the certificates it derives from, up to the user's, are missing", dn(eec.RawSubject))
 	}
 	if n > 1 && eec.BasicConstraintsValid && eec.IsCA {
-		return nil, fail(ei, "CA "+eec.Subject.String(), ErrUnknownCA,
+		return nil, fail(ei, "CA "+dn(eec.RawSubject), ErrUnknownCA,
 			"not a configured CA (the grid's CAs issue end-entity certificates directly; sub-CAs are not supported)")
 	}
 	res, err := v.endEntity(certs, ei, at)
@@ -114,7 +120,7 @@ func (v *Verifier) isRoot(c *x509.Certificate) bool {
 // endEntity checks the end-entity certificate certs[i] and its CA.
 func (v *Verifier) endEntity(certs []*x509.Certificate, i int, at time.Time) (*Result, error) {
 	c := certs[i]
-	name := "end-entity certificate " + c.Subject.String()
+	name := "end-entity certificate " + dn(c.RawSubject)
 	if why := algorithms(c); why != "" {
 		return nil, fail(i, name, ErrAlgorithm, "%s", why)
 	}
@@ -142,7 +148,7 @@ func (v *Verifier) endEntity(certs []*x509.Certificate, i int, at time.Time) (*R
 	case r == nil:
 		return nil, fail(i, name, ErrSignature, "certificate not signed by a configured CA: its signature does not verify with the key of %s", c.Issuer)
 	}
-	caName := "CA " + r.cert.Subject.String()
+	caName := "CA " + dn(r.cert.RawSubject)
 	caIndex := -1
 	if len(certs) > i+1 {
 		caIndex = i + 1
