@@ -164,6 +164,9 @@ func (c Credentials) Load(key Key) (*pki.Credentials, *pki.Trust, error) {
 		if err != nil {
 			return nil, nil, err
 		}
+		if pc, err = pki.NodeProxy(pc); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", c.Proxy, err)
+		}
 		if key, err = pki.ProxyKey(pc); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", c.Proxy, err)
 		}

@@ -166,7 +166,7 @@ func globusEnv(env []string, name string, args ...string) (string, error) {
 func gridProxyInit(t *testing.T, certsDir, certFile, keyFile, pass string) string {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "x509up")
-	cmd := exec.Command("grid-proxy-init", "-pwstdin", "-out", out)
+	cmd := exec.Command("grid-proxy-init", "-debug", "-pwstdin", "-out", out)
 	cmd.Env = append(os.Environ(), "X509_USER_CERT="+certFile, "X509_USER_KEY="+keyFile, "X509_CERT_DIR="+certsDir)
 	cmd.Stdin = strings.NewReader(pass + "\n")
 	if b, err := cmd.CombinedOutput(); err != nil {

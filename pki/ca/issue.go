@@ -37,10 +37,19 @@ func (r Role) Valid() bool { return r == Hub || r == Node || r == User }
 // MinRSABits is the smallest RSA key a user's certificate may certify.
 const MinRSABits = 2048
 
-// NewUserKey makes a user's key: ECDSA P-256, which gridlink, OpenSSL and
-// the Globus tools (grid-proxy-init, globus-url-copy) all use.
+// Key sizes of the RSA keys made here.
+const (
+	UserRSABits = 2048 // NewUserKey's
+	CARSABits   = 3072 // a new CA's: it signs for 10 years
+)
+
+// NewUserKey makes a user's key: RSA of UserRSABits. The Globus tools
+// (grid-proxy-init, a GridFTP server taking a delegated proxy) sign only
+// with RSA keys and size a proxy's key by its issuer's, so neither an
+// ECDSA nor an Ed25519 key would do ("Certificate's signing algorithm not
+// supported by OpenSSL").
 func NewUserKey() (crypto.Signer, error) {
-	return ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	return rsa.GenerateKey(rand.Reader, UserRSABits)
 }
 
 // MaxGroups bounds the groups of one certificate.
@@ -77,10 +86,9 @@ type Request struct {
 	Aliases []string
 	// Key is the public key to certify. For a hub or node it is the
 	// Ed25519 identity key (identity.ID.PublicKey()), so the certificate's
-	// key is the node's ID; for a user an ECDSA (P-256, P-384), RSA
-	// (MinRSABits or more) or Ed25519 key of the user's own (NewUserKey:
-	// ECDSA P-256, which OpenSSL and the Globus tools use; they cannot
-	// sign proxies with Ed25519).
+	// key is the node's ID; for a user an RSA (MinRSABits or more),
+	// ECDSA (P-256, P-384) or Ed25519 key of the user's own (NewUserKey:
+	// RSA, the one the Globus tools use).
 	Key crypto.PublicKey
 	// Start is when the certificate becomes valid (zero: now); it stays
 	// valid for Lifetime (zero: DefaultLifetime), and never past the CA.

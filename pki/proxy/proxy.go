@@ -101,12 +101,32 @@ type Options struct {
 	Independent bool
 }
 
-// New makes a proxy of issuer: a new Ed25519 key and a certificate for it.
+// New makes a proxy of issuer: a new key of the issuer's kind (Ed25519;
+// ECDSA on its curve; RSA of its size, as grid-proxy-init makes them,
+// since Globus sizes the RSA keys of proxies it delegates by their
+// issuer's) and a certificate for it.
 func New(issuer *Credential, o Options) (*Credential, error) {
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err := issuer.check(); err != nil {
+		return nil, err
+	}
+	var priv crypto.Signer
+	var err error
+	switch k := issuer.Key.Public().(type) {
+	case *rsa.PublicKey:
+		priv, err = rsa.GenerateKey(rand.Reader, max(k.N.BitLen(), ca.MinRSABits))
+	case *ecdsa.PublicKey:
+		priv, err = ecdsa.GenerateKey(k.Curve, rand.Reader)
+	default:
+		_, priv, err = ed25519.GenerateKey(rand.Reader)
+	}
 	if err != nil {
 		return nil, err
 	}
+	return NewWithKey(issuer, priv, o)
+}
+
+// NewWithKey makes a proxy of issuer for priv.
+func NewWithKey(issuer *Credential, priv crypto.Signer, o Options) (*Credential, error) {
 	cert, err := Issue(issuer, priv.Public(), o)
 	if err != nil {
 		return nil, err
