@@ -71,12 +71,14 @@ func rsaKey(t *testing.T) *rsa.PrivateKey {
 	return k
 }
 
-func newFedCA(t *testing.T) *fedCA {
+func newFedCA(t *testing.T) *fedCA { return newFedCANamed(t, "Fed CA") }
+
+func newFedCANamed(t *testing.T, cn string) *fedCA {
 	t.Helper()
 	k := rsaKey(t)
 	now := time.Now()
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: fedName("Fed CA"), NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
+		SerialNumber: big.NewInt(1), Subject: fedName(cn), NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour),
 		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageCRLSign, BasicConstraintsValid: true, IsCA: true,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &k.PublicKey, k)
@@ -294,6 +296,24 @@ func TestGridProxyInitAccepted(t *testing.T) {
 		}
 		return c
 	}
+	// A legacy proxy (grid-proxy-init -old: CN=proxy, no ProxyCertInfo)
+	// is refused by name.
+	legacyFile := filepath.Join(t.TempDir(), "x509up_old")
+	if out, err := globusEnv([]string{"X509_USER_CERT=" + aliceCert, "X509_USER_KEY=" + aliceKey, "X509_CERT_DIR=" + certs},
+		"sh", "-c", "echo 'alice pw' | grid-proxy-init -old -pwstdin -out "+legacyFile); err != nil {
+		t.Fatalf("grid-proxy-init -old: %v\n%s", err, out)
+	}
+	legacy, err := proxy.Load(legacyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := trust.VerifyCertificates(legacy.Chain); !errors.Is(err, chain.ErrNotProxy) || !strings.Contains(err.Error(), "is a legacy Globus proxy (CN=proxy, before RFC 3820)") {
+		t.Errorf("legacy proxy: %v", err)
+	}
+	if _, err := pki.FromProxy(legacy, trust); err == nil || !strings.Contains(err.Error(), "legacy Globus proxy") {
+		t.Errorf("a node of a legacy proxy: %v", err)
+	}
+
 	cerr, serr, peer := handshake(t, user(aliceProxy, load()), srv)
 	if cerr != nil || serr != nil {
 		t.Fatalf("alice's grid-proxy-init proxy: client %v, server %v", cerr, serr)

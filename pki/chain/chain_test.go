@@ -447,3 +447,20 @@ func TestRSA(t *testing.T) {
 		t.Errorf("P-224 proxy key: %v", err)
 	}
 }
+
+// TestLegacyProxy: a legacy Globus proxy (subject the user's plus
+// CN=proxy, no ProxyCertInfo) is refused, saying what it is and what to
+// make instead (issue 34).
+func TestLegacyProxy(t *testing.T) {
+	w := newWorld(t)
+	for _, cn := range []string{"proxy", "limited proxy"} {
+		legacy := w.craft(t, w.alice, nil, func(c *x509.Certificate) {
+			c.RawSubject = appendCN(w.alice.Leaf().RawSubject, cn)
+			c.ExtraExtensions = nil
+		})
+		_, err := w.v.Verify(raw(legacy), w.now)
+		if !errors.Is(err, ErrNotProxy) || !strings.Contains(err.Error(), "proxy 1: ") || !strings.Contains(err.Error(), "is a legacy Globus proxy (CN=proxy, before RFC 3820), which gridlink does not accept: make an RFC 3820 proxy") {
+			t.Errorf("CN=%s: %v", cn, err)
+		}
+	}
+}

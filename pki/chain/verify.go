@@ -144,9 +144,9 @@ func (v *Verifier) endEntity(certs []*x509.Certificate, i int, at time.Time) (*R
 		// What a hub or node of an open grid presents: its bare key.
 		return nil, fail(i, name, ErrUnknownCA, "certificate not signed by a configured CA: it is self-signed, so the peer holds no certificate from this grid's CA")
 	case !named:
-		return nil, fail(i, name, ErrUnknownCA, "certificate not signed by a configured CA: its issuer %s is none of them", c.Issuer)
+		return nil, fail(i, name, ErrUnknownCA, "certificate not signed by a configured CA: its issuer %s is none of them", dn(c.RawIssuer))
 	case r == nil:
-		return nil, fail(i, name, ErrSignature, "certificate not signed by a configured CA: its signature does not verify with the key of %s", c.Issuer)
+		return nil, fail(i, name, ErrSignature, "certificate not signed by a configured CA: its signature does not verify with the key of %s", dn(c.RawIssuer))
 	}
 	caName := "CA " + dn(r.cert.RawSubject)
 	caIndex := -1

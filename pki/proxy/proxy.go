@@ -281,6 +281,9 @@ func effective(chain []*x509.Certificate) (effect, error) {
 		if err != nil {
 			return e, err
 		}
+		if !isProxy && Legacy(chain[i].RawSubject, chain[i+1].RawSubject) {
+			return e, errors.New("proxy: the issuer is a legacy Globus proxy (CN=proxy, before RFC 3820): make an RFC 3820 proxy (grid-proxy-init -rfc, the default of Globus 6)")
+		}
 		if !isProxy {
 			return e, errors.New("proxy: the issuer's chain holds a certificate that is not a proxy below its user's")
 		}
