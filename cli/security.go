@@ -18,8 +18,8 @@ import (
 // node. Without --ca the grid is open: any key may connect.
 type secFlags struct {
 	caFile, caDir, certFile, crlFile, proxyFile string
-	maxProxyLife                         time.Duration
-	unchecked                            bool // testingUncheckedFlag (testingAid builds only)
+	maxProxyLife                                time.Duration
+	unchecked                                   bool // testingUncheckedFlag (testingAid builds only)
 }
 
 // testingUncheckedFlag is a hidden testing aid, only in a binary built

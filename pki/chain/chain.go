@@ -1,6 +1,8 @@
 // Package chain validates the certificate chains peers present: ordinary
 // X.509 path validation of an end-entity certificate (a hub's, node's or
-// user's) to the configured grid CAs, the revocation lists those CAs
+// user's) to the configured grid CAs (or a user's, named by its Globus
+// DN, to a CA of the federation: Config.UserCAs; RSA and ECDSA as grid
+// certificates are, Ed25519 as gridlink's nodes are), the revocation lists those CAs
 // signed, and on top the RFC 3820 §4 rules for the proxy certificates
 // below a user's certificate, which Go's crypto/x509 refuses to handle.
 // It says who a chain proves (Result: the user, hub or node, its groups,
