@@ -25,6 +25,11 @@ DEBS     += prometheus
 # chromium (headless, driven by chromedp) is the browser of the dashboard's
 # lab test (TestGrid6Dashboard); fonts for its screenshots.
 DEBS     += chromium fonts-dejavu-core
+# The Globus tools of pki's interop tests (TestGridProxyInitAccepted,
+# TestGridFTPAcceptsGridlinkProxy): grid-proxy-init and grid-proxy-info, a
+# GSI GridFTP server run on loopback by the test (never as a service),
+# globus-url-copy; openssl for the trust directory's hashed names.
+DEBS     += globus-proxy-utils globus-gridftp-server-progs globus-gass-copy-progs openssl
 
 deps:
 	@missing=""; for p in $(DEBS); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; done; \

@@ -102,8 +102,15 @@ type Credentials struct {
 	// they certify. Empty: an open grid (then Cert, CRL and Proxy must be
 	// empty too).
 	CA string
-	// CRL is the CA's revocation list (PEM), reread when it changes.
+	// CRL is the CA's revocation list (PEM or DER), or a directory of
+	// them, reread when it changes.
 	CRL string
+	// CADir is a trust directory as grid hosts keep one
+	// (/etc/grid-security/certificates, X509_CERT_DIR): the CAs of the
+	// federation (HASH.0), which certify users only, and their
+	// revocation lists (HASH.r0), reread when it changes (pki.TrustFiles).
+	// A CA that is a directory is read as CADir.
+	CADir string
 	// Cert is this end's certificate chain (PEM) for its key; Proxy a
 	// user's proxy credential instead of the key and Cert. With CA one of
 	// them is needed.
@@ -132,7 +139,7 @@ var (
 func (c Credentials) Load(key Key) (*pki.Credentials, *pki.Trust, error) {
 	var trust *pki.Trust
 	switch {
-	case c.CA != "":
+	case c.CA != "" || c.CADir != "":
 		max := c.MaxProxyLifetime
 		if max == 0 {
 			max = chain.DefaultMaxProxyLifetime
@@ -141,7 +148,11 @@ func (c Credentials) Load(key Key) (*pki.Credentials, *pki.Trust, error) {
 			return nil, nil, fmt.Errorf("%w: %v", ErrMaxProxyLifetime, max)
 		}
 		var err error
-		if trust, err = pki.LoadTrustWith(c.CA, c.CRL, chain.Config{MaxProxyLifetime: max}); err != nil {
+		files := pki.TrustFiles{CA: c.CA, CRL: c.CRL, Dir: c.CADir}
+		if fi, err := os.Stat(c.CA); err == nil && fi.IsDir() && c.CADir == "" {
+			files.CA, files.Dir = "", c.CA
+		}
+		if trust, err = pki.LoadTrustFiles(files, chain.Config{MaxProxyLifetime: max}); err != nil {
 			return nil, nil, err
 		}
 	case c.CRL != "":
@@ -163,6 +174,9 @@ func (c Credentials) Load(key Key) (*pki.Credentials, *pki.Trust, error) {
 		pc, err := proxy.Load(c.Proxy)
 		if err != nil {
 			return nil, nil, err
+		}
+		if pc, err = pki.NodeProxy(pc); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", c.Proxy, err)
 		}
 		if key, err = pki.ProxyKey(pc); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", c.Proxy, err)

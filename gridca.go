@@ -2,7 +2,6 @@ package gridlink
 
 import (
 	"crypto"
-	"crypto/ed25519"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -229,7 +228,7 @@ func IssueCert(r CertRequest) (Issued, error) {
 		}
 		key, err := keyfile.Load(r.KeyFile, r.UserPassphrase)
 		if errors.Is(err, os.ErrNotExist) {
-			_, priv, gerr := ed25519.GenerateKey(nil)
+			priv, gerr := ca.NewUserKey()
 			if gerr != nil {
 				return out, gerr
 			}

@@ -17,9 +17,9 @@ import (
 // secFlags are the certificate flags of every command that runs a hub or a
 // node. Without --ca the grid is open: any key may connect.
 type secFlags struct {
-	caFile, certFile, crlFile, proxyFile string
-	maxProxyLife                         time.Duration
-	unchecked                            bool // testingUncheckedFlag (testingAid builds only)
+	caFile, caDir, certFile, crlFile, proxyFile string
+	maxProxyLife                                time.Duration
+	unchecked                                   bool // testingUncheckedFlag (testingAid builds only)
 }
 
 // testingUncheckedFlag is a hidden testing aid, only in a binary built
@@ -32,9 +32,10 @@ const testingUncheckedFlag = "testing-unchecked-cert"
 
 func (sf *secFlags) add(c *cobra.Command) {
 	f := c.Flags()
-	f.StringVar(&sf.caFile, "ca", "", "grid CA certificates (PEM): admit only peers they certify; without it the grid is open to any key")
+	f.StringVar(&sf.caFile, "ca", "", "grid CA certificates (PEM): admit only peers they certify (a directory: as --ca-dir); without it (and --ca-dir) the grid is open to any key")
 	f.StringVar(&sf.certFile, "cert", "", "this hub's or node's certificate (PEM, from `gridlink cert issue`) for --key")
-	f.StringVar(&sf.crlFile, "crl", "", "the CA's revocation list (PEM), reread when it changes")
+	f.StringVar(&sf.crlFile, "crl", "", "the CA's revocation list (PEM), or a directory of them, reread when it changes")
+	f.StringVar(&sf.caDir, "ca-dir", "", "a grid trust directory (e.g. /etc/grid-security/certificates, $X509_CERT_DIR): its CAs (HASH.0) certify users, their CRLs (HASH.r0) apply; reread when it changes")
 	f.StringVar(&sf.proxyFile, "proxy", "", "run as a user: a proxy credential (from `gridlink proxy init`) instead of --key and --cert")
 	f.DurationVar(&sf.maxProxyLife, "max-proxy-lifetime", gridlink.DefaultMaxProxyLifetime, "refuse peers' proxies valid longer than this (with --ca)")
 	if testingAid {
@@ -45,10 +46,10 @@ func (sf *secFlags) add(c *cobra.Command) {
 
 // files checks the flags and returns the credential files they name.
 func (sf *secFlags) files() (gridlink.Credentials, error) {
-	if sf.caFile != "" && sf.maxProxyLife <= 0 {
+	if (sf.caFile != "" || sf.caDir != "") && sf.maxProxyLife <= 0 {
 		return gridlink.Credentials{}, fmt.Errorf("--max-proxy-lifetime %v: want a positive duration", sf.maxProxyLife)
 	}
-	c := gridlink.Credentials{CA: sf.caFile, CRL: sf.crlFile, Cert: sf.certFile, Proxy: sf.proxyFile, MaxProxyLifetime: sf.maxProxyLife}
+	c := gridlink.Credentials{CA: sf.caFile, CADir: sf.caDir, CRL: sf.crlFile, Cert: sf.certFile, Proxy: sf.proxyFile, MaxProxyLifetime: sf.maxProxyLife}
 	if sf.unchecked {
 		uncheck(&c)
 	}
@@ -62,8 +63,8 @@ func flagWords(err error) error {
 		err   error
 		words string
 	}{
-		{gridlink.ErrCRLWithoutCA, "--crl needs --ca (the CA certificates)"},
-		{gridlink.ErrCertWithoutCA, "--cert and --proxy need --ca (the CA certificates)"},
+		{gridlink.ErrCRLWithoutCA, "--crl needs --ca or --ca-dir (the CA certificates)"},
+		{gridlink.ErrCertWithoutCA, "--cert and --proxy need --ca or --ca-dir (the CA certificates)"},
 		{gridlink.ErrProxyAndCert, "--proxy and --cert exclude each other: a proxy carries its chain"},
 		{gridlink.ErrNoCert, "--ca needs --cert (with --key) or --proxy: this end's certificate"},
 	} {

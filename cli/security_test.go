@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -53,16 +54,28 @@ func TestCredentialFlagWords(t *testing.T) {
 	g.WriteGrid(t, dir)
 	caFile, crlFile := filepath.Join(dir, "ca.pem"), filepath.Join(dir, "crl.pem")
 	some := filepath.Join(dir, "some.pem")
+	// A trust directory as grid hosts keep one: the CA under a hashed name.
+	trustDir := t.TempDir()
+	caPEM, err := os.ReadFile(caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(trustDir, "0123abcd.0"), caPEM, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, cmd := range [][]string{{"hub", "--name", "h", "--listen", "127.0.0.1:0", "--control", "@gridlink-test-words"}, {"perf", "--serve"}} {
 		for _, tc := range []struct {
 			args []string
 			want string
 		}{
-			{[]string{"--crl", crlFile}, "--crl needs --ca (the CA certificates)"},
-			{[]string{"--cert", some}, "--cert and --proxy need --ca (the CA certificates)"},
-			{[]string{"--proxy", some}, "--cert and --proxy need --ca (the CA certificates)"},
+			{[]string{"--crl", crlFile}, "--crl needs --ca or --ca-dir (the CA certificates)"},
+			{[]string{"--cert", some}, "--cert and --proxy need --ca or --ca-dir (the CA certificates)"},
+			{[]string{"--proxy", some}, "--cert and --proxy need --ca or --ca-dir (the CA certificates)"},
 			{[]string{"--ca", caFile, "--crl", crlFile}, "--ca needs --cert (with --key) or --proxy: this end's certificate"},
 			{[]string{"--ca", caFile, "--crl", crlFile, "--cert", some, "--proxy", some}, "--proxy and --cert exclude each other: a proxy carries its chain"},
+			{[]string{"--ca-dir", trustDir}, "--ca needs --cert (with --key) or --proxy: this end's certificate"},
+			{[]string{"--ca", trustDir, "--crl", crlFile}, "--ca needs --cert (with --key) or --proxy: this end's certificate"},
+			{[]string{"--ca-dir", dir}, "pki: trust directory " + dir + " holds no CA certificate (HASH.0 files)"},
 		} {
 			args := append(append([]string(nil), cmd...), tc.args...)
 			if err := run(args...); err == nil || err.Error() != tc.want {

@@ -2,16 +2,15 @@ package exec
 
 import (
 	"bufio"
-	"bytes"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/asn1"
 	"fmt"
 	"io"
 	"os"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/gridlink/gridlink/pki/ca"
 )
 
 // DefaultMapfile is where the grid-mapfile is unless configured.
@@ -167,33 +166,10 @@ func (m *Mapfile) Accounts(cert *x509.Certificate) []string {
 
 // attrNames are the short names of subject attributes, as OpenSSL (and
 // Globus) print them.
-var attrNames = map[string]string{
-	"2.5.4.3": "CN", "2.5.4.6": "C", "2.5.4.7": "L", "2.5.4.8": "ST", "2.5.4.10": "O",
-	"2.5.4.11": "OU", "2.5.4.5": "serialNumber", "2.5.4.9": "street", "2.5.4.17": "postalCode",
-	"0.9.2342.19200300.100.1.25": "DC", "0.9.2342.19200300.100.1.1": "UID",
-	"1.2.840.113549.1.9.1": "emailAddress",
-}
-
 // SubjectDN is cert's subject as Globus writes it in grid-mapfiles: each
 // attribute "/TYPE=VALUE" in the order the certificate holds them
-// (/O=mygrid/OU=user/CN=alice).
-func SubjectDN(cert *x509.Certificate) string {
-	var seq pkix.RDNSequence
-	if rest, err := asn1.Unmarshal(cert.RawSubject, &seq); err != nil || len(rest) != 0 {
-		return cert.Subject.String()
-	}
-	var b bytes.Buffer
-	for _, rdn := range seq {
-		for _, atv := range rdn {
-			name, ok := attrNames[atv.Type.String()]
-			if !ok {
-				name = atv.Type.String()
-			}
-			fmt.Fprintf(&b, "/%s=%v", name, atv.Value)
-		}
-	}
-	return b.String()
-}
+// (/O=mygrid/OU=user/CN=alice); see ca.SubjectDN.
+func SubjectDN(cert *x509.Certificate) string { return ca.SubjectDN(cert) }
 
 // mapSource is the grid-mapfile a service reads: reread when its size or
 // modification time changes, so an edit applies to the next command.

@@ -1,6 +1,7 @@
 // Package pki proves identities over connections: every gridlink
 // connection, direct or relayed, starts with a TLS 1.3 handshake in which
-// both ends present a certificate for their Ed25519 key, each checks that
+// both ends present a certificate for their Ed25519 key (RSA and ECDSA
+// keys certify users and their proxies higher in the chain), each checks that
 // the other's key is the one it meant to reach, and each sends its verdict
 // on the other (verdict.go) before any data.
 //
@@ -20,6 +21,7 @@ package pki
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -75,13 +77,41 @@ func Certified(key identity.Key, chain []*x509.Certificate, trust *Trust) (*Cred
 
 // FromProxy makes credentials of a proxy credential (a user's proxy from
 // `gridlink proxy init`, or one delegated to a service): the proxy's key is
-// the node's identity key (ProxyKey).
+// the node's identity key (ProxyKey), or that of NodeProxy's proxy.
 func FromProxy(p *proxy.Credential, trust *Trust) (*Credentials, error) {
+	p, err := NodeProxy(p)
+	if err != nil {
+		return nil, err
+	}
 	key, err := ProxyKey(p)
 	if err != nil {
 		return nil, err
 	}
 	return Certified(key, p.Chain, trust)
+}
+
+// NodeProxy is p if its key is Ed25519 (a node's identity key); a proxy
+// of another key (RSA, ECDSA: grid-proxy-init's, voms-proxy-init's,
+// `gridlink proxy init`'s of an RSA user certificate) signs a proxy of a
+// new Ed25519 key, valid as long as p (DefaultMaxLifetime at most), for
+// the node to prove itself with.
+func NodeProxy(p *proxy.Credential) (*proxy.Credential, error) {
+	if _, ok := p.Key.(ed25519.PrivateKey); ok || p.Key == nil || len(p.Chain) == 0 {
+		return p, nil
+	}
+	life := min(time.Until(p.Leaf().NotAfter), proxy.DefaultMaxLifetime)
+	if life <= 0 {
+		return nil, fmt.Errorf("pki: the proxy expired at %s", p.Leaf().NotAfter.UTC().Format(time.RFC3339))
+	}
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	sub, err := proxy.NewWithKey(p, priv, proxy.Options{Lifetime: life})
+	if err != nil {
+		return nil, fmt.Errorf("pki: a proxy for the node's Ed25519 key, signed by the %T proxy: %w", p.Key, err)
+	}
+	return sub, nil
 }
 
 // ProxyKey is a proxy's key as a node's identity key: it must be Ed25519.

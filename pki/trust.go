@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gridlink/gridlink/pki/ca"
 	"github.com/gridlink/gridlink/pki/chain"
 )
 
@@ -26,8 +25,8 @@ type Trust struct {
 	v   atomic.Pointer[chain.Verifier]
 
 	mu      sync.Mutex // guards the files being watched and changed
-	crlFile string
-	crlStat fileStamp
+	files   TrustFiles
+	stamp   string        // of the files last read (TrustFiles.stamp)
 	changed chan struct{} // closed when a new revocation list is taken
 }
 
@@ -44,39 +43,21 @@ func NewTrust(cfg chain.Config) (*Trust, error) {
 
 // LoadTrust reads the CA certificates from caFile (PEM) and, if crlFile is
 // not empty, the revocation list from crlFile (PEM), which Watch then
-// rereads when it changes.
+// rereads when it changes. Either may be a directory (LoadTrustFiles).
 func LoadTrust(caFile, crlFile string) (*Trust, error) {
 	return LoadTrustWith(caFile, crlFile, chain.Config{})
 }
 
 // LoadTrustWith is LoadTrust with the rest of the chain configuration
 // (e.g. MaxProxyLifetime) taken from base; its Roots and CRLs are the
-// files'.
+// files'. A caFile that is a directory is a trust directory
+// (TrustFiles.Dir).
 func LoadTrustWith(caFile, crlFile string, base chain.Config) (*Trust, error) {
-	data, err := os.ReadFile(caFile)
-	if err != nil {
-		return nil, fmt.Errorf("pki: CA certificates: %w", err)
+	f := TrustFiles{CA: caFile, CRL: crlFile}
+	if fi, err := os.Stat(caFile); err == nil && fi.IsDir() {
+		f.CA, f.Dir = "", caFile
 	}
-	roots, err := ca.ParseCertificates(data)
-	if err != nil {
-		return nil, fmt.Errorf("pki: CA certificates %s: %w", caFile, err)
-	}
-	cfg := base
-	cfg.Roots, cfg.CRLs = roots, nil
-	var stamp fileStamp
-	if crlFile != "" {
-		crl, st, err := readCRL(crlFile)
-		if err != nil {
-			return nil, err
-		}
-		cfg.CRLs, stamp = []*x509.RevocationList{crl}, st
-	}
-	t, err := NewTrust(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("pki: %s: %w", caFile, err)
-	}
-	t.crlFile, t.crlStat = crlFile, stamp
-	return t, nil
+	return LoadTrustFiles(f, base)
 }
 
 // Verify validates a chain as TLS delivers it (leaf first), now.
@@ -230,36 +211,9 @@ func (t *Trust) Recheck(p Peer) error {
 	return err
 }
 
-// Reload rereads the revocation list file given to LoadTrust if it
-// changed. It reports whether a new list was taken.
-func (t *Trust) Reload() (bool, error) {
-	t.mu.Lock()
-	file, stamp := t.crlFile, t.crlStat
-	t.mu.Unlock()
-	if file == "" {
-		return false, nil
-	}
-	st, err := stampOf(file)
-	if err != nil {
-		return false, fmt.Errorf("pki: revocation list: %w", err)
-	}
-	if st == stamp {
-		return false, nil
-	}
-	crl, st, err := readCRL(file)
-	if err != nil {
-		return false, err
-	}
-	if err := t.SetCRL(crl); err != nil {
-		return false, fmt.Errorf("pki: %s: %w", file, err)
-	}
-	t.mu.Lock()
-	t.crlStat = st
-	t.mu.Unlock()
-	return true, nil
-}
-
-// Watch calls Reload every interval (zero: 10 s) until ctx ends, telling
+// Watch calls Reload every interval (zero: 10 s) until ctx ends (mtime
+// polling: a trust directory's files are listed and stated, read again
+// only when one changed, came or went), telling
 // logf (if not nil) what it took or why it could not.
 func (t *Trust) Watch(ctx context.Context, interval time.Duration, logf func(string, ...any)) {
 	if interval <= 0 {
@@ -278,44 +232,15 @@ func (t *Trust) Watch(ctx context.Context, interval time.Duration, logf func(str
 			continue
 		}
 		switch {
+		case took:
+			logf("CAs and revocation lists reloaded from %s", t.files)
+			if err != nil {
+				logf("some of them left out: %v", err)
+			}
 		case err != nil:
 			logf("revocation list not reloaded: %v", err)
-		case took:
-			logf("revocation list %s reloaded", t.crlFile)
 		}
 	}
-}
-
-type fileStamp struct {
-	size int64
-	mod  time.Time
-}
-
-func stampOf(path string) (fileStamp, error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return fileStamp{}, err
-	}
-	return fileStamp{fi.Size(), fi.ModTime()}, nil
-}
-
-func readCRL(path string) (*x509.RevocationList, fileStamp, error) {
-	st, err := stampOf(path)
-	if err != nil {
-		return nil, st, fmt.Errorf("pki: revocation list: %w", err)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, st, fmt.Errorf("pki: revocation list: %w", err)
-	}
-	crl, err := ca.ParseCRL(data)
-	if err != nil {
-		return nil, st, fmt.Errorf("pki: revocation list %s: %w", path, err)
-	}
-	if crl == nil {
-		return nil, st, errors.New("pki: revocation list " + path + " is empty")
-	}
-	return crl, st, nil
 }
 
 // Members returns an access rule (for a listener's Allow) admitting peers

@@ -1,5 +1,6 @@
 // Package ca is the grid's certificate authority: it makes the CA (a
-// self-signed certificate for an Ed25519 key), issues the long-lived
+// self-signed certificate for an RSA key, which the Globus tools need;
+// Ed25519 and ECDSA CAs made before or elsewhere work too), issues the long-lived
 // end-entity certificates of hubs, nodes and users, and signs the
 // revocation list. It owns the layout of those certificates, which
 // AttributesOf reads back: the subject O=grid, OU=role, CN=name, and the
@@ -13,8 +14,8 @@ package ca
 
 import (
 	"crypto"
-	"crypto/ed25519"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
@@ -51,8 +52,10 @@ type Config struct {
 	// Name is the grid's name: the CA's subject is O=Name, CN=Name CA,
 	// and the certificates it issues have O=Name.
 	Name string
-	// Key signs for the CA; nil makes a new Ed25519 key (Key() returns it
-	// for saving).
+	// Key signs for the CA; nil makes a new RSA key of CARSABits (Key()
+	// returns it for saving): the Globus tools cannot make proxies of
+	// certificates an Ed25519 or ECDSA CA signed (grid-proxy-init:
+	// "Certificate's signing algorithm not supported by OpenSSL").
 	Key crypto.Signer
 	// Start is when the CA becomes valid (zero: now); it stays valid for
 	// Lifetime (zero: DefaultCALifetime).
@@ -67,7 +70,7 @@ func New(c Config) (*Authority, error) {
 	}
 	key := c.Key
 	if key == nil {
-		_, priv, err := ed25519.GenerateKey(rand.Reader)
+		priv, err := rsa.GenerateKey(rand.Reader, CARSABits)
 		if err != nil {
 			return nil, err
 		}

@@ -40,8 +40,8 @@ func TestNew(t *testing.T) {
 	if life := c.NotAfter.Sub(c.NotBefore); life != DefaultCALifetime+Backdate {
 		t.Errorf("lifetime %v", life)
 	}
-	if _, ok := a.Key().(ed25519.PrivateKey); !ok {
-		t.Errorf("key %T", a.Key())
+	if k, ok := a.Key().(*rsa.PrivateKey); !ok || k.N.BitLen() != CARSABits {
+		t.Errorf("key %T, want RSA of %d bits (which the Globus tools use)", a.Key(), CARSABits)
 	}
 	if _, err := New(Config{Name: "bad name"}); err == nil {
 		t.Error("bad grid name accepted")

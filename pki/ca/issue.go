@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
@@ -32,6 +33,24 @@ const (
 
 // Valid reports whether r is one of the roles.
 func (r Role) Valid() bool { return r == Hub || r == Node || r == User }
+
+// MinRSABits is the smallest RSA key a user's certificate may certify.
+const MinRSABits = 2048
+
+// Key sizes of the RSA keys made here.
+const (
+	UserRSABits = 2048 // NewUserKey's
+	CARSABits   = 3072 // a new CA's: it signs for 10 years
+)
+
+// NewUserKey makes a user's key: RSA of UserRSABits. The Globus tools
+// (grid-proxy-init, a GridFTP server taking a delegated proxy) sign only
+// with RSA keys and size a proxy's key by its issuer's, so neither an
+// ECDSA nor an Ed25519 key would do ("Certificate's signing algorithm not
+// supported by OpenSSL").
+func NewUserKey() (crypto.Signer, error) {
+	return rsa.GenerateKey(rand.Reader, UserRSABits)
+}
 
 // MaxGroups bounds the groups of one certificate.
 const MaxGroups = 64
@@ -67,8 +86,9 @@ type Request struct {
 	Aliases []string
 	// Key is the public key to certify. For a hub or node it is the
 	// Ed25519 identity key (identity.ID.PublicKey()), so the certificate's
-	// key is the node's ID; for a user an Ed25519 or ECDSA (P-256, P-384)
-	// key of the user's own.
+	// key is the node's ID; for a user an RSA (MinRSABits or more),
+	// ECDSA (P-256, P-384) or Ed25519 key of the user's own (NewUserKey:
+	// RSA, the one the Globus tools use).
 	Key crypto.PublicKey
 	// Start is when the certificate becomes valid (zero: now); it stays
 	// valid for Lifetime (zero: DefaultLifetime), and never past the CA.
@@ -201,10 +221,18 @@ func checkKey(role Role, key crypto.PublicKey) error {
 		if k.Curve == elliptic.P256() || k.Curve == elliptic.P384() {
 			return nil
 		}
+	case *rsa.PublicKey:
+		if role != User {
+			return fmt.Errorf("ca: a %s certificate certifies its Ed25519 identity key, not an RSA key", role)
+		}
+		if k.N.BitLen() >= MinRSABits {
+			return nil
+		}
+		return fmt.Errorf("ca: cannot certify an RSA key of %d bits: want %d bits or more", k.N.BitLen(), MinRSABits)
 	case nil:
 		return errors.New("ca: no key to certify")
 	}
-	return fmt.Errorf("ca: cannot certify a %T key: want Ed25519 (or ECDSA P-256/P-384 for users)", key)
+	return fmt.Errorf("ca: cannot certify a %T key: want Ed25519 (or ECDSA P-256/P-384 or RSA for users)", key)
 }
 
 // Attributes are what an end-entity certificate says of its holder.

@@ -1,6 +1,8 @@
 // Package chain validates the certificate chains peers present: ordinary
 // X.509 path validation of an end-entity certificate (a hub's, node's or
-// user's) to the configured grid CAs, the revocation lists those CAs
+// user's) to the configured grid CAs (or a user's, named by its Globus
+// DN, to a CA of the federation: Config.UserCAs; RSA and ECDSA as grid
+// certificates are, Ed25519 as gridlink's nodes are), the revocation lists those CAs
 // signed, and on top the RFC 3820 §4 rules for the proxy certificates
 // below a user's certificate, which Go's crypto/x509 refuses to handle.
 // It says who a chain proves (Result: the user, hub or node, its groups,
@@ -34,7 +36,13 @@ const (
 type Config struct {
 	// Roots are the grid CAs (usually one; two while the CA is renewed).
 	Roots []*x509.Certificate
-	// CRLs are revocation lists, each signed by one of Roots; the highest
+	// UserCAs are the CAs of a federation (a grid host's trust directory,
+	// X509_CERT_DIR): the end-entity certificates they issue are users'
+	// only, named by their subject (ca.ForeignAttributes), never hubs' or
+	// nodes', whatever their OU says, and with no gridlink groups. One
+	// that is also among Roots counts as a root.
+	UserCAs []*x509.Certificate
+	// CRLs are revocation lists, each signed by one of Roots or UserCAs; the highest
 	// numbered one of each CA applies. A CA without one revokes nothing.
 	CRLs []*x509.RevocationList
 	// AllowStaleCRL accepts chains while a CA's revocation list is past
@@ -59,6 +67,7 @@ type Verifier struct {
 }
 
 type root struct {
+	user    bool // one of Config.UserCAs: certifies users only
 	cert    *x509.Certificate
 	pool    *x509.CertPool
 	crl     *x509.RevocationList
@@ -66,9 +75,10 @@ type root struct {
 }
 
 // New checks the configuration: every root a grid CA (ca.CheckCA), every
-// revocation list signed by one of them.
+// user CA a CA (ca.CheckIssuer), every revocation list signed by one of
+// them.
 func New(c Config) (*Verifier, error) {
-	if len(c.Roots) == 0 {
+	if len(c.Roots) == 0 && len(c.UserCAs) == 0 {
 		return nil, errors.New("chain: no CA configured")
 	}
 	if c.MaxProxies <= 0 {
@@ -88,9 +98,19 @@ func New(c Config) (*Verifier, error) {
 		if err := r.CheckSignatureFrom(r); err != nil {
 			return nil, fmt.Errorf("chain: CA %s: bad self-signature: %w", r.Subject, err)
 		}
-		pool := x509.NewCertPool()
-		pool.AddCert(r)
-		v.roots = append(v.roots, &root{cert: r, pool: pool})
+		v.add(r, false)
+	}
+	for _, r := range c.UserCAs {
+		if r == nil {
+			return nil, errors.New("chain: nil CA certificate")
+		}
+		if v.isRoot(r) {
+			continue
+		}
+		if err := ca.CheckIssuer(r); err != nil {
+			return nil, fmt.Errorf("chain: %w", err)
+		}
+		v.add(r, true)
 	}
 	for i, l := range c.CRLs {
 		var signer *root
@@ -113,6 +133,12 @@ func New(c Config) (*Verifier, error) {
 		}
 	}
 	return v, nil
+}
+
+func (v *Verifier) add(c *x509.Certificate, user bool) {
+	pool := x509.NewCertPool()
+	pool.AddCert(c)
+	v.roots = append(v.roots, &root{user: user, cert: c, pool: pool})
 }
 
 // Result is what a valid chain proves.

@@ -398,17 +398,25 @@ func TestVerifyCertificatesRefuses(t *testing.T) {
 	}
 }
 
-// TestRSA: gridlink certificates are Ed25519 or ECDSA; an RSA key or
-// signature anywhere is refused.
+// TestRSA: grid certificates are mostly RSA: a user's RSA key of 2048
+// bits and more and a CA signing with RSA are accepted, a shorter RSA key
+// refused (issue 34).
 func TestRSA(t *testing.T) {
 	w := newWorld(t)
-	rk, err := rsa.GenerateKey(rand.Reader, 1024)
+	short, err := rsa.GenerateKey(rand.Reader, 1024)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A user's RSA key, certified by the grid CA.
-	if _, err := w.v.Verify(raw(w.craftEEC(t, rk, nil)), w.now); !errors.Is(err, ErrAlgorithm) || !strings.Contains(err.Error(), "a RSA key") {
-		t.Errorf("RSA user key: %v", err)
+	// A user's short RSA key, certified by the grid CA.
+	if _, err := w.v.Verify(raw(w.craftEEC(t, short, nil)), w.now); !errors.Is(err, ErrAlgorithm) || !strings.Contains(err.Error(), "an RSA key of 1024 bits: gridlink accepts 2048 bits and more") {
+		t.Errorf("RSA-1024 user key: %v", err)
+	}
+	rk, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.v.Verify(raw(w.craftEEC(t, rk, nil)), w.now); err != nil {
+		t.Errorf("RSA-2048 user key refused: %v", err)
 	}
 	// A CA signing with RSA: its certificates carry RSA signatures.
 	tmpl := &x509.Certificate{
@@ -430,12 +438,29 @@ func TestRSA(t *testing.T) {
 		t.Fatal(err)
 	}
 	v := w.verifier(t, Config{Roots: []*x509.Certificate{rootCert}})
-	if _, err := v.Verify([][]byte{der}, w.now); !errors.Is(err, ErrAlgorithm) || !strings.Contains(err.Error(), "signed with SHA256-RSA") {
-		t.Errorf("RSA signature: %v", err)
+	if _, err := v.Verify([][]byte{der}, w.now); err != nil {
+		t.Errorf("RSA-signed user certificate refused: %v", err)
 	}
 	// A proxy for a P-224 key.
 	p224, _ := ecdsa.GenerateKey(elliptic.P224(), rand.Reader)
 	if _, err := w.v.Verify(raw(w.craftKey(t, w.alice, nil, p224, nil)), w.now); !errors.Is(err, ErrAlgorithm) || !strings.Contains(err.Error(), "proxy 1: an ECDSA key on P-224") {
 		t.Errorf("P-224 proxy key: %v", err)
+	}
+}
+
+// TestLegacyProxy: a legacy Globus proxy (subject the user's plus
+// CN=proxy, no ProxyCertInfo) is refused, saying what it is and what to
+// make instead (issue 34).
+func TestLegacyProxy(t *testing.T) {
+	w := newWorld(t)
+	for _, cn := range []string{"proxy", "limited proxy"} {
+		legacy := w.craft(t, w.alice, nil, func(c *x509.Certificate) {
+			c.RawSubject = appendCN(w.alice.Leaf().RawSubject, cn)
+			c.ExtraExtensions = nil
+		})
+		_, err := w.v.Verify(raw(legacy), w.now)
+		if !errors.Is(err, ErrNotProxy) || !strings.Contains(err.Error(), "proxy 1: ") || !strings.Contains(err.Error(), "is a legacy Globus proxy (CN=proxy, before RFC 3820), which gridlink does not accept: make an RFC 3820 proxy") {
+			t.Errorf("CN=%s: %v", cn, err)
+		}
 	}
 }

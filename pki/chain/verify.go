@@ -5,6 +5,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
+	"crypto/rsa"
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/asn1"
@@ -24,13 +25,19 @@ var (
 func stamp(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // dn prints a DER Name with every attribute (pkix.Name.String keeps one
-// CN of a proxy's several).
+// CN of a proxy's several); one with attributes Go has no name for (the
+// DC of most grid certificates, which it prints as OID=#hex) as Globus
+// writes it, /DC=org/DC=example/CN=Alice Smith.
 func dn(raw []byte) string {
 	var rdns pkix.RDNSequence
 	if rest, err := asn1.Unmarshal(raw, &rdns); err != nil || len(rest) != 0 {
 		return "(undecodable name)"
 	}
-	return rdns.String()
+	s := rdns.String()
+	if strings.Contains(s, "=#") {
+		return ca.NameDN(raw)
+	}
+	return s
 }
 
 // VerifyCertificates validates a parsed chain, leaf first, at time at
@@ -50,7 +57,10 @@ func dn(raw []byte) string {
 //     names, no other unknown critical extension, within every
 //     pCPathLenConstraint above it, and a policy gridlink knows that is
 //     at least as restricted as the restriction above it;
-//   - keys are Ed25519 or ECDSA P-256/P-384, signatures Ed25519 or ECDSA.
+//   - keys are Ed25519, ECDSA P-256/P-384 or RSA of MinRSABits or more,
+//     signatures Ed25519, ECDSA or RSA (PKCS #1 v1.5 or PSS) with SHA-2;
+//   - an end-entity certificate of a federation CA (Config.UserCAs) is a
+//     user's, named by its subject (ca.ForeignAttributes).
 //
 // The first failure is returned as an *Error.
 func (v *Verifier) VerifyCertificates(certs []*x509.Certificate, at time.Time) (*Result, error) {
@@ -79,7 +89,7 @@ func (v *Verifier) VerifyCertificates(certs []*x509.Certificate, at time.Time) (
 			"the chain ends at a proxy certificate (%s): the certificates it derives from, up to the user's, are missing", dn(eec.RawSubject))
 	}
 	if n > 1 && eec.BasicConstraintsValid && eec.IsCA {
-		return nil, fail(ei, "CA "+eec.Subject.String(), ErrUnknownCA,
+		return nil, fail(ei, "CA "+dn(eec.RawSubject), ErrUnknownCA,
 			"not a configured CA (the grid's CAs issue end-entity certificates directly; sub-CAs are not supported)")
 	}
 	res, err := v.endEntity(certs, ei, at)
@@ -110,7 +120,7 @@ func (v *Verifier) isRoot(c *x509.Certificate) bool {
 // endEntity checks the end-entity certificate certs[i] and its CA.
 func (v *Verifier) endEntity(certs []*x509.Certificate, i int, at time.Time) (*Result, error) {
 	c := certs[i]
-	name := "end-entity certificate " + c.Subject.String()
+	name := "end-entity certificate " + dn(c.RawSubject)
 	if why := algorithms(c); why != "" {
 		return nil, fail(i, name, ErrAlgorithm, "%s", why)
 	}
@@ -134,11 +144,11 @@ func (v *Verifier) endEntity(certs []*x509.Certificate, i int, at time.Time) (*R
 		// What a hub or node of an open grid presents: its bare key.
 		return nil, fail(i, name, ErrUnknownCA, "certificate not signed by a configured CA: it is self-signed, so the peer holds no certificate from this grid's CA")
 	case !named:
-		return nil, fail(i, name, ErrUnknownCA, "certificate not signed by a configured CA: its issuer %s is none of them", c.Issuer)
+		return nil, fail(i, name, ErrUnknownCA, "certificate not signed by a configured CA: its issuer %s is none of them", dn(c.RawIssuer))
 	case r == nil:
-		return nil, fail(i, name, ErrSignature, "certificate not signed by a configured CA: its signature does not verify with the key of %s", c.Issuer)
+		return nil, fail(i, name, ErrSignature, "certificate not signed by a configured CA: its signature does not verify with the key of %s", dn(c.RawIssuer))
 	}
-	caName := "CA " + r.cert.Subject.String()
+	caName := "CA " + dn(r.cert.RawSubject)
 	caIndex := -1
 	if len(certs) > i+1 {
 		caIndex = i + 1
@@ -165,6 +175,9 @@ func (v *Verifier) endEntity(certs []*x509.Certificate, i int, at time.Time) (*R
 		return nil, fail(i, name, ErrKeyUsage, "key usage includes keyCertSign or cRLSign, which only the CA's may")
 	}
 	attrs, err := ca.AttributesOf(c)
+	if r.user {
+		attrs, err = ca.ForeignAttributes(c)
+	}
 	if err != nil {
 		return nil, fail(i, name, ErrMalformed, "%v", err)
 	}
@@ -197,6 +210,10 @@ func (v *Verifier) proxy(certs []*x509.Certificate, i, k int, at time.Time, res 
 	switch {
 	case err != nil:
 		return fail(i, name, ErrMalformed, "%s", strings.TrimPrefix(err.Error(), "proxy: "))
+	case !isProxy && proxy.Legacy(c.RawSubject, parent.RawSubject):
+		return fail(i, name, ErrNotProxy,
+			"%s is a legacy Globus proxy (CN=proxy, before RFC 3820), which gridlink does not accept: make an RFC 3820 proxy (grid-proxy-init -rfc, the default of Globus 6, or voms-proxy-init -rfc)",
+			dn(c.RawSubject))
 	case !isProxy:
 		return fail(i, fmt.Sprintf("certificate %d of %d", i+1, len(certs)), ErrNotProxy,
 			"%s is not a proxy certificate, yet it follows %s: only proxies follow a user's certificate, and users and proxies sign nothing else",
@@ -302,6 +319,10 @@ func validity(i int, name string, c *x509.Certificate, at time.Time) error {
 	return nil
 }
 
+// MinRSABits is the smallest RSA key a chain may hold (grid certificates
+// and the proxies grid-proxy-init makes are RSA, 2048 bits and more).
+const MinRSABits = 2048
+
 // algorithms says what is wrong with a certificate's key or signature
 // algorithm, or "".
 func algorithms(c *x509.Certificate) string {
@@ -311,12 +332,18 @@ func algorithms(c *x509.Certificate) string {
 		if k.Curve != elliptic.P256() && k.Curve != elliptic.P384() {
 			return fmt.Sprintf("an ECDSA key on %s: gridlink accepts P-256 and P-384", k.Curve.Params().Name)
 		}
+	case *rsa.PublicKey:
+		if k.N.BitLen() < MinRSABits {
+			return fmt.Sprintf("an RSA key of %d bits: gridlink accepts %d bits and more", k.N.BitLen(), MinRSABits)
+		}
 	default:
-		return fmt.Sprintf("a %v key: gridlink accepts Ed25519 and ECDSA", c.PublicKeyAlgorithm)
+		return fmt.Sprintf("a %v key: gridlink accepts Ed25519, ECDSA and RSA", c.PublicKeyAlgorithm)
 	}
 	switch c.SignatureAlgorithm {
-	case x509.PureEd25519, x509.ECDSAWithSHA256, x509.ECDSAWithSHA384, x509.ECDSAWithSHA512:
+	case x509.PureEd25519, x509.ECDSAWithSHA256, x509.ECDSAWithSHA384, x509.ECDSAWithSHA512,
+		x509.SHA256WithRSA, x509.SHA384WithRSA, x509.SHA512WithRSA,
+		x509.SHA256WithRSAPSS, x509.SHA384WithRSAPSS, x509.SHA512WithRSAPSS:
 		return ""
 	}
-	return fmt.Sprintf("signed with %v: gridlink accepts Ed25519 and ECDSA signatures", c.SignatureAlgorithm)
+	return fmt.Sprintf("signed with %v: gridlink accepts Ed25519, ECDSA and RSA signatures with SHA-2", c.SignatureAlgorithm)
 }

@@ -1,6 +1,8 @@
 // Package keyfile reads and writes private-key files: plain PEM (PKCS #8)
 // keys for keys that must be usable without a passphrase (proxy keys), and
-// passphrase-protected keys (Encrypt, Decrypt) for the long-lived keys of
+// passphrase-protected keys (Encrypt, Decrypt: encrypted PKCS #8, which
+// OpenSSL and the Globus tools read; OpenSSL's traditional encrypted PEM
+// and gridlink's older format read too) for the long-lived keys of
 // users and the grid CA. Either kind lives in a file only its owner may read
 // or write: Write creates it so and Read refuses one that others can read.
 //
@@ -14,6 +16,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
+	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
@@ -29,9 +32,13 @@ const (
 	// TypePlain is a plain PKCS #8 private key, as openssl and package
 	// identity write it.
 	TypePlain = "PRIVATE KEY"
-	// TypeEncrypted is a passphrase-protected key in the format documented
-	// in encrypted.go.
+	// TypeEncrypted is a passphrase-protected key in gridlink's older
+	// format (legacy.go), still read; new keys are TypePKCS8Encrypted.
 	TypeEncrypted = "GRIDLINK ENCRYPTED PRIVATE KEY"
+	// OpenSSL's traditional key blocks (PKCS #1, SEC 1), read plain or
+	// encrypted (Proc-Type: 4,ENCRYPTED), never written.
+	typeRSA = "RSA PRIVATE KEY"
+	typeEC  = "EC PRIVATE KEY"
 )
 
 // Mode is the permission a key file is written with; Read refuses a file
@@ -59,27 +66,35 @@ func Marshal(key crypto.Signer) ([]byte, error) {
 	return pem.EncodeToMemory(&pem.Block{Type: TypePlain, Bytes: der}), nil
 }
 
-// Parse decodes a plain PEM PKCS #8 key (Ed25519, or ECDSA on P-256 or
-// P-384). It refuses encrypted keys (use Decrypt) and trailing data.
+// Parse decodes a plain key: PEM PKCS #8 (Ed25519, ECDSA on P-256 or
+// P-384, RSA of MinRSABits or more), or OpenSSL's traditional RSA
+// PRIVATE KEY or EC PRIVATE KEY. It refuses encrypted keys (use Decrypt)
+// and trailing data.
 func Parse(data []byte) (crypto.Signer, error) {
+	if Encrypted(data) {
+		return nil, errors.New("keyfile: the key is passphrase-protected")
+	}
 	blk, err := onlyBlock(data)
 	if err != nil {
 		return nil, err
 	}
 	switch blk.Type {
 	case TypePlain:
-	case TypeEncrypted:
-		return nil, errors.New("keyfile: the key is passphrase-protected")
-	default:
-		return nil, fmt.Errorf("keyfile: a PEM %q block, want %q", blk.Type, TypePlain)
+		return parseDER(blk.Bytes)
+	case typeRSA, typeEC:
+		return parseTraditional(blk.Type, blk.Bytes)
 	}
-	return parseDER(blk.Bytes)
+	return nil, fmt.Errorf("keyfile: a PEM %q block, want %q", blk.Type, TypePlain)
 }
 
-// Encrypted reports whether data holds a passphrase-protected key.
+// Encrypted reports whether data holds a passphrase-protected key: PKCS
+// #8, OpenSSL's traditional encrypted PEM, or gridlink's older format.
 func Encrypted(data []byte) bool {
-	blk, err := onlyBlock(data)
-	return err == nil && blk.Type == TypeEncrypted
+	blk, err := anyBlock(data)
+	if err != nil {
+		return false
+	}
+	return blk.Type == TypePKCS8Encrypted || blk.Type == TypeEncrypted || traditional(blk)
 }
 
 // Write writes data to path with mode 0600, replacing any file there
@@ -172,15 +187,21 @@ func Load(path string, passphrase func() ([]byte, error)) (crypto.Signer, error)
 	return key, nil
 }
 
-// onlyBlock decodes the one PEM block in data; anything but white space
-// around it is an error.
+// onlyBlock decodes the one PEM block in data, which has no headers;
+// anything but white space around it is an error.
 func onlyBlock(data []byte) (*pem.Block, error) {
+	blk, err := anyBlock(data)
+	if err == nil && len(blk.Headers) != 0 {
+		return nil, errors.New("keyfile: unexpected PEM headers")
+	}
+	return blk, err
+}
+
+// anyBlock decodes the one PEM block in data, headers and all.
+func anyBlock(data []byte) (*pem.Block, error) {
 	blk, rest := pem.Decode(data)
 	if blk == nil {
 		return nil, errors.New("keyfile: no PEM block")
-	}
-	if len(blk.Headers) != 0 {
-		return nil, errors.New("keyfile: unexpected PEM headers")
 	}
 	for _, c := range rest {
 		if c != ' ' && c != '\t' && c != '\r' && c != '\n' {
@@ -202,6 +223,26 @@ func parseDER(der []byte) (crypto.Signer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("keyfile: %w", err)
 	}
+	return signer(k)
+}
+
+// parseTraditional decodes the DER of an RSA PRIVATE KEY (PKCS #1) or EC
+// PRIVATE KEY (SEC 1) block.
+func parseTraditional(typ string, der []byte) (crypto.Signer, error) {
+	var k any
+	var err error
+	if typ == typeRSA {
+		k, err = x509.ParsePKCS1PrivateKey(der)
+	} else {
+		k, err = x509.ParseECPrivateKey(der)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("keyfile: %s: %w", typ, err)
+	}
+	return signer(k)
+}
+
+func signer(k any) (crypto.Signer, error) {
 	s, ok := k.(crypto.Signer)
 	if !ok {
 		return nil, fmt.Errorf("keyfile: a %T key cannot sign", k)
@@ -212,8 +253,12 @@ func parseDER(der []byte) (crypto.Signer, error) {
 	return s, nil
 }
 
-// checkKey accepts the key types gridlink certificates use: Ed25519, and
-// ECDSA on P-256 or P-384.
+// MinRSABits is the smallest RSA key read or written.
+const MinRSABits = 2048
+
+// checkKey accepts the key types gridlink certificates use: Ed25519,
+// ECDSA on P-256 or P-384, and RSA of MinRSABits or more (grid users'
+// keys, the proxies grid-proxy-init makes).
 func checkKey(key crypto.Signer) error {
 	switch k := key.(type) {
 	case ed25519.PrivateKey:
@@ -226,9 +271,14 @@ func checkKey(key crypto.Signer) error {
 			return nil
 		}
 		return fmt.Errorf("keyfile: ECDSA key on %s, want P-256 or P-384", k.Curve.Params().Name)
+	case *rsa.PrivateKey:
+		if k.N.BitLen() < MinRSABits {
+			return fmt.Errorf("keyfile: an RSA key of %d bits, want %d or more", k.N.BitLen(), MinRSABits)
+		}
+		return nil
 	case nil:
 		return errors.New("keyfile: no key")
 	default:
-		return fmt.Errorf("keyfile: a %T key, want Ed25519 or ECDSA", key)
+		return fmt.Errorf("keyfile: a %T key, want Ed25519, ECDSA or RSA", key)
 	}
 }

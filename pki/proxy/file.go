@@ -13,7 +13,8 @@ import (
 // A proxy credential file is PEM, as Globus writes proxies:
 //
 //	CERTIFICATE   the proxy's certificate
-//	PRIVATE KEY   its key, plain PKCS #8 (keyfile.TypePlain)
+//	PRIVATE KEY   its key, plain PKCS #8 (keyfile.TypePlain); read also
+//	              as RSA PRIVATE KEY or EC PRIVATE KEY (PKCS #1, SEC 1)
 //	CERTIFICATE   its issuer, and so on up to the user's certificate
 //
 // It is a key file: mode 0600, refused when others can read it.
@@ -57,6 +58,9 @@ func Parse(data []byte) (*Credential, error) {
 		want := ca.TypeCertificate
 		if i == 1 {
 			want = keyfile.TypePlain
+		}
+		if i == 1 && (blk.Type == "RSA PRIVATE KEY" || blk.Type == "EC PRIVATE KEY") {
+			want = blk.Type // as older Globus tools and voms-proxy-init write it
 		}
 		if blk.Type != want {
 			return nil, fmt.Errorf("proxy: credential file: block %d is %q, want %q", i+1, blk.Type, want)

@@ -21,6 +21,7 @@ import (
 	"crypto/ed25519"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -100,12 +101,32 @@ type Options struct {
 	Independent bool
 }
 
-// New makes a proxy of issuer: a new Ed25519 key and a certificate for it.
+// New makes a proxy of issuer: a new key of the issuer's kind (Ed25519;
+// ECDSA on its curve; RSA of its size, as grid-proxy-init makes them,
+// since Globus sizes the RSA keys of proxies it delegates by their
+// issuer's) and a certificate for it.
 func New(issuer *Credential, o Options) (*Credential, error) {
-	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err := issuer.check(); err != nil {
+		return nil, err
+	}
+	var priv crypto.Signer
+	var err error
+	switch k := issuer.Key.Public().(type) {
+	case *rsa.PublicKey:
+		priv, err = rsa.GenerateKey(rand.Reader, max(k.N.BitLen(), ca.MinRSABits))
+	case *ecdsa.PublicKey:
+		priv, err = ecdsa.GenerateKey(k.Curve, rand.Reader)
+	default:
+		_, priv, err = ed25519.GenerateKey(rand.Reader)
+	}
 	if err != nil {
 		return nil, err
 	}
+	return NewWithKey(issuer, priv, o)
+}
+
+// NewWithKey makes a proxy of issuer for priv.
+func NewWithKey(issuer *Credential, priv crypto.Signer, o Options) (*Credential, error) {
 	cert, err := Issue(issuer, priv.Public(), o)
 	if err != nil {
 		return nil, err
@@ -246,17 +267,22 @@ func effective(chain []*x509.Certificate) (effect, error) {
 	if _, isProxy, _ := Of(eec); isProxy {
 		return e, errors.New("proxy: the issuer's chain does not end at its user's certificate")
 	}
+	// A certificate without a gridlink role is another CA's: a user's
+	// (ca.ForeignAttributes), which only a verifier given that CA accepts.
 	attrs, err := ca.AttributesOf(eec)
-	if err != nil {
+	if err != nil && len(eec.Subject.OrganizationalUnit) == 1 && ca.Role(eec.Subject.OrganizationalUnit[0]).Valid() {
 		return e, fmt.Errorf("proxy: issuer: %w", err)
 	}
-	if attrs.Role != ca.User {
+	if err == nil && attrs.Role != ca.User {
 		return e, fmt.Errorf("proxy: only users sign proxies, and %s is a %s", attrs.Name, attrs.Role)
 	}
 	for i := len(chain) - 2; i >= 0; i-- {
 		info, isProxy, err := Of(chain[i])
 		if err != nil {
 			return e, err
+		}
+		if !isProxy && Legacy(chain[i].RawSubject, chain[i+1].RawSubject) {
+			return e, errors.New("proxy: the issuer is a legacy Globus proxy (CN=proxy, before RFC 3820): make an RFC 3820 proxy (grid-proxy-init -rfc, the default of Globus 6)")
 		}
 		if !isProxy {
 			return e, errors.New("proxy: the issuer's chain holds a certificate that is not a proxy below its user's")
@@ -280,13 +306,28 @@ var oidCommonName = encasn1.ObjectIdentifier{2, 5, 4, 3}
 // plus one RDN holding a single CN (RFC 3820 §3.4), comparing the issuer's
 // part byte for byte.
 func ExtendsSubject(child, issuer []byte) bool {
+	_, ok := addedCN(child, issuer)
+	return ok
+}
+
+// Legacy reports whether the DER Name child is the issuer's plus
+// CN=proxy or CN=limited proxy: the subject of a legacy (pre-RFC 3820)
+// Globus proxy, which has no ProxyCertInfo.
+func Legacy(child, issuer []byte) bool {
+	cn, ok := addedCN(child, issuer)
+	return ok && (cn == "proxy" || cn == "limited proxy")
+}
+
+// addedCN is the value of the one CN the DER Name child adds to issuer,
+// and whether it adds exactly that.
+func addedCN(child, issuer []byte) (string, bool) {
 	c, p := cryptobyte.String(child), cryptobyte.String(issuer)
 	var crdns, prdns cryptobyte.String
 	if !c.ReadASN1(&crdns, asn1.SEQUENCE) || !c.Empty() || !p.ReadASN1(&prdns, asn1.SEQUENCE) || !p.Empty() {
-		return false
+		return "", false
 	}
 	if !bytes.HasPrefix(crdns, prdns) {
-		return false
+		return "", false
 	}
 	last := crdns[len(prdns):]
 	var set, atv, val cryptobyte.String
@@ -296,9 +337,9 @@ func ExtendsSubject(child, issuer []byte) bool {
 		!set.ReadASN1(&atv, asn1.SEQUENCE) || !set.Empty() ||
 		!atv.ReadASN1ObjectIdentifier(&oid) || !oid.Equal(oidCommonName) ||
 		!atv.ReadAnyASN1(&val, &tag) || !atv.Empty() {
-		return false
+		return "", false
 	}
-	return (tag == asn1.UTF8String || tag == asn1.PrintableString) && len(val) > 0
+	return string(val), (tag == asn1.UTF8String || tag == asn1.PrintableString) && len(val) > 0
 }
 
 // extendSubject appends the RDN CN=cn to a DER Name (RFC 3820 §3.4).
@@ -331,6 +372,10 @@ func checkPublicKey(pub crypto.PublicKey) error {
 		if k.Curve == elliptic.P256() || k.Curve == elliptic.P384() {
 			return nil
 		}
+	case *rsa.PublicKey:
+		if k.N.BitLen() >= ca.MinRSABits {
+			return nil
+		}
 	}
-	return fmt.Errorf("proxy: cannot certify a %T key: want Ed25519 or ECDSA P-256/P-384", pub)
+	return fmt.Errorf("proxy: cannot certify a %T key: want Ed25519, ECDSA P-256/P-384 or RSA of %d bits or more", pub, ca.MinRSABits)
 }
