@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"crypto/x509"
 	"fmt"
 	"log/slog"
 	"os"
@@ -121,10 +120,7 @@ func (w *credWatch) reread() {
 	if same {
 		return
 	}
-	chain, err := parseChain(w.files, data)
-	if err == nil {
-		err = w.creds.Renew(chain)
-	}
+	err = w.renew(data)
 	if err != nil {
 		w.refuse(&sum, file, err)
 		return
@@ -132,7 +128,7 @@ func (w *credWatch) reread() {
 	w.mu.Lock()
 	w.sum, w.err = sum, ""
 	w.mu.Unlock()
-	_, end := pki.Lifetime(chain)
+	_, end := pki.Lifetime(w.creds.Chain())
 	w.log.Info(fmt.Sprintf("the %s %s was renewed: valid until %s, presented to peers from now on", w.kind(), file, end.UTC().Format(time.RFC3339)))
 }
 
@@ -158,20 +154,22 @@ func (w *credWatch) kind() string {
 	return status.CredCertificate
 }
 
-// parseChain reads a proxy or certificate file's chain.
-func parseChain(files Credentials, data []byte) ([]*x509.Certificate, error) {
-	if files.Proxy != "" {
+// renew takes a proxy or certificate file's chain into the node's
+// credentials: a proxy of another key than the node's signs a node proxy
+// for the node's key (pki.RenewProxy).
+func (w *credWatch) renew(data []byte) error {
+	if w.files.Proxy != "" {
 		pc, err := proxy.Parse(data)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", files.Proxy, err)
+			return fmt.Errorf("%s: %w", w.files.Proxy, err)
 		}
-		return pc.Chain, nil
+		return w.creds.RenewProxy(pc)
 	}
 	certs, err := ca.ParseCertificates(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", files.Cert, err)
+		return fmt.Errorf("%s: %w", w.files.Cert, err)
 	}
-	return certs, nil
+	return w.creds.Renew(certs)
 }
 
 // status is the credentials with their states now.

@@ -99,19 +99,40 @@ func NodeProxy(p *proxy.Credential) (*proxy.Credential, error) {
 	if _, ok := p.Key.(ed25519.PrivateKey); ok || p.Key == nil || len(p.Chain) == 0 {
 		return p, nil
 	}
-	life := min(time.Until(p.Leaf().NotAfter), proxy.DefaultMaxLifetime)
-	if life <= 0 {
-		return nil, fmt.Errorf("pki: the proxy expired at %s", p.Leaf().NotAfter.UTC().Format(time.RFC3339))
-	}
 	_, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		return nil, err
 	}
-	sub, err := proxy.NewWithKey(p, priv, proxy.Options{Lifetime: life})
+	return nodeProxyFor(p, priv)
+}
+
+// nodeProxyFor is the proxy p signs for the node key priv: it ends when p
+// does (DefaultMaxLifetime at most).
+func nodeProxyFor(p *proxy.Credential, priv ed25519.PrivateKey) (*proxy.Credential, error) {
+	if end := p.Leaf().NotAfter; !time.Now().Before(end) {
+		return nil, fmt.Errorf("pki: the proxy expired at %s", end.UTC().Format(time.RFC3339))
+	}
+	// Issue ends the proxy with its issuer at the latest.
+	sub, err := proxy.NewWithKey(p, priv, proxy.Options{Lifetime: proxy.DefaultMaxLifetime})
 	if err != nil {
 		return nil, fmt.Errorf("pki: a proxy for the node's Ed25519 key, signed by the %T proxy: %w", p.Key, err)
 	}
 	return sub, nil
+}
+
+// RenewProxy renews the credentials with a proxy file's newest version
+// (Renew): a proxy of the node's own key, or one of another key (RSA,
+// ECDSA) that signs a node proxy for the node's key, as NodeProxy did at
+// start, so the node stays the same node.
+func (c *Credentials) RenewProxy(p *proxy.Credential) error {
+	if _, ok := p.Key.(ed25519.PrivateKey); ok || p.Key == nil || len(p.Chain) == 0 {
+		return c.Renew(p.Chain)
+	}
+	sub, err := nodeProxyFor(p, c.Key.Private())
+	if err != nil {
+		return err
+	}
+	return c.Renew(sub.Chain)
 }
 
 // ProxyKey is a proxy's key as a node's identity key: it must be Ed25519.
