@@ -290,6 +290,10 @@ type ProxyRequest struct {
 	// Restrict limits the proxy to these services (CheckRestriction); none:
 	// unrestricted.
 	Restrict []string
+	// NewKey makes a new key even when Out holds a proxy of the same user
+	// certificate, whose key is otherwise kept: a running agent renews
+	// into the new proxy only for the key it has (its identity).
+	NewKey bool
 }
 
 // Proxy is a proxy InitProxy wrote.
@@ -326,7 +330,14 @@ func InitProxy(r ProxyRequest) (Proxy, error) {
 	if len(r.Restrict) > 0 {
 		o.Restrict = r.Restrict
 	}
-	p, err := proxy.New(&proxy.Credential{Chain: chain, Key: key}, o)
+	user := &proxy.Credential{Chain: chain, Key: key}
+	var p *proxy.Credential
+	if !r.NewKey {
+		p, err = renewProxy(r.Out, user, o)
+	}
+	if err == nil && p == nil {
+		p, err = proxy.New(user, o)
+	}
 	if err != nil {
 		return Proxy{}, err
 	}
@@ -337,6 +348,22 @@ func InitProxy(r ProxyRequest) (Proxy, error) {
 		return Proxy{}, err
 	}
 	return Proxy{Out: r.Out, Subject: p.Leaf().Subject.String(), NotAfter: p.Leaf().NotAfter}, nil
+}
+
+// renewProxy makes a proxy for the key of the proxy of user already in
+// file, so that an agent running with it keeps its identity (the proxy's
+// key is the node's) and takes the new proxy without a restart
+// (credwatch.go); nil when the file holds no proxy of user's.
+func renewProxy(file string, user *proxy.Credential, o proxy.Options) (*proxy.Credential, error) {
+	old, err := proxy.Load(file)
+	if err != nil || len(old.Chain) < 2 || !old.Chain[1].Equal(user.Chain[0]) {
+		return nil, nil // none to renew: a new key
+	}
+	cert, err := proxy.Issue(user, old.Key.Public(), o)
+	if err != nil {
+		return nil, err
+	}
+	return &proxy.Credential{Chain: append([]*x509.Certificate{cert}, user.Chain...), Key: old.Key}, nil
 }
 
 // RestrictionError is an entry of a proxy's restriction that names no

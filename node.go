@@ -226,9 +226,10 @@ var ErrBadExitRule = agent.ErrBadExitRule
 type Agent struct {
 	a       *agent.Agent
 	node    *Node
-	vip     *vipNode        // nil without VIP.On
-	host    *vipHost        // vip exec's devices (vipexec.go)
-	metrics *metrics.Server // nil without AgentConfig.Metrics
+	vip     *vipNode           // nil without VIP.On
+	host    *vipHost           // vip exec's devices (vipexec.go)
+	metrics *metrics.Server    // nil without AgentConfig.Metrics
+	stop    context.CancelFunc // ends the credential watch
 }
 
 // StartAgent starts a node (as Start does) and serves its control API.
@@ -246,7 +247,19 @@ func StartAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
 			return nil, err
 		}
 	}
-	a, err := agent.Start(ctx, agent.Config{Control: cfg.Control, Node: vc, AllowExit: cfg.AllowExit, ExitAllow: cfg.ExitAllow, ExitPerMember: cfg.ExitPerMember})
+	var creds *credWatch // over the files it read (credwatch.go)
+	if cfg.Node.creds == nil && vc.Creds.Trust() != nil {
+		var log *slog.Logger
+		if cfg.Node.Logger != nil {
+			log = cfg.Node.Logger.With("node", vc.Name)
+		}
+		creds = newCredWatch(cfg.Node.Credentials, vc.Creds, log)
+	}
+	ac := agent.Config{Control: cfg.Control, Node: vc, AllowExit: cfg.AllowExit, ExitAllow: cfg.ExitAllow, ExitPerMember: cfg.ExitPerMember}
+	if creds != nil {
+		ac.Credentials = creds.status
+	}
+	a, err := agent.Start(ctx, ac)
 	var vipNet atomic.Pointer[vip.Network] // for /metrics, once the virtual network runs
 	if err == nil && ms != nil {
 		mn := nodeMetrics(a.Node())
@@ -271,7 +284,12 @@ func StartAgent(ctx context.Context, cfg AgentConfig) (*Agent, error) {
 		}
 		return nil, whatToDo(err)
 	}
-	ag := &Agent{a: a, node: &Node{n: a.Node(), creds: vc.Creds}, metrics: ms}
+	ag := &Agent{a: a, node: &Node{n: a.Node(), creds: vc.Creds}, metrics: ms, stop: func() {}}
+	if creds != nil {
+		var wctx context.Context
+		wctx, ag.stop = context.WithCancel(ctx)
+		go creds.run(wctx)
+	}
 	if cfg.VIP.On {
 		var log *slog.Logger
 		if cfg.Node.Logger != nil {
@@ -308,6 +326,7 @@ func (a *Agent) Control() string { return a.a.Control() }
 // device, addresses and routes taken off the host), and its metrics
 // endpoint.
 func (a *Agent) Close() error {
+	a.stop()
 	var err error
 	if a.host != nil { // nil when the virtual network failed to start
 		a.a.SetVIPHost(nil)

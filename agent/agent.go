@@ -74,6 +74,9 @@ type Config struct {
 	// subject, or its ID in an open grid) may have open at once; zero:
 	// DefaultExitPerMember.
 	ExitPerMember int
+	// Credentials reports the node's credentials and their lifetimes for
+	// its status and doctor (the API watches the files); nil: none.
+	Credentials func() []status.Credential
 	// exitNet replaces the host's resolver and TCP for the exit service
 	// (tests: no packet leaves loopback).
 	exitNet *exitNet
@@ -99,6 +102,8 @@ type Agent struct {
 	refused func(format string, args ...any)
 	// more adds what services above the agent report (SetStatus).
 	more statusHook
+	// creds reports the node's credentials (Config.Credentials).
+	creds func() []status.Credential
 	// vip is the handed device of gridlink vip exec (vipdevice.go).
 	vip vipDevices
 	// exits is the exit service; nil without Config.AllowExit.
@@ -119,7 +124,7 @@ func Start(ctx context.Context, cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{node: node, control: cfg.Control, logf: cfg.Node.Logf}
+	a := &Agent{node: node, control: cfg.Control, logf: cfg.Node.Logf, creds: cfg.Credentials}
 	if a.logf == nil {
 		a.logf = func(string, ...any) {}
 	}
@@ -225,6 +230,7 @@ func (a *Agent) status(w http.ResponseWriter, r *http.Request) {
 		st.Cache[hub.Short()] = string(m)
 	}
 	st.Links = a.links.status()
+	st.Credentials = a.credentials()
 	a.more.fill(&st)
 	writeJSON(w, st)
 }

@@ -22,7 +22,7 @@ func (a *Agent) doctor(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, "doctor", &req) {
 		return
 	}
-	d := status.Diagnosis{Node: a.node.Machine(), Host: a.hostFindings(), NAT: natInfo(a.node), PortMap: portMapInfo(a.node)}
+	d := status.Diagnosis{Node: a.node.Machine(), Host: a.hostFindings(), Credentials: a.credentials(), NAT: natInfo(a.node), PortMap: portMapInfo(a.node)}
 	if req.Addr == "" {
 		writeJSON(w, d)
 		return

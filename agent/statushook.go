@@ -31,3 +31,12 @@ func (h *statusHook) fill(st *status.Agent) {
 		f(st)
 	}
 }
+
+// credentials are the node's credentials with their lifetimes, none
+// unless Config.Credentials reports them.
+func (a *Agent) credentials() []status.Credential {
+	if a.creds == nil {
+		return nil
+	}
+	return a.creds()
+}

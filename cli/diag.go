@@ -42,8 +42,9 @@ func doctorCmd() *cobra.Command {
 			for _, f := range append(d.Host, d.NAT.Words(), d.PortMap.Words()) {
 				fmt.Printf("  - %s\n", f)
 			}
+			expired := printCredentials(d.Credentials) // fails doctor
 			if addr == "" {
-				return nil
+				return expired
 			}
 			if d.Target != nil {
 				fmt.Printf("target: %s, addresses %v (found in %.1f ms)\n", d.Target, d.Target.Addrs, d.LookupMS)
@@ -56,7 +57,7 @@ func doctorCmd() *cobra.Command {
 				}
 			}
 			fmt.Println(d.Verdict)
-			return nil
+			return expired
 		},
 	}
 	c.Flags().StringVar(&sock, "control", "", "agent control socket (default: your agent's, then the system agent's @gridlink-agent)")
@@ -127,4 +128,39 @@ func hubStatus(ctx context.Context, control string, asJSON bool) error {
 // msDuration is ms milliseconds as a duration, to the microsecond.
 func msDuration(ms float64) time.Duration {
 	return time.Duration(ms * float64(time.Millisecond)).Round(time.Microsecond)
+}
+
+// printCredentials prints the node's credentials and their lifetimes
+// (status, doctor): a warning for one expiring, a failure for one
+// expired, which it returns.
+func printCredentials(creds []status.Credential) error {
+	if len(creds) == 0 {
+		return nil
+	}
+	var expired error
+	now := time.Now()
+	fmt.Println("credentials:")
+	for _, c := range creds {
+		mark := "ok"
+		switch c.State {
+		case status.CredExpiring:
+			mark = "WARN"
+		case status.CredExpired:
+			mark = "FAIL"
+			if expired == nil {
+				expired = &CredentialExpiredError{Credential: c}
+			}
+		}
+		fmt.Printf("  %-4s %s\n", mark, c.Words(now))
+	}
+	return expired
+}
+
+// CredentialExpiredError fails doctor: one of the node's credentials
+// expired.
+type CredentialExpiredError struct{ Credential status.Credential }
+
+func (e *CredentialExpiredError) Error() string {
+	c := e.Credential
+	return fmt.Sprintf("the %s expired at %s: %s", c.Name(), c.NotAfter.UTC().Format(time.RFC3339), c.Remedy())
 }

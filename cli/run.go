@@ -331,6 +331,7 @@ func statusCmd() *cobra.Command {
 			}
 			fmt.Printf("node %s (%s)\n  hub: %s\n  addresses: %v\n  seen by the hub as: %s\n",
 				status.Printable(st.Node.Name), st.Node.ID.Short(), st.HubWords(), st.Node.Addrs, st.Observed)
+			printCredentials(st.Credentials)
 			fmt.Printf("connections: %d\n", len(st.Conns))
 			for _, c := range st.Conns {
 				fmt.Printf("  %s -> %s  %s\n", c.Local, status.Printable(c.Remote), c.Method)

@@ -275,6 +275,7 @@ func proxyInitCmd() *cobra.Command {
 	var hours float64
 	var maxLife time.Duration
 	var restrict []string
+	var newKey bool
 	c := &cobra.Command{
 		Use:   "init",
 		Short: "make a proxy certificate signed by your user certificate (asks for the key's passphrase once)",
@@ -293,7 +294,7 @@ func proxyInitCmd() *cobra.Command {
 				return fmt.Errorf("--hours %v: longer than the %v a proxy may live (--max-lifetime; the grid's hubs and nodes refuse proxies longer than their --max-proxy-lifetime, 7 days unless set)", hours, maxLife)
 			}
 			p, err := gridlink.InitProxy(gridlink.ProxyRequest{CertFile: certFile, KeyFile: keyPath, Passphrase: passphrase(passFile, "passphrase for "+keyPath+": "),
-				Out: out, Lifetime: life, MaxLifetime: maxLife, Restrict: restrict})
+				Out: out, Lifetime: life, MaxLifetime: maxLife, Restrict: restrict, NewKey: newKey})
 			var re *gridlink.RestrictionError
 			if errors.As(err, &re) {
 				return fmt.Errorf("--restrict %s: %w", re.Entry, re)
@@ -312,6 +313,7 @@ func proxyInitCmd() *cobra.Command {
 	f.StringVar(&out, "out", gridlink.DefaultProxyFile(), "proxy credential file to write (mode 0600)")
 	f.Float64Var(&hours, "hours", 12, "lifetime")
 	f.DurationVar(&maxLife, "max-lifetime", gridlink.DefaultMaxProxyLifetime, "the longest lifetime --hours may ask for")
+	f.BoolVar(&newKey, "new-key", false, "a new key even when --out holds a proxy of this certificate (whose key is kept otherwise, so a running agent takes the renewed proxy as the same node)")
 	f.StringSliceVar(&restrict, "restrict", nil, "limit the proxy to these services (comma-separated): echo, exec, port-N, dashboard (a dashboard's members), or SERVICE@NODEID for the service at that node only")
 	_ = c.MarkFlagRequired("cert")
 	_ = c.MarkFlagRequired("key")

@@ -3,7 +3,8 @@
 // overlay map (hubs, their links with round trips and state, nodes at
 // their hubs; from the hubs' status sockets through the gridlink API),
 // the user's agent's connections with method, path kind and a live
-// throughput graph, its virtual network's peers and paths (from the
+// throughput graph, its credentials' ends (proxy or certificate,
+// revocation lists), its virtual network's peers and paths (from the
 // agent's control API, agent/control), and transfers: progress, rate,
 // ETA and history, started from the page (put, get, or a third-party
 // push between two services, which the source runs as the user by
@@ -13,7 +14,9 @@
 // (auth.go: a token, a cookie, a header for changes, the Host, the peer's
 // uid; members.go: the grid's members, if asked for, over HTTPS with
 // their grid certificates, read only unless the grid-mapfile maps them to
-// the dashboard's account), its live updates (events.go: server-sent events of State) and the
+// the dashboard's account), its live updates (events.go: server-sent events of State), the
+// connections' throughput (rates.go: from the agent's byte counters over
+// measured intervals, resets and too-close readings skipped), and the
 // page itself (assets/, embedded; plain HTML, JavaScript and CSS, nothing
 // from elsewhere). Copies are the gridlink API's (gridlink.Copy, with a
 // gridlink.CopyHold to pause them); the overlay's state is what the

@@ -64,6 +64,7 @@ type Server struct {
 	log    *slog.Logger
 	agent  *control.Client
 	xfers  *transfers
+	rates  *rates
 	page   *template.Template
 	events *broker
 	// members is the grid members' listener; nil without Config.Members.
@@ -128,7 +129,7 @@ func New(cfg Config) (*Server, error) {
 	base.Node.Name = name
 	base.Progress, base.Hold = nil, nil
 	s := &Server{cfg: cfg, ln: ln, port: port, token: cfg.Token, log: log, agent: control.Dial(cfg.Control), page: page,
-		xfers: newTransfers(ctx, base, cfg.History, gridlink.Copy), events: newBroker(), members: mem, ctx: ctx, stop: stop}
+		xfers: newTransfers(ctx, base, cfg.History, gridlink.Copy), events: newBroker(), rates: newRates(), members: mem, ctx: ctx, stop: stop}
 	return s, nil
 }
 

@@ -19,8 +19,11 @@ type State struct {
 	// Agent is the user's agent's status (its connections with their
 	// bytes, its virtual network's peers and paths); AgentError why it
 	// could not be read (the agent's own refusal words, when it refused).
-	Agent      *status.Agent  `json:"agent,omitempty"`
-	AgentError string         `json:"agent_error,omitempty"`
+	Agent      *status.Agent `json:"agent,omitempty"`
+	AgentError string        `json:"agent_error,omitempty"`
+	// Throughput is the rate of the agent's connections, by local and
+	// remote end (rates.go).
+	Throughput []ConnRate     `json:"throughput"`
 	Overlay    Overlay        `json:"overlay"`
 	Transfers  []TransferView `json:"transfers"`
 }
@@ -87,8 +90,10 @@ func (s *Server) state(ctx context.Context) State {
 	a, err := s.agent.Status(ctx)
 	if err != nil {
 		st.AgentError = err.Error()
+		st.Throughput = []ConnRate{}
 	} else {
 		st.Agent = a
+		st.Throughput = s.rates.observe(time.Now(), a.Conns) // when the counters were read
 	}
 	wg.Wait()
 	var read []gridlink.HubStatus

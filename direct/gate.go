@@ -4,7 +4,6 @@ import (
 	"container/list"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"sync"
@@ -26,7 +25,7 @@ const (
 
 // Gate bounds the connections a listener holds while their handshakes run
 // (unauthenticated: anyone can open them), in all (Max) and per source
-// address (PerSource; an IPv6 source is its /64). It never refuses a
+// address (PerSource; an IPv6 source is its /64). Admit never refuses a
 // newcomer: when a bound is reached it sheds an older pending connection
 // instead (victimLocked says which): a source's idle connections (no
 // whole first message yet, see Pending.Hello) beyond PerSource; when the
@@ -39,15 +38,30 @@ const (
 // ClientHello at once (within the time Max arrivals take) moves behind
 // every idle one and completes its handshake.
 //
+// A connection counts as idle until its handshake reports its first
+// message (Pending.Hello) or, with Spoke set, until the Gate finds that
+// message whole in its socket when it looks for one to shed: on a busy
+// machine the goroutine that will read it may not have run yet, and a
+// peer that spoke at once is not shed for that. With Spoke set, the
+// listener may ask TurnAway first, which closes a newcomer to a full
+// gate that has been silent since it connected for StaleAfter (it
+// waited in the accept queue): the one connection Admit would shed
+// soonest, at a fraction of the cost.
+//
 // The zero value uses the defaults. Safe for concurrent use.
 type Gate struct {
 	Max       int // default DefaultMaxPending
 	PerSource int // default DefaultMaxPendingPerSource
+	// Spoke tells, without waiting or reading, whether a connection's
+	// whole first message is in its socket (WholeFirstMessage); nil:
+	// only Hello tells.
+	Spoke func(net.Conn) bool
 
 	mu      sync.Mutex
 	waiting list.List // *Pending, oldest first: no whole first message yet
 	greeted list.List // *Pending, oldest first: first message in, handshake running
 	bySrc   map[netip.Addr][]*Pending
+	over    int // sources holding more than PerSource
 	shed    uint64
 }
 
@@ -73,14 +87,18 @@ type Shed struct {
 var ErrShed = errors.New("shed to make room for newer connections")
 
 func (g *Gate) bounds() (int, int) {
-	m, ps := g.Max, g.PerSource
+	m := g.Max
 	if m <= 0 {
 		m = DefaultMaxPending
 	}
-	if ps <= 0 {
-		ps = DefaultMaxPendingPerSource
+	return m, g.perSource()
+}
+
+func (g *Gate) perSource() int {
+	if g.PerSource <= 0 {
+		return DefaultMaxPendingPerSource
 	}
-	return m, ps
+	return g.PerSource
 }
 
 // Admit registers an accepted connection as pending and, if that takes
@@ -102,6 +120,9 @@ func (g *Gate) Admit(c net.Conn) (*Pending, *Shed) {
 	}
 	p.elem = g.waiting.PushBack(p)
 	g.bySrc[src] = append(g.bySrc[src], p)
+	if len(g.bySrc[src]) == per+1 {
+		g.over++
+	}
 	g.mu.Unlock()
 	if victim == nil {
 		return p, nil
@@ -121,42 +142,64 @@ func (g *Gate) Admit(c net.Conn) (*Pending, *Shed) {
 // oldest pending one.
 func (g *Gate) victimLocked(src netip.Addr, per, max int) (*Pending, string) {
 	same := g.bySrc[src]
-	if idle := oldestIdle(same); idle != nil && countIdle(same) >= per {
+	if idle := g.oldestIdleLocked(same); idle != nil && countIdle(same) >= per {
 		return idle, fmt.Sprintf("%d connections from %s sent nothing whole yet (limit %d per address)", countIdle(same), src, per)
 	}
 	n := g.waiting.Len() + g.greeted.Len()
 	if n < max {
 		return nil, ""
 	}
-	var top []*Pending
-	for _, s := range g.bySrc {
-		if len(s) > len(top) {
-			top = s
+	if g.over > 0 { // else no source holds more than per: none to look for
+		var top []*Pending
+		for _, s := range g.bySrc {
+			if len(s) > len(top) {
+				top = s
+			}
 		}
-	}
-	if len(top) > per {
-		v := oldestIdle(top)
+		v := g.oldestIdleLocked(top)
 		if v == nil {
 			v = top[0]
 		}
 		return v, fmt.Sprintf("%d handshakes pending in all (limit %d), %d of them from %s", n, max, len(top), v.src)
 	}
-	e := g.waiting.Front()
-	if e == nil {
-		e = g.greeted.Front()
-	}
-	return e.Value.(*Pending), fmt.Sprintf("%d handshakes pending in all (limit %d)", n, max)
+	return g.oldestLocked(), fmt.Sprintf("%d handshakes pending in all (limit %d)", n, max)
 }
 
-// oldestIdle is the first of ps (oldest first) that has not sent its
-// whole first message, or nil.
-func oldestIdle(ps []*Pending) *Pending {
+// oldestIdleLocked is the first of ps (oldest first) that has not sent
+// its whole first message, or nil; those it finds have (spokeLocked) it
+// marks greeted on the way.
+func (g *Gate) oldestIdleLocked(ps []*Pending) *Pending {
 	for _, q := range ps {
-		if !q.greeted {
+		if !q.greeted && !g.spokeLocked(q) {
 			return q
 		}
 	}
 	return nil
+}
+
+// oldestLocked is the oldest pending connection, idle ones first (those
+// found to have spoken marked greeted on the way), or nil.
+func (g *Gate) oldestLocked() *Pending {
+	for e := g.waiting.Front(); e != nil; e = g.waiting.Front() {
+		if p := e.Value.(*Pending); !g.spokeLocked(p) {
+			return p
+		}
+	}
+	if e := g.greeted.Front(); e != nil {
+		return e.Value.(*Pending)
+	}
+	return nil
+}
+
+// spokeLocked moves an idle connection whose whole first message is in
+// its socket (Gate.Spoke) to the greeted ones, and reports whether it
+// did.
+func (g *Gate) spokeLocked(p *Pending) bool {
+	if g.Spoke == nil || p.greeted || !g.Spoke(p.c) {
+		return false
+	}
+	g.helloLocked(p)
+	return true
 }
 
 func countIdle(ps []*Pending) int {
@@ -174,15 +217,11 @@ func countIdle(ps []*Pending) int {
 // descriptors does to make room. It reports false if nothing is pending.
 func (g *Gate) ShedOldest(reason string) (*Shed, bool) {
 	g.mu.Lock()
-	e := g.waiting.Front()
-	if e == nil {
-		e = g.greeted.Front()
-	}
-	if e == nil {
+	victim := g.oldestLocked()
+	if victim == nil {
 		g.mu.Unlock()
 		return nil, false
 	}
-	victim := e.Value.(*Pending)
 	victim.shed = reason
 	g.removeLocked(victim)
 	g.shed++
@@ -212,6 +251,9 @@ func (g *Gate) removeLocked(p *Pending) {
 	}
 	p.elem = nil
 	same := g.bySrc[p.src]
+	if len(same) == g.perSource()+1 {
+		g.over--
+	}
 	for i, q := range same {
 		if q == p {
 			same = append(same[:i:i], same[i+1:]...)
@@ -248,9 +290,13 @@ func (p *Pending) Hello() {
 	g := p.g
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if p.elem == nil || p.greeted {
-		return
+	if p.elem != nil && !p.greeted {
+		g.helloLocked(p)
 	}
+}
+
+// helloLocked moves an idle pending connection to the greeted ones.
+func (g *Gate) helloLocked(p *Pending) {
 	g.waiting.Remove(p.elem)
 	p.greeted = true
 	p.elem = g.greeted.PushBack(p)
@@ -296,74 +342,4 @@ func sourceOf(c net.Conn) netip.Addr {
 		}
 	}
 	return netip.Addr{} // pipes and the like: one source
-}
-
-// TLS record layer constants for ReadFirstRecord.
-const (
-	recordHeader    = 5     // content type, version (2), length (2)
-	recordHandshake = 0x16  // content type of a ClientHello's record
-	maxRecord       = 16640 // 2^14 plus what TLS 1.2 allows for expansion
-)
-
-// ErrNotTLS is returned by ReadFirstRecord for bytes that do not start a
-// TLS handshake record.
-var ErrNotTLS = errors.New("not a TLS handshake")
-
-// ReadFirstRecord reads from r, after the bytes have (at most the
-// record header's 5) already read from it, up to the end of the first TLS record (which, from a TLS client, is
-// its ClientHello), and returns every byte read, have included, for the
-// handshake to replay. The caller bounds the time it takes (a read
-// deadline: FirstBytesTimeout).
-func ReadFirstRecord(r io.Reader, have []byte) ([]byte, error) {
-	if len(have) > recordHeader {
-		return nil, fmt.Errorf("direct: ReadFirstRecord given %d bytes already read, at most %d", len(have), recordHeader)
-	}
-	buf := make([]byte, recordHeader, recordHeader+512)
-	n := copy(buf, have)
-	if n < recordHeader {
-		if _, err := io.ReadFull(r, buf[n:]); err != nil {
-			return nil, err
-		}
-	}
-	size, err := recordSize(buf)
-	if err != nil {
-		return nil, err
-	}
-	buf = append(buf, make([]byte, size)...)
-	if _, err := io.ReadFull(r, buf[recordHeader:]); err != nil {
-		return nil, err
-	}
-	return buf, nil
-}
-
-// recordSize checks a first record's header and returns the size of its
-// body.
-func recordSize(hdr []byte) (int, error) {
-	if hdr[0] != recordHandshake {
-		return 0, fmt.Errorf("%w: first byte %#02x", ErrNotTLS, hdr[0])
-	}
-	size := int(hdr[3])<<8 | int(hdr[4])
-	if size == 0 || size > maxRecord {
-		return 0, fmt.Errorf("%w: first record of %d bytes", ErrNotTLS, size)
-	}
-	return size, nil
-}
-
-// ReplayConn is a connection whose first reads return Pending (bytes read
-// from it before, e.g. by ReadFirstRecord).
-type ReplayConn struct {
-	net.Conn
-	Pending []byte
-}
-
-func (c *ReplayConn) Read(p []byte) (int, error) {
-	if len(c.Pending) > 0 {
-		n := copy(p, c.Pending)
-		c.Pending = c.Pending[n:]
-		if len(c.Pending) == 0 {
-			c.Pending = nil // an empty tail still holds the record's buffer: a hub keeps thousands of these
-		}
-		return n, nil
-	}
-	return c.Conn.Read(p)
 }

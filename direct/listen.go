@@ -79,7 +79,6 @@ const (
 // concurrently with the others under a timeout.
 type Listener struct {
 	cfg     ListenConfig
-	cert    *tls.Certificate
 	ln      net.Listener
 	log     *slog.Logger
 	ctx     context.Context
@@ -105,8 +104,7 @@ type Stats struct {
 // until Close. The socket is made in the network namespace of the calling
 // thread.
 func Listen(ctx context.Context, cfg ListenConfig) (*Listener, error) {
-	cert, err := certificate(cfg.Creds)
-	if err != nil {
+	if _, err := certificate(cfg.Creds); err != nil {
 		return nil, fmt.Errorf("direct: listen: %w", err)
 	}
 	if cfg.Addr == "" {
@@ -126,10 +124,11 @@ func Listen(ctx context.Context, cfg ListenConfig) (*Listener, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &Listener{cfg: cfg, cert: cert, ln: ln, log: cfg.Logger, ready: make(chan *Conn)}
+	l := &Listener{cfg: cfg, ln: ln, log: cfg.Logger, ready: make(chan *Conn)}
 	if l.log == nil {
 		l.log = slog.Default()
 	}
+	l.gate.Spoke = func(c net.Conn) bool { return WholeFirstMessage(c, "") }
 	l.quiet = NewQuiet(0, 0, func(reason string, more int, since time.Time) {
 		l.log.Info("direct: more connections not logged", "reason", reason, "count", more, "since", since.Format(time.TimeOnly))
 	})
@@ -242,7 +241,8 @@ func (l *Listener) serve(raw net.Conn, pend *Pending) {
 	_ = raw.SetReadDeadline(time.Time{})
 	pend.Hello()
 	var st serverState
-	tc := tls.Server(pki.NoReadAhead(raw), serverConfig(l.cert, &st, l.decide))
+	cert, _ := certificate(l.cfg.Creds) // the chain in force now (pki.Credentials.Renew); checked in Listen
+	tc := tls.Server(pki.NoReadAhead(raw), serverConfig(cert, &st, l.decide))
 	if err := tc.HandshakeContext(ctx); err != nil {
 		raw.Close()
 		if st.refusal != "" {

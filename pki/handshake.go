@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/gridlink/gridlink/identity"
@@ -40,8 +41,11 @@ const ALPN = "gridlink/1"
 // Credentials are what a node or hub shows in a handshake, and whom it
 // admits.
 type Credentials struct {
-	Key   identity.Key
-	cert  tls.Certificate
+	Key identity.Key
+	// cert is what handshakes from now on present: swapped whole by
+	// Renew, read by each handshake (GetCertificate,
+	// GetClientCertificate), so connections already up are untouched.
+	cert  atomic.Pointer[tls.Certificate]
 	trust *Trust // nil: an open grid, any key is admitted
 }
 
@@ -160,7 +164,9 @@ func NewCredentials(key identity.Key) (*Credentials, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pki: self-signed certificate: %w", err)
 	}
-	return &Credentials{Key: key, cert: tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key.Private()}}, nil
+	c := &Credentials{Key: key}
+	c.cert.Store(&tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key.Private()})
+	return c, nil
 }
 
 // ErrWrongPeer is wrapped when the peer is not the one expected: the
@@ -181,7 +187,7 @@ func (e *PeerError) Unwrap() error { return ErrWrongPeer }
 // Certificate is the certificate these credentials present, for callers
 // that build their own TLS configuration (package direct carries a request
 // in its handshake).
-func (c *Credentials) Certificate() tls.Certificate { return c.cert }
+func (c *Credentials) Certificate() tls.Certificate { return *c.cert.Load() }
 
 // PeerID returns the ID a peer's certificate chain (as TLS delivers it to
 // VerifyPeerCertificate) proves, or why it proves none.
@@ -205,7 +211,8 @@ func peerID(raw [][]byte) (identity.ID, error) {
 
 func (c *Credentials) config(verify func(identity.ID) error) *tls.Config {
 	return &tls.Config{
-		Certificates:           []tls.Certificate{c.cert},
+		GetCertificate:         func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return c.cert.Load(), nil },
+		GetClientCertificate:   func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return c.cert.Load(), nil },
 		MinVersion:             tls.VersionTLS13,
 		NextProtos:             []string{ALPN},
 		ClientAuth:             tls.RequireAnyClientCert,
@@ -289,5 +296,7 @@ func Unchecked(key identity.Key, chain []*x509.Certificate, trust *Trust) *Crede
 	if len(chain) > 0 {
 		cert.Leaf = chain[0]
 	}
-	return &Credentials{Key: key, trust: trust, cert: cert}
+	c := &Credentials{Key: key, trust: trust}
+	c.cert.Store(&cert)
+	return c
 }

@@ -92,7 +92,7 @@ func TestHandshake(t *testing.T) {
 
 func FuzzPeerID(f *testing.F) {
 	c, _ := NewCredentials(identity.KeyFromSeed(make([]byte, 32)))
-	f.Add(c.cert.Certificate[0])
+	f.Add(c.Certificate().Certificate[0])
 	f.Fuzz(func(t *testing.T, der []byte) {
 		id, err := peerID([][]byte{der})
 		if err == nil && id.IsZero() {

@@ -1,7 +1,6 @@
 package pki
 
 import (
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"slices"
@@ -83,15 +82,7 @@ func (p Peer) MayUse(name string) error {
 // Self is who these credentials prove to their own trust: their Peer as
 // another end would see it (Chain nil in an open grid).
 func (c *Credentials) Self() (Peer, error) {
-	certs := make([]*x509.Certificate, 0, len(c.cert.Certificate))
-	for _, der := range c.cert.Certificate {
-		cert, err := x509.ParseCertificate(der)
-		if err != nil {
-			return Peer{}, err
-		}
-		certs = append(certs, cert)
-	}
-	return c.Check(certs)
+	return c.Check(c.Chain())
 }
 
 // DefaultName is the name a hub or node of these credentials goes by

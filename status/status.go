@@ -47,6 +47,9 @@ type Agent struct {
 	PortMap PortMap           `json:"port_map"`
 	// VIP is the node's virtual IP network, while it runs one.
 	VIP *VIP `json:"vip,omitempty"`
+	// Credentials are its proxy or certificate and its revocation lists,
+	// with their lifetimes (none in an open grid).
+	Credentials []Credential `json:"credentials,omitempty"`
 }
 
 // Conn is one open virtual connection.
@@ -108,14 +111,17 @@ type Perf struct {
 // Diagnosis is the answer of POST /doctor: this host and, for a target,
 // every method tried toward it.
 type Diagnosis struct {
-	Node     identity.Machine  `json:"node"`
-	Host     []string          `json:"host"`     // findings about this host, in plain words
-	NAT      NAT               `json:"nat"`      // this host's NAT, as the hubs observed it
-	PortMap  PortMap           `json:"port_map"` // whether a port mapping was obtained
-	Target   *identity.Machine `json:"target,omitempty"`
-	Methods  []MethodCheck     `json:"methods,omitempty"`
-	Verdict  string            `json:"verdict,omitempty"`
-	LookupMS float64           `json:"lookup_ms,omitempty"` // finding the target through the hubs
+	Node identity.Machine `json:"node"`
+	Host []string         `json:"host"` // findings about this host, in plain words
+	// Credentials are the node's, as in its status: doctor warns of one
+	// expiring and fails on one expired.
+	Credentials []Credential      `json:"credentials,omitempty"`
+	NAT         NAT               `json:"nat"`      // this host's NAT, as the hubs observed it
+	PortMap     PortMap           `json:"port_map"` // whether a port mapping was obtained
+	Target      *identity.Machine `json:"target,omitempty"`
+	Methods     []MethodCheck     `json:"methods,omitempty"`
+	Verdict     string            `json:"verdict,omitempty"`
+	LookupMS    float64           `json:"lookup_ms,omitempty"` // finding the target through the hubs
 }
 
 // MethodCheck is one method tried toward a doctor's target.

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gridlink/gridlink/identity"
 )
@@ -14,13 +15,14 @@ import (
 // answer, and what the lab and other programs parse. Changing a name
 // here changes the wire format; a quantity's name ends in its unit.
 var schema = map[reflect.Type][]string{
-	reflect.TypeFor[Agent]():       {"node", "attach", "hub_choice", "hubs", "no_return", "observed", "conns", "links", "cache", "nat", "port_map", "vip"},
+	reflect.TypeFor[Agent]():       {"node", "attach", "hub_choice", "hubs", "no_return", "observed", "conns", "links", "cache", "nat", "port_map", "vip", "credentials"},
 	reflect.TypeFor[Conn]():        {"local", "remote", "method", "sent_bytes", "received_bytes"},
 	reflect.TypeFor[StreamLink]():  {"stream", "remote", "method", "resumable", "upgrade", "switches"},
 	reflect.TypeFor[PathSwitch]():  {"from", "to", "at"},
 	reflect.TypeFor[Ping]():        {"addr", "peer", "method", "methods", "setup_ms", "spare", "rtt_ms", "error"},
 	reflect.TypeFor[Perf]():        {"addr", "method", "bytes", "seconds", "mbit_per_s", "error"},
-	reflect.TypeFor[Diagnosis]():   {"node", "host", "nat", "port_map", "target", "methods", "verdict", "lookup_ms"},
+	reflect.TypeFor[Diagnosis]():   {"node", "host", "credentials", "nat", "port_map", "target", "methods", "verdict", "lookup_ms"},
+	reflect.TypeFor[Credential]():  {"kind", "file", "subject", "not_before", "not_after", "issued", "state", "error"},
 	reflect.TypeFor[MethodCheck](): {"method", "ok", "ms", "why", "error", "end", "cause"},
 	reflect.TypeFor[NAT]():         {"class", "allocation", "predictable", "at", "error"},
 	reflect.TypeFor[PortMap]():     {"enabled", "mapped", "protocol", "gateway", "internal", "external", "advertised", "lease_s", "expires", "renewals", "at", "error"},
@@ -88,5 +90,35 @@ func TestHubWords(t *testing.T) {
 		if c.st.HubChoice <= 1 && strings.Contains(got, "away") {
 			t.Errorf("%+v: %q says away at its first hub or with none", c.st, got)
 		}
+	}
+}
+
+// A credential's state and words through its lifetime: valid, expiring
+// in the last tenth (a proxy's at most its last hour), expired with the
+// remedy and what the node suffers.
+func TestCredentialStates(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+	p := Credential{Kind: CredProxy, File: "/p.pem", Subject: "CN=1,OU=user", NotBefore: t0.Add(-5 * time.Minute), Issued: t0, NotAfter: t0.Add(12 * time.Hour)}
+	for _, tc := range []struct {
+		at    time.Duration
+		state string
+		words string
+	}{
+		{time.Hour, CredValid, "is valid, valid until 2026-12-07T12:00:00Z (in 11h0m0s)"},
+		{11*time.Hour + time.Second, CredExpiring, "expires in 59m59s (valid until 2026-12-07T12:00:00Z): renew it with `gridlink proxy init`"},
+		{12 * time.Hour, CredExpired, "the proxy CN=1,OU=user (/p.pem) expired at 2026-12-07T12:00:00Z: renew it with `gridlink proxy init`; until then peers refuse this node"},
+	} {
+		now := t0.Add(tc.at)
+		if s, w := p.StateAt(now), p.Words(now); s != tc.state || !strings.Contains(w, tc.words) {
+			t.Errorf("at %v: %s, %q; want %s, %q", tc.at, s, w, tc.state, tc.words)
+		}
+	}
+	two := Credential{Kind: CredProxy, NotBefore: t0.Add(-5 * time.Minute), Issued: t0, NotAfter: t0.Add(2 * time.Minute)}
+	if w := two.Window(); w != 12*time.Second {
+		t.Errorf("a two-minute proxy's window: %v, want 12s", w)
+	}
+	crl := Credential{Kind: CredCRL, File: "/crl.pem", NotBefore: t0, NotAfter: t0.Add(7 * 24 * time.Hour)}
+	if w := crl.Words(t0.Add(8 * 24 * time.Hour)); !strings.Contains(w, "this node refuses every peer of that CA") || !strings.Contains(w, "/crl.pem") {
+		t.Errorf("a stale list: %q", w)
 	}
 }

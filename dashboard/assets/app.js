@@ -8,7 +8,6 @@ const $ = (sel) => document.querySelector(sel);
 const svgNS = "http://www.w3.org/2000/svg";
 let last = null;                 // the newest state
 const selected = new Set();      // transfer IDs ticked
-const history = new Map();       // connection key -> [{t, bytes}]
 const colors = ["#2f6fb5", "#e0694f", "#2e8b57", "#b07d2e", "#7b4fb5", "#1aa3a3", "#c2417f", "#5d6d7e"];
 
 function el(tag, attrs, ...kids) {
@@ -99,40 +98,27 @@ function renderOverlay(o) {
   rows("#hubs tbody", o.hubs, (h) => el("tr", { "data-hub": h.name }, td(h.name), td(h.reachable ? "yes" : "no"), td(h.hops, "num"), td(h.latency_ms.toFixed(1) + " ms", "num"), td(h.nodes, "num"), td(h.reported ? "yes" : "from routes")));
 }
 
-// connections: bytes and a throughput graph from the samples kept here
+// connections: bytes and a throughput graph of the rates the server
+// computes (dashboard/rates.go: measured intervals, resets, no spikes)
 function connKey(c) { return c.local + " → " + c.remote; }
-function sample(st) {
-  const t = Date.parse(st.time) / 1000;
-  const conns = (st.agent && st.agent.conns) || [];
-  const live = new Set();
-  for (const c of conns) {
-    const k = connKey(c);
-    live.add(k);
-    if (!history.has(k)) history.set(k, []);
-    const h = history.get(k);
-    if (!h.length || h[h.length - 1].t < t) h.push({ t, bytes: c.sent_bytes + c.received_bytes });
-    if (h.length > 61) h.shift();
-  }
-  for (const k of [...history.keys()]) if (!live.has(k)) history.delete(k);
-}
-function rateOf(k) {
-  const h = history.get(k) || [];
-  if (h.length < 2) return 0;
-  const a = h[h.length - 2], b = h[h.length - 1];
-  return (b.bytes - a.bytes) / (b.t - a.t);
+function rateOf(st, k) {
+  const r = (st.throughput || []).find((x) => x.key === k);
+  return r ? r.bytes_per_s : 0;
 }
 function renderConns(st) {
   $("#agent-error").textContent = st.agent_error || "";
   const conns = (st.agent && st.agent.conns) || [];
   $("#node-name").textContent = st.agent ? `of ${st.agent.node.name}` : "";
-  rows("#conns tbody", conns, (c) => el("tr", { "data-remote": c.remote }, td(c.local), td(c.remote), td(c.method), td(bytes(c.sent_bytes), "num"), td(bytes(c.received_bytes), "num"), td(rate(rateOf(connKey(c))), "num")));
+  // the node's proxy or certificate and revocation lists: their ends
+  $("#node-creds").replaceChildren(...((st.agent && st.agent.credentials) || []).map((c) => el("span", { class: c.state, "data-kind": c.kind },
+    `${c.kind} ${c.state}, ${c.kind === "revocation list" ? "next update" : "until"} ${new Date(c.not_after).toLocaleString()}${c.error ? " (" + c.error + ")" : ""}. `)));
+  rows("#conns tbody", conns, (c) => el("tr", { "data-remote": c.remote }, td(c.local), td(c.remote), td(c.method), td(bytes(c.sent_bytes), "num"), td(bytes(c.received_bytes), "num"), td(rate(rateOf(st, connKey(c))), "num")));
   const cv = $("#graph"), g = cv.getContext("2d");
   g.clearRect(0, 0, cv.width, cv.height);
-  const keys = [...history.keys()].slice(0, colors.length);
+  const shown = (st.throughput || []).slice(0, colors.length), keys = shown.map((r) => r.key);
   let peak = 1;
-  const series = keys.map((k) => {
-    const h = history.get(k), pts = [];
-    for (let i = 1; i < h.length; i++) pts.push({ t: h[i].t, r: (h[i].bytes - h[i - 1].bytes) / Math.max(h[i].t - h[i - 1].t, 1e-3) });
+  const series = shown.map((r) => {
+    const pts = (r.points || []).map((p) => ({ t: Date.parse(p.time) / 1000, r: p.bytes_per_s }));
     for (const p of pts) peak = Math.max(peak, p.r);
     return pts;
   });
@@ -226,7 +212,6 @@ function connect() {
   const es = new EventSource("/events");
   es.addEventListener("state", (ev) => {
     last = JSON.parse(ev.data);
-    sample(last);
     render(last);
     $("#live").className = "live on";
     $("#live").textContent = "live " + new Date(last.time).toLocaleTimeString();

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gridlink/gridlink/direct"
 	"github.com/gridlink/gridlink/pki"
+	"github.com/gridlink/gridlink/wire"
 )
 
 // The accept path: what strangers can make a hub hold and log before
@@ -19,7 +20,15 @@ import (
 // Every accepted connection is pending until its peer's hello is read (or
 // its observation answered): the hub's direct.Gate bounds pending
 // connections (256 in all, 16 per source address) by shedding the oldest
-// idle one when a bound is reached, never by refusing the newcomer. A
+// idle one when a bound is reached (one whose whole first message is in
+// its socket is not idle, read or not: Gate.Spoke). While the gate is
+// full, a newcomer that has been silent since it connected (20 ms or
+// more: it waited in the kernel's accept queue) is turned away at once
+// (Gate.TurnAway) rather than admitted to shed the oldest: it would be
+// the next to go, and a node's connection that waited has its ClientHello
+// in. Under a flood the accept queue then overflows far less, and a
+// node's SYN is not dropped (1 s) nor its connection shed (BENCHMARKS.md,
+// issue 32 item 6). A
 // connection must send its whole first message (a TLS ClientHello, or an
 // observation request) within direct.FirstBytesTimeout, then has
 // hub.HandshakeTimeout for the handshake and its hello. Lines about
@@ -61,6 +70,10 @@ func (h *Hub) logQuiet(reason, format string, args ...any) {
 		h.logf(format, args...)
 	}
 }
+
+// spoke tells the hub's gate whether a connection's whole first message,
+// a TLS ClientHello or an observation request, is in its socket.
+func spoke(c net.Conn) bool { return direct.WholeFirstMessage(c, wire.ObserveRequest) }
 
 // outOfFiles tells an accept error that a spare descriptor would cure.
 func outOfFiles(err error) bool {
@@ -118,6 +131,11 @@ func (h *Hub) acceptLoop(ctx context.Context) error {
 			continue
 		}
 		delay = 0
+		if s := h.gate.TurnAway(c); s != nil {
+			h.counts.refuse(refShed)
+			h.logQuiet(quietShed, "hub %s: connection from %s: %s", h.cfg.Name, s.From, s.Reason)
+			continue
+		}
 		pend, shed := h.gate.Admit(c)
 		if shed != nil {
 			h.counts.refuse(refShed)

@@ -141,7 +141,7 @@ func runFlooder(spec string) {
 
 // floodBin returns the gridlink binary: $GRIDLINK_BIN, else one built for
 // the test.
-func floodBin(t *testing.T) string {
+func floodBin(t testing.TB) string {
 	t.Helper()
 	if b := os.Getenv("GRIDLINK_BIN"); b != "" {
 		return b
@@ -156,7 +156,7 @@ func floodBin(t *testing.T) string {
 
 // floodHub runs `gridlink hub` on loopback; it returns the process, its
 // address and a counter of the lines it logs.
-func floodHub(t *testing.T) (*exec.Cmd, string, *atomic.Int64) {
+func floodHub(t testing.TB) (*exec.Cmd, string, *atomic.Int64) {
 	t.Helper()
 	cmd := exec.Command(floodBin(t), "hub", "--name", "flood", "--listen", "127.0.0.1:0",
 		"--control", fmt.Sprintf("@gridlink-flood-test-%d", os.Getpid()))
@@ -200,7 +200,7 @@ func procStatus(pid int) (rss int64, fds int) {
 
 // attachTime attaches a fresh node to the hub and says how long it took
 // (or that it failed within limit).
-func attachTime(t *testing.T, addr, name string, limit time.Duration) (time.Duration, error) {
+func attachTime(t testing.TB, addr, name string, limit time.Duration) (time.Duration, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), limit)
 	defer cancel()
 	start := time.Now()
@@ -217,22 +217,8 @@ func TestFloodNewNodeAttaches(t *testing.T) {
 	if testing.Short() {
 		t.Skip("floods a hub with thousands of connections")
 	}
-	total := 20000
-	if v := os.Getenv("GRIDLINK_FLOOD_CONNS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < floodProcs {
-			t.Fatalf("GRIDLINK_FLOOD_CONNS=%q", v)
-		}
-		total = n
-	}
-	redial := floodRedial
-	if v := os.Getenv("GRIDLINK_FLOOD_REDIAL"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			t.Fatalf("GRIDLINK_FLOOD_REDIAL=%q", v)
-		}
-		redial = d
-	}
+	total := max(envInt(t, "GRIDLINK_FLOOD_CONNS", 20000), floodProcs)
+	redial := envDuration(t, "GRIDLINK_FLOOD_REDIAL", floodRedial)
 	hubCmd, addr, hubLines := floodHub(t)
 	pid := hubCmd.Process.Pid
 	calm, err := attachTime(t, addr, "calm", 5*time.Second)
@@ -244,56 +230,8 @@ func TestFloodNewNodeAttaches(t *testing.T) {
 
 	// The flood.
 	linesBefore := hubLines.Load()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	opened := make([]atomic.Int64, floodProcs)
-	var floods sync.WaitGroup
-	stdins := make([]io.Closer, floodProcs)
-	for k := range floodProcs {
-		cmd := exec.Command(self, "-test.run=^$")
-		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %d %d %d", floodEnv, addr, total/floodProcs, k, int(floodDuration/time.Second), redial))
-		cmd.Stderr = os.Stderr
-		in, err := cmd.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		stdins[k] = in
-		floods.Add(1)
-		go func() {
-			defer floods.Done()
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				f := strings.Fields(sc.Text())
-				if len(f) == 2 {
-					n, _ := strconv.ParseInt(f[1], 10, 64)
-					opened[k].Store(n)
-				}
-			}
-			_ = cmd.Wait()
-		}()
-	}
-	stopFlood := sync.OnceFunc(func() {
-		for _, in := range stdins {
-			in.Close()
-		}
-		floods.Wait()
-	})
-	t.Cleanup(stopFlood)
-	sum := func() (n int64) {
-		for k := range opened {
-			n += opened[k].Load()
-		}
-		return n
-	}
+	fl := startFlood(t, addr, total, redial, floodDuration)
+	sum := fl.opened
 	// Until every flooding connection has been opened once (the hub
 	// holding them, or shedding them), or 10 s: a measurement, not a
 	// condition (it goes on either way), on real sockets.
@@ -325,7 +263,7 @@ func TestFloodNewNodeAttaches(t *testing.T) {
 	}
 	floodLines := hubLines.Load() - linesBefore
 	opens := sum()
-	stopFlood()
+	fl.stop()
 	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
 	t.Logf("FIGURES flood=%d opened=%d attach_calm_ms=%d attach_median_ms=%d attach_max_ms=%d hub_rss_max_kib=%d hub_fds_max=%d hub_log_lines=%d",
 		total, opens, calm.Milliseconds(), times[len(times)/2].Milliseconds(), times[len(times)-1].Milliseconds(), maxRSS, maxFDs, floodLines)
@@ -345,4 +283,76 @@ func TestFloodNewNodeAttaches(t *testing.T) {
 	if floodLines >= floodLogBound {
 		t.Errorf("the hub logged %d lines during the flood, want fewer than %d (rate-limited)", floodLines, floodLogBound)
 	}
+}
+
+// flood is floodProcs flooders at a hub (runFlooder), started by
+// startFlood.
+type flood struct {
+	counts []atomic.Int64 // connections each flooder opened so far
+	stop   func()         // ends the flood and waits for the flooders
+	cpu    time.Duration  // the flooders' CPU time, once stopped
+}
+
+// opened is how many connections the flooders have opened so far.
+func (f *flood) opened() (n int64) {
+	for k := range f.counts {
+		n += f.counts[k].Load()
+	}
+	return n
+}
+
+// startFlood starts floodProcs flooders (this test binary again) holding
+// total connections at addr, each redialled at most every redial, for at
+// most dur; they stop at the test's end at the latest.
+func startFlood(t testing.TB, addr string, total int, redial, dur time.Duration) *flood {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &flood{counts: make([]atomic.Int64, floodProcs)}
+	var floods sync.WaitGroup
+	var mu sync.Mutex
+	stdins := make([]io.Closer, floodProcs)
+	for k := range floodProcs {
+		cmd := exec.Command(self, "-test.run=^$", "-test.bench=^$")
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %d %d %d", floodEnv, addr, total/floodProcs, k, int((dur+time.Second-1)/time.Second), redial))
+		cmd.Stderr = os.Stderr
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		stdins[k] = in
+		floods.Add(1)
+		go func() {
+			defer floods.Done()
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				fs := strings.Fields(sc.Text())
+				if len(fs) == 2 {
+					n, _ := strconv.ParseInt(fs[1], 10, 64)
+					f.counts[k].Store(n)
+				}
+			}
+			_ = cmd.Wait()
+			mu.Lock()
+			f.cpu += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+			mu.Unlock()
+		}()
+	}
+	f.stop = sync.OnceFunc(func() {
+		for _, in := range stdins {
+			in.Close()
+		}
+		floods.Wait()
+	})
+	t.Cleanup(f.stop)
+	return f
 }

@@ -26,7 +26,8 @@
 //
 // What strangers can make a hub hold before they prove who they are is
 // bounded (accept.go): pending handshakes by a gate that sheds the oldest
-// idle one, the first message by a short deadline, and what the hub logs
+// idle one (and, while full, turns away at once a newcomer that waited
+// silent in the accept queue), the first message by a short deadline, and what the hub logs
 // about them by a rate limit. A hub answers observation requests
 // (observe.go) and discovery queries on the local network (discover.go).
 // Hubs pass revocation lists to each other and cut off the trunks of
@@ -269,6 +270,7 @@ func New(cfg Config) (*Hub, error) {
 	}
 	h.lookups.pending = map[uint64]*query{}
 	h.quiet = h.newQuiet()
+	h.gate.Spoke = spoke
 	// State numbers start from the clock, so a restarted hub's states are
 	// newer than any of its previous life.
 	h.state = uint64(time.Now().UnixMilli()) * 2

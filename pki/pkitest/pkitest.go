@@ -97,6 +97,32 @@ func (g *Grid) Proxy(t testing.TB, user *proxy.Credential, o proxy.Options) *pki
 	return creds
 }
 
+// ProxyFor makes a proxy of user valid for life and the node
+// credentials of its key.
+func (g *Grid) ProxyFor(t testing.TB, user *proxy.Credential, life time.Duration) (*proxy.Credential, *pki.Credentials) {
+	t.Helper()
+	p, err := proxy.New(user, proxy.Options{Lifetime: life})
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds, err := pki.FromProxy(p, g.Trust)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, creds
+}
+
+// Renewed is a chain of issuer's for p's key, valid for life: what
+// `gridlink proxy init` writes over p (pki.Credentials.Renew takes it).
+func Renewed(t testing.TB, issuer, p *proxy.Credential, life time.Duration) []*x509.Certificate {
+	t.Helper()
+	cert, err := proxy.Issue(issuer, p.Key.Public(), proxy.Options{Lifetime: life})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append([]*x509.Certificate{cert}, issuer.Chain...)
+}
+
 // ProxyKey is a proxy's key as an identity key.
 func ProxyKey(t testing.TB, p *proxy.Credential) identity.Key {
 	t.Helper()
