@@ -39,6 +39,7 @@ import (
 // hub's refusal of the node (ErrIdentityAttached).
 type SharedIdentityError struct {
 	Key   string // the node's key file ("" for Config.Key) when it has no proxy
+	Open  bool   // the key's grid is open (no CA): a fresh key would do
 	Proxy string // the proxy file it could not sign a proxy with
 	Err   error
 }
@@ -53,6 +54,9 @@ func (e *SharedIdentityError) Error() string {
 	key := "the node key given"
 	if e.Key != "" {
 		key = "the node key " + e.Key
+	}
+	if e.Open {
+		return fmt.Sprintf("%s is one identity, which one process at a time may hold: stop the other process, or run this command without it (no --key: a fresh key, an identity of its own)", key)
 	}
 	return fmt.Sprintf("%s is one identity, which one process at a time may hold, and it signs no other: stop the other process, or run this command with a proxy instead (--proxy FILE), which gives its node an identity of its own", key)
 }
@@ -74,7 +78,7 @@ func (c Config) ownIdentity() (own Config, shared *SharedIdentityError, err erro
 		if c.Key.IsZero() && c.KeyFile == "" {
 			return c, nil, nil // a fresh key
 		}
-		return c, &SharedIdentityError{Key: c.KeyFile}, nil
+		return c, &SharedIdentityError{Key: c.KeyFile, Open: c.Credentials.CA == ""}, nil
 	}
 	parent, _, err := c.Credentials.Load(Key{}) // the proxy's key: Key is not used
 	if err != nil {

@@ -207,7 +207,7 @@ func idOfProxy(t *testing.T, p *proxy.Credential) ID {
 // A one-shot node that cannot have an identity of its own has the one it
 // was given, and the hub's refusal while another process holds it says
 // why, in one line: a proxy whose path length allows no proxy below it,
-// or a node's key. The hub logs the refusal too.
+// a node's key, a key in an open grid. The hub logs the refusal too.
 func TestOneShotSharedIdentityRefused(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -225,13 +225,18 @@ func TestOneShotSharedIdentityRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	node := g.nodeConfig(t, "n1")
+	openLog := new(testwait.Log)
+	openHub := serveHub(t, HubConfig{Name: "open", Logger: slog.New(slog.NewTextHandler(openLog, nil))})
+	open := Config{Name: "n2", KeyFile: g.file("n2.key"), Hubs: []string{openHub.Addr().String()}, ListenAddr: "127.0.0.1"}
 	for _, c := range []struct {
-		what  string
-		cfg   Config
-		words []string
+		what   string
+		cfg    Config
+		hubLog *testwait.Log
+		words  []string
 	}{
-		{"a proxy of path length 0", g.config("last", lastFile), []string{"could not have an identity of its own", "its proxy " + lastFile + " may sign no proxy", "path length constraint of 0", "gridlink proxy init"}},
-		{"a node key", node, []string{"the node key " + node.KeyFile + " is one identity", "--proxy"}},
+		{"a proxy of path length 0", g.config("last", lastFile), g.hubLog, []string{"could not have an identity of its own", "its proxy " + lastFile + " may sign no proxy", "path length constraint of 0", "gridlink proxy init"}},
+		{"a node key", node, g.hubLog, []string{"the node key " + node.KeyFile + " is one identity", "--proxy"}},
+		{"a key in an open grid", open, openLog, []string{"the node key " + open.KeyFile + " is one identity", "without it (no --key: a fresh key"}},
 	} {
 		t.Run(c.what, func(t *testing.T) {
 			holder, err := Start(ctx, c.cfg)
@@ -259,7 +264,7 @@ func TestOneShotSharedIdentityRefused(t *testing.T) {
 			if strings.Contains(err.Error(), "\n") {
 				t.Errorf("the refusal is more than one line: %q", err)
 			}
-			g.hubLog.Line(t, "refused: another process with this identity", fmt.Sprintf("(%s)", holder.ID().Short()))
+			c.hubLog.Line(t, "refused: another process with this identity", fmt.Sprintf("(%s)", holder.ID().Short()))
 			if err := holder.Attached(); err != nil {
 				t.Errorf("the holder lost its hub: %v", err)
 			}
