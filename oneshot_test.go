@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/pki"
 	"github.com/gridlink/gridlink/pki/pkitest"
@@ -216,10 +217,16 @@ func TestOneShotSharedIdentityRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	last, err := proxy.New(pc, proxy.Options{LimitPath: true, PathLen: 0, Lifetime: 30 * time.Minute})
+	// for an Ed25519 key, a node's identity as it is
+	key, err := identity.NewKey()
 	if err != nil {
 		t.Fatal(err)
 	}
+	cert, err := proxy.Issue(pc, key.Private().Public(), proxy.Options{LimitPath: true, PathLen: 0, Lifetime: 30 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := &proxy.Credential{Chain: append([]*x509.Certificate{cert}, pc.Chain...), Key: key.Private()}
 	lastFile := g.file("last.pem")
 	if err := proxy.Save(lastFile, last); err != nil {
 		t.Fatal(err)
