@@ -16,6 +16,8 @@ import (
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/internal/testwait"
 	"github.com/gridlink/gridlink/pki"
+	"github.com/gridlink/gridlink/pki/ca"
+	"github.com/gridlink/gridlink/pki/keyfile"
 	"github.com/gridlink/gridlink/pki/pkitest"
 	"github.com/gridlink/gridlink/pki/proxy"
 )
@@ -39,13 +41,41 @@ func newFileGrid(t *testing.T) *fileGrid {
 	g.ca, g.crl = f.Cert, f.CRL
 	g.issue(t, "hub", "site")
 	g.issue(t, "user", "alice")
+	// as `proxy init` makes it, for an Ed25519 key (a node's identity as
+	// it is, whatever key type proxy init gives)
+	data, err := os.ReadFile(g.file("alice.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain, err := ca.ParseCertificates(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := keyfile.Load(g.file("alice.key"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	g.proxy = filepath.Join(g.dir, "proxy.pem")
-	if _, err := InitProxy(ProxyRequest{CertFile: g.file("alice.pem"), KeyFile: g.file("alice.key"), Out: g.proxy, Lifetime: time.Hour}); err != nil {
+	if err := proxy.Save(g.proxy, ed25519Proxy(t, &proxy.Credential{Chain: chain, Key: key}, proxy.Options{Lifetime: time.Hour})); err != nil {
 		t.Fatal(err)
 	}
 	g.hub = serveHub(t, HubConfig{KeyFile: g.file("site.key"), Credentials: Credentials{CA: g.ca, CRL: g.crl, Cert: g.file("site.pem")},
 		Logger: slog.New(slog.NewTextHandler(g.hubLog, nil))})
 	return g
+}
+
+// ed25519Proxy is a proxy of issuer for a new Ed25519 key.
+func ed25519Proxy(t *testing.T, issuer *proxy.Credential, o proxy.Options) *proxy.Credential {
+	t.Helper()
+	key, err := identity.NewKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := proxy.Issue(issuer, key.Private().Public(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &proxy.Credential{Chain: append([]*x509.Certificate{cert}, issuer.Chain...), Key: key.Private()}
 }
 
 func (g *fileGrid) file(name string) string { return filepath.Join(g.dir, name) }
@@ -217,16 +247,7 @@ func TestOneShotSharedIdentityRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// for an Ed25519 key, a node's identity as it is
-	key, err := identity.NewKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := proxy.Issue(pc, key.Private().Public(), proxy.Options{LimitPath: true, PathLen: 0, Lifetime: 30 * time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	last := &proxy.Credential{Chain: append([]*x509.Certificate{cert}, pc.Chain...), Key: key.Private()}
+	last := ed25519Proxy(t, pc, proxy.Options{LimitPath: true, PathLen: 0, Lifetime: 30 * time.Minute})
 	lastFile := g.file("last.pem")
 	if err := proxy.Save(lastFile, last); err != nil {
 		t.Fatal(err)
@@ -288,10 +309,7 @@ func TestChildProxy(t *testing.T) {
 	g := pkitest.New(t, "testgrid")
 	user := g.User(t, "alice", "physics")
 	for _, o := range []proxy.Options{{Restrict: []string{"port-2811"}, Lifetime: 3 * time.Hour}, {Lifetime: 5 * 24 * time.Hour}} {
-		parent, err := proxy.New(user, o)
-		if err != nil {
-			t.Fatal(err)
-		}
+		parent := ed25519Proxy(t, user, o)
 		creds, err := pki.FromProxy(parent, g.Trust)
 		if err != nil {
 			t.Fatal(err)
