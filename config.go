@@ -34,7 +34,8 @@ type Config struct {
 	FallbackName string
 	// Key is the node's identity key; KeyFile, if Key is zero, a file to
 	// load it from (made if missing). Neither: a fresh key. With
-	// Credentials.Proxy the proxy's key is used instead.
+	// Credentials.Proxy the proxy's key is used instead (StartAttached's
+	// node: a fresh key, certified by a proxy of the proxy; oneshot.go).
 	Key     identity.Key
 	KeyFile string
 	// Credentials are the certificate files; zero: an open grid.

@@ -115,8 +115,10 @@ func splitRemote(arg string) (node, p string, ok bool) {
 // one encrypted stream to and from port 2811, resuming after dropped
 // connections 5 times.
 type CopyConfig struct {
-	// Node is the node the copy runs: started by Copy, attached to a hub
-	// (it waits as long as ctx allows, 30 s at most), closed at its end.
+	// Node is the node the copy runs: started by Copy (StartAttached: with
+	// a proxy file, an identity of its own, so copies run beside the
+	// user's agent and each other), attached to a hub (it waits as long as
+	// ctx allows, 30 s at most), closed at its end.
 	Node Config
 	// ProxyFile is the caller's proxy credential file (gridlink proxy
 	// init), which a push (CopyPush) in a grid with a CA delegates from:

@@ -31,32 +31,52 @@ const attachWait = 30 * time.Second
 // most): a hub's refusal fails it; a hub that does not answer does not,
 // the node keeps attaching in the background (see WaitAttached).
 func Start(ctx context.Context, cfg Config) (*Node, error) {
+	n, err := start(ctx, cfg)
+	if err != nil {
+		return nil, whatToDo(err)
+	}
+	return n, nil
+}
+
+func start(ctx context.Context, cfg Config) (*Node, error) {
 	vc, err := cfg.node(ctx)
 	if err != nil {
 		return nil, err
 	}
 	n, err := vconn.Start(ctx, vc)
 	if err != nil {
-		return nil, whatToDo(err)
+		return nil, err
 	}
 	return &Node{n: n, creds: vc.Creds}, nil
 }
 
 // StartAttached starts the node of a one-shot task (a copy, a perf
 // client), which needs a hub: it also waits for the attachment as long as
-// ctx allows (30 s at most), and fails if it does not come.
+// ctx allows (30 s at most), and fails if it does not come. With a proxy
+// file (Credentials.Proxy) the node has an identity of its own, a proxy
+// of that proxy made in memory (oneshot.go), so the user's agent or
+// another command with the same proxy holds none of it.
 func StartAttached(ctx context.Context, cfg Config) (*Node, error) {
-	n, err := Start(ctx, cfg)
+	cfg, shared, err := cfg.ownIdentity()
 	if err != nil {
 		return nil, err
 	}
-	wctx, cancel := context.WithTimeout(ctx, attachWait)
-	defer cancel()
-	if err := n.WaitAttached(wctx); err != nil {
-		n.Close()
-		return nil, whatToDo(err)
+	n, err := start(ctx, cfg)
+	if err == nil {
+		wctx, cancel := context.WithTimeout(ctx, attachWait)
+		err = n.WaitAttached(wctx)
+		cancel()
+		if err != nil {
+			n.Close()
+		}
 	}
-	return n, nil
+	switch {
+	case err == nil:
+		return n, nil
+	case shared != nil && errors.Is(err, ErrIdentityAttached):
+		return nil, fmt.Errorf("%w: %w", err, shared)
+	}
+	return nil, whatToDo(err)
 }
 
 // whatToDo adds to a hub's refusal of a second process with the node's

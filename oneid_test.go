@@ -3,46 +3,33 @@ package gridlink
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
 
-// Issue 33 as reported: on a grid with a CA, alice's agent runs with her
-// proxy; a one-shot task (cp) with the same proxy starts a node of its
-// own with the same identity. It is refused at once in one line (who
-// holds the identity, where, since when; use it or stop it), and the
-// agent's node keeps its hub; they no longer evict each other.
+// Issue 33's rule: on a grid with a CA, alice's agent runs with her
+// proxy; a second long-running process with the same proxy (another
+// agent, a serve) has the same identity. It is refused at once in one
+// line (who holds the identity, where, since when; use it or stop it),
+// and the agent's node keeps its hub; they no longer evict each other.
+// (A one-shot task's node, cp's, has an identity of its own:
+// TestOneShotNodesOwnIdentity.)
 func TestSecondProcessWithProxyRefused(t *testing.T) {
-	dir := t.TempDir()
-	gca := filepath.Join(dir, "ca")
-	f, err := InitCA(CAConfig{Dir: gca, Name: "testgrid"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct{ role, name string }{{"hub", "site"}, {"user", "alice"}} {
-		if _, err := IssueCert(CertRequest{Dir: gca, Role: c.role, Name: c.name, KeyFile: filepath.Join(dir, c.name+".key"), Out: filepath.Join(dir, c.name+".pem"), Lifetime: time.Hour}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := InitProxy(ProxyRequest{CertFile: filepath.Join(dir, "alice.pem"), KeyFile: filepath.Join(dir, "alice.key"), Out: filepath.Join(dir, "proxy.pem"), Lifetime: time.Hour}); err != nil {
-		t.Fatal(err)
-	}
-	h := serveHub(t, HubConfig{KeyFile: filepath.Join(dir, "site.key"), Credentials: Credentials{CA: f.Cert, CRL: f.CRL, Cert: filepath.Join(dir, "site.pem")}})
-	proxy := Config{Credentials: Credentials{CA: f.Cert, Proxy: filepath.Join(dir, "proxy.pem")}, Hubs: []string{h.Addr().String()}, ListenAddr: "127.0.0.1"}
+	g := newFileGrid(t)
+	proxy := g.config("", g.proxy)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	agent, err := StartAttached(ctx, proxy)
+	agent, err := Start(ctx, proxy)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer agent.Close()
 
 	start := time.Now()
-	cp, err := StartAttached(ctx, proxy)
+	second, err := Start(ctx, proxy)
 	if err == nil {
-		cp.Close()
+		second.Close()
 		t.Fatal("a second node with alice's proxy attached while her agent's was")
 	}
 	if !errors.Is(err, ErrIdentityAttached) {
@@ -59,6 +46,7 @@ func TestSecondProcessWithProxyRefused(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("the refusal took %v", d)
 	}
+	g.hubLog.Line(t, "refused: another process with this identity", "("+agent.ID().Short()+")")
 	if err := agent.Attached(); err != nil {
 		t.Errorf("the agent's node lost its hub: %v", err)
 	}

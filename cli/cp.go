@@ -138,7 +138,10 @@ func cpCmd() *cobra.Command {
 		Use:   "cp [-r] [-P N|auto] [--compress auto|off|s2|zstd] [--resume] SRC... DST",
 		Short: "copy files to, from and between transfer services (gridlink serve), scp-like",
 		Long: `cp runs its own node and copies as scp does: NAME:PATH is PATH under the
-root of node NAME's transfer service. Local to remote, remote to local, or
+root of node NAME's transfer service. With --proxy the node has an
+identity of its own (a proxy of that proxy, made in memory for the
+command), so it runs beside your agent and other copies with the same
+proxy; services see you, the proxy's user. Local to remote, remote to local, or
 remote to remote: then the data flows from the first service to the other
 directly (a third-party transfer) and this end watches.
 

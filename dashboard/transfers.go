@@ -14,11 +14,13 @@ import (
 
 // Transfers started from the page run in the dashboard's process as the
 // signed-on user: each is a gridlink.Copy with a node of its own (the
-// user's credentials, Config.Node), a push delegating the user's proxy
-// (Config.ProxyFile) to the source service, as `gridlink cp` does. A
-// transfer is paused and resumed by its CopyHold (the sender holds its
-// blocks), cancelled by its context; the finished ones stay in the
-// history (Config.History of them).
+// user's credentials, Config.Node; with her proxy, an identity of its
+// own, a proxy of that proxy, so transfers run at once beside her
+// agent), a push delegating the user's proxy (Config.ProxyFile) to the
+// source service, as `gridlink cp` does. A transfer is paused and
+// resumed by its CopyHold (the sender holds its blocks), cancelled by its
+// context; the finished ones stay in the history (Config.History of
+// them).
 
 // Transfer states (TransferView.State).
 const (

@@ -29,7 +29,8 @@ import (
 // started from the page (rockstar-n1's service pushing to das3d-n1's, as
 // alice by delegation) completes with its progress shown; a second is
 // paused (the source holds its blocks: nothing is stored meanwhile),
-// resumed and cancelled. Each view's screenshot goes to
+// resumed and cancelled; a third, started while the second is paused,
+// completes (each transfer's node has an identity of its own). Each view's screenshot goes to
 // $GRIDLINK_SCREENSHOTS (docs/ when set to it; a temporary directory
 // otherwise).
 func TestGrid6Dashboard(t *testing.T) {
@@ -182,6 +183,15 @@ func TestGrid6Dashboard(t *testing.T) {
 		t.Errorf("the paused transfer stored its file")
 	}
 	shot("paused")
+	// a third while the second is paused: each transfer's node has an
+	// identity of its own (a proxy of alice's, issue 33), so the hub
+	// admits both at once
+	id3 := start("xfer-rockstar-n1:one", "xfer-das3d-n1:three", "0")
+	waitJS("transfer 3 done beside the paused one", fmt.Sprintf(`(r => r && (r.dataset.state == "done" || r.dataset.state == "failed"))(%s)`, row(id3)))
+	if st := eval("transfer 3's state", row(id3)+`.dataset.state`).(string); st != "done" {
+		t.Fatalf("transfer 3, started while transfer 2 was paused: %s: %v", st, eval("its error", row(id3)+`.textContent`))
+	}
+	sameBytes(t, filepath.Join(rootR, "one"), filepath.Join(rootD, "three"))
 	click("resume 2", fmt.Sprintf(`#transfers tr[data-id="%s"] button.resume`, id2))
 	waitJS("transfer 2 running again", fmt.Sprintf(`(r => r && r.dataset.state == "running")(%s)`, row(id2)))
 	testWaitGrow(t, part, held)
@@ -191,8 +201,8 @@ func TestGrid6Dashboard(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(rootD, "two")); err == nil {
 		t.Errorf("the cancelled transfer stored its file")
 	}
-	if n := count(`#transfers tbody tr`); n != 2 {
-		t.Errorf("%d transfers in the history; want 2", n)
+	if n := count(`#transfers tbody tr`); n != 3 {
+		t.Errorf("%d transfers in the history; want 3", n)
 	}
 }
 

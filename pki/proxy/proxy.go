@@ -151,7 +151,7 @@ func Issue(issuer *Credential, pub crypto.PublicKey, o Options) (*x509.Certifica
 		return nil, err
 	}
 	if eff.left == 0 {
-		return nil, errors.New("proxy: the issuer may not sign proxies (its path length constraint)")
+		return nil, ErrNoProxyLeft
 	}
 	info := Info{HasPathLen: o.LimitPath, PathLen: o.PathLen}
 	switch {
@@ -245,6 +245,10 @@ func maxLifetime(o Options) time.Duration {
 	}
 	return o.MaxLifetime
 }
+
+// ErrNoProxyLeft is Issue's refusal of an issuer whose chain allows no
+// further proxy (a pCPathLenConstraint above it: RFC 3820 §3.8).
+var ErrNoProxyLeft = errors.New("proxy: the issuer may not sign proxies (its path length constraint)")
 
 // LifetimeError is a proxy lifetime beyond the maximum.
 type LifetimeError struct{ Asked, Max time.Duration }

@@ -106,8 +106,8 @@ func TestIssueRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New(leaf, Options{}); err == nil {
-		t.Error("proxy with path length 0 signed a proxy")
+	if _, err := New(leaf, Options{}); !errors.Is(err, ErrNoProxyLeft) {
+		t.Errorf("proxy with path length 0 signing a proxy: %v; want ErrNoProxyLeft", err)
 	}
 	one, err := New(f.alice, Options{LimitPath: true, PathLen: 1})
 	if err != nil {
@@ -117,8 +117,8 @@ func TestIssueRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New(two, Options{}); err == nil {
-		t.Error("path length 1 allowed two proxies")
+	if _, err := New(two, Options{}); !errors.Is(err, ErrNoProxyLeft) {
+		t.Errorf("path length 1 and two proxies: %v; want ErrNoProxyLeft", err)
 	}
 	wrong := &Credential{Chain: f.alice.Chain, Key: f.node.Key}
 	if _, err := New(wrong, Options{}); err == nil {
