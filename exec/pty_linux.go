@@ -12,9 +12,22 @@ import (
 // closing it or a deadline ends a Read under way.
 func openPty() (master, slave *os.File, err error) { return pty.Open() }
 
-// setWinsize sets the terminal's size.
+// setWinsize sets the terminal's size. The ioctl goes through the file's
+// raw connection, which holds the descriptor for the call: a resize frame
+// handled while the command ends and closes the master fails cleanly
+// (pty.Setsize reads f.Fd(), which races with that Close).
 func setWinsize(f *os.File, rows, cols uint16) error {
-	return pty.Setsize(f, &pty.Winsize{Rows: rows, Cols: cols})
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ioErr error
+	if err := rc.Control(func(fd uintptr) {
+		ioErr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols})
+	}); err != nil {
+		return err
+	}
+	return ioErr
 }
 
 // pipeSize is what growPipe asks for: a frame's worth and more.
