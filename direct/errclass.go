@@ -12,6 +12,7 @@ import (
 	"syscall"
 
 	"github.com/gridlink/gridlink/pki"
+	"github.com/gridlink/gridlink/pki/chain"
 )
 
 // ErrorClass names the kind of a failure, decided with errors.Is and
@@ -58,4 +59,21 @@ func ErrorClass(err error) string {
 		err = next
 	}
 	return fmt.Sprintf("%T", err)
+}
+
+// RefusalKind is the Quiet kind of a refusal's log line: its reason's
+// kind, never its words (a chain's fault and on what: a proxy expired, an
+// end-entity certificate revoked, of another CA, self-signed, ...; else
+// ErrorClass), so a flood of one reason neither hides the others nor
+// makes a new kind per peer.
+func RefusalKind(err error) QuietKind {
+	var de *pki.DeniedError
+	if errors.As(err, &de) && de.Cause != nil {
+		err = de.Cause
+	}
+	var ce *chain.Error
+	if errors.As(err, &ce) {
+		return QuietKind("refusals: " + ce.Kind())
+	}
+	return QuietKind("refusals: " + ErrorClass(err))
 }

@@ -187,7 +187,8 @@ func clientHandshake(ctx context.Context, creds *pki.Credentials, raw net.Conn, 
 type serverState struct {
 	claim   identity.ID // who the dialler said it is (and then proved)
 	request string
-	refusal string // non-empty: refuse with this reason
+	refusal string    // non-empty: refuse with this reason
+	kind    QuietKind // the refusal's kind (RefusalKind), for the log's rate limit
 }
 
 // serverConfig returns a tls.Config for one incoming connection that
@@ -212,7 +213,7 @@ func serverConfig(cert *tls.Certificate, st *serverState, decide func(identity.I
 			cfg.ClientAuth = tls.RequireAnyClientCert
 			st.claim, st.request = claim, request
 			if refusal != nil {
-				st.refusal = refusal.Error()
+				st.refusal, st.kind = refusal.Error(), RefusalKind(refusal)
 				if st.refusal == "" {
 					st.refusal = "refused"
 				}

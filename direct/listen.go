@@ -208,7 +208,7 @@ func (l *Listener) loop() {
 }
 
 // quietly logs a line about a stranger's connection, rate-limited by
-// kind (Quiet): refusals are one kind whatever their reason, which the
+// kind (Quiet): refusals by their reason's kind (RefusalKind), which the
 // line says.
 func (l *Listener) quietly(kind QuietKind, msg string, args ...any) {
 	if l.quiet.Allow(kind) {
@@ -249,7 +249,7 @@ func (l *Listener) serve(raw net.Conn, pend *Pending) {
 		raw.Close()
 		if st.refusal != "" {
 			l.stats.refused.Add(1)
-			l.quietly("refused", "direct: refused", "from", from, "peer", st.claim.Short(), "reason", st.refusal, "err", err)
+			l.quietly(st.kind, "direct: refused", "from", from, "peer", st.claim.Short(), "reason", st.refusal, "err", err)
 			return
 		}
 		l.stats.failed.Add(1)
@@ -260,7 +260,7 @@ func (l *Listener) serve(raw net.Conn, pend *Pending) {
 	}
 	if st.refusal != "" {
 		l.stats.refused.Add(1)
-		l.quietly("refused", "direct: refused", "from", from, "peer", st.claim.Short(), "request", st.request, "reason", st.refusal)
+		l.quietly(st.kind, "direct: refused", "from", from, "peer", st.claim.Short(), "request", st.request, "reason", st.refusal)
 		_ = raw.SetWriteDeadline(time.Now().Add(5 * time.Second))
 		_, _ = tc.Write(encodeRefusal(st.refusal))
 		tc.Close()
@@ -273,7 +273,7 @@ func (l *Listener) serve(raw net.Conn, pend *Pending) {
 	pc, err := l.cfg.Creds.Settle(tc, admit)
 	if err != nil {
 		l.stats.refused.Add(1)
-		l.quietly("refused", "direct: refused", "from", from, "request", st.request, "err", err)
+		l.quietly(RefusalKind(err), "direct: refused", "from", from, "request", st.request, "err", err)
 		return
 	}
 	pend.Done()

@@ -49,6 +49,11 @@ type DeniedError struct {
 	Peer   string // the peer as far as it is known: its subject or ID
 	Reason string
 	ByPeer bool
+	// Cause is this end's judgement (a *chain.Error, a restriction, ...)
+	// when this end refused; nil when the peer did (ByPeer: only its
+	// words came). Not unwrapped: errors.Is on a DeniedError stays
+	// ErrDenied alone; it is for telling refusals apart by kind.
+	Cause error
 }
 
 func (e *DeniedError) Error() string {
@@ -280,5 +285,5 @@ func (c *Conn) admit(judged error) error {
 		_, _ = io.Copy(io.Discard, c.Conn.NetConn())
 		c.Conn.Close()
 	}()
-	return &DeniedError{Peer: c.Peer.String(), Reason: cleanReason(reason)}
+	return &DeniedError{Peer: c.Peer.String(), Reason: cleanReason(reason), Cause: judged}
 }

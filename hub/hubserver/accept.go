@@ -52,11 +52,10 @@ const (
 // Kinds of log lines of the accept path (keys of the hub's Quiet; each
 // is the noun the summary line counts).
 const (
-	quietShed    direct.QuietKind = "pending connections shed"
-	quietSilent  direct.QuietKind = "connections that sent no ClientHello in time"
-	quietFailed  direct.QuietKind = "failed handshakes"
-	quietAccept  direct.QuietKind = "accept errors"
-	quietRefused direct.QuietKind = "refusals" // the line says the reason
+	quietShed   direct.QuietKind = "pending connections shed"
+	quietSilent direct.QuietKind = "connections that sent no ClientHello in time"
+	quietFailed direct.QuietKind = "failed handshakes"
+	quietAccept direct.QuietKind = "accept errors"
 )
 
 func (h *Hub) newQuiet() *direct.Quiet {
@@ -157,7 +156,7 @@ func (h *Hub) logHandshake(c net.Conn, pend *direct.Pending, err error) {
 		// logged by the accept loop when it shed the connection
 	case errors.Is(err, pki.ErrDenied):
 		h.counts.refuse(refNotAdmitted)
-		h.logQuiet(quietRefused, "hub %s: connection from %s: %v", h.cfg.Name, c.RemoteAddr(), err)
+		h.logQuiet(direct.RefusalKind(err), "hub %s: connection from %s: %v", h.cfg.Name, c.RemoteAddr(), err)
 	default:
 		h.logQuiet(quietFailed, "hub %s: connection from %s: %v", h.cfg.Name, c.RemoteAddr(), err)
 	}

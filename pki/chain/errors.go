@@ -3,6 +3,7 @@ package chain
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // What went wrong, for errors.Is on an *Error.
@@ -24,6 +25,9 @@ var (
 	ErrLifetime      = errors.New("proxy lifetime")
 	ErrPathLength    = errors.New("proxy path length exceeded")
 	ErrPolicy        = errors.New("proxy policy")
+	// ErrSelfSigned is an ErrUnknownCA of its own kind: a certificate
+	// that signed itself, no certificate of any CA's.
+	ErrSelfSigned = fmt.Errorf("self-signed, %w", ErrUnknownCA)
 )
 
 // Error says exactly what is wrong with a chain and on which certificate.
@@ -47,6 +51,24 @@ func (e *Error) Error() string { return e.Cert + ": " + e.Detail }
 
 // Unwrap returns the reason, so errors.Is(err, ErrExpired) works.
 func (e *Error) Unwrap() error { return e.Reason }
+
+// Kind is what went wrong and on what kind of certificate ("proxy:
+// expired", "end-entity certificate: revoked"): a small fixed set, for
+// telling failures apart without their words (subjects, serials, times).
+func (e *Error) Kind() string {
+	role := "chain"
+	for _, r := range []string{"proxy", "end-entity certificate", "CA", "certificate"} {
+		if strings.HasPrefix(e.Cert, r) {
+			role = r
+			break
+		}
+	}
+	reason := "unknown"
+	if e.Reason != nil {
+		reason = e.Reason.Error()
+	}
+	return role + ": " + reason
+}
 
 func fail(index int, cert string, reason error, format string, args ...any) *Error {
 	return &Error{Index: index, Cert: cert, Reason: reason, Detail: fmt.Sprintf(format, args...)}

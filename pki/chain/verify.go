@@ -142,7 +142,7 @@ func (v *Verifier) endEntity(certs []*x509.Certificate, i int, at time.Time) (*R
 	switch {
 	case !named && bytes.Equal(c.RawIssuer, c.RawSubject):
 		// What a hub or node of an open grid presents: its bare key.
-		return nil, fail(i, name, ErrUnknownCA, "certificate not signed by a configured CA: it is self-signed, so the peer holds no certificate from this grid's CA")
+		return nil, fail(i, name, ErrSelfSigned, "certificate not signed by a configured CA: it is self-signed, so the peer holds no certificate from this grid's CA")
 	case !named:
 		return nil, fail(i, name, ErrUnknownCA, "certificate not signed by a configured CA: its issuer %s is none of them", dn(c.RawIssuer))
 	case r == nil:
