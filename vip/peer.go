@@ -20,17 +20,31 @@ const (
 	maxBatch = 256
 	// writeTimeout bounds one batch's write (half of it at least): a
 	// peer that takes no bytes for this long is taken for dead (its
-	// queue dropped, the next packet dials again).
+	// connection closed: another takes over, or it is dialed again).
 	writeTimeout = 30 * time.Second
+	// redialMin and redialMax bound the pause between the dials of a
+	// peer whose connections all ended (doubling from redialMin): a path
+	// that comes back (a hub restarted, a route found around a lost one)
+	// is found within redialMax and one setup.
+	redialMin = 100 * time.Millisecond
+	redialMax = time.Second
+	// redialIdle: a peer whose connections all ended is dialed again, its
+	// packets queued meanwhile, as long as packets went to it within
+	// redialIdle; then it goes down (its queue dropped).
+	redialIdle = time.Minute
 )
 
 // peer is the sending side toward one node: its bounded queue, the
 // connections to it (links, link.go: every one read, the best one sent
 // on) and a goroutine (run) writing the queue to the best connection.
-// A peer goes down when its last connection ends (or none could be
-// made): its queue is dropped, and the next packet for the node makes a
-// new peer, at once after a lost connection, after dialRetry after a
-// failed dial.
+// When its last connection ends, a peer that had packets lately is
+// dialed again and again (redialMin to redialMax apart) while its queue
+// holds what comes meanwhile: an inner TCP whose retransmissions back off
+// would otherwise lose each one to a dial that failed and wait ever
+// longer (issue 35). A peer goes down when its last connection ends
+// after redialIdle without packets, or when its first dial fails: its
+// queue is dropped, and the next packet for the node makes a new peer
+// (after dialRetry after a failed first dial).
 type peer struct {
 	n     *Network
 	id    identity.ID
@@ -41,6 +55,10 @@ type peer struct {
 
 	// guarded by n.mu
 	down     bool
+	dialing  bool               // a dial goroutine runs
+	wasUp    bool               // it had a connection: a lost one is dialed again
+	lastSent time.Time          // when a packet was last queued for it
+	redials  uint64             // dials after its connections all ended
 	until    time.Time          // down after a failed dial: packets dropped until then
 	conn     net.Conn           // the connection sent on (the best link's); nil while dialing
 	links    map[net.Conn]*link // every connection to the peer, conn's included
@@ -89,9 +107,18 @@ func (n *Network) peerLocked(id identity.ID) *peer {
 		return p
 	}
 	p = n.newPeerLocked(id)
+	n.dialLocked(p)
+	return p
+}
+
+// dialLocked starts dialing p unless a dial runs.
+func (n *Network) dialLocked(p *peer) {
+	if p.dialing {
+		return
+	}
+	p.dialing = true
 	n.wg.Add(1)
 	go n.dial(p)
-	return p
 }
 
 // enqueueLocked queues pkt for the peer, or drops it when the queue is
@@ -103,6 +130,7 @@ func (p *peer) enqueueLocked(pkt *pbuf) {
 		return
 	}
 	p.shortcut.activeLocked(p)
+	p.lastSent = time.Now()
 	q := p.queue
 	if pkt.flow != 0 {
 		if k := len(p.carriers); k > 0 {
@@ -121,32 +149,61 @@ func (p *peer) enqueueLocked(pkt *pbuf) {
 	}
 }
 
-// dial opens the first connection to the peer.
+// dial opens a connection to the peer: its first, or one after its
+// connections all ended, then tried again (redialMin doubling to
+// redialMax) until one is up, the peer dialed this node, or no packet
+// went to it for redialIdle.
 func (n *Network) dial(p *peer) {
 	defer n.wg.Done()
-	ctx, cancel := context.WithTimeout(n.ctx, dialTimeout)
-	c, err := n.cfg.Dialer.DialPeer(ctx, p.id)
-	cancel()
-	n.mu.Lock()
-	if err != nil {
-		accepted := len(p.links) > 0 // the peer dialed this node meanwhile
-		n.mu.Unlock()
-		if n.quiet.Allow("dial") {
-			n.log.Warn("vip: dialing a peer", "peer", p.id.Short(), "err", err)
+	var delay time.Duration
+	for {
+		if delay > 0 {
+			t := time.NewTimer(delay)
+			select {
+			case <-t.C:
+			case <-p.done:
+			case <-n.ctx.Done():
+			}
+			t.Stop()
 		}
-		if !accepted {
-			n.peerDown(p, dialRetry, err)
+		ctx, cancel := context.WithTimeout(n.ctx, dialTimeout)
+		c, err := n.cfg.Dialer.DialPeer(ctx, p.id)
+		cancel()
+		n.mu.Lock()
+		if err == nil {
+			p.dialing = false
+			if n.closed || p.down {
+				n.mu.Unlock()
+				c.Close()
+				n.peerDown(p, 0, ErrClosed)
+				return
+			}
+			n.addLinkLocked(p, c, n.cfg.ID)
+			n.mu.Unlock()
+			return
 		}
-		return
-	}
-	if n.closed || p.down {
+		if n.ctx.Err() == nil && n.quiet.Allow("dial") {
+			n.log.Warn("vip: dialing a peer", "peer", p.id.Short(), "again", p.wasUp, "err", err)
+		}
+		switch {
+		case len(p.links) > 0 || p.down: // the peer dialed this node meanwhile, or it is gone
+			p.dialing = false
+			n.mu.Unlock()
+			return
+		case !p.wasUp || n.closed || time.Since(p.lastSent) >= redialIdle:
+			p.dialing = false
+			hold := dialRetry
+			if p.wasUp {
+				hold = 0
+			}
+			n.mu.Unlock()
+			n.peerDown(p, hold, err)
+			return
+		}
+		p.c.redials.Add(1)
 		n.mu.Unlock()
-		c.Close()
-		n.peerDown(p, 0, ErrClosed)
-		return
+		delay = min(max(2*delay, redialMin), redialMax)
 	}
-	n.addLinkLocked(p, c, n.cfg.ID)
-	n.mu.Unlock()
 }
 
 // run writes the peer's queue to the connection it sends on, in

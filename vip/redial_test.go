@@ -1,0 +1,136 @@
+package vip
+
+import (
+	"net"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/gridlink/gridlink/identity"
+)
+
+// Issue 35: a peer whose connections all end while packets go to it
+// (the hub of a routed connection killed) is dialed again until a path
+// is back, what is sent meanwhile queued: an inner TCP backing off its
+// retransmissions sends one now and then, and one lost to each failed
+// dial left the flow stalled long after a path existed.
+
+// cutGrid is two nodes whose connections from a to b the test can cut
+// (cut closes both ends of each, as a circuit reset by a dying hub is;
+// dials fail until mend).
+type cutGrid struct {
+	*grid
+	a, b  *node
+	conns []net.Conn // under g.mu
+}
+
+func newCutGrid(t *testing.T) *cutGrid {
+	g := newGrid(t, 2, nil)
+	c := &cutGrid{grid: g, a: g.nodes[0], b: g.nodes[1]}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.refuse = map[identity.ID]bool{}
+	g.hook = func(from, to identity.ID) net.Conn {
+		if from != c.a.id || to != c.b.id || g.refuse[to] {
+			return nil
+		}
+		mine, theirs := net.Pipe()
+		if err := c.b.net.Accept(theirs, from); err != nil {
+			return nil
+		}
+		c.conns = append(c.conns, mine, theirs)
+		return mine
+	}
+	return c
+}
+
+// cut takes the path from a to b away: its connections reset, dials
+// refused.
+func (c *cutGrid) cut() {
+	c.mu.Lock()
+	c.refuse[c.b.id] = true
+	conns := c.conns
+	c.conns = nil
+	c.mu.Unlock()
+	for _, conn := range conns {
+		conn.Close()
+	}
+}
+
+// mend gives the path back.
+func (c *cutGrid) mend() {
+	c.mu.Lock()
+	delete(c.refuse, c.b.id)
+	c.mu.Unlock()
+}
+
+func (c *cutGrid) dialsToB() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dials[c.b.id]
+}
+
+// The path goes for 5 s, and a sends one packet at its start: a dials b
+// again and again meanwhile, the packet queued, and once the path is
+// back the packet arrives within redialMax and nothing is lost.
+func TestLostPeerDialedAgainUntilBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCutGrid(t)
+		a, b := c.a, c.b
+		first := udp4(a.v4, b.v4, "first", 100)
+		a.send(t, first)
+		expect(t, b, first, "the first packet")
+		c.cut()
+		synctest.Wait() // both ends saw the reset
+		retx := udp4(a.v4, b.v4, "a retransmission, the last for a while", 100)
+		a.send(t, retx)
+		time.Sleep(5 * time.Second)
+		if d := c.dialsToB(); d < 5 {
+			t.Errorf("a dialed b %d times while the path was gone, want it dialed again and again", d)
+		}
+		c.mend()
+		back := time.Now()
+		expect(t, b, retx, "the packet sent while the path was gone")
+		if took := time.Since(back); took > redialMax {
+			t.Errorf("the packet arrived %v after the path came back, want within %v", took, redialMax)
+		}
+		s := a.net.Stats()
+		if pb := s.Peer(b.id); !pb.Connected || pb.Redials < 5 || pb.ConnLost != 0 || s.Drops != (Drops{}) {
+			t.Errorf("a's peer b: %+v, drops %+v; want connected again after its redials, nothing lost", pb, s.Drops)
+		}
+		if !strings.Contains(a.log.String(), "dialing it again") {
+			t.Errorf("a's log does not say it dials b again:\n%s", a.log.String())
+		}
+	})
+}
+
+// A peer whose connections all ended and to which nothing is sent for
+// redialIdle goes down: the dials stop, what was queued is dropped and
+// counted; the next packet dials it afresh.
+func TestLostPeerGoesDownWhenIdle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCutGrid(t)
+		a, b := c.a, c.b
+		a.send(t, udp4(a.v4, b.v4, "first", 100))
+		expect(t, b, udp4(a.v4, b.v4, "first", 100), "the first packet")
+		c.cut()
+		synctest.Wait()
+		a.send(t, udp4(a.v4, b.v4, "queued, never delivered", 100))
+		time.Sleep(redialIdle + redialMax)
+		synctest.Wait()
+		dials := c.dialsToB()
+		time.Sleep(10 * redialMax)
+		if d := c.dialsToB(); d != dials {
+			t.Errorf("a dialed b %d more times after redialIdle without packets", d-dials)
+		}
+		s := a.net.Stats()
+		if pb := s.Peer(b.id); pb.Connected || pb.Queued != 0 || pb.ConnLost != 1 || s.Drops.ConnLost != 1 {
+			t.Errorf("a's peer b after redialIdle: %+v, drops %+v; want down, its queued packet dropped and counted", pb, s.Drops)
+		}
+		c.mend()
+		again := udp4(a.v4, b.v4, "again", 100)
+		a.send(t, again)
+		expect(t, b, again, "a packet after the peer went down")
+	})
+}
