@@ -21,8 +21,11 @@
 //     full and never holds up other peers (frame.go; framed in place in
 //     the buffers the device was read into, buf.go); on receive, every
 //     packet's source checked against the sending peer's identity (the
-//     connection's) and its destination against this node's addresses,
-//     then batches written to the device;
+//     connection's; the directory's answers kept per peer, across its
+//     connections, a negative one asked again after a second: a node
+//     whose hub died claims its addresses again elsewhere, source.go)
+//     and its destination against this node's addresses, then batches
+//     written to the device;
 //   - the connections to a peer (link.go, shortcut.go): the first from a
 //     Dialer (often routed through the hubs: quick to set up) or given to
 //     Accept; every one read, the best one sent on (by its vconn Method:

@@ -5,11 +5,8 @@ import (
 	"errors"
 	"io"
 	"net"
-	"net/netip"
 	"os"
 	"time"
-
-	"golang.org/x/time/rate"
 
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/tun"
@@ -78,7 +75,7 @@ type peer struct {
 func (n *Network) countersLocked(id identity.ID) *counters {
 	c := n.counters[id]
 	if c == nil {
-		c = &counters{icmpBack: newICMPLimiter()}
+		c = &counters{icmpBack: newICMPLimiter(), srcs: newSources(n, id)}
 		n.counters[id] = c
 	}
 	return c
@@ -360,7 +357,7 @@ func (n *Network) receive(p *peer, l *link) {
 	bs := n.dev.BatchSize()
 	bufs := make([][]byte, bs)
 	batch := make([][]byte, 0, bs)
-	srcs := &sources{n: n, id: id, m: map[netip.Addr]*sourceAnswer{}, lookups: rate.NewLimiter(sourceLookupRate, sourceLookupBurst)}
+	srcs := p.c.srcs
 	for {
 		batch = batch[:0]
 		frames := 0
@@ -397,7 +394,7 @@ func (n *Network) receive(p *peer, l *link) {
 
 // inbound checks a packet the peer sent on l: well-formed, to this node,
 // from the peer's own address (the directory's word, remembered per
-// connection in srcs), no larger than the device takes.
+// peer in srcs), no larger than the device takes.
 func (n *Network) inbound(p *peer, l *link, srcs *sources, pkt []byte) bool {
 	id, c := p.id, p.c
 	h, err := Parse(pkt)

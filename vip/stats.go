@@ -118,6 +118,7 @@ type counters struct {
 	switches, denied, tooBig, malformed, notForUs  atomic.Uint64
 	refused, redials                               atomic.Uint64
 	icmpBack                                       *rate.Limiter // the ICMP errors sent back to it (admit.go)
+	srcs                                           *sources      // which source addresses are its (source.go)
 }
 
 // Stats returns the Network's counters.
