@@ -38,10 +38,10 @@
 //     (or, when the peer keeps sending on it alone, it is the one kept:
 //     the peer lost the other); when the last connection to a peer ends
 //     (a hub on a routed path died, a path was cut), a peer that had
-//     packets within redialIdle is dialed again, redialMin to redialMax
-//     apart, until a path works, its queue kept meanwhile (peer.go), so
-//     that an inner TCP's sparse retransmissions are not each lost to a
-//     failed dial;
+//     packets within redialIdle is dialed again, attempts overlapping
+//     (a new one redialMin to redialMax after the last), until a path
+//     works, its queue kept meanwhile (redial.go), so that an inner
+//     TCP's sparse retransmissions are not each lost to a failed dial;
 //   - the carriers (carrier.go): while a peer is on a shortcut and
 //     packets of several flows go to it, more connections to it on
 //     CarrierPort (as many as both ends agree on in a hello, Config.Carriers),

@@ -43,6 +43,10 @@ type grid struct {
 	dials    map[identity.ID]int
 	hook     func(from, to identity.ID) net.Conn // when it returns a conn, DialPeer gives that (called under mu)
 	refuse   map[identity.ID]bool                // DialPeer fails for these
+	// refuseAfter: a refused DialPeer fails only after this long (a
+	// method race waiting for a connect's timeout), or when its context
+	// ends
+	refuseAfter time.Duration
 }
 
 type syncBuffer struct {
@@ -82,7 +86,7 @@ func (d pipeDialer) DialPeer(ctx context.Context, id identity.ID) (net.Conn, err
 	g := d.g
 	g.mu.Lock()
 	g.dials[id]++
-	to, refused := g.byID[id], g.refuse[id]
+	to, refused, after := g.byID[id], g.refuse[id], g.refuseAfter
 	var c net.Conn
 	if g.hook != nil {
 		c = g.hook(d.from, id)
@@ -92,6 +96,10 @@ func (d pipeDialer) DialPeer(ctx context.Context, id identity.ID) (net.Conn, err
 		return c, nil
 	}
 	if refused {
+		select {
+		case <-time.After(after):
+		case <-ctx.Done():
+		}
 		return nil, fmt.Errorf("refusing to dial %s", id.Short())
 	}
 	if to == nil {

@@ -1,7 +1,6 @@
 package vip
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net"
@@ -19,16 +18,6 @@ const (
 	// peer that takes no bytes for this long is taken for dead (its
 	// connection closed: another takes over, or it is dialed again).
 	writeTimeout = 30 * time.Second
-	// redialMin and redialMax bound the pause between the dials of a
-	// peer whose connections all ended (doubling from redialMin): a path
-	// that comes back (a hub restarted, a route found around a lost one)
-	// is found within redialMax and one setup.
-	redialMin = 100 * time.Millisecond
-	redialMax = time.Second
-	// redialIdle: a peer whose connections all ended is dialed again, its
-	// packets queued meanwhile, as long as packets went to it within
-	// redialIdle; then it goes down (its queue dropped).
-	redialIdle = time.Minute
 )
 
 // peer is the sending side toward one node: its bounded queue, the
@@ -108,16 +97,6 @@ func (n *Network) peerLocked(id identity.ID) *peer {
 	return p
 }
 
-// dialLocked starts dialing p unless a dial runs.
-func (n *Network) dialLocked(p *peer) {
-	if p.dialing {
-		return
-	}
-	p.dialing = true
-	n.wg.Add(1)
-	go n.dial(p)
-}
-
 // enqueueLocked queues pkt for the peer, or drops it when the queue is
 // full or the peer down: it never waits.
 func (p *peer) enqueueLocked(pkt *pbuf) {
@@ -143,63 +122,6 @@ func (p *peer) enqueueLocked(pkt *pbuf) {
 		pkt.release()
 		p.c.queueFull.Add(1)
 		p.n.drop(dropQueueFull, "packets to a peer whose queue is full", "peer", p.id.Short())
-	}
-}
-
-// dial opens a connection to the peer: its first, or one after its
-// connections all ended, then tried again (redialMin doubling to
-// redialMax) until one is up, the peer dialed this node, or no packet
-// went to it for redialIdle.
-func (n *Network) dial(p *peer) {
-	defer n.wg.Done()
-	var delay time.Duration
-	for {
-		if delay > 0 {
-			t := time.NewTimer(delay)
-			select {
-			case <-t.C:
-			case <-p.done:
-			case <-n.ctx.Done():
-			}
-			t.Stop()
-		}
-		ctx, cancel := context.WithTimeout(n.ctx, dialTimeout)
-		c, err := n.cfg.Dialer.DialPeer(ctx, p.id)
-		cancel()
-		n.mu.Lock()
-		if err == nil {
-			p.dialing = false
-			if n.closed || p.down {
-				n.mu.Unlock()
-				c.Close()
-				n.peerDown(p, 0, ErrClosed)
-				return
-			}
-			n.addLinkLocked(p, c, n.cfg.ID)
-			n.mu.Unlock()
-			return
-		}
-		if n.ctx.Err() == nil && n.quiet.Allow("dial") {
-			n.log.Warn("vip: dialing a peer", "peer", p.id.Short(), "again", p.wasUp, "err", err)
-		}
-		switch {
-		case len(p.links) > 0 || p.down: // the peer dialed this node meanwhile, or it is gone
-			p.dialing = false
-			n.mu.Unlock()
-			return
-		case !p.wasUp || n.closed || time.Since(p.lastSent) >= redialIdle:
-			p.dialing = false
-			hold := dialRetry
-			if p.wasUp {
-				hold = 0
-			}
-			n.mu.Unlock()
-			n.peerDown(p, hold, err)
-			return
-		}
-		p.c.redials.Add(1)
-		n.mu.Unlock()
-		delay = min(max(2*delay, redialMin), redialMax)
 	}
 }
 

@@ -134,3 +134,31 @@ func TestLostPeerGoesDownWhenIdle(t *testing.T) {
 		expect(t, b, again, "a packet after the peer went down")
 	})
 }
+
+// Each attempt to dial b takes 5 s to fail while the path is gone (the
+// method race waits for a connect's timeout): the attempts overlap, the
+// oldest giving way, so that once the path is back one gets through
+// within redialMax, not when the attempts under way end.
+func TestRedialOverlapsSlowAttempts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCutGrid(t)
+		a, b := c.a, c.b
+		c.mu.Lock()
+		c.refuseAfter = 5 * time.Second
+		c.mu.Unlock()
+		first := udp4(a.v4, b.v4, "first", 100)
+		a.send(t, first)
+		expect(t, b, first, "the first packet")
+		c.cut()
+		synctest.Wait()
+		retx := udp4(a.v4, b.v4, "a retransmission", 100)
+		a.send(t, retx)
+		time.Sleep(3 * time.Second)
+		c.mend()
+		back := time.Now()
+		expect(t, b, retx, "the packet sent while the path was gone")
+		if took := time.Since(back); took > redialMax {
+			t.Errorf("the packet arrived %v after the path came back, want within %v", took, redialMax)
+		}
+	})
+}
