@@ -42,6 +42,10 @@
 //     (a new one redialMin to redialMax after the last), until a path
 //     works, its queue kept meanwhile (redial.go), so that an inner
 //     TCP's sparse retransmissions are not each lost to a failed dial;
+//     the last TCP segments written on a connection that ends are
+//     written again first on the one that takes over (replay.go), so
+//     that what the dead one swallowed need not wait for the inner
+//     TCP's backed-off timer;
 //   - the carriers (carrier.go): while a peer is on a shortcut and
 //     packets of several flows go to it, more connections to it on
 //     CarrierPort (as many as both ends agree on in a hello, Config.Carriers),

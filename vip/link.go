@@ -210,6 +210,7 @@ func (n *Network) linkEnded(p *peer, conn net.Conn, why error) {
 		conn.Close()
 		return
 	}
+	p.replayLocked() // what went on conn lately goes again on the next
 	var best *link
 	for _, o := range p.links {
 		if best == nil || better(o, best) {

@@ -44,6 +44,8 @@ type peer struct {
 	dialing  bool               // a dial goroutine runs
 	wasUp    bool               // it had a connection: a lost one is dialed again
 	lastSent time.Time          // when a packet was last queued for it
+	replay   []*pbuf            // TCP segments to write again first on the next connection (replay.go)
+	recent   recent             // the TCP segments last written on the main connection (its own lock)
 	redials  uint64             // dials after its connections all ended
 	until    time.Time          // down after a failed dial: packets dropped until then
 	conn     net.Conn           // the connection sent on (the best link's); nil while dialing
@@ -138,11 +140,27 @@ func (p *peer) run() {
 	for {
 		n.mu.Lock()
 		c, down := p.conn, p.down
+		var replay []*pbuf
+		if c != nil {
+			replay, p.replay = p.replay, nil
+		}
 		n.mu.Unlock()
 		if down {
+			for _, pkt := range replay {
+				pkt.release()
+			}
 			return
 		}
 		cur = c
+		if len(replay) > 0 {
+			count := len(replay)
+			if err := p.writeOut(&w, cur, replay, true); err != nil {
+				n.linkEnded(p, cur, err)
+			} else {
+				p.c.replayed.Add(uint64(count))
+			}
+			continue
+		}
 		var pkt *pbuf
 		if cur == nil { // dialing
 			select {
@@ -165,46 +183,59 @@ func (p *peer) run() {
 			continue
 		case pkt = <-p.queue:
 		}
-		if err := p.writeBatch(&w, cur, p.queue, pkt, batch); err != nil {
+		if err := p.writeBatch(&w, cur, p.queue, pkt, batch, true); err != nil {
 			n.linkEnded(p, cur, err) // another link takes over, or the peer goes down
 		}
 	}
 }
 
 // writeBatch writes first and what else queue holds (maxBatch packets
-// at most) to c in one batch, and counts them: sent, or lost with the
-// connection when the write fails.
-func (p *peer) writeBatch(w *frameWriter, c net.Conn, queue chan *pbuf, first *pbuf, batch []*pbuf) error {
+// at most) to c in one batch (writeOut). main: c is the peer's main
+// connection, whose TCP segments are kept for a replay.
+func (p *peer) writeBatch(w *frameWriter, c net.Conn, queue chan *pbuf, first *pbuf, batch []*pbuf, main bool) error {
+	batch = append(batch[:0], first)
+gather:
+	for len(batch) < maxBatch {
+		select {
+		case pkt := <-queue:
+			batch = append(batch, pkt)
+		default:
+			break gather
+		}
+	}
+	err := p.writeOut(w, c, batch, main)
+	clear(batch)
+	return err
+}
+
+// writeOut writes batch to c and counts it: sent, or lost with the
+// connection when the write fails. The packets go back to their pools,
+// but, on the main connection, the TCP segments kept for a replay.
+func (p *peer) writeOut(w *frameWriter, c net.Conn, batch []*pbuf, main bool) error {
 	// A batch has writeTimeout/2 at least: the deadline is moved (a
 	// timer reset, each time) only once half of it is gone.
 	if now := time.Now(); c != w.dlConn || w.deadline.Sub(now) < writeTimeout/2 {
 		w.dlConn, w.deadline = c, now.Add(writeTimeout)
 		c.SetWriteDeadline(w.deadline)
 	}
-	batch = append(batch[:0], first)
-	bytes := first.n
-gather:
-	for len(batch) < maxBatch {
-		select {
-		case pkt := <-queue:
-			batch = append(batch, pkt)
-			bytes += pkt.n
-		default:
-			break gather
-		}
+	bytes := 0
+	for _, pkt := range batch {
+		bytes += pkt.n
 	}
 	err := w.write(c, batch)
-	pkts := len(batch)
-	for i, pkt := range batch {
-		pkt.release()
-		batch[i] = nil
+	for _, pkt := range batch {
+		if err == nil && main && pkt.tcp {
+			p.recent.add(pkt)
+		} else {
+			pkt.release()
+		}
 	}
 	if err != nil {
-		p.c.connLost.Add(uint64(pkts))
-		p.n.drops[dropConnLost].Add(uint64(pkts))
+		p.c.connLost.Add(uint64(len(batch)))
+		p.n.drops[dropConnLost].Add(uint64(len(batch)))
 		return err
 	}
-	p.c.sentPackets.Add(uint64(pkts))
+	p.c.sentPackets.Add(uint64(len(batch)))
 	p.c.sentBytes.Add(uint64(bytes))
 	return nil
 }
@@ -240,6 +271,7 @@ func (n *Network) peerDown(p *peer, hold time.Duration, why error) {
 	for _, c := range conns {
 		c.Close()
 	}
+	p.dropReplay()
 	lost := 0
 	for _, q := range queues {
 		for drained := false; !drained; {

@@ -52,6 +52,7 @@ func (n *Network) dial(p *peer) {
 	n.mu.Lock()
 	again := p.wasUp
 	n.mu.Unlock()
+	began := time.Now()
 	type attempt struct {
 		cancel context.CancelFunc
 		err    error
@@ -111,7 +112,11 @@ func (n *Network) dial(p *peer) {
 			switch {
 			case len(p.links) > 0 || p.down: // up (or the peer dialed this node meanwhile), or gone
 				p.dialing = false
+				up := !p.down
 				n.mu.Unlock()
+				if again && up && n.ctx.Err() == nil {
+					n.log.Info("vip: a peer's connection is back", "peer", p.id.Short(), "after", time.Since(began).Round(time.Millisecond))
+				}
 				return
 			case a.err == nil: // up, and ended already: its end found this dial under way
 				again = true

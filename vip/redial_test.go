@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gridlink/gridlink/identity"
+	"github.com/gridlink/gridlink/internal/testwait"
 )
 
 // Issue 35: a peer whose connections all end while packets go to it
@@ -159,6 +160,41 @@ func TestRedialOverlapsSlowAttempts(t *testing.T) {
 		expect(t, b, retx, "the packet sent while the path was gone")
 		if took := time.Since(back); took > redialMax {
 			t.Errorf("the packet arrived %v after the path came back, want within %v", took, redialMax)
+		}
+	})
+}
+
+// a's connection to b dies unseen after a TCP segment and a UDP
+// datagram went into it (a circuit whose far hub died: the writes take,
+// nothing arrives), then it is reset and a dials b again: the TCP
+// segment is written again on the new connection and arrives, without
+// waiting for the inner TCP's next retransmission; the datagram is not
+// (no duplicate datagrams).
+func TestReplayOnNextConnection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c := newCutGrid(t)
+		a, b := c.a, c.b
+		dead := blackhole()
+		c.mu.Lock()
+		hook := c.hook
+		c.hook = func(from, to identity.ID) net.Conn {
+			c.hook = hook // once
+			return dead
+		}
+		c.mu.Unlock()
+		seg := ipv4(a.v4, b.v4, 6, []byte("a TCP segment, lost with the connection"))
+		a.send(t, seg, udp4(a.v4, b.v4, "a datagram, lost with the connection", 100))
+		testwait.Until(t, "both packets written into the dead connection", 0, func() bool {
+			return a.net.Stats().Peer(b.id).SentPackets == 2
+		})
+		dead.Close() // the reset
+		expect(t, b, seg, "the TCP segment, written again on the next connection")
+		synctest.Wait()
+		if len(b.in) != 0 {
+			t.Errorf("b got %d more packets: the datagram was written again", len(b.in))
+		}
+		if pb := a.net.Stats().Peer(b.id); pb.Replayed != 1 || !pb.Connected {
+			t.Errorf("a's peer b: %+v, want 1 segment replayed", pb)
 		}
 	})
 }
