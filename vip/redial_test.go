@@ -66,6 +66,18 @@ func (c *cutGrid) mend() {
 	c.mu.Unlock()
 }
 
+// connectThenCut sends a first packet from a to b (a dials b) and,
+// once it arrived, cuts the path; both ends saw the reset when it
+// returns (in a synctest bubble).
+func (c *cutGrid) connectThenCut(t *testing.T) {
+	t.Helper()
+	first := udp4(c.a.v4, c.b.v4, "first", 100)
+	c.a.send(t, first)
+	expect(t, c.b, first, "the first packet")
+	c.cut()
+	synctest.Wait()
+}
+
 func (c *cutGrid) dialsToB() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -79,11 +91,7 @@ func TestLostPeerDialedAgainUntilBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCutGrid(t)
 		a, b := c.a, c.b
-		first := udp4(a.v4, b.v4, "first", 100)
-		a.send(t, first)
-		expect(t, b, first, "the first packet")
-		c.cut()
-		synctest.Wait() // both ends saw the reset
+		c.connectThenCut(t)
 		retx := udp4(a.v4, b.v4, "a retransmission, the last for a while", 100)
 		a.send(t, retx)
 		time.Sleep(5 * time.Second)
@@ -113,10 +121,7 @@ func TestLostPeerGoesDownWhenIdle(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCutGrid(t)
 		a, b := c.a, c.b
-		a.send(t, udp4(a.v4, b.v4, "first", 100))
-		expect(t, b, udp4(a.v4, b.v4, "first", 100), "the first packet")
-		c.cut()
-		synctest.Wait()
+		c.connectThenCut(t)
 		a.send(t, udp4(a.v4, b.v4, "queued, never delivered", 100))
 		time.Sleep(redialIdle + redialMax)
 		synctest.Wait()
@@ -147,11 +152,7 @@ func TestRedialOverlapsSlowAttempts(t *testing.T) {
 		c.mu.Lock()
 		c.refuseAfter = 5 * time.Second
 		c.mu.Unlock()
-		first := udp4(a.v4, b.v4, "first", 100)
-		a.send(t, first)
-		expect(t, b, first, "the first packet")
-		c.cut()
-		synctest.Wait()
+		c.connectThenCut(t)
 		retx := udp4(a.v4, b.v4, "a retransmission", 100)
 		a.send(t, retx)
 		time.Sleep(3 * time.Second)

@@ -30,11 +30,7 @@ func TestSourceKnownAcrossConnections(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		c := newCutGrid(t)
 		a, b := c.a, c.b
-		fromA := udp4(a.v4, b.v4, "a to b", 100)
-		a.send(t, fromA)
-		expect(t, b, fromA, "a's first packet")
-		c.cut()
-		synctest.Wait() // both ends saw the reset
+		c.connectThenCut(t)
 		back := c.withoutAddrs(a)
 		defer back()
 		c.mend()

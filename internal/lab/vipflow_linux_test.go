@@ -28,9 +28,9 @@ import (
 // and notes the longest time no byte came. Events, one after another:
 // the sender's hub killed (-9) and started again 3 s later, then the
 // receiver's, then a transit hub (the wide-area path between the two
-// sites cut meanwhile, so the route goes through another site's hub),
-// then the wide-area path of the sender's site to every other cut for
-// 10 s. Each event's stall must be at most the overlay's detection time
+// sites cut meanwhile, so the route goes through another site's hub;
+// healed after it: a route change), then the wide-area path of the
+// sender's site to every other cut for 10 s. Each event's stall must be at most the overlay's detection time
 // (hubserver.TrunkSilence) plus the time until a path existed again
 // (both ends attached to hubs, each hub with a route to the other's:
 // measured) plus 2 s.
