@@ -1,6 +1,8 @@
 package vip
 
 import (
+	"net"
+	"net/netip"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -61,5 +63,46 @@ func TestSourceUnknownAskedAgainSoon(t *testing.T) {
 		after := udp4(a.v4, b.v4, "once the directory has a", 100)
 		a.send(t, after)
 		expect(t, b, after, "a's packet once the directory has its address")
+	})
+}
+
+// A peer that opens many connections and cycles source addresses on each
+// gets no more directory lookups than on one: the bound is the peer's,
+// across its connections (each connection had a limiter of its own).
+func TestPeerCyclingSourcesAcrossConnections(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := newGrid(t, 2, nil)
+		a, b := g.nodes[0], g.nodes[1]
+		const conns, n = 8, 100
+		var evil []net.Conn
+		for range conns {
+			mine, theirs := net.Pipe()
+			defer mine.Close()
+			if err := a.net.Accept(theirs, b.id); err != nil {
+				t.Fatal(err)
+			}
+			evil = append(evil, mine)
+		}
+		g.mu.Lock()
+		before := g.resolves
+		g.mu.Unlock()
+		for i, c := range evil {
+			var pkts [][]byte
+			for j := range n {
+				src := netip.AddrFrom4([4]byte{100, 97, byte(i), byte(j)})
+				pkts = append(pkts, udp4(src, a.v4, "cycling", 100))
+			}
+			go c.Write(frames(pkts...))
+		}
+		synctest.Wait() // every packet read, no time passed
+		g.mu.Lock()
+		asked := g.resolves - before
+		g.mu.Unlock()
+		if asked > sourceLookupBurst {
+			t.Errorf("%d connections of one peer, %d packets with new sources each: %d directory lookups; want at most %d (one peer's burst)", conns, n, asked, sourceLookupBurst)
+		}
+		if s := a.net.Stats(); s.Peer(b.id).Spoofed != conns*n {
+			t.Errorf("b: %d spoofed, want %d", s.Peer(b.id).Spoofed, conns*n)
+		}
 	})
 }
