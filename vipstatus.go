@@ -153,7 +153,7 @@ func peerStatus(p vip.PeerStats) status.VIPPeer {
 	return status.VIPPeer{ID: p.ID, Addrs: []string{}, Connected: p.Connected, QueuedPackets: p.Queued,
 		SentPackets: p.SentPackets, SentBytes: p.SentBytes, RecvPackets: p.RecvPackets, RecvBytes: p.RecvBytes,
 		QueueFullPackets: p.QueueFull, ConnLostPackets: p.ConnLost, SpoofedPackets: p.Spoofed,
-		DeniedPackets: p.Denied, RefusedPackets: p.Refused, Switches: p.Switches}
+		DeniedPackets: p.Denied, RefusedPackets: p.Refused, Switches: p.Switches, Redials: p.Redials}
 }
 
 func vipDrops(d vip.Drops) status.VIPDrops {

@@ -33,7 +33,7 @@ var schema = map[reflect.Type][]string{
 	reflect.TypeFor[VIP]():         {"device", "addrs", "mtu_bytes", "claim", "peers", "drops", "names", "rules"},
 	reflect.TypeFor[VIPNames]():    {"zone", "server", "resolver"},
 	reflect.TypeFor[VIPPeer](): {"id", "name", "addrs", "path", "paths", "connected", "queued_packets", "sent_packets", "sent_bytes", "recv_packets", "recv_bytes",
-		"queue_full_packets", "conn_lost_packets", "spoofed_packets", "denied_packets", "refused_packets", "path_switches"},
+		"queue_full_packets", "conn_lost_packets", "spoofed_packets", "denied_packets", "refused_packets", "path_switches", "redials"},
 	reflect.TypeFor[VIPDrops](): {"malformed_packets", "not_unicast_packets", "source_not_ours_packets", "too_big_packets", "no_route_packets", "queue_full_packets",
 		"conn_lost_packets", "no_connection_packets", "spoofed_packets", "not_for_us_packets", "device_write_packets", "denied_packets", "bad_fragment_packets"},
 	reflect.TypeFor[CopyError]():        {"path", "error", "changed"},

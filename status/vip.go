@@ -56,6 +56,7 @@ type VIPPeer struct {
 	DeniedPackets    uint64   `json:"denied_packets"`     // dropped: this node's access rules refuse them (ICMP prohibited went back)
 	RefusedPackets   uint64   `json:"refused_packets"`    // ICMP prohibited it sent: its access rules refused this node's packets
 	Switches         uint64   `json:"path_switches"`      // times the connection sent on changed (a shortcut replacing the routed one, say)
+	Redials          uint64   `json:"redials,omitempty"`  // dials again after its connections all ended (a hub on the path died), its packets queued meanwhile
 }
 
 // VIPDrops counts the packets the node's virtual network dropped, by

@@ -25,6 +25,7 @@ type pbuf struct {
 	b    []byte
 	n    int
 	flow uint64 // its flow's hash (carrier.go); 0: none (the main connection)
+	tcp  bool   // a TCP segment: kept after its write to be written again (replay.go)
 }
 
 func (p *pbuf) pkt() []byte { return p.b[tun.Offset : tun.Offset+p.n] }
@@ -61,7 +62,7 @@ func copyPacket(pkt []byte) *pbuf {
 		p = bigBuf(tun.Offset + len(pkt))
 	}
 	p.n = copy(p.b[tun.Offset:], pkt)
-	p.flow = 0
+	p.flow, p.tcp = 0, false
 	return p
 }
 
@@ -71,7 +72,7 @@ func copyPacket(pkt []byte) *pbuf {
 func own(p *pbuf) *pbuf {
 	if p.n <= smallPacket {
 		q := copyPacket(p.pkt())
-		q.flow = p.flow
+		q.flow, q.tcp = p.flow, p.tcp
 		return q
 	}
 	return p
@@ -80,7 +81,7 @@ func own(p *pbuf) *pbuf {
 // release gives p back to its pool; the caller holds no reference to it
 // any more.
 func (p *pbuf) release() {
-	p.n, p.flow = 0, 0
+	p.n, p.flow, p.tcp = 0, 0, false
 	if len(p.b) == tun.Offset+smallPacket {
 		smallPool.Put(p)
 	} else if len(p.b) > tun.Offset+smallPacket {

@@ -394,7 +394,7 @@ func (n *Network) writeCarrier(p *peer, c *carrier) {
 			return
 		case pkt = <-c.queue:
 		}
-		if err := p.writeBatch(&w, c.conn, c.queue, pkt, batch); err != nil {
+		if err := p.writeBatch(&w, c.conn, c.queue, pkt, batch, false); err != nil {
 			n.linkEnded(p, c.conn, err)
 			return
 		}

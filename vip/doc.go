@@ -21,8 +21,11 @@
 //     full and never holds up other peers (frame.go; framed in place in
 //     the buffers the device was read into, buf.go); on receive, every
 //     packet's source checked against the sending peer's identity (the
-//     connection's) and its destination against this node's addresses,
-//     then batches written to the device;
+//     connection's; the directory's answers kept per peer, across its
+//     connections, a negative one asked again after a second: a node
+//     whose hub died claims its addresses again elsewhere, source.go)
+//     and its destination against this node's addresses, then batches
+//     written to the device;
 //   - the connections to a peer (link.go, shortcut.go): the first from a
 //     Dialer (often routed through the hubs: quick to set up) or given to
 //     Accept; every one read, the best one sent on (by its vconn Method:
@@ -33,7 +36,16 @@
 //     sending between two batches, the queue intact, and the one it
 //     replaces is closed after a grace period in which it still delivers
 //     (or, when the peer keeps sending on it alone, it is the one kept:
-//     the peer lost the other);
+//     the peer lost the other); when the last connection to a peer ends
+//     (a hub on a routed path died, a path was cut), a peer that had
+//     packets within redialIdle is dialed again, attempts overlapping
+//     (a new one redialMin to redialMax after the last), until a path
+//     works, its queue kept meanwhile (redial.go), so that an inner
+//     TCP's sparse retransmissions are not each lost to a failed dial;
+//     the last TCP segments written on a connection that ends are
+//     written again first on the one that takes over (replay.go), so
+//     that what the dead one swallowed need not wait for the inner
+//     TCP's backed-off timer;
 //   - the carriers (carrier.go): while a peer is on a shortcut and
 //     packets of several flows go to it, more connections to it on
 //     CarrierPort (as many as both ends agree on in a hello, Config.Carriers),

@@ -87,6 +87,7 @@ func (n *Network) addLinkLocked(p *peer, conn net.Conn, dialer identity.ID) {
 	m := methodOf(conn)
 	l := &link{conn: conn, method: m, rank: rankOf(m), dialer: dialer, proof: proofOf(conn)}
 	p.links[conn] = l
+	p.wasUp = true
 	n.conns[conn] = struct{}{}
 	n.wg.Add(1)
 	go n.receive(p, l)
@@ -187,8 +188,9 @@ func (n *Network) retireDue(p *peer, l *link) {
 
 // linkEnded removes the connection conn from p's links (its reader
 // ended, or a write failed). When p sent on it, the best link left
-// takes over, with the packets still queued; with none left, p goes
-// down.
+// takes over, with the packets still queued; with none left, p is
+// dialed again, its queue kept (peer.go: dial), or, without packets for
+// redialIdle, goes down.
 func (n *Network) linkEnded(p *peer, conn net.Conn, why error) {
 	n.mu.Lock()
 	l := p.links[conn]
@@ -208,6 +210,7 @@ func (n *Network) linkEnded(p *peer, conn net.Conn, why error) {
 		conn.Close()
 		return
 	}
+	p.replayLocked() // what went on conn lately goes again on the next
 	var best *link
 	for _, o := range p.links {
 		if best == nil || better(o, best) {
@@ -222,6 +225,20 @@ func (n *Network) linkEnded(p *peer, conn net.Conn, why error) {
 		n.switchLocked(p, best)
 		n.mu.Unlock()
 		conn.Close()
+		return
+	}
+	if !n.closed && time.Since(p.lastSent) < redialIdle {
+		p.conn = nil // the writer waits for the next one
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+		n.dialLocked(p)
+		n.mu.Unlock()
+		conn.Close()
+		if n.ctx.Err() == nil && n.quiet.Allow("peer redial") {
+			n.log.Info("vip: a peer's connections all ended: dialing it again, its packets queued meanwhile", "peer", p.id.Short(), "err", why)
+		}
 		return
 	}
 	n.mu.Unlock()

@@ -1,15 +1,11 @@
 package vip
 
 import (
-	"context"
 	"errors"
 	"io"
 	"net"
-	"net/netip"
 	"os"
 	"time"
-
-	"golang.org/x/time/rate"
 
 	"github.com/gridlink/gridlink/identity"
 	"github.com/gridlink/gridlink/tun"
@@ -20,17 +16,21 @@ const (
 	maxBatch = 256
 	// writeTimeout bounds one batch's write (half of it at least): a
 	// peer that takes no bytes for this long is taken for dead (its
-	// queue dropped, the next packet dials again).
+	// connection closed: another takes over, or it is dialed again).
 	writeTimeout = 30 * time.Second
 )
 
 // peer is the sending side toward one node: its bounded queue, the
 // connections to it (links, link.go: every one read, the best one sent
 // on) and a goroutine (run) writing the queue to the best connection.
-// A peer goes down when its last connection ends (or none could be
-// made): its queue is dropped, and the next packet for the node makes a
-// new peer, at once after a lost connection, after dialRetry after a
-// failed dial.
+// When its last connection ends, a peer that had packets lately is
+// dialed again and again (redialMin to redialMax apart) while its queue
+// holds what comes meanwhile: an inner TCP whose retransmissions back off
+// would otherwise lose each one to a dial that failed and wait ever
+// longer (issue 35). A peer goes down when its last connection ends
+// after redialIdle without packets, or when its first dial fails: its
+// queue is dropped, and the next packet for the node makes a new peer
+// (after dialRetry after a failed first dial).
 type peer struct {
 	n     *Network
 	id    identity.ID
@@ -41,6 +41,12 @@ type peer struct {
 
 	// guarded by n.mu
 	down     bool
+	dialing  bool               // a dial goroutine runs
+	wasUp    bool               // it had a connection: a lost one is dialed again
+	lastSent time.Time          // when a packet was last queued for it
+	replay   []*pbuf            // TCP segments to write again first on the next connection (replay.go)
+	recent   recent             // the TCP segments last written on the main connection (its own lock)
+	redials  uint64             // dials after its connections all ended
 	until    time.Time          // down after a failed dial: packets dropped until then
 	conn     net.Conn           // the connection sent on (the best link's); nil while dialing
 	links    map[net.Conn]*link // every connection to the peer, conn's included
@@ -60,7 +66,7 @@ type peer struct {
 func (n *Network) countersLocked(id identity.ID) *counters {
 	c := n.counters[id]
 	if c == nil {
-		c = &counters{icmpBack: newICMPLimiter()}
+		c = &counters{icmpBack: newICMPLimiter(), srcs: newSources(n, id)}
 		n.counters[id] = c
 	}
 	return c
@@ -89,8 +95,7 @@ func (n *Network) peerLocked(id identity.ID) *peer {
 		return p
 	}
 	p = n.newPeerLocked(id)
-	n.wg.Add(1)
-	go n.dial(p)
+	n.dialLocked(p)
 	return p
 }
 
@@ -103,6 +108,7 @@ func (p *peer) enqueueLocked(pkt *pbuf) {
 		return
 	}
 	p.shortcut.activeLocked(p)
+	p.lastSent = time.Now()
 	q := p.queue
 	if pkt.flow != 0 {
 		if k := len(p.carriers); k > 0 {
@@ -121,34 +127,6 @@ func (p *peer) enqueueLocked(pkt *pbuf) {
 	}
 }
 
-// dial opens the first connection to the peer.
-func (n *Network) dial(p *peer) {
-	defer n.wg.Done()
-	ctx, cancel := context.WithTimeout(n.ctx, dialTimeout)
-	c, err := n.cfg.Dialer.DialPeer(ctx, p.id)
-	cancel()
-	n.mu.Lock()
-	if err != nil {
-		accepted := len(p.links) > 0 // the peer dialed this node meanwhile
-		n.mu.Unlock()
-		if n.quiet.Allow("dial") {
-			n.log.Warn("vip: dialing a peer", "peer", p.id.Short(), "err", err)
-		}
-		if !accepted {
-			n.peerDown(p, dialRetry, err)
-		}
-		return
-	}
-	if n.closed || p.down {
-		n.mu.Unlock()
-		c.Close()
-		n.peerDown(p, 0, ErrClosed)
-		return
-	}
-	n.addLinkLocked(p, c, n.cfg.ID)
-	n.mu.Unlock()
-}
-
 // run writes the peer's queue to the connection it sends on, in
 // batches, until the peer goes down. When that connection changes (a
 // better one came up, or it ended and another is left), the packets
@@ -162,11 +140,27 @@ func (p *peer) run() {
 	for {
 		n.mu.Lock()
 		c, down := p.conn, p.down
+		var replay []*pbuf
+		if c != nil {
+			replay, p.replay = p.replay, nil
+		}
 		n.mu.Unlock()
 		if down {
+			for _, pkt := range replay {
+				pkt.release()
+			}
 			return
 		}
 		cur = c
+		if len(replay) > 0 {
+			count := len(replay)
+			if err := p.writeOut(&w, cur, replay, true); err != nil {
+				n.linkEnded(p, cur, err)
+			} else {
+				p.c.replayed.Add(uint64(count))
+			}
+			continue
+		}
 		var pkt *pbuf
 		if cur == nil { // dialing
 			select {
@@ -189,46 +183,59 @@ func (p *peer) run() {
 			continue
 		case pkt = <-p.queue:
 		}
-		if err := p.writeBatch(&w, cur, p.queue, pkt, batch); err != nil {
+		if err := p.writeBatch(&w, cur, p.queue, pkt, batch, true); err != nil {
 			n.linkEnded(p, cur, err) // another link takes over, or the peer goes down
 		}
 	}
 }
 
 // writeBatch writes first and what else queue holds (maxBatch packets
-// at most) to c in one batch, and counts them: sent, or lost with the
-// connection when the write fails.
-func (p *peer) writeBatch(w *frameWriter, c net.Conn, queue chan *pbuf, first *pbuf, batch []*pbuf) error {
+// at most) to c in one batch (writeOut). main: c is the peer's main
+// connection, whose TCP segments are kept for a replay.
+func (p *peer) writeBatch(w *frameWriter, c net.Conn, queue chan *pbuf, first *pbuf, batch []*pbuf, main bool) error {
+	batch = append(batch[:0], first)
+gather:
+	for len(batch) < maxBatch {
+		select {
+		case pkt := <-queue:
+			batch = append(batch, pkt)
+		default:
+			break gather
+		}
+	}
+	err := p.writeOut(w, c, batch, main)
+	clear(batch)
+	return err
+}
+
+// writeOut writes batch to c and counts it: sent, or lost with the
+// connection when the write fails. The packets go back to their pools,
+// but, on the main connection, the TCP segments kept for a replay.
+func (p *peer) writeOut(w *frameWriter, c net.Conn, batch []*pbuf, main bool) error {
 	// A batch has writeTimeout/2 at least: the deadline is moved (a
 	// timer reset, each time) only once half of it is gone.
 	if now := time.Now(); c != w.dlConn || w.deadline.Sub(now) < writeTimeout/2 {
 		w.dlConn, w.deadline = c, now.Add(writeTimeout)
 		c.SetWriteDeadline(w.deadline)
 	}
-	batch = append(batch[:0], first)
-	bytes := first.n
-gather:
-	for len(batch) < maxBatch {
-		select {
-		case pkt := <-queue:
-			batch = append(batch, pkt)
-			bytes += pkt.n
-		default:
-			break gather
-		}
+	bytes := 0
+	for _, pkt := range batch {
+		bytes += pkt.n
 	}
 	err := w.write(c, batch)
-	pkts := len(batch)
-	for i, pkt := range batch {
-		pkt.release()
-		batch[i] = nil
+	for _, pkt := range batch {
+		if err == nil && main && pkt.tcp {
+			p.recent.add(pkt)
+		} else {
+			pkt.release()
+		}
 	}
 	if err != nil {
-		p.c.connLost.Add(uint64(pkts))
-		p.n.drops[dropConnLost].Add(uint64(pkts))
+		p.c.connLost.Add(uint64(len(batch)))
+		p.n.drops[dropConnLost].Add(uint64(len(batch)))
 		return err
 	}
-	p.c.sentPackets.Add(uint64(pkts))
+	p.c.sentPackets.Add(uint64(len(batch)))
 	p.c.sentBytes.Add(uint64(bytes))
 	return nil
 }
@@ -264,6 +271,7 @@ func (n *Network) peerDown(p *peer, hold time.Duration, why error) {
 	for _, c := range conns {
 		c.Close()
 	}
+	p.dropReplay()
 	lost := 0
 	for _, q := range queues {
 		for drained := false; !drained; {
@@ -303,7 +311,7 @@ func (n *Network) receive(p *peer, l *link) {
 	bs := n.dev.BatchSize()
 	bufs := make([][]byte, bs)
 	batch := make([][]byte, 0, bs)
-	srcs := &sources{n: n, id: id, m: map[netip.Addr]*sourceAnswer{}, lookups: rate.NewLimiter(sourceLookupRate, sourceLookupBurst)}
+	srcs := p.c.srcs
 	for {
 		batch = batch[:0]
 		frames := 0
@@ -340,7 +348,7 @@ func (n *Network) receive(p *peer, l *link) {
 
 // inbound checks a packet the peer sent on l: well-formed, to this node,
 // from the peer's own address (the directory's word, remembered per
-// connection in srcs), no larger than the device takes.
+// peer in srcs), no larger than the device takes.
 func (n *Network) inbound(p *peer, l *link, srcs *sources, pkt []byte) bool {
 	id, c := p.id, p.c
 	h, err := Parse(pkt)

@@ -93,7 +93,7 @@ func (n *Network) route(h Header, rb *pbuf) (unreachable, kept bool) {
 			n.drop(dropQueueFull, "")
 			return false, false
 		}
-		rb.flow = flowHash(h, rb.pkt())
+		rb.flow, rb.tcp = flowHash(h, rb.pkt()), h.Protocol == protoTCP
 		pkt := own(rb)
 		r.pending = append(r.pending, pkt)
 		n.pending++
@@ -106,7 +106,7 @@ func (n *Network) route(h Header, rb *pbuf) (unreachable, kept bool) {
 			n.wg.Add(1)
 			go n.resolve(h.Dst, r)
 		}
-		rb.flow = flowHash(h, rb.pkt())
+		rb.flow, rb.tcp = flowHash(h, rb.pkt()), h.Protocol == protoTCP
 		pkt := own(rb)
 		n.peerLocked(r.id).enqueueLocked(pkt)
 		return false, pkt == rb

@@ -79,6 +79,8 @@ type PeerStats struct {
 	Method   string    `json:"method,omitempty"`
 	Since    time.Time `json:"since,omitzero"`
 	Switches uint64    `json:"switches"` // times the connection sent on changed to another one
+	Redials  uint64    `json:"redials"`  // attempts to dial it again after its connections all ended (redial.go)
+	Replayed uint64    `json:"replayed"` // TCP segments written again on the connection that took over from one that ended (replay.go), in SentPackets too
 	Conns    int       `json:"conns"`    // connections to it now (a replaced one lingers for connGrace)
 	Carriers int       `json:"carriers"` // of them, the carriers flows are hashed onto beside the main one (carrier.go)
 	// ShortcutTries counts the tries of a more direct path (ShortcutDialer)
@@ -115,8 +117,9 @@ type counters struct {
 	sentPackets, sentBytes, recvPackets, recvBytes atomic.Uint64
 	queueFull, connLost, spoofed                   atomic.Uint64
 	switches, denied, tooBig, malformed, notForUs  atomic.Uint64
-	refused                                        atomic.Uint64
+	refused, redials, replayed                     atomic.Uint64
 	icmpBack                                       *rate.Limiter // the ICMP errors sent back to it (admit.go)
+	srcs                                           *sources      // which source addresses are its (source.go)
 }
 
 // Stats returns the Network's counters.
@@ -140,7 +143,7 @@ func (n *Network) Stats() Stats {
 			SentPackets: c.sentPackets.Load(), SentBytes: c.sentBytes.Load(),
 			RecvPackets: c.recvPackets.Load(), RecvBytes: c.recvBytes.Load(),
 			QueueFull: c.queueFull.Load(), ConnLost: c.connLost.Load(), Spoofed: c.spoofed.Load(),
-			Switches: c.switches.Load(), Denied: c.denied.Load(), TooBig: c.tooBig.Load(),
+			Switches: c.switches.Load(), Redials: c.redials.Load(), Replayed: c.replayed.Load(), Denied: c.denied.Load(), TooBig: c.tooBig.Load(),
 			Malformed: c.malformed.Load(), NotForUs: c.notForUs.Load(), Refused: c.refused.Load(),
 		}
 		if p := n.peers[id]; p != nil && !p.down {

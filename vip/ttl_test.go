@@ -8,7 +8,8 @@ import (
 
 // The directory's answers are asked again after routeTTL, in the
 // background: an address that no node holds any more stops being sent
-// to (ICMP unreachable instead) and stops being accepted as a source.
+// to (ICMP unreachable instead) and stops being accepted as a source
+// (once a second lookup, sourceRetry later, says so too).
 func TestDirectoryAnswersExpire(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		g := newGrid(t, 2, nil)
@@ -36,9 +37,16 @@ func TestDirectoryAnswersExpire(t *testing.T) {
 		a.send(t, toB)
 		checkICMPv4(t, a.recv(t, "ICMP unreachable once the lookup says no node"), 3, 1, b.v4, a.v4, toB)
 
-		// The same for the source check at a.
+		// The same for the source check at a, which asks once more
+		// after sourceRetry (b may be claiming it again at another hub).
 		b.send(t, fromB)
 		expect(t, a, fromB, "a packet from b while its source is looked up again")
+		synctest.Wait()
+		b.send(t, fromB)
+		expect(t, a, fromB, "a packet from b while its source is asked about once more")
+		time.Sleep(sourceRetry)
+		b.send(t, fromB)
+		expect(t, a, fromB, "a packet from b while its source is asked about once more")
 		synctest.Wait()
 		b.send(t, fromB)
 		synctest.Wait()

@@ -88,7 +88,7 @@ type Config struct {
 	// Dial reaches a transport spec; default plain TCP. The direct layer's
 	// transport (TCP or SSH tunnel) is plugged in here.
 	Dial     func(ctx context.Context, spec string) (net.Conn, error)
-	Interval time.Duration                    // routing updates (changed entries; whole tables with older hubs) and node pings, default 1s
+	Interval time.Duration                    // routing updates (changed entries; whole tables with older hubs) and node pings, default DefaultInterval
 	Logf     func(format string, args ...any) // default log.Printf
 	// NoSplice stops this hub from splicing links to hubs it cannot reach
 	// and that cannot reach it (splice.go); by default it does.
@@ -257,7 +257,7 @@ func New(cfg Config) (*Hub, error) {
 		h.maxLinks = cfg.MaxLinks
 	}
 	if h.interval <= 0 {
-		h.interval = time.Second
+		h.interval = DefaultInterval
 	}
 	if h.cfg.Dial == nil {
 		h.cfg.Dial = hub.DialTCP

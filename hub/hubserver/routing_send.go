@@ -44,7 +44,22 @@ const (
 
 // beats reports whether p's trunk is kept alive by beats: a hub
 // neighbour of wire.VersionDelta or later.
-func (h *Hub) beatSilence() time.Duration { return max(3*hubBeat, h.interval+hubBeat*5/7) }
+func (h *Hub) beatSilence() time.Duration { return TrunkSilence(h.interval) }
+
+// DefaultInterval is a hub's Config.Interval when it is zero.
+const DefaultInterval = time.Second
+
+// TrunkSilence is how long a hub whose Config.Interval is interval
+// (zero: DefaultInterval) waits without a frame on a trunk to another
+// hub before it closes it: the overlay's time to detect a hub or a path
+// between hubs lost without a word (the circuits through the trunk are
+// reset then).
+func TrunkSilence(interval time.Duration) time.Duration {
+	if interval <= 0 {
+		interval = DefaultInterval
+	}
+	return max(3*hubBeat, interval+hubBeat*5/7)
+}
 
 // seeded reports whether p's trunk has the cost of the trunk it replaced
 // (peer.seed) until its own is measured.

@@ -170,6 +170,16 @@ const chaosTable = "soakchaos"
 // wanFault drops, at each site gateway of cut, the traffic to and from
 // the sites it lists (every packet, or permille of them), for d.
 func (S *soak) wanFault(ctx context.Context, d time.Duration, cut map[*topology.Site][]*topology.Site, permille int) error {
+	if err := cutWAN(cut, permille); err != nil {
+		return err
+	}
+	sleepCtx(ctx, d)
+	return healWAN(cut)
+}
+
+// cutWAN drops, at each site gateway of cut, the traffic to and from
+// the sites it lists (every packet, or permille of them), until healWAN.
+func cutWAN(cut map[*topology.Site][]*topology.Site, permille int) error {
 	for gw, remote := range cut {
 		var ps []string
 		for _, r := range remote {
@@ -191,16 +201,15 @@ func (S *soak) wanFault(ctx context.Context, d time.Duration, cut map[*topology.
 }
 `, chaosTable, lab.WANDev, set, match)
 		if _, errb, err := tryInNS(context.Background(), lab.GatewayNS(gw), []byte(rules), "nft", "-f", "-"); err != nil {
-			S.healWAN(cut)
+			healWAN(cut)
 			return fmt.Errorf("nft at %s: %v: %s", gw.Name, err, errb)
 		}
 	}
-	sleepCtx(ctx, d)
-	return S.healWAN(cut)
+	return nil
 }
 
 // healWAN deletes the fault tables of cut's gateways.
-func (S *soak) healWAN(cut map[*topology.Site][]*topology.Site) error {
+func healWAN(cut map[*topology.Site][]*topology.Site) error {
 	var errs []string
 	for gw := range cut {
 		_, errb, err := tryInNS(context.Background(), lab.GatewayNS(gw), nil, "nft", "delete", "table", "inet", chaosTable)
