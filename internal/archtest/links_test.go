@@ -115,6 +115,7 @@ func proseLinesKeepCode(md string) []string {
 // brokenLinks lists the relative links of page (relative to root) that
 // lead nowhere.
 func brokenLinks(root, page string) ([]string, error) {
+	pageAnchors := map[string]map[string]bool{} // by file
 	b, err := os.ReadFile(filepath.Join(root, page))
 	if err != nil {
 		return nil, err
@@ -141,11 +142,14 @@ func brokenLinks(root, page string) ([]string, error) {
 			if !strings.HasSuffix(where, ".md") {
 				continue // line anchors of source files (#L10) are GitHub's
 			}
-			md, err := os.ReadFile(where)
-			if err != nil {
-				return nil, err
+			if pageAnchors[where] == nil {
+				md, err := os.ReadFile(where)
+				if err != nil {
+					return nil, err
+				}
+				pageAnchors[where] = anchors(string(md))
 			}
-			if !anchors(string(md))[anchor] {
+			if !pageAnchors[where][anchor] {
 				broken = append(broken, fmt.Sprintf("%s:%d: %s: no heading with that anchor", page, n+1, target))
 			}
 		}
