@@ -203,6 +203,7 @@ func testSecondProcessRefused(t *testing.T) {
 	if d := time.Since(start); d > 2*aliveWait {
 		t.Errorf("the refusal took %v", d)
 	}
+	synctest.Wait() // its attach loop ends after it returns the refusal
 	select {
 	case <-second.GaveUp():
 	default:
