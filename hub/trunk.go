@@ -63,7 +63,7 @@ type Trunk struct {
 	tunnel bool   // runs through an sshd that delays small writes: coalesce them (tunnelLinger)
 
 	qmu     sync.Mutex
-	q       [][]byte // encoded frames waiting for the writer, in blocks
+	q       []qbuf // encoded frames waiting for the writer, in blocks and kept payloads (trunk_kept.go)
 	qlen    int
 	scratch []byte // for sealing
 	writing bool   // a writer goroutine exists
@@ -175,15 +175,15 @@ func (l *Trunk) appendLocked(p []byte, sealed bool) {
 	for len(p) > 0 {
 		n := len(l.q)
 		if n == 0 && sealed && len(p) <= smallBlock {
-			l.q = append(l.q, make(block, 0, smallBlock))
+			l.q = append(l.q, qbuf{b: make(block, 0, smallBlock)})
 			n++
-		} else if n == 0 || len(l.q[n-1]) == cap(l.q[n-1]) {
-			l.q = append(l.q, (*blockPool.Get().(*block))[:0])
+		} else if n == 0 || l.q[n-1].kept != nil || len(l.q[n-1].b) == cap(l.q[n-1].b) {
+			l.q = append(l.q, qbuf{b: (*blockPool.Get().(*block))[:0]})
 			n++
 		}
-		b := l.q[n-1]
+		b := l.q[n-1].b
 		k := copy(b[len(b):cap(b)], p)
-		l.q[n-1] = b[:len(b)+k]
+		l.q[n-1].b = b[:len(b)+k]
 		l.qlen += k
 		p = p[k:]
 	}
@@ -235,7 +235,8 @@ func (l *Trunk) Queued() int {
 }
 
 func (l *Trunk) writeLoop() {
-	var batch, wbufs [][]byte
+	var batch []qbuf
+	var wbufs [][]byte
 	var timer *time.Timer
 	for {
 		l.qmu.Lock()
@@ -280,14 +281,17 @@ func (l *Trunk) writeLoop() {
 		_ = l.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
 		// one writev for the batch, on TCP. WriteTo consumes the slices it
 		// is given: give it copies of the block headers, not the blocks.
-		wbufs = append(wbufs[:0], batch...)
+		wbufs = wbufs[:0]
+		for _, e := range batch {
+			wbufs = append(wbufs, e.b)
+		}
 		bufs := net.Buffers(wbufs)
 		_, err := bufs.WriteTo(l.conn)
 		clear(wbufs)
-		for i, b := range batch {
-			putBlock(b)
-			batch[i] = nil
+		for _, e := range batch {
+			e.release()
 		}
+		clear(batch)
 		if err != nil {
 			l.Close(fmt.Errorf("write: %w", err))
 			l.qmu.Lock()
@@ -307,8 +311,8 @@ func (l *Trunk) Close(err error) {
 		l.err = err
 		l.qmu.Lock()
 		l.closed = true
-		for _, b := range l.q {
-			putBlock(b)
+		for _, e := range l.q {
+			e.release()
 		}
 		l.q, l.qlen = nil, 0
 		if l.idle {
@@ -328,8 +332,8 @@ func (l *Trunk) Close(err error) {
 func (l *Trunk) Mute() {
 	l.qmu.Lock()
 	l.closed = true
-	for _, b := range l.q {
-		putBlock(b)
+	for _, e := range l.q {
+		e.release()
 	}
 	l.q, l.qlen = nil, 0
 	l.qmu.Unlock()
