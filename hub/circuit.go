@@ -413,11 +413,19 @@ func (c *Circuit) onAccept(a *wire.Accept) error {
 	return nil
 }
 
-// onData buffers received bytes; an error means the peer broke the
-// protocol and the circuit must be reset.
-func (c *Circuit) onData(p []byte) error {
+// onData buffers received bytes p, held in body (from wire.Frame.Keep)
+// if that is not nil: the circuit then takes it over; an error means the
+// peer broke the protocol and the circuit must be reset.
+func (c *Circuit) onData(p []byte, body *[]byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if body != nil {
+		defer func() {
+			if body != nil { // not buffered
+				wire.PutBody(body)
+			}
+		}()
+	}
 	switch {
 	case c.err != nil:
 		return nil
@@ -441,7 +449,12 @@ func (c *Circuit) onData(p []byte) error {
 	if c.received > c.granted {
 		return fmt.Errorf("peer sent %d bytes beyond its window", c.received-c.granted)
 	}
-	c.rbuf.Write(p)
+	if body != nil {
+		c.rbuf.WriteKept(body, len(p))
+		body = nil
+	} else {
+		c.rbuf.Write(p)
+	}
 	c.cond.Broadcast()
 	return nil
 }
