@@ -106,6 +106,9 @@ func sinkAll(b *testing.B, l net.Listener) {
 					}
 				}
 				_, _ = c.Write(binary.BigEndian.AppendUint64(nil, uint64(n)))
+				if cw, ok := c.(interface{ CloseWrite() error }); ok {
+					_ = cw.CloseWrite()
+				}
 			}()
 		}
 	}()
