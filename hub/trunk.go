@@ -70,6 +70,9 @@ type Trunk struct {
 	idle    bool   // ... and waits on wake
 	wake    chan struct{}
 	closed  bool
+	refs    uint64    // payloads queued by reference (SendRef), in all
+	freed   uint64    // of those, the ones the writer is done with
+	freedC  sync.Cond // on qmu: freed grew
 
 	done     chan struct{}
 	errOnce  sync.Once
@@ -102,6 +105,7 @@ func (l *Trunk) CountControl(c *atomic.Uint64) { l.control = c }
 // them.
 func NewTrunk(conn net.Conn, sealer *wire.Sealer, desc string, tunnel bool) *Trunk {
 	l := &Trunk{conn: conn, sealer: sealer, desc: desc, tunnel: tunnel, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	l.freedC.L = &l.qmu
 	l.remote = AddrPort(conn.RemoteAddr())
 	l.lastRecv.Store(monotime())
 	return l
@@ -177,7 +181,7 @@ func (l *Trunk) appendLocked(p []byte, sealed bool) {
 		if n == 0 && sealed && len(p) <= smallBlock {
 			l.q = append(l.q, qbuf{b: make(block, 0, smallBlock)})
 			n++
-		} else if n == 0 || l.q[n-1].kept != nil || len(l.q[n-1].b) == cap(l.q[n-1].b) {
+		} else if n == 0 || !l.q[n-1].block() || len(l.q[n-1].b) == cap(l.q[n-1].b) {
 			l.q = append(l.q, qbuf{b: (*blockPool.Get().(*block))[:0]})
 			n++
 		}
@@ -238,8 +242,10 @@ func (l *Trunk) writeLoop() {
 	var batch []qbuf
 	var wbufs [][]byte
 	var timer *time.Timer
+	var written uint64 // refs up to this one are written
 	for {
 		l.qmu.Lock()
+		l.freeLocked(written)
 		for len(l.q) == 0 && !l.closed {
 			l.idle = true
 			l.qmu.Unlock()
@@ -257,6 +263,7 @@ func (l *Trunk) writeLoop() {
 			}
 			l.qmu.Lock()
 			if expired && len(l.q) == 0 {
+				l.freeLocked(l.refs)
 				l.writing, l.idle = false, false
 				l.q = nil
 				l.scratch = nil // an idle trunk keeps no sealing buffer either
@@ -266,6 +273,7 @@ func (l *Trunk) writeLoop() {
 		}
 		l.idle = false
 		if l.closed {
+			l.freeLocked(l.refs)
 			l.writing = false
 			l.qmu.Unlock()
 			return
@@ -277,6 +285,7 @@ func (l *Trunk) writeLoop() {
 		}
 		batch, l.q = l.q, batch[:0]
 		l.qlen = 0
+		written = l.refs
 		l.qmu.Unlock()
 		_ = l.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
 		// one writev for the batch, on TCP. WriteTo consumes the slices it
@@ -295,6 +304,7 @@ func (l *Trunk) writeLoop() {
 		if err != nil {
 			l.Close(fmt.Errorf("write: %w", err))
 			l.qmu.Lock()
+			l.freeLocked(l.refs)
 			l.writing = false
 			l.qmu.Unlock()
 			return
