@@ -25,6 +25,18 @@ func (c *seenConn) Write(p []byte) (int, error) {
 	return c.Conn.Write(p)
 }
 
+// wrote says whether a Write began at b.
+func (c *seenConn) wrote(b *byte) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, q := range c.seen {
+		if q == b {
+			return true
+		}
+	}
+	return false
+}
+
 // keptFrame reads an encoded data frame of n bytes and keeps its payload.
 func keptFrame(t *testing.T, n int) (*[]byte, []byte) {
 	f, err := wire.NewReader(bytes.NewReader(wire.Append(nil, wire.TData, 3, bytes.Repeat([]byte{9}, n)))).Read()
@@ -60,13 +72,7 @@ func TestTrunkSendKept(t *testing.T) {
 			t.Fatalf("frame %d: %v, %v; want %d bytes on circuit 5", i, g, err, len(w))
 		}
 	}
-	sc.mu.Lock()
-	fromKept := false
-	for _, p := range sc.seen {
-		fromKept = fromKept || p == &payload[0]
-	}
-	sc.mu.Unlock()
-	if !fromKept {
+	if !sc.wrote(&payload[0]) {
 		t.Fatal("the kept payload was not written from its own buffer")
 	}
 	l.Close(nil)
@@ -101,13 +107,7 @@ func TestTrunkSendRef(t *testing.T) {
 		t.Fatalf("read %v, %v", g, err)
 	}
 	l.Released(ref)
-	sc.mu.Lock()
-	fromRef := false
-	for _, q := range sc.seen {
-		fromRef = fromRef || q == &p[0]
-	}
-	sc.mu.Unlock()
-	if !fromRef {
+	if !sc.wrote(&p[0]) {
 		t.Fatal("the payload was not written from the caller's buffer")
 	}
 	stuck, ok := l.SendRef(5, p) // b reads no more
@@ -157,13 +157,7 @@ func TestCircuitWriteNoCopy(t *testing.T) {
 	if all := <-got; !bytes.Equal(all, want) {
 		t.Fatalf("the peer got %d bytes, not what was written", len(all))
 	}
-	sc.mu.Lock()
-	defer sc.mu.Unlock()
-	fromP := false
-	for _, q := range sc.seen {
-		fromP = fromP || q == &p[0]
-	}
-	if !fromP {
+	if !sc.wrote(&p[0]) {
 		t.Fatal("the circuit's data was not written from the application's buffer")
 	}
 }
