@@ -200,11 +200,19 @@ func (c *Circuit) pingLocked() {
 
 // Write sends p, blocking while the peer's window is used up. Before the
 // accept, an opened circuit may already send wire.InitialWindow bytes; an
-// incoming one must be accepted first.
+// incoming one must be accepted first. Large pieces of p go out without
+// a copy (Trunk.SendRef): Write returns once the trunk's writer is done
+// with them, also when its deadline passed meanwhile.
 func (c *Circuit) Write(p []byte) (int, error) {
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
 	n := 0
+	var ref uint64 // the last large payload queued by reference (trunk_kept.go)
+	defer func() {
+		if ref != 0 {
+			c.sl.t.Released(ref) // p is the caller's again once written
+		}
+	}()
 	for len(p) > 0 {
 		c.mu.Lock()
 		for {
@@ -234,7 +242,13 @@ func (c *Circuit) Write(p []byte) (int, error) {
 		k := int(min(int64(len(p)), c.credit, MaxData))
 		c.credit -= int64(k)
 		c.mu.Unlock()
-		if !c.sl.t.Send(wire.TData, 0, c.id, p[:k]) {
+		if k >= KeepAbove {
+			r, ok := c.sl.t.SendRef(c.id, p[:k])
+			if !ok {
+				return n, c.linkErr()
+			}
+			ref = r
+		} else if !c.sl.t.Send(wire.TData, 0, c.id, p[:k]) {
 			return n, c.linkErr()
 		}
 		p = p[k:]
@@ -413,11 +427,19 @@ func (c *Circuit) onAccept(a *wire.Accept) error {
 	return nil
 }
 
-// onData buffers received bytes; an error means the peer broke the
-// protocol and the circuit must be reset.
-func (c *Circuit) onData(p []byte) error {
+// onData buffers received bytes p, held in body (from wire.Frame.Keep)
+// if that is not nil: the circuit then takes it over; an error means the
+// peer broke the protocol and the circuit must be reset.
+func (c *Circuit) onData(p []byte, body *[]byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if body != nil {
+		defer func() {
+			if body != nil { // not buffered
+				wire.PutBody(body)
+			}
+		}()
+	}
 	switch {
 	case c.err != nil:
 		return nil
@@ -441,7 +463,12 @@ func (c *Circuit) onData(p []byte) error {
 	if c.received > c.granted {
 		return fmt.Errorf("peer sent %d bytes beyond its window", c.received-c.granted)
 	}
-	c.rbuf.Write(p)
+	if body != nil {
+		c.rbuf.WriteKept(body, len(p))
+		body = nil
+	} else {
+		c.rbuf.Write(p)
+	}
 	c.cond.Broadcast()
 	return nil
 }

@@ -76,7 +76,11 @@ func (sl *slink) handle(f wire.Frame) error {
 			sl.resetCircuit(c, err.Error())
 		}
 	case wire.TData:
-		if err := c.onData(f.Payload); err != nil {
+		var body *[]byte // the payload's buffer, kept rather than copied (buffer.go)
+		if len(f.Payload) >= KeepAbove {
+			body = f.Keep()
+		}
+		if err := c.onData(f.Payload, body); err != nil {
 			sl.resetCircuit(c, err.Error())
 		}
 	case wire.TWindow:

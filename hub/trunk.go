@@ -63,13 +63,16 @@ type Trunk struct {
 	tunnel bool   // runs through an sshd that delays small writes: coalesce them (tunnelLinger)
 
 	qmu     sync.Mutex
-	q       [][]byte // encoded frames waiting for the writer, in blocks
+	q       []qbuf // encoded frames waiting for the writer, in blocks and kept payloads (trunk_kept.go)
 	qlen    int
 	scratch []byte // for sealing
 	writing bool   // a writer goroutine exists
 	idle    bool   // ... and waits on wake
 	wake    chan struct{}
 	closed  bool
+	refs    uint64    // payloads queued by reference (SendRef), in all
+	freed   uint64    // of those, the ones the writer is done with
+	freedC  sync.Cond // on qmu: freed grew
 
 	done     chan struct{}
 	errOnce  sync.Once
@@ -102,6 +105,7 @@ func (l *Trunk) CountControl(c *atomic.Uint64) { l.control = c }
 // them.
 func NewTrunk(conn net.Conn, sealer *wire.Sealer, desc string, tunnel bool) *Trunk {
 	l := &Trunk{conn: conn, sealer: sealer, desc: desc, tunnel: tunnel, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	l.freedC.L = &l.qmu
 	l.remote = AddrPort(conn.RemoteAddr())
 	l.lastRecv.Store(monotime())
 	return l
@@ -175,15 +179,15 @@ func (l *Trunk) appendLocked(p []byte, sealed bool) {
 	for len(p) > 0 {
 		n := len(l.q)
 		if n == 0 && sealed && len(p) <= smallBlock {
-			l.q = append(l.q, make(block, 0, smallBlock))
+			l.q = append(l.q, qbuf{b: make(block, 0, smallBlock)})
 			n++
-		} else if n == 0 || len(l.q[n-1]) == cap(l.q[n-1]) {
-			l.q = append(l.q, (*blockPool.Get().(*block))[:0])
+		} else if n == 0 || !l.q[n-1].block() || len(l.q[n-1].b) == cap(l.q[n-1].b) {
+			l.q = append(l.q, qbuf{b: (*blockPool.Get().(*block))[:0]})
 			n++
 		}
-		b := l.q[n-1]
+		b := l.q[n-1].b
 		k := copy(b[len(b):cap(b)], p)
-		l.q[n-1] = b[:len(b)+k]
+		l.q[n-1].b = b[:len(b)+k]
 		l.qlen += k
 		p = p[k:]
 	}
@@ -235,10 +239,13 @@ func (l *Trunk) Queued() int {
 }
 
 func (l *Trunk) writeLoop() {
-	var batch, wbufs [][]byte
+	var batch []qbuf
+	var wbufs [][]byte
 	var timer *time.Timer
+	var written uint64 // refs up to this one are written
 	for {
 		l.qmu.Lock()
+		l.freeLocked(written)
 		for len(l.q) == 0 && !l.closed {
 			l.idle = true
 			l.qmu.Unlock()
@@ -256,6 +263,7 @@ func (l *Trunk) writeLoop() {
 			}
 			l.qmu.Lock()
 			if expired && len(l.q) == 0 {
+				l.freeLocked(l.refs)
 				l.writing, l.idle = false, false
 				l.q = nil
 				l.scratch = nil // an idle trunk keeps no sealing buffer either
@@ -265,6 +273,7 @@ func (l *Trunk) writeLoop() {
 		}
 		l.idle = false
 		if l.closed {
+			l.freeLocked(l.refs)
 			l.writing = false
 			l.qmu.Unlock()
 			return
@@ -276,21 +285,26 @@ func (l *Trunk) writeLoop() {
 		}
 		batch, l.q = l.q, batch[:0]
 		l.qlen = 0
+		written = l.refs
 		l.qmu.Unlock()
 		_ = l.conn.SetWriteDeadline(time.Now().Add(writeTimeout))
 		// one writev for the batch, on TCP. WriteTo consumes the slices it
 		// is given: give it copies of the block headers, not the blocks.
-		wbufs = append(wbufs[:0], batch...)
+		wbufs = wbufs[:0]
+		for _, e := range batch {
+			wbufs = append(wbufs, e.b)
+		}
 		bufs := net.Buffers(wbufs)
 		_, err := bufs.WriteTo(l.conn)
 		clear(wbufs)
-		for i, b := range batch {
-			putBlock(b)
-			batch[i] = nil
+		for _, e := range batch {
+			e.release()
 		}
+		clear(batch)
 		if err != nil {
 			l.Close(fmt.Errorf("write: %w", err))
 			l.qmu.Lock()
+			l.freeLocked(l.refs)
 			l.writing = false
 			l.qmu.Unlock()
 			return
@@ -307,8 +321,8 @@ func (l *Trunk) Close(err error) {
 		l.err = err
 		l.qmu.Lock()
 		l.closed = true
-		for _, b := range l.q {
-			putBlock(b)
+		for _, e := range l.q {
+			e.release()
 		}
 		l.q, l.qlen = nil, 0
 		if l.idle {
@@ -328,8 +342,8 @@ func (l *Trunk) Close(err error) {
 func (l *Trunk) Mute() {
 	l.qmu.Lock()
 	l.closed = true
-	for _, b := range l.q {
-		putBlock(b)
+	for _, e := range l.q {
+		e.release()
 	}
 	l.q, l.qlen = nil, 0
 	l.qmu.Unlock()

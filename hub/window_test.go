@@ -33,7 +33,7 @@ func TestWindowCoversLongPath(t *testing.T) {
 		// reads it at once.
 		for c.received < c.granted {
 			n := min(int64(MaxData), c.granted-c.received)
-			if err := c.onData(buf[:n]); err != nil {
+			if err := c.onData(buf[:n], nil); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -20,54 +20,12 @@ import (
 func BenchmarkLinkLoopback(b *testing.B) {
 	const size, rounds = 256 << 20, 5
 	buf := make([]byte, 256<<10)
-	sinkOn := func(l net.Listener) {
-		go func() {
-			for {
-				c, err := l.Accept()
-				if err != nil {
-					return
-				}
-				go func() {
-					defer c.Close()
-					// the same reads for every kind (io.Copy would pick
-					// different buffer sizes for a *net.TCPConn)
-					rbuf := make([]byte, 256<<10)
-					var n int64
-					for {
-						k, err := c.Read(rbuf)
-						n += int64(k)
-						if err != nil {
-							break
-						}
-					}
-					_, _ = c.Write(binary.BigEndian.AppendUint64(nil, uint64(n)))
-				}()
-			}
-		}()
-	}
-	push := func(c net.Conn) time.Duration {
-		start := time.Now()
-		for sent := 0; sent < size; sent += len(buf) {
-			if _, err := c.Write(buf); err != nil {
-				b.Fatal(err)
-			}
-		}
-		if err := c.(interface{ CloseWrite() error }).CloseWrite(); err != nil {
-			b.Fatal(err)
-		}
-		var ans [8]byte
-		if _, err := io.ReadFull(c, ans[:]); err != nil || binary.BigEndian.Uint64(ans[:]) != size {
-			b.Fatalf("sink answered %d, %v", binary.BigEndian.Uint64(ans[:]), err)
-		}
-		c.Close()
-		return time.Since(start)
-	}
 	tcpLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer tcpLn.Close()
-	sinkOn(tcpLn)
+	sinkAll(b, tcpLn)
 	type kind struct {
 		name string
 		a    *vconn.Node
@@ -81,7 +39,7 @@ func BenchmarkLinkLoopback(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer l.Close()
-		sinkOn(l)
+		sinkAll(b, l)
 		kinds = append(kinds, kind{string(m) + "-tls", a, Options{}}, kind{string(m) + "-plain", a, Options{Plain: true}})
 	}
 	tcpDial := func() net.Conn {
@@ -99,7 +57,7 @@ func BenchmarkLinkLoopback(b *testing.B) {
 			took := map[string]time.Duration{}
 			for _, i := range rand.Perm(len(kinds) + 1) {
 				if i == len(kinds) {
-					took["tcp"] = push(tcpDial())
+					took["tcp"] = pushAll(b, tcpDial(), buf, size)
 					continue
 				}
 				k := kinds[i]
@@ -109,7 +67,7 @@ func BenchmarkLinkLoopback(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				took[k.name] = push(c)
+				took[k.name] = pushAll(b, c, buf, size)
 			}
 			if r == 0 {
 				continue // the first round warms up
@@ -124,4 +82,54 @@ func BenchmarkLinkLoopback(b *testing.B) {
 			b.ReportMetric(rs[len(rs)/2], name)
 		}
 	}
+}
+
+// sinkAll serves l: each connection is read to its end with the same
+// 256 KiB reads for every kind (io.Copy would pick different buffer sizes
+// for a *net.TCPConn), then answered with the count of bytes read.
+func sinkAll(b *testing.B, l net.Listener) {
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				rbuf := make([]byte, 256<<10)
+				var n int64
+				for {
+					k, err := c.Read(rbuf)
+					n += int64(k)
+					if err != nil {
+						break
+					}
+				}
+				_, _ = c.Write(binary.BigEndian.AppendUint64(nil, uint64(n)))
+				if cw, ok := c.(interface{ CloseWrite() error }); ok {
+					_ = cw.CloseWrite()
+				}
+			}()
+		}
+	}()
+}
+
+// pushAll writes size bytes to c in writes of buf, closes its write side,
+// waits for the sink's count and returns how long it all took.
+func pushAll(b *testing.B, c net.Conn, buf []byte, size int) time.Duration {
+	start := time.Now()
+	for sent := 0; sent < size; sent += len(buf) {
+		if _, err := c.Write(buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := c.(interface{ CloseWrite() error }).CloseWrite(); err != nil {
+		b.Fatal(err)
+	}
+	var ans [8]byte
+	if _, err := io.ReadFull(c, ans[:]); err != nil || binary.BigEndian.Uint64(ans[:]) != uint64(size) {
+		b.Fatalf("sink answered %d, %v", binary.BigEndian.Uint64(ans[:]), err)
+	}
+	c.Close()
+	return time.Since(start)
 }

@@ -34,28 +34,7 @@ func BenchmarkResumeCost(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				rbuf := make([]byte, 256<<10)
-				var n int64
-				for {
-					k, err := c.Read(rbuf)
-					n += int64(k)
-					if err != nil {
-						break
-					}
-				}
-				_, _ = c.Write(binary.BigEndian.AppendUint64(nil, uint64(n)))
-				_ = c.(*Conn).CloseWrite()
-			}()
-		}
-	}()
+	sinkAll(b, l)
 	buf := make([]byte, 256<<10)
 	push := func(o Options) time.Duration {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

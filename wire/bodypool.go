@@ -42,3 +42,23 @@ func getBody(n int) *[]byte {
 func putBody(b *[]byte) {
 	bodyPools[bodyClass(cap(*b))].Put(b)
 }
+
+// Keep takes the pooled buffer that holds the frame's payload from its
+// Reader, so that the payload outlives the next Read without a copy (a
+// hub forwards a data frame's payload as it was read); the caller returns
+// it with PutBody once done. Nil when the payload is not in a pooled
+// buffer (a small one, an opened sealed one, a frame not from a Reader,
+// or one whose buffer was already kept). Only the goroutine that calls
+// the Reader's Read may call it, before its next Read.
+func (f Frame) Keep() *[]byte {
+	r := f.from
+	if r == nil || r.body == nil || len(f.Payload) == 0 || &(*r.body)[0] != &f.Payload[0] {
+		return nil
+	}
+	b := r.body
+	r.body = nil
+	return b
+}
+
+// PutBody returns a buffer taken with Frame.Keep to its pool.
+func PutBody(b *[]byte) { putBody(b) }

@@ -111,6 +111,8 @@ type Frame struct {
 	Flags   uint8
 	Circuit uint32
 	Payload []byte
+
+	from *Reader // the Reader whose pooled buffer may hold Payload (Keep)
 }
 
 func (f Frame) String() string {
@@ -222,7 +224,7 @@ func (r *Reader) Read() (Frame, error) {
 	default:
 		return Frame{}, fmt.Errorf("%w: %s frame not sealed, on a sealed link", ErrFrame, t)
 	}
-	return Frame{Type: t, Flags: r.hdr[1], Circuit: circuit, Payload: p}, nil
+	return Frame{Type: t, Flags: r.hdr[1], Circuit: circuit, Payload: p, from: r}, nil
 }
 
 // Append appends an encoded frame without flags to b.

@@ -219,6 +219,12 @@ func (h *Hub) switchFrame(p *peer, f wire.Frame) error {
 		h.removeCircuit(c)
 		return nil
 	}
+	if f.Type == wire.TData && len(f.Payload) >= hub.KeepAbove {
+		if body := f.Keep(); body != nil {
+			other.ln.t.SendKept(other.id, body, len(f.Payload))
+			return nil
+		}
+	}
 	other.ln.t.Send(f.Type, 0, other.id, f.Payload)
 	return nil
 }
