@@ -22,6 +22,7 @@ import (
 // undone.
 type chaosEvent struct {
 	kind, target string
+	touch        chaosTouch // what it touches (soak_attrib_linux_test.go)
 	from, until  time.Time
 }
 
@@ -37,7 +38,7 @@ func (S *soak) chaos(ctx context.Context, dur time.Duration) {
 	stopAt := S.start.Add(dur - min(dur/6, time.Minute))
 	kinds := []struct {
 		weight int
-		run    func(ctx context.Context) (target string, err error)
+		run    func(ctx context.Context) (target string, touch chaosTouch, err error)
 		name   string
 	}{
 		{25, S.churnNode, "node leaves and joins"},
@@ -60,8 +61,8 @@ func (S *soak) chaos(ctx context.Context, dur time.Duration) {
 			r -= kinds[i].weight
 		}
 		from := time.Now()
-		target, err := kinds[i].run(ctx)
-		ev := chaosEvent{kind: kinds[i].name, target: target, from: from, until: time.Now()}
+		target, touch, err := kinds[i].run(ctx)
+		ev := chaosEvent{kind: kinds[i].name, target: target, touch: touch, from: from, until: time.Now()}
 		S.mu.Lock()
 		S.events = append(S.events, ev)
 		S.mu.Unlock()
@@ -81,28 +82,30 @@ func (S *soak) hold(lo, span time.Duration) time.Duration {
 
 // churnNode stops a churn node's agent (it leaves), and starts it again
 // after 5 to 15 s (it joins).
-func (S *soak) churnNode(ctx context.Context) (string, error) {
+func (S *soak) churnNode(ctx context.Context) (string, chaosTouch, error) {
 	h := S.host(soakChurn[S.rng.IntN(len(soakChurn))])
 	d := S.hold(5*time.Second, 10*time.Second)
+	touch := chaosTouch{nodes: []string{h.ID()}}
 	S.setDown("node "+h.ID(), true)
 	if err := S.o.StopNode(h); err != nil {
-		return h.ID(), err
+		return h.ID(), touch, err
 	}
 	sleepCtx(ctx, d)
 	err := S.o.StartNode(h)
 	S.setDown("node "+h.ID(), false)
 	S.retrack("node "+h.ID(), h, nodeMetrics, S.o.NodePID(h))
-	return fmt.Sprintf("%s for %v", h.ID(), d.Round(100*time.Millisecond)), err
+	return fmt.Sprintf("%s for %v", h.ID(), d.Round(100*time.Millisecond)), touch, err
 }
 
 // killHub kills a site's hub (SIGKILL) and starts it again after 3 to
 // 10 s.
-func (S *soak) killHub(ctx context.Context) (string, error) {
+func (S *soak) killHub(ctx context.Context) (string, chaosTouch, error) {
 	s := S.topo.Sites[S.rng.IntN(len(S.topo.Sites))]
 	d := S.hold(3*time.Second, 7*time.Second)
+	touch := chaosTouch{hubs: []string{s.Name}}
 	S.setDown("hub "+s.Name, true)
 	if err := S.o.KillHub(s.Name); err != nil {
-		return s.Name, err
+		return s.Name, touch, err
 	}
 	sleepCtx(ctx, d)
 	err := S.o.RestartHub(s.Name)
@@ -112,22 +115,22 @@ func (S *soak) killHub(ctx context.Context) (string, error) {
 	}
 	S.setDown("hub "+s.Name, false)
 	S.retrack("hub "+s.Name, hubHostOf(s), hubMetrics, S.o.HubPID(s.Name))
-	return fmt.Sprintf("%s for %v", s.Name, d.Round(100*time.Millisecond)), err
+	return fmt.Sprintf("%s for %v", s.Name, d.Round(100*time.Millisecond)), touch, err
 }
 
 // flap takes the wide-area path between two sites down for 2 to 8 s.
-func (S *soak) flap(ctx context.Context) (string, error) {
+func (S *soak) flap(ctx context.Context) (string, chaosTouch, error) {
 	sites := S.topo.Sites
 	i := S.rng.IntN(len(sites))
 	j := (i + 1 + S.rng.IntN(len(sites)-1)) % len(sites)
 	d := S.hold(2*time.Second, 6*time.Second)
 	target := fmt.Sprintf("%s-%s for %v", sites[i].Name, sites[j].Name, d.Round(100*time.Millisecond))
-	return target, S.wanFault(ctx, d, map[*topology.Site][]*topology.Site{sites[i]: {sites[j]}}, 0)
+	return S.wanFault(ctx, target, d, map[*topology.Site][]*topology.Site{sites[i]: {sites[j]}}, 0)
 }
 
 // lossBurst drops 5 to 30 % of a site's wide-area packets for 10 to
 // 20 s.
-func (S *soak) lossBurst(ctx context.Context) (string, error) {
+func (S *soak) lossBurst(ctx context.Context) (string, chaosTouch, error) {
 	s := S.topo.Sites[S.rng.IntN(len(S.topo.Sites))]
 	permille := 50 + S.rng.IntN(251)
 	d := S.hold(10*time.Second, 10*time.Second)
@@ -138,12 +141,12 @@ func (S *soak) lossBurst(ctx context.Context) (string, error) {
 		}
 	}
 	target := fmt.Sprintf("%s %.1f%% for %v", s.Name, float64(permille)/10, d.Round(100*time.Millisecond))
-	return target, S.wanFault(ctx, d, map[*topology.Site][]*topology.Site{s: others}, permille)
+	return S.wanFault(ctx, target, d, map[*topology.Site][]*topology.Site{s: others}, permille)
 }
 
 // partition splits the sites in two (one to three on one side) for 10
 // to 25 s, then heals.
-func (S *soak) partition(ctx context.Context) (string, error) {
+func (S *soak) partition(ctx context.Context) (string, chaosTouch, error) {
 	sites := append([]*topology.Site(nil), S.topo.Sites...)
 	S.rng.Shuffle(len(sites), func(i, j int) { sites[i], sites[j] = sites[j], sites[i] })
 	k := 1 + S.rng.IntN(3)
@@ -161,20 +164,27 @@ func (S *soak) partition(ctx context.Context) (string, error) {
 		return strings.Join(n, ",")
 	}
 	target := fmt.Sprintf("{%s} | {%s} for %v", names(a), names(b), d.Round(100*time.Millisecond))
-	return target, S.wanFault(ctx, d, cut, 0)
+	return S.wanFault(ctx, target, d, cut, 0)
 }
 
 // chaosTable is the nftables table of the soak's wide-area faults.
 const chaosTable = "soakchaos"
 
 // wanFault drops, at each site gateway of cut, the traffic to and from
-// the sites it lists (every packet, or permille of them), for d.
-func (S *soak) wanFault(ctx context.Context, d time.Duration, cut map[*topology.Site][]*topology.Site, permille int) error {
+// the sites it lists (every packet, or permille of them), for d; it
+// returns target, and the site pairs cut as what the event touches.
+func (S *soak) wanFault(ctx context.Context, target string, d time.Duration, cut map[*topology.Site][]*topology.Site, permille int) (string, chaosTouch, error) {
+	var touch chaosTouch
+	for gw, remote := range cut {
+		for _, r := range remote {
+			touch.wan = append(touch.wan, [2]string{gw.Name, r.Name})
+		}
+	}
 	if err := cutWAN(cut, permille); err != nil {
-		return err
+		return target, touch, err
 	}
 	sleepCtx(ctx, d)
-	return healWAN(cut)
+	return target, touch, healWAN(cut)
 }
 
 // cutWAN drops, at each site gateway of cut, the traffic to and from
@@ -232,14 +242,17 @@ func (S *soak) setDown(key string, down bool) {
 	S.down[key] = down
 }
 
-// during lists the events whose time (and grace after) overlaps
-// [from, until].
-func (S *soak) during(from, until time.Time) []string {
-	var out []string
+// explain lists the events that explain f (soak_attrib_linux_test.go),
+// and counts the others in its time, off its path.
+func (S *soak) explain(f failure) (on []string, off int) {
+	ex := S.paths.explaining(f.path, S.events, f.from, f.until)
+	for _, ev := range ex {
+		on = append(on, fmt.Sprintf("%s %s at %s", ev.kind, ev.target, S.since(ev.from)))
+	}
 	for _, ev := range S.events {
-		if ev.from.Before(until) && ev.until.Add(chaosGrace).After(from) {
-			out = append(out, fmt.Sprintf("%s %s at %s", ev.kind, ev.target, S.since(ev.from)))
+		if ev.inTime(f.from, f.until) {
+			off++
 		}
 	}
-	return out
+	return on, off - len(ex)
 }

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,7 +27,8 @@ import (
 // matrix host and on three churn nodes, the virtual network on three of
 // them) carrying steady traffic while chaos happens on a seeded schedule;
 // at the end a report of what was lost or corrupted (must be nothing),
-// every connection failure with its reason and the chaos it fell in, and
+// every connection failure with its reason and the chaos on its path in its
+// time (soak_attrib_linux_test.go: one with none fails the soak), and
 // the slopes of each long-running process's RSS, goroutines and open
 // files. Traffic (soak_traffic_linux_test.go, soak_stream_linux_test.go):
 //
@@ -121,6 +123,7 @@ type soak struct {
 	mu       sync.Mutex
 	failures []failure
 	events   []chaosEvent
+	paths    pathModel            // grid6's routes, as the start saw them (soak_attrib_linux_test.go)
 	stats    map[string]*opStats  // by traffic kind
 	series   map[string][]*series // by process name, one per process run
 	procs    []soakProc           // the processes sampled besides hubs and agents
@@ -134,10 +137,11 @@ type soak struct {
 	corrupt, lost atomic.Int64 // bytes
 }
 
-// failure is one failed operation: what, why (the tool's words) and
-// when it ran.
+// failure is one failed operation: what, on which path, why (the
+// tool's words) and when it ran.
 type failure struct {
 	op          string
+	path        opPath
 	from, until time.Time
 	reason      string
 }
@@ -184,6 +188,7 @@ func (S *soak) up(ctx context.Context) {
 		t.Logf("the hubs' routes did not settle in 60 s; going on")
 	}
 	S.down = map[string]bool{}
+	S.paths = S.routes(ctx)
 	S.trackOverlay()
 	// the virtual network's addresses are claimed once the agents
 	// answer: its names resolve after that
@@ -196,14 +201,53 @@ func (S *soak) up(ctx context.Context) {
 	}
 }
 
-// fail records a failed operation.
-func (S *soak) fail(op string, from time.Time, reason string) {
+// routes is the soak's path model: every site, and the pairs of sites
+// whose hubs are not neighbours now (a route between them transits a
+// third hub). A hub whose status cannot be read counts as a neighbour
+// of none.
+func (S *soak) routes(ctx context.Context) pathModel {
+	m := pathModel{routed: map[[2]string]bool{}}
+	for _, s := range S.topo.Sites {
+		m.sites = append(m.sites, s.Name)
+	}
+	for _, s := range S.topo.Sites {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		hops, err := S.o.HubHops(cctx, hubHostOf(s))
+		cancel()
+		if err != nil {
+			S.t.Logf("hub %s's routes: %v (its pairs count as routed)", s.Name, err)
+		}
+		for _, o := range S.topo.Sites {
+			if o != s && hops[o.Name] != 1 {
+				m.routed[[2]string{s.Name, o.Name}] = true
+			}
+		}
+	}
+	S.t.Logf("site pairs whose hubs are not neighbours: %v", m.routed)
+	return m
+}
+
+// path is the path of an operation between the node agents of hosts.
+func (S *soak) path(hosts ...string) opPath {
+	var p opPath
+	for _, n := range hosts {
+		h := S.host(n)
+		p.nodes = append(p.nodes, h.ID())
+		if !slices.Contains(p.sites, h.Site.Name) {
+			p.sites = append(p.sites, h.Site.Name)
+		}
+	}
+	return p
+}
+
+// fail records a failed operation on path.
+func (S *soak) fail(op string, path opPath, from time.Time, reason string) {
 	reason = strings.Join(strings.Fields(reason), " ") // one line, for the report's table
 	if len(reason) > 400 {
 		reason = reason[:400] + "..."
 	}
 	S.mu.Lock()
-	S.failures = append(S.failures, failure{op: op, from: from, until: time.Now(), reason: reason})
+	S.failures = append(S.failures, failure{op: op, path: path, from: from, until: time.Now(), reason: reason})
 	S.mu.Unlock()
 	S.t.Logf("%s: %s failed: %s", S.since(time.Now()), op, reason)
 }
@@ -262,7 +306,7 @@ func pause(ctx context.Context, d time.Duration) bool {
 
 // report writes what the soak found: to the test log, and to
 // $GRIDLINK_SOAK_REPORT if set. The test fails if a byte was corrupted
-// or lost, or a failure fell in no chaos event.
+// or lost, or a failure had no chaos event on its path in its time.
 func (S *soak) report() {
 	t := S.t
 	var b strings.Builder
@@ -299,20 +343,23 @@ func (S *soak) report() {
 		fmt.Fprintf(&b, " %s %d;", k, byKind[k])
 	}
 	fmt.Fprintf(&b, "\n\nFailures: %d\n\n", len(S.failures))
-	unexplained := 0
+	var unexplained []string
 	if len(S.failures) > 0 {
-		fmt.Fprintln(&b, "| at | operation | reason | during (chaos) |")
+		fmt.Fprintln(&b, "| at | operation | reason | explained by (chaos on its path) |")
 		fmt.Fprintln(&b, "|---|---|---|---|")
 		for _, f := range S.failures {
-			during := S.during(f.from, f.until)
-			d := strings.Join(during, "; ")
-			if len(during) == 0 {
-				unexplained++
+			on, off := S.explain(f)
+			d := strings.Join(on, "; ")
+			if len(on) == 0 {
+				unexplained = append(unexplained, fmt.Sprintf("%s %s (%d chaos events in its time, none on its path)", S.since(f.until), f.op, off))
 				d = "**none**"
+			}
+			if off > 0 {
+				d += fmt.Sprintf(" (and %d off its path)", off)
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", S.since(f.until), f.op, strings.ReplaceAll(f.reason, "|", "/"), d)
 		}
-		fmt.Fprintf(&b, "\nUnexplained (in no chaos event or its %v after): %d\n", chaosGrace, unexplained)
+		fmt.Fprintf(&b, "\nUnexplained (no chaos event on its path in its time or %v after): %d\n", chaosGrace, len(unexplained))
 	}
 	fmt.Fprintln(&b)
 	S.homeReport(&b)
@@ -326,8 +373,8 @@ func (S *soak) report() {
 	if n := S.corrupt.Load() + S.lost.Load(); n > 0 {
 		t.Errorf("%d bytes (or lines) corrupted or lost", n)
 	}
-	if unexplained > 0 {
-		t.Errorf("%d failures in no chaos event", unexplained)
+	if len(unexplained) > 0 {
+		t.Errorf("%d failures explained by no chaos event on their path:\n%s", len(unexplained), strings.Join(unexplained, "\n"))
 	}
 	if len(S.away) > 0 {
 		t.Errorf("%d node agents not at their home hub %v after the traffic ended: %s", len(S.away), homeWait, strings.Join(S.away, ", "))

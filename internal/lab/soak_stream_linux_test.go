@@ -39,11 +39,18 @@ func streamByte(p int64) byte {
 
 // streams starts a flow for each (from, to) pair of hosts.
 func (S *soak) streams(ctx context.Context, wg *sync.WaitGroup, pairs [][2]string) {
+	// a receiver's path: it and every sender to it (it cannot tell
+	// which a connection is from by the virtual address)
+	senders := map[string][]string{}
+	for _, p := range pairs {
+		senders[p[1]] = append(senders[p[1]], p[0])
+	}
 	listening := map[string]bool{}
 	for _, p := range pairs {
 		src, dst := S.host(p[0]), S.host(p[1])
 		if !listening[p[1]] {
-			labtest.Listen(S.t, dst, fmt.Sprintf(":%d", streamPort), func(c net.Conn) { S.receive(dst, c) })
+			path := S.path(append([]string{p[1]}, senders[p[1]]...)...)
+			labtest.Listen(S.t, dst, fmt.Sprintf(":%d", streamPort), func(c net.Conn) { S.receive(dst, path, c) })
 			listening[p[1]] = true
 		}
 		wg.Go(func() { S.sendLoop(ctx, src, dst) })
@@ -52,7 +59,7 @@ func (S *soak) streams(ctx context.Context, wg *sync.WaitGroup, pairs [][2]strin
 
 // receive checks a flow's bytes as they come and answers the sender's
 // half-close with the count received.
-func (S *soak) receive(h *topology.Host, c net.Conn) {
+func (S *soak) receive(h *topology.Host, path opPath, c net.Conn) {
 	op := fmt.Sprintf("vip stream %s -> %s.grid (receiver)", c.RemoteAddr(), h.ID())
 	began := time.Now()
 	buf := make([]byte, 64<<10)
@@ -69,7 +76,7 @@ func (S *soak) receive(h *topology.Host, c net.Conn) {
 					}
 				}
 				S.corrupt.Add(bad)
-				S.fail(op, began, fmt.Sprintf("byte %d differs (%d of the next %d bytes)", p+int64(i), bad, n-i))
+				S.fail(op, path, began, fmt.Sprintf("byte %d differs (%d of the next %d bytes)", p+int64(i), bad, n-i))
 				return
 			}
 		}
@@ -83,7 +90,7 @@ func (S *soak) receive(h *topology.Host, c net.Conn) {
 			return
 		}
 		if err != nil {
-			S.fail(op, began, fmt.Sprintf("after %d bytes: %v", p, err))
+			S.fail(op, path, began, fmt.Sprintf("after %d bytes: %v", p, err))
 			return
 		}
 	}
@@ -93,19 +100,20 @@ func (S *soak) receive(h *topology.Host, c net.Conn) {
 func (S *soak) sendLoop(ctx context.Context, src, dst *topology.Host) {
 	name := dst.ID() + ".grid"
 	op := fmt.Sprintf("vip stream %s -> %s", src.ID(), name)
+	path := S.path(src.ID(), dst.ID())
 	for ctx.Err() == nil {
 		began := time.Now()
 		sent, confirmed, err := S.sendOnce(ctx, src, name)
 		if err != nil {
 			S.count("vip stream", "bytes", false, 0)
-			S.fail(op, began, fmt.Sprintf("%v (%d bytes sent on this connection)", err, sent))
+			S.fail(op, path, began, fmt.Sprintf("%v (%d bytes sent on this connection)", err, sent))
 			pause(ctx, 2*time.Second)
 			continue
 		}
 		S.count("vip stream", "bytes", confirmed == sent, 0)
 		if confirmed != sent {
 			S.lost.Add(sent - confirmed)
-			S.fail(op, began, fmt.Sprintf("sent %d bytes, the receiver counted %d", sent, confirmed))
+			S.fail(op, path, began, fmt.Sprintf("sent %d bytes, the receiver counted %d", sent, confirmed))
 		}
 	}
 }

@@ -21,6 +21,9 @@ import (
 	"github.com/gridlink/gridlink/status"
 )
 
+// soakData is the host of the transfer service cp copies to and from.
+const soakData = "das3v-n1"
+
 // soakFileSize is the size of each file cp carries.
 const soakFileSize = 4 << 20
 
@@ -28,7 +31,7 @@ const soakFileSize = 4 << 20
 func (S *soak) traffic(ctx context.Context, wg *sync.WaitGroup) {
 	t := S.t
 	root := openDir(t)
-	data := S.host("das3v-n1")
+	data := S.host(soakData)
 	id, err := S.o.Issue("soak-data")
 	if err != nil {
 		t.Fatal(err)
@@ -76,22 +79,23 @@ func (S *soak) cpLoop(ctx context.Context, kind string, h *topology.Host, root s
 		err := cmd.Run()
 		cancel()
 		op := fmt.Sprintf("%s %s %s", kind, h.ID(), name)
+		path := S.path(h.ID(), soakData)
 		var sum status.Copy
 		jerr := json.Unmarshal(out.Bytes(), &sum)
 		switch {
 		case err != nil || jerr != nil || sum.Failure != "":
 			S.count(kind, "bytes", false, 0)
-			S.fail(op, began, fmt.Sprintf("%v; %s %s", err, sum.Failure, lastLines(errb.String(), 3)))
+			S.fail(op, path, began, fmt.Sprintf("%v; %s %s", err, sum.Failure, lastLines(errb.String(), 3)))
 		default:
 			bad, missing := compareFiles(src, dst)
 			S.corrupt.Add(bad)
 			S.lost.Add(missing)
 			if bad+missing > 0 {
-				S.fail(op, began, fmt.Sprintf("cp said it succeeded, but %d bytes differ and %d are missing", bad, missing))
+				S.fail(op, path, began, fmt.Sprintf("cp said it succeeded, but %d bytes differ and %d are missing", bad, missing))
 			}
 			S.count(kind, "bytes", bad+missing == 0, soakFileSize-bad-missing)
 			if sum.Attempts > 1 {
-				S.fail(op+" (recovered)", began, fmt.Sprintf("cp took %d sessions (dropped connections it resumed after); %s", sum.Attempts, lastLines(errb.String(), 3)))
+				S.fail(op+" (recovered)", path, began, fmt.Sprintf("cp took %d sessions (dropped connections it resumed after); %s", sum.Attempts, lastLines(errb.String(), 3)))
 			}
 		}
 		os.Remove(src)
@@ -149,7 +153,7 @@ func (S *soak) pingLoop(ctx context.Context, h *topology.Host) {
 		ok := err == nil && jerr == nil && pr.Error == "" && len(pr.RTTMS) == 3
 		S.count("ping", "round trips", ok, int64(len(pr.RTTMS)))
 		if !ok {
-			S.fail(fmt.Sprintf("ping %s -> %s", h.ID(), dst.ID()), began, fmt.Sprintf("%s (%v)", pr.Error, err))
+			S.fail(fmt.Sprintf("ping %s -> %s", h.ID(), dst.ID()), S.path(h.ID(), dst.ID()), began, fmt.Sprintf("%s (%v)", pr.Error, err))
 		}
 		pause(ctx, 2*time.Second)
 	}
@@ -161,6 +165,7 @@ func (S *soak) pingLoop(ctx context.Context, h *topology.Host) {
 // words, and another starts.
 func (S *soak) sshLoop(ctx context.Context, h *topology.Host, target string, sshArgs []string) {
 	const script = `i=0; while :; do echo $i; i=$((i+1)); sleep 0.5; done`
+	path := S.path(h.ID(), strings.TrimSuffix(target, ".grid"))
 	for ctx.Err() == nil {
 		began := time.Now()
 		argv := append([]string{"netns", "exec", lab.HostNS(h), "ssh"}, sshArgs...)
@@ -174,7 +179,7 @@ func (S *soak) sshLoop(ctx context.Context, h *topology.Host, target string, ssh
 			err = cmd.Start()
 		}
 		if err != nil {
-			S.fail("ssh "+h.ID()+" -> "+target, began, err.Error())
+			S.fail("ssh "+h.ID()+" -> "+target, path, began, err.Error())
 			return
 		}
 		stop := context.AfterFunc(ctx, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) })
@@ -201,10 +206,10 @@ func (S *soak) sshLoop(ctx context.Context, h *topology.Host, target string, ssh
 		endedByUs := !stop() // the soak's end stopped it
 		S.count("ssh", "lines", broken == "", lines)
 		if broken != "" {
-			S.fail("ssh "+h.ID()+" -> "+target, began, broken)
+			S.fail("ssh "+h.ID()+" -> "+target, path, began, broken)
 		}
 		if !endedByUs {
-			S.fail("ssh "+h.ID()+" -> "+target, began, fmt.Sprintf("the session ended after %d lines: %v: %s", lines, werr, lastLines(errb.String(), 3)))
+			S.fail("ssh "+h.ID()+" -> "+target, path, began, fmt.Sprintf("the session ended after %d lines: %v: %s", lines, werr, lastLines(errb.String(), 3)))
 			pause(ctx, 2*time.Second)
 		}
 	}
