@@ -1,6 +1,7 @@
 package lab_test
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
@@ -124,6 +125,45 @@ func (m pathModel) explaining(p opPath, events []chaosEvent, from, until time.Ti
 	return out
 }
 
+// routes is the soak's path model: every site, and the pairs of sites
+// whose hubs are not neighbours now (a route between them transits a
+// third hub). A hub whose status cannot be read counts as a neighbour
+// of none.
+func (S *soak) routes(ctx context.Context) pathModel {
+	m := pathModel{routed: map[[2]string]bool{}}
+	for _, s := range S.topo.Sites {
+		m.sites = append(m.sites, s.Name)
+	}
+	for _, s := range S.topo.Sites {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		hops, err := S.o.HubHops(cctx, hubHostOf(s))
+		cancel()
+		if err != nil {
+			S.t.Logf("hub %s's routes: %v (its pairs count as routed)", s.Name, err)
+		}
+		for _, o := range S.topo.Sites {
+			if o != s && hops[o.Name] != 1 {
+				m.routed[[2]string{s.Name, o.Name}] = true
+			}
+		}
+	}
+	S.t.Logf("site pairs whose hubs are not neighbours: %v", m.routed)
+	return m
+}
+
+// path is the path of an operation between the node agents of hosts.
+func (S *soak) path(hosts ...string) opPath {
+	var p opPath
+	for _, n := range hosts {
+		h := S.host(n)
+		p.nodes = append(p.nodes, h.ID())
+		if !slices.Contains(p.sites, h.Site.Name) {
+			p.sites = append(p.sites, h.Site.Name)
+		}
+	}
+	return p
+}
+
 // TestSoakAttribution: a failure is explained by chaos on its path in
 // its time only.
 func TestSoakAttribution(t *testing.T) {
@@ -176,5 +216,28 @@ func TestSoakAttribution(t *testing.T) {
 	}
 	if got := m.explaining(direct, away[1:], at(100), at(110)); len(got) != 0 {
 		t.Errorf("hub at g5k killed, das3d's nodes at home: explained by %v, want none", got)
+	}
+}
+
+// TestSoakStallsByKind: a vip stall counts for the kinds of chaos on its
+// path in its time, and for "" when there is none.
+func TestSoakStallsByKind(t *testing.T) {
+	t0 := time.Unix(1_000_000, 0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	m := pathModel{sites: []string{"das3d", "g5k", "hiroshi"}}
+	flow := opPath{nodes: []string{"hiroshi-n1", "das3d-n1"}, sites: []string{"hiroshi", "das3d"}}
+	events := []chaosEvent{
+		{kind: "hub killed", from: at(10), until: at(15), touch: chaosTouch{hubs: []string{"das3d"}}},
+		{kind: "loss burst", from: at(200), until: at(215), touch: chaosTouch{wan: [][2]string{{"g5k", "das3d"}, {"g5k", "hiroshi"}}}},
+	}
+	stalls := []stall{
+		{flow, at(11), at(14)},   // 3 s in the hub's kill
+		{flow, at(12), at(20)},   // 8 s in it
+		{flow, at(201), at(203)}, // 2 s in a loss burst off its path
+	}
+	got := m.longestStalls(stalls, events)
+	want := map[string]time.Duration{"hub killed": 8 * time.Second, "": 2 * time.Second}
+	if len(got) != len(want) || got["hub killed"] != want["hub killed"] || got[""] != want[""] {
+		t.Errorf("longest stalls by kind %v, want %v", got, want)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -124,6 +123,8 @@ type soak struct {
 	failures []failure
 	events   []chaosEvent
 	paths    pathModel            // grid6's routes, as the start saw them (soak_attrib_linux_test.go)
+	stalls   []stall              // of the vip streams (soak_stream_linux_test.go)
+	lastByte map[string]time.Time // a vip stream's last bytes, by receiver
 	stats    map[string]*opStats  // by traffic kind
 	series   map[string][]*series // by process name, one per process run
 	procs    []soakProc           // the processes sampled besides hubs and agents
@@ -199,45 +200,6 @@ func (S *soak) up(ctx context.Context) {
 			return err == nil && len(strings.Fields(string(out))) > 0
 		})
 	}
-}
-
-// routes is the soak's path model: every site, and the pairs of sites
-// whose hubs are not neighbours now (a route between them transits a
-// third hub). A hub whose status cannot be read counts as a neighbour
-// of none.
-func (S *soak) routes(ctx context.Context) pathModel {
-	m := pathModel{routed: map[[2]string]bool{}}
-	for _, s := range S.topo.Sites {
-		m.sites = append(m.sites, s.Name)
-	}
-	for _, s := range S.topo.Sites {
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		hops, err := S.o.HubHops(cctx, hubHostOf(s))
-		cancel()
-		if err != nil {
-			S.t.Logf("hub %s's routes: %v (its pairs count as routed)", s.Name, err)
-		}
-		for _, o := range S.topo.Sites {
-			if o != s && hops[o.Name] != 1 {
-				m.routed[[2]string{s.Name, o.Name}] = true
-			}
-		}
-	}
-	S.t.Logf("site pairs whose hubs are not neighbours: %v", m.routed)
-	return m
-}
-
-// path is the path of an operation between the node agents of hosts.
-func (S *soak) path(hosts ...string) opPath {
-	var p opPath
-	for _, n := range hosts {
-		h := S.host(n)
-		p.nodes = append(p.nodes, h.ID())
-		if !slices.Contains(p.sites, h.Site.Name) {
-			p.sites = append(p.sites, h.Site.Name)
-		}
-	}
-	return p
 }
 
 // fail records a failed operation on path.
@@ -361,6 +323,8 @@ func (S *soak) report() {
 		}
 		fmt.Fprintf(&b, "\nUnexplained (no chaos event on its path in its time or %v after): %d\n", chaosGrace, len(unexplained))
 	}
+	fmt.Fprintln(&b)
+	S.stallReport(&b)
 	fmt.Fprintln(&b)
 	S.homeReport(&b)
 	S.resources(&b)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -27,8 +28,70 @@ const (
 	streamPort  = 7100
 	streamChunk = 16 << 10
 	streamEvery = 125 * time.Millisecond // 128 KiB/s per flow
-	streamIdle  = 60 * time.Second       // no byte for this long: a stall
+	streamIdle  = 60 * time.Second       // no byte for this long: a failure
+	stallMin    = time.Second            // a longer gap between a flow's bytes is a stall
 )
+
+// stall is a gap between a flow's bytes at its receiver (across
+// connections: the next connection's first byte ends the gap).
+type stall struct {
+	path        opPath
+	from, until time.Time
+}
+
+// gotBytes notes bytes of the flow to receiver at now, and a stall if
+// the flow's last bytes came more than stallMin before.
+func (S *soak) gotBytes(receiver string, path opPath, now time.Time) {
+	S.mu.Lock()
+	defer S.mu.Unlock()
+	if S.lastByte == nil {
+		S.lastByte = map[string]time.Time{}
+	}
+	if prev := S.lastByte[receiver]; !prev.IsZero() && now.Sub(prev) > stallMin {
+		S.stalls = append(S.stalls, stall{path: path, from: prev, until: now})
+	}
+	S.lastByte[receiver] = now
+}
+
+// longestStalls is the longest stall each chaos kind on its path
+// explains, and (kind "") the longest no chaos on its path explains.
+func (m pathModel) longestStalls(stalls []stall, events []chaosEvent) map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for _, st := range stalls {
+		d := st.until.Sub(st.from)
+		kinds := []string{""}
+		if ex := m.explaining(st.path, events, st.from, st.until); len(ex) > 0 {
+			kinds = kinds[:0]
+			for _, ev := range ex {
+				kinds = append(kinds, ev.kind)
+			}
+		}
+		for _, k := range kinds {
+			out[k] = max(out[k], d)
+		}
+	}
+	return out
+}
+
+// stallReport is the report's line of the longest vip stall per chaos
+// kind.
+func (S *soak) stallReport(w io.Writer) {
+	longest := S.paths.longestStalls(S.stalls, S.events)
+	kinds := make([]string, 0, len(longest))
+	for k := range longest {
+		kinds = append(kinds, k)
+	}
+	sort.Strings(kinds)
+	fmt.Fprintf(w, "Vip stalls (gaps over %v between a flow's bytes): %d; the longest by the chaos on its path:", stallMin, len(S.stalls))
+	for _, k := range kinds {
+		name := k
+		if k == "" {
+			name = "no chaos on its path"
+		}
+		fmt.Fprintf(w, " %s %v;", name, longest[k].Round(100*time.Millisecond))
+	}
+	fmt.Fprintln(w)
+}
 
 // streamByte is byte p of the checked sequence: the little-endian bytes
 // of (p/8+1) times a large odd constant.
@@ -81,6 +144,9 @@ func (S *soak) receive(h *topology.Host, path opPath, c net.Conn) {
 			}
 		}
 		p += int64(n)
+		if n > 0 {
+			S.gotBytes(h.ID(), path, time.Now())
+		}
 		S.verified("vip stream", "bytes", int64(n))
 		if errors.Is(err, io.EOF) {
 			var total [8]byte
