@@ -313,7 +313,8 @@ func (S *soak) report() {
 			on, off := S.explain(f)
 			d := strings.Join(on, "; ")
 			if len(on) == 0 {
-				unexplained = append(unexplained, fmt.Sprintf("%s %s (%d chaos events in its time, none on its path)", S.since(f.until), f.op, off))
+				unexplained = append(unexplained, fmt.Sprintf("%s %s (path %v, sites %v; %d chaos events in its time, none on its path): %s",
+					S.since(f.until), f.op, f.path.nodes, S.paths.reach(f.path, S.events, f.from, f.until), off, f.reason))
 				d = "**none**"
 			}
 			if off > 0 {
