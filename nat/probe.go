@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 )
 
 // Observers picks, from hubs' listening addresses, the ones to observe
@@ -75,17 +76,35 @@ func Endpoints(ctx context.Context, c Class, observer netip.AddrPort, port uint1
 	if err != nil {
 		return nil, true, fmt.Errorf("observe the NAT's counter: %w", err)
 	}
-	// a small step may be a step of 1 that other connections made look
-	// larger (the classifier takes the steps' common divisor: 3, 6, 3 says
-	// 3): guess every port then, the most likely first; a true step of up
-	// to 4 still has its next ports among the guesses.
-	if c.Delta <= 4 {
-		c.Delta = 1
-	}
-	for _, p := range Predict(c, last, port, guesses) {
+	for _, p := range sequentialGuesses(c.Delta, last, port, guesses) {
 		eps = append(eps, netip.AddrPortFrom(c.External, p))
 	}
 	return eps, true, nil
+}
+
+// sequentialGuesses are the next ports of a sequential NAT of step delta
+// after last, the most likely first. A small step may be a step of 1 that
+// the host's other connections made look larger (the classifier takes the
+// steps' common divisor: 3, 6, 3 says 3; a hub splicing to several hubs at
+// once saw +5 on a +1 NAT). A step of up to 4: every port. A larger one:
+// every port for the first half of the guesses, then the step's
+// multiples, so both a step of 1 with a few ports taken in between and the
+// step itself with a few taken are among them.
+func sequentialGuesses(delta int, last Observation, local uint16, n int) []uint16 {
+	step1 := Class{Allocation: Sequential, Delta: 1}
+	if delta <= 4 {
+		return Predict(step1, last, local, n)
+	}
+	out := Predict(step1, last, local, n/2)
+	for _, p := range Predict(Class{Allocation: Sequential, Delta: delta}, last, local, n) {
+		if len(out) == n {
+			break
+		}
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // Aim picks which of a peer's predicted endpoints to connect to: all at
